@@ -1,0 +1,21 @@
+"""Wire-contract constants (inventory A2.9, A4.42, A13.122, B1). These are not operator settings."""
+
+from typing import Final
+
+QUESTION_MAX_CHARS: Final = 8192
+MEDIA_MAX_ITEMS: Final = 50
+MEDIA_URL_MAX_CHARS: Final = 8192
+MEDIA_DATA_URI_MAX_CHARS: Final = 524288
+MEDIA_CAPTION_MAX_CHARS: Final = 1000
+MEDIA_TOTAL_URI_CHARS: Final = 1048576
+MAX_BODY_BYTES_DEFAULT: Final = 65536
+PAGE_MAX: Final = 1_000_000
+PAGE_SIZE_DEFAULT: Final = 50
+PAGE_SIZE_MAX: Final = 200
+KEEPALIVE_SECONDS: Final = 15.0
+
+ANSWER_FORMATS: Final = ("text", "confirm", "select", "form", "external")
+
+# Sentinel answerers (inventory B1).
+ANSWERED_BY_EXTERNAL: Final = "external-callback"
+ANSWERED_BY_EXPIRY: Final = "system:expiry"

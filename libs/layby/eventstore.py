@@ -1,0 +1,177 @@
+"""The JetStream event store (DESIGN invariants 1-2, CONVENTIONS 5).
+
+Streams are provisioned idempotently at start-up. Each aggregate has its own subject; an
+append carries ``Nats-Msg-Id`` (server-side de-duplication of retries) and, for aggregates,
+``Nats-Expected-Last-Subject-Sequence`` so the log decides every race. Only features present
+in NATS 2.9 are used (see docs/decisions/0002-jetstream-durability.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from datetime import timedelta
+
+import nats
+import nats.errors
+import nats.js.errors
+from nats.aio.client import Client as NATS
+from nats.js import JetStreamContext
+from nats.js.api import (
+    DiscardPolicy,
+    RetentionPolicy,
+    StorageType,
+    StreamConfig,
+)
+
+from contracts.events import InteractionEvent, decode_event, encode_event
+from contracts.subjects import Names
+from layby.errors import Conflict, Transient
+
+WRONG_LAST_SEQUENCE = 10071
+NO_MESSAGE_FOUND = 10037
+STREAM_NOT_FOUND = 10059
+DUPLICATE_WINDOW = timedelta(minutes=2)
+
+
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """One event as read back from the log, with its stream sequence."""
+
+    seq: int
+    event: InteractionEvent
+
+
+async def connect_nats(url: str, *, name: str) -> NATS:
+    """Connect with reconnects forever: a NATS restart must not kill a service."""
+    return await nats.connect(
+        url,
+        name=name,
+        max_reconnect_attempts=-1,
+        reconnect_time_wait=0.5,
+        connect_timeout=5,
+        allow_reconnect=True,
+    )
+
+
+class EventStore:
+    def __init__(self, nc: NATS, names: Names, *, replicas: int = 1, idle_ttl_seconds: float = 86400.0) -> None:
+        self.nc = nc
+        self.js: JetStreamContext = nc.jetstream(timeout=10)
+        self.names = names
+        self._replicas = replicas
+        self._idle_ttl = idle_ttl_seconds
+
+    async def provision(self) -> None:
+        """Create or update the streams; safe to run from every replica at every start."""
+        await self._ensure(
+            StreamConfig(
+                name=self.names.events_stream,
+                subjects=[self.names.events_all],
+                retention=RetentionPolicy.LIMITS,
+                storage=StorageType.FILE,
+                discard=DiscardPolicy.OLD,
+                num_replicas=self._replicas,
+                duplicate_window=DUPLICATE_WINDOW.total_seconds(),
+                allow_direct=True,
+                description="Layby event log: the source of truth",
+            )
+        )
+        await self._ensure(
+            StreamConfig(
+                name=self.names.secrets_stream,
+                subjects=[self.names.secrets_all],
+                retention=RetentionPolicy.LIMITS,
+                storage=StorageType.FILE,
+                num_replicas=self._replicas,
+                max_age=self._idle_ttl,
+                max_msgs_per_subject=1,
+                duplicate_window=DUPLICATE_WINDOW.total_seconds(),
+                description="Layby answers of sensitive questions, kept for the idle TTL only",
+            )
+        )
+
+    async def _ensure(self, config: StreamConfig) -> None:
+        assert config.name is not None
+        try:
+            await self.js.stream_info(config.name)
+        except nats.js.errors.NotFoundError:
+            try:
+                await self.js.add_stream(config)
+                return
+            except nats.js.errors.BadRequestError:
+                pass  # another replica created it between our two calls
+        await self.js.update_stream(config)
+
+    async def append(self, subject: str, event: InteractionEvent, *, msg_id: str, expected_seq: int | None) -> int:
+        """Append one event; returns its stream sequence.
+
+        Raises ``Conflict`` when ``expected_seq`` is no longer the subject's last sequence (a
+        lost race: re-read and re-decide) and ``Transient`` when the server is unreachable.
+        """
+        headers = {"Nats-Msg-Id": msg_id}
+        if expected_seq is not None:
+            headers["Nats-Expected-Last-Subject-Sequence"] = str(expected_seq)
+        try:
+            ack = await self.js.publish(subject, encode_event(event), headers=headers, timeout=10)
+        except nats.js.errors.APIError as exc:
+            if exc.err_code == WRONG_LAST_SEQUENCE:
+                raise Conflict(f"{subject} moved on past sequence {expected_seq}") from None
+            raise Transient(f"append to {subject} failed: {exc}") from exc
+        except (nats.errors.TimeoutError, nats.errors.NoRespondersError, nats.errors.ConnectionClosedError) as exc:
+            raise Transient(f"append to {subject} failed: {type(exc).__name__}") from exc
+        if ack.duplicate and expected_seq:
+            # The server de-duplicated on Nats-Msg-Id before checking the expected sequence: an
+            # identical append already landed, so this one did not decide anything.
+            raise Conflict(f"{subject}: duplicate of an earlier append")
+        return int(ack.seq)
+
+    async def last(self, subject: str) -> Stored | None:
+        """The last event on a subject, or ``None`` when the subject is empty."""
+        try:
+            raw = await self.js.get_last_msg(self.names.events_stream, subject)
+        except nats.js.errors.NotFoundError:
+            return None
+        except nats.js.errors.APIError as exc:
+            if exc.err_code == NO_MESSAGE_FOUND:
+                return None
+            raise Transient(f"read of {subject} failed: {exc}") from exc
+        except (nats.errors.TimeoutError, nats.errors.NoRespondersError) as exc:
+            raise Transient(f"read of {subject} failed: {type(exc).__name__}") from exc
+        assert raw.data is not None and raw.seq is not None
+        return Stored(seq=int(raw.seq), event=decode_event(raw.data))
+
+    async def bounds(self) -> tuple[int, int]:
+        """(first, last) sequence of the event log."""
+        info = await self.js.stream_info(self.names.events_stream)
+        return int(info.state.first_seq), int(info.state.last_seq)
+
+    async def put_secret(self, interaction_id: str, payload: bytes) -> None:
+        await self.js.publish(
+            self.names.secret(interaction_id), payload, headers={"Nats-Msg-Id": f"secret-{interaction_id}"}
+        )
+
+    async def get_secret(self, interaction_id: str) -> bytes | None:
+        try:
+            raw = await self.js.get_last_msg(self.names.secrets_stream, self.names.secret(interaction_id))
+        except nats.js.errors.NotFoundError:
+            return None
+        except nats.js.errors.APIError as exc:
+            if exc.err_code == NO_MESSAGE_FOUND:
+                return None
+            raise
+        return raw.data
+
+
+async def wait_for_jetstream(nc: NATS, timeout: float = 30.0) -> None:
+    """Block until JetStream answers (a restarting server takes a moment)."""
+    js = nc.jetstream(timeout=2)
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        try:
+            await js.account_info()
+            return
+        except (nats.errors.TimeoutError, nats.errors.NoRespondersError, nats.js.errors.ServiceUnavailableError):
+            if asyncio.get_running_loop().time() > deadline:
+                raise
+            await asyncio.sleep(0.2)

@@ -1,0 +1,172 @@
+"""The PostgreSQL projector (DESIGN invariant 1, CONVENTIONS 5).
+
+Applies events to the read models. Each batch is one transaction that also records the
+stream sequence it applied, so a replayed message is a no-op and the ack comes after commit.
+Row updates are guarded by the per-row sequence and are order-insensitive, so replicas that
+share the durable consumer may apply neighbouring batches in either order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import asyncpg
+import msgspec
+import nats.errors
+from nats.js.api import ConsumerConfig, DeliverPolicy
+
+from contracts.events import InteractionAnswered, InteractionAsked, InteractionRemoved, decode_event
+from contracts.http import add_frame
+from layby.db import PROJECTION_TABLES, projection_sql
+from layby.eventstore import EventStore, Stored
+from layby.logs import get_logger
+
+log = get_logger("layby.projector")
+_json = msgspec.json.Encoder()
+INBOX = "inbox"
+REBUILD_LOCK = 0x1A7B7_0002
+
+_ASKED = """
+INSERT INTO interactions AS t (interaction_id, group_id, status, answer_format, mode, audience, asked_by,
+    sensitive, created_at, timeout_at, item, asked_seq, last_seq)
+VALUES ($1, $2, 'pending', $3, $4, $5, $6, $7, $8, $9, $10::jsonb, $11, $11)
+ON CONFLICT (interaction_id) DO UPDATE SET
+    answer_format = EXCLUDED.answer_format, mode = EXCLUDED.mode, asked_by = EXCLUDED.asked_by,
+    sensitive = EXCLUDED.sensitive, created_at = EXCLUDED.created_at, timeout_at = EXCLUDED.timeout_at,
+    item = EXCLUDED.item, asked_seq = EXCLUDED.asked_seq, audience = EXCLUDED.audience
+WHERE t.asked_seq IS NULL
+"""
+
+_ANSWERED = """
+INSERT INTO interactions AS t (interaction_id, group_id, status, audience, answered_by, answered_at, answer,
+    last_seq)
+VALUES ($1, $2, 'answered', $3, $4, $5, $6::jsonb, $7)
+ON CONFLICT (interaction_id) DO UPDATE SET
+    status = 'answered', answered_by = EXCLUDED.answered_by, answered_at = EXCLUDED.answered_at,
+    answer = EXCLUDED.answer, last_seq = EXCLUDED.last_seq
+WHERE t.last_seq < EXCLUDED.last_seq
+"""
+
+_REMOVED = """
+INSERT INTO interactions AS t (interaction_id, group_id, status, audience, removed_reason, removed_at, last_seq)
+VALUES ($1, $2, 'removed', $3, $4, $5, $6)
+ON CONFLICT (interaction_id) DO UPDATE SET
+    status = 'removed', removed_reason = EXCLUDED.removed_reason, removed_at = EXCLUDED.removed_at,
+    last_seq = EXCLUDED.last_seq
+WHERE t.last_seq < EXCLUDED.last_seq
+"""
+
+_CHECKPOINT = """
+INSERT INTO projector_checkpoints AS c (name, seq) VALUES ($1, $2)
+ON CONFLICT (name) DO UPDATE SET seq = GREATEST(c.seq, EXCLUDED.seq)
+"""
+
+
+def _json_or_null(value: Any) -> str | None:
+    return None if value is None else _json.encode(value).decode()
+
+
+async def apply_batch(conn: asyncpg.Connection, batch: Sequence[Stored], *, name: str = INBOX) -> None:
+    """Apply events in one transaction with the checkpoint; idempotent by stream sequence."""
+    asked: list[tuple[Any, ...]] = []
+    answered: list[tuple[Any, ...]] = []
+    removed: list[tuple[Any, ...]] = []
+    resolved: list[tuple[str]] = []
+    for stored in batch:
+        ev = stored.event
+        match ev:
+            case InteractionAsked():
+                asked.append((
+                    ev.interaction_id, ev.group_id, ev.answer_format, ev.mode, ev.audience, ev.asked_by,
+                    ev.sensitive, ev.created_at, ev.timeout_at, _json.encode(add_frame(ev)).decode(), stored.seq,
+                ))
+            case InteractionAnswered():
+                answered.append((
+                    ev.interaction_id, ev.group_id, ev.audience, ev.answered_by, ev.answered_at,
+                    None if ev.sensitive else _json_or_null(ev.answer), stored.seq,
+                ))
+                resolved.append((ev.interaction_id,))
+            case InteractionRemoved():
+                removed.append((ev.interaction_id, ev.group_id, ev.audience, ev.reason, ev.removed_at, stored.seq))
+                resolved.append((ev.interaction_id,))
+    async with conn.transaction():
+        if asked:
+            await conn.executemany(_ASKED, asked)
+        if answered:
+            await conn.executemany(_ANSWERED, answered)
+        if removed:
+            await conn.executemany(_REMOVED, removed)
+        if resolved:
+            await conn.executemany("DELETE FROM admissions WHERE interaction_id = $1", resolved)
+        if batch:
+            await conn.execute(_CHECKPOINT, name, max(s.seq for s in batch))
+
+
+async def read_range(store: EventStore, first: int, last: int, *, batch: int = 1000) -> list[Stored]:
+    """Every interaction event with ``first <= seq <= last``, read through an ordered consumer."""
+    out: list[Stored] = []
+    if last < first:
+        return out
+    sub = await store.js.subscribe(
+        store.names.ix_all,
+        ordered_consumer=True,
+        config=ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=first),
+        pending_msgs_limit=batch * 10,
+    )
+    try:
+        while True:
+            try:
+                msg = await sub.next_msg(timeout=5)
+            except nats.errors.TimeoutError:
+                break  # nothing more within the range (the tail holds other subjects only)
+            seq = msg.metadata.sequence.stream
+            if seq > last:
+                break
+            try:
+                out.append(Stored(seq=seq, event=decode_event(msg.data)))
+            except msgspec.DecodeError:
+                log.error("projector.skip_malformed", seq=seq)
+            if seq == last:
+                break
+    finally:
+        await sub.unsubscribe()
+    return out
+
+
+async def rebuild(pool: asyncpg.Pool, store: EventStore) -> int:
+    """Drop the projection tables and replay the whole log into them, in one transaction.
+
+    Returns the number of events applied. A live projector blocks on the tables meanwhile and
+    then skips what the rebuild already applied (row sequence guards).
+    """
+    first, last = await store.bounds()
+    events = await read_range(store, max(first, 1), last)
+    async with pool.acquire() as conn, conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock($1)", REBUILD_LOCK)
+        for table in PROJECTION_TABLES:
+            await conn.execute(f"DROP TABLE IF EXISTS {table}")
+        await conn.execute(projection_sql())
+        for start in range(0, len(events), 1000):
+            await apply_batch(conn, events[start : start + 1000])
+        if last:
+            await conn.execute(_CHECKPOINT, INBOX, last)
+        # Reservations of questions that resolved are released; open ones stay counted.
+        await conn.execute(
+            "DELETE FROM admissions a USING interactions i "
+            "WHERE a.interaction_id = i.interaction_id AND i.status <> 'pending'"
+        )
+    log.info("projections.rebuilt", events=len(events), last_seq=last)
+    return len(events)
+
+
+async def run_projector(pool: asyncpg.Pool, store: EventStore, stop: asyncio.Event) -> None:
+    """The live projector: a durable pull consumer shared by every replica of its host service."""
+    from layby.consumer import consume  # noqa: PLC0415 - consumer imports projector types
+
+    async def handle(batch: list[Stored]) -> None:
+        async with pool.acquire() as conn:
+            await apply_batch(conn, batch)
+
+    await consume(store, role="projector", handler=handle, stop=stop, deliver_all=True)

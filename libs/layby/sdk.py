@@ -1,0 +1,263 @@
+"""The SDK: ``await ask_user(...)`` blocks until a person answers (inventory A1-A3, A6).
+
+A sync ask subscribes to its wake subject *before* it records the question, so an instant
+answer is never lost. One monotonic deadline bounds the whole ask (recording included); when
+it passes, the question is pruned and ``InteractionTimeoutError`` raised. Argument errors raise
+``ValueError`` naming the field before anything leaves the process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import datetime
+from typing import Any
+
+import msgspec
+import nats.errors
+from nats.aio.client import Client as NATS
+
+from contracts.commands import REPLY_DECODER, WAKE_DECODER, Accepted, Ask, Prune, PruneResult, Refused
+from contracts.subjects import Names
+from layby.errors import (
+    BadInput,
+    CrossIdentityAudienceError,
+    InteractionLimitError,
+    InteractionTimeoutError,
+    Unauthorized,
+)
+from layby.eventstore import connect_nats
+from layby.runtime import data_dir, read_runtime
+from layby.settings import Settings, load_settings
+from layby.validation import new_interaction_id, validate_ask
+
+_enc = msgspec.json.Encoder()
+REQUEST_TIMEOUT = 10.0
+
+
+class SecretValue:
+    """The answer of a ``sensitive`` question: only ``.reveal()`` shows it (inventory A2.20)."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: Any) -> None:
+        self._value = value
+
+    def reveal(self) -> Any:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "SecretValue(***)"
+
+    __str__ = __repr__
+
+    def __reduce__(self) -> Any:
+        raise TypeError("a SecretValue cannot be serialized; call .reveal() deliberately")
+
+
+def _schema_of(schema: Any) -> Any:
+    """A msgspec Struct type becomes its JSON schema; anything else is validated as given."""
+    if isinstance(schema, type) and issubclass(schema, msgspec.Struct):
+        return msgspec.json.schema(schema)
+    return schema
+
+
+class Client:
+    """A connection to Layby for asking. Use ``layby.connect()``; close with ``await client.close()``."""
+
+    def __init__(self, nc: NATS, *, names: Names, token: str, default_timeout: float, owns: bool) -> None:
+        self._nc = nc
+        self._names = names
+        self._token = token
+        self._default_timeout = default_timeout
+        self._owns = owns
+
+    async def close(self) -> None:
+        if self._owns and not self._nc.is_closed:
+            await self._nc.drain()
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.close()
+
+    async def ask_user(
+        self,
+        question: str,
+        *,
+        answer_format: str = "text",
+        options: list[str] | None = None,
+        schema: Any = None,
+        timeout: float | None = None,
+        group_id: str | None = None,
+        audience: str | None = None,
+        sensitive: bool = False,
+    ) -> Any:
+        spec = validate_ask(
+            question,
+            answer_format=answer_format,
+            options=options,
+            schema=_schema_of(schema),
+            timeout=timeout,
+            group_id=group_id,
+            audience=audience,
+            sensitive=sensitive,
+            default_timeout=self._default_timeout,
+        )
+        interaction_id = new_interaction_id()
+        deadline = time.monotonic() + spec.timeout
+        wall_deadline = time.time() + spec.timeout
+        sub = await self._nc.subscribe(self._names.wake(interaction_id))
+        try:
+            await self._record(interaction_id, spec.question, answer_format, spec, deadline)
+            try:
+                return await self._wait(sub, interaction_id, deadline, sensitive)
+            except TimeoutError:
+                return await self._timed_out(interaction_id, spec.timeout, wall_deadline)
+            except asyncio.CancelledError:
+                await asyncio.shield(self._prune(interaction_id, "cancelled"))
+                raise
+        finally:
+            try:
+                await sub.unsubscribe()
+            except nats.errors.Error:
+                pass
+
+    async def _record(self, interaction_id: str, question: str, fmt: str, spec: Any, deadline: float) -> None:
+        cmd = Ask(
+            token=self._token,
+            interaction_id=interaction_id,
+            question=question,
+            answer_format=fmt,
+            options=(spec.format_payload or {}).get("options"),
+            schema=(spec.format_payload or {}).get("schema"),
+            timeout=spec.timeout,
+            group_id=spec.group_id,
+            audience=spec.audience,
+            sensitive=spec.sensitive,
+        )
+        payload = _enc.encode(cmd)
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise InteractionTimeoutError(
+                    f"the ask service did not record interaction {interaction_id} within the budget",
+                    interaction_id=interaction_id,
+                )
+            try:
+                msg = await self._nc.request(self._names.cmd_ask, payload, timeout=min(remaining, REQUEST_TIMEOUT))
+                break
+            except nats.errors.NoRespondersError:
+                raise RuntimeError(
+                    f"no ask service answers on {self._names.cmd_ask}: start Layby with `layby up` "
+                    "or `layby serve ask`"
+                ) from None
+            except nats.errors.TimeoutError:
+                continue  # the same interaction id makes the retry idempotent
+        reply = REPLY_DECODER.decode(msg.data)
+        if isinstance(reply, Refused):
+            match reply.kind:
+                case "invalid":
+                    raise BadInput(reply.message, field=reply.field)
+                case "limit":
+                    raise InteractionLimitError(reply.message)
+                case "audience":
+                    raise CrossIdentityAudienceError(reply.message)
+                case "unauthorized":
+                    raise Unauthorized(f"LAYBY_TOKEN was refused: {reply.message}")
+                case _:
+                    raise RuntimeError(reply.message)
+        assert isinstance(reply, Accepted)
+
+    async def _wait(self, sub: Any, interaction_id: str, deadline: float, sensitive: bool) -> Any:
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError
+            try:
+                msg = await sub.next_msg(timeout=remaining)
+            except nats.errors.TimeoutError:
+                raise TimeoutError from None
+            wake = WAKE_DECODER.decode(msg.data)
+            if wake.outcome == "answered":
+                return SecretValue(wake.answer) if sensitive else wake.answer
+            raise InteractionTimeoutError(
+                f"interaction {interaction_id} was removed before it was answered ({wake.reason})",
+                interaction_id=interaction_id,
+            )
+
+    async def _prune(self, interaction_id: str, reason: str) -> PruneResult:
+        cmd = Prune(token=self._token, interaction_id=interaction_id, reason=reason)  # type: ignore[arg-type]
+        msg = await self._nc.request(self._names.cmd_prune, _enc.encode(cmd), timeout=REQUEST_TIMEOUT)
+        reply = REPLY_DECODER.decode(msg.data)
+        if not isinstance(reply, PruneResult):
+            raise RuntimeError(f"prune of interaction {interaction_id} was refused: {reply}")
+        return reply
+
+    async def _timed_out(self, interaction_id: str, budget: float, wall_deadline: float) -> Any:
+        result = await self._prune(interaction_id, "timeout")
+        if result.outcome == "answered":
+            answered_at = datetime.fromisoformat(result.answered_at).timestamp() if result.answered_at else None
+            if answered_at is not None and answered_at <= wall_deadline:
+                # Answered in time, but the wake was lost (a reconnect): the log has the answer.
+                return SecretValue(result.answer) if result.sensitive else result.answer
+            raise InteractionTimeoutError(
+                f"no answer to interaction {interaction_id} within {budget:g}s; "
+                "an answer was recorded after the budget and was not returned",
+                interaction_id=interaction_id,
+            )
+        if result.outcome == "gone":
+            raise InteractionTimeoutError(
+                f"no answer to interaction {interaction_id} within {budget:g}s; the question was already gone",
+                interaction_id=interaction_id,
+            )
+        raise InteractionTimeoutError(
+            f"no answer to interaction {interaction_id} within {budget:g}s; the question was pruned",
+            interaction_id=interaction_id,
+        )
+
+
+async def connect(
+    *, nats_url: str | None = None, token: str | None = None, settings: Settings | None = None
+) -> Client:
+    """Connect explicitly; unset values come from ``LAYBY_NATS_URL`` / ``LAYBY_TOKEN`` or ``layby up``."""
+    settings = settings or load_settings()
+    runtime = read_runtime(data_dir(settings))
+    url = nats_url or settings.nats_url or (runtime.nats_url if runtime else None)
+    tok = token or settings.token or (runtime.token if runtime else None)
+    if not url:
+        raise RuntimeError("no NATS URL: set LAYBY_NATS_URL, pass nats_url=, or run `layby up`")
+    if not tok:
+        raise RuntimeError("no token: set LAYBY_TOKEN, pass token=, or run `layby up`")
+    nc = await connect_nats(url, name="layby-sdk")
+    return Client(nc, names=settings.names, token=tok, default_timeout=settings.answer_timeout_seconds, owns=True)
+
+
+_clients: dict[asyncio.AbstractEventLoop, Client] = {}
+
+
+async def ask_user(
+    question: str,
+    *,
+    answer_format: str = "text",
+    options: list[str] | None = None,
+    schema: Any = None,
+    timeout: float | None = None,
+    group_id: str | None = None,
+    audience: str | None = None,
+    sensitive: bool = False,
+) -> Any:
+    """Ask a person and block until they answer: ``str`` for text/select, ``bool`` for confirm,
+    ``dict`` for form. Raises ``InteractionTimeoutError`` when the budget runs out."""
+    loop = asyncio.get_running_loop()
+    client = _clients.get(loop)
+    if client is None:
+        # Validate first so a bad call fails before any connection is opened (inventory A2.13).
+        validate_ask(question, answer_format=answer_format, options=options, schema=_schema_of(schema),
+                     timeout=timeout, group_id=group_id, audience=audience, sensitive=sensitive)
+        client = _clients[loop] = await connect()
+    return await client.ask_user(
+        question, answer_format=answer_format, options=options, schema=schema, timeout=timeout,
+        group_id=group_id, audience=audience, sensitive=sensitive,
+    )

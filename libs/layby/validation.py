@@ -1,0 +1,202 @@
+"""Pure validation of asks and answers, shared by the SDK and the services.
+
+The SDK runs ``validate_ask`` before anything leaves the process; the ask service (the
+authority) runs it again before anything is appended (DESIGN invariant 5, inventory A3).
+Every error is a ``BadInput`` naming the field.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+import jsonschema
+import msgspec
+import referencing.exceptions
+
+from contracts.limits import ANSWER_FORMATS, QUESTION_MAX_CHARS
+from layby.errors import BadInput
+
+GROUP_ID_MAX_CHARS = 256
+OPTION_MAX_CHARS = 1000
+OPTIONS_MAX_ITEMS = 200
+_UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+class AskSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """An ask after validation: what the ask service records."""
+
+    question: str
+    answer_format: str
+    format_payload: dict[str, Any] | None
+    timeout: float
+    group_id: str | None
+    audience: str | None
+    sensitive: bool
+
+
+def is_interaction_id(value: object) -> bool:
+    """Interaction ids are lowercase uuid4 strings: safe as a subject token and as a path part."""
+    return isinstance(value, str) and bool(_UUID_RE.match(value))
+
+
+def new_interaction_id() -> str:
+    return str(uuid.uuid4())
+
+
+def _check_options(answer_format: str, options: object) -> list[str] | None:
+    if options is None:
+        if answer_format == "select":
+            raise BadInput("answer_format 'select' requires a non-empty options list", field="options")
+        return None
+    if answer_format not in ("select", "text"):
+        raise BadInput(
+            f"options are only for 'select' (the choices) or 'text' (suggested replies), "
+            f"not for {answer_format!r}",
+            field="options",
+        )
+    if not isinstance(options, list | tuple) or not options:
+        raise BadInput("options must be a non-empty list of strings", field="options")
+    if len(options) > OPTIONS_MAX_ITEMS:
+        raise BadInput(f"options must hold at most {OPTIONS_MAX_ITEMS} items", field="options")
+    seen: set[str] = set()
+    for index, option in enumerate(options):
+        if not isinstance(option, str) or not option.strip():
+            raise BadInput(f"options[{index}] must be a non-blank string", field=f"options[{index}]")
+        if len(option) > OPTION_MAX_CHARS:
+            raise BadInput(
+                f"options[{index}] is longer than {OPTION_MAX_CHARS} characters", field=f"options[{index}]"
+            )
+        if option in seen:
+            raise BadInput(f"options[{index}] repeats {option!r}", field=f"options[{index}]")
+        seen.add(option)
+    return list(options)
+
+
+def check_schema(schema: object) -> dict[str, Any]:
+    """A form schema must be a JSON-schema dict that is itself valid."""
+    if not isinstance(schema, dict) or not schema:
+        raise BadInput("schema must be a msgspec Struct type or a non-empty JSON-schema dict", field="schema")
+    try:
+        jsonschema.Draft202012Validator.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        where = ".".join(str(p) for p in exc.absolute_path)
+        suffix = f" at {where}" if where else ""
+        raise BadInput(f"schema is not a valid JSON schema{suffix}: {exc.message}", field="schema") from None
+    except RecursionError:
+        raise BadInput("schema is nested too deeply", field="schema") from None
+    try:
+        msgspec.json.encode(schema)
+    except (TypeError, msgspec.EncodeError) as exc:
+        raise BadInput(f"schema must be JSON-serializable: {exc}", field="schema") from None
+    return schema
+
+
+def validate_ask(
+    question: object,
+    *,
+    answer_format: object = "text",
+    options: object = None,
+    schema: object = None,
+    timeout: object = None,
+    group_id: object = None,
+    audience: object = None,
+    sensitive: object = False,
+    default_timeout: float = 3600.0,
+) -> AskSpec:
+    """Validate every argument of a sync ask; raise ``BadInput`` naming the first bad field."""
+    if timeout is not None:
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+            raise BadInput(f"timeout must be a number of seconds, got {type(timeout).__name__}", field="timeout")
+        if not math.isfinite(timeout) or timeout <= 0:
+            raise BadInput(f"timeout must be positive, got {timeout}", field="timeout")
+    if not isinstance(answer_format, str) or answer_format not in ANSWER_FORMATS:
+        raise BadInput(f"unknown answer_format: {answer_format!r}", field="answer_format")
+    if audience is not None and (not isinstance(audience, str) or not audience.strip()):
+        raise BadInput("audience must be a non-empty identity", field="audience")
+    if answer_format == "external":
+        raise BadInput(
+            "answer_format 'external' needs a link and INTERACTIONS_PUBLIC_BASE_URL; "
+            "external questions are not available in this release",
+            field="answer_format",
+        )
+    if not isinstance(question, str) or not question.strip():
+        raise BadInput("question must be a non-empty string", field="question")
+    if len(question) > QUESTION_MAX_CHARS:
+        raise BadInput(
+            f"question is {len(question)} characters; the limit is {QUESTION_MAX_CHARS}", field="question"
+        )
+    checked_options = _check_options(answer_format, options)
+    payload: dict[str, Any] | None = None
+    if answer_format == "form":
+        if schema is None:
+            raise BadInput("answer_format 'form' requires a schema", field="schema")
+        payload = {"schema": check_schema(schema)}
+    elif schema is not None:
+        raise BadInput(f"schema is only for 'form', not for {answer_format!r}", field="schema")
+    if checked_options is not None:
+        payload = {"options": checked_options}
+    if group_id is not None and (
+        not isinstance(group_id, str) or not group_id.strip() or len(group_id) > GROUP_ID_MAX_CHARS
+    ):
+        raise BadInput(
+            f"group_id must be a non-blank string of at most {GROUP_ID_MAX_CHARS} characters", field="group_id"
+        )
+    if not isinstance(sensitive, bool):
+        raise BadInput("sensitive must be a boolean", field="sensitive")
+    return AskSpec(
+        question=question,
+        answer_format=answer_format,
+        format_payload=payload,
+        timeout=float(timeout) if timeout is not None else default_timeout,
+        group_id=group_id,
+        audience=audience,
+        sensitive=sensitive,
+    )
+
+
+def _dotted(path: Iterable[Any]) -> str:
+    return ".".join(str(p) for p in path)
+
+
+def validate_answer(answer_format: str, format_payload: dict[str, Any] | None, answer: Any) -> Any:
+    """Check an answer against its question (inventory A16.151); returns the typed value.
+
+    Raises ``BadInput`` with the door's exact message; ``field`` carries the dotted path of a
+    failing form field and is ``None`` for root-level faults.
+    """
+    if answer_format == "text":
+        if not isinstance(answer, str):
+            raise BadInput("answer must be a string")
+        return answer
+    if answer_format == "confirm":
+        if not isinstance(answer, bool):
+            raise BadInput("answer must be a boolean")
+        return answer
+    if answer_format == "select":
+        options = (format_payload or {}).get("options") or []
+        if not isinstance(answer, str) or answer not in options:
+            raise BadInput(f"answer must be one of {options!r}")
+        return answer
+    if answer_format == "form":
+        schema = (format_payload or {}).get("schema")
+        if not isinstance(schema, dict):
+            raise BadInput("question schema is invalid: missing or non-object schema")
+        if not isinstance(answer, dict):
+            raise BadInput("answer must be an object")
+        try:
+            error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(answer))
+        except RecursionError:
+            raise BadInput("answer does not match schema: nested too deeply") from None
+        except (jsonschema.SchemaError, referencing.exceptions.Unresolvable) as exc:
+            raise BadInput(f"question schema is invalid: {exc}") from None
+        if error is not None:
+            where = _dotted(error.absolute_path)
+            if where:
+                raise BadInput(f"answer does not match schema at {where}: {error.message}", field=where)
+            raise BadInput(f"answer does not match schema: {error.message}")
+        return answer
+    raise BadInput("external interactions are answered via their callback URL")

@@ -1,0 +1,147 @@
+"""The ask service's command handlers: the authority that validates and records asks."""
+
+from __future__ import annotations
+
+import uuid
+
+from datetime import timedelta
+
+import msgspec
+
+from contracts.commands import Accepted, Ask, Prune, PruneResult, Refused
+from contracts.events import InteractionAnswered, InteractionAsked, InteractionRemoved
+from layby.auth import Authenticator, clamp_audience
+from layby.clock import Clock
+from layby.errors import (
+    BadInput,
+    Conflict,
+    CrossIdentityAudienceError,
+    Forbidden,
+    Transient,
+    Unauthorized,
+)
+from layby.eventstore import EventStore
+from layby.logs import get_logger
+from layby.settings import Settings
+from layby.validation import is_interaction_id, new_interaction_id, validate_ask
+from services.ask.admission import Admitter
+
+log = get_logger("layby.ask")
+
+
+class AskHandlers:
+    def __init__(
+        self, settings: Settings, store: EventStore, admitter: Admitter, auth: Authenticator, clock: Clock
+    ) -> None:
+        self._settings = settings
+        self._store = store
+        self._admitter = admitter
+        self._auth = auth
+        self._clock = clock
+
+    async def ask(self, cmd: Ask) -> Accepted | Refused:
+        try:
+            principal = self._auth.principal(cmd.token)
+        except Unauthorized as exc:
+            return Refused(kind="unauthorized", message=str(exc), field="token")
+        if not is_interaction_id(cmd.interaction_id):
+            return Refused(kind="invalid", message="interaction_id must be a uuid4 string", field="interaction_id")
+        try:
+            spec = validate_ask(
+                cmd.question,
+                answer_format=cmd.answer_format,
+                options=cmd.options,
+                schema=cmd.schema,
+                timeout=cmd.timeout,
+                group_id=cmd.group_id,
+                audience=cmd.audience,
+                sensitive=cmd.sensitive,
+                default_timeout=self._settings.answer_timeout_seconds,
+            )
+            audience = clamp_audience(principal, spec.audience)
+        except CrossIdentityAudienceError as exc:
+            return Refused(kind="audience", message=str(exc), field="audience")
+        except BadInput as exc:
+            return Refused(kind="invalid", message=exc.message, field=exc.field)
+        now = self._clock.now()
+        event = InteractionAsked(
+            interaction_id=cmd.interaction_id,
+            group_id=spec.group_id or new_interaction_id(),
+            question=spec.question,
+            answer_format=spec.answer_format,
+            format_payload=spec.format_payload,
+            created_at=now,
+            timeout_at=now + timedelta(seconds=spec.timeout),
+            sensitive=spec.sensitive,
+            audience=audience,
+            asked_by=principal.identity,
+        )
+        if not await self._admitter.admit(event.interaction_id, event.timeout_at):
+            return Refused(
+                kind="limit",
+                message=f"ask_user refused: already at the max_concurrent limit ({self._admitter.cap})",
+            )
+        try:
+            await self._store.append(
+                self._store.names.ix(event.interaction_id),
+                event,
+                msg_id=f"asked-{event.interaction_id}",
+                expected_seq=0,
+            )
+        except Conflict:
+            await self._admitter.release(event.interaction_id)
+            return Refused(kind="invalid", message="interaction_id is already in use", field="interaction_id")
+        except Transient as exc:
+            await self._admitter.release(event.interaction_id)
+            return Refused(kind="unavailable", message=f"the event log is unavailable: {exc}")
+        log.info("ask.recorded", interaction_id=event.interaction_id, asked_by=principal.identity,
+                 answer_format=event.answer_format)
+        return Accepted(
+            interaction_id=event.interaction_id, group_id=event.group_id, timeout_at=event.timeout_at.isoformat()
+        )
+
+    async def prune(self, cmd: Prune) -> PruneResult | Refused:
+        """Prune a sync question whose waiter gave up; tell pruned / answered / gone apart."""
+        try:
+            principal = self._auth.principal(cmd.token)
+        except Unauthorized as exc:
+            return Refused(kind="unauthorized", message=str(exc), field="token")
+        if not is_interaction_id(cmd.interaction_id):
+            return PruneResult(outcome="gone")
+        subject = self._store.names.ix(cmd.interaction_id)
+        for _ in range(5):
+            last = await self._store.last(subject)
+            if last is None:
+                return PruneResult(outcome="gone")
+            match last.event:
+                case InteractionRemoved():
+                    return PruneResult(outcome="gone")
+                case InteractionAnswered() as ans:
+                    answer = ans.answer
+                    if ans.sensitive:
+                        raw = await self._store.get_secret(ans.interaction_id)
+                        answer = None if raw is None else msgspec.json.decode(raw)
+                    return PruneResult(
+                        outcome="answered",
+                        answer=answer,
+                        answered_at=ans.answered_at.isoformat(),
+                        sensitive=ans.sensitive,
+                    )
+                case InteractionAsked() as asked:
+                    if principal.restricted and asked.asked_by != principal.identity:
+                        raise Forbidden("only the asker may prune its question")
+                    removed = InteractionRemoved(
+                        interaction_id=asked.interaction_id,
+                        group_id=asked.group_id,
+                        audience=asked.audience,
+                        reason=cmd.reason,
+                        removed_at=self._clock.now(),
+                    )
+                    try:
+                        await self._store.append(
+                            subject, removed, msg_id=f"removed-{asked.interaction_id}-{uuid.uuid4().hex}", expected_seq=last.seq
+                        )
+                    except Conflict:
+                        continue  # an answer won the race: re-read and report it
+                    return PruneResult(outcome="pruned")
+        return PruneResult(outcome="gone")

@@ -1,0 +1,79 @@
+"""Composition root of the ask service: ``layby serve ask``."""
+
+from __future__ import annotations
+
+import asyncio
+
+import msgspec
+from nats.aio.msg import Msg
+
+from contracts.commands import COMMAND_DECODER, Ask, Prune, Refused
+from layby.auth import Authenticator
+from layby.clock import Clock
+from layby.errors import Forbidden
+from layby.logs import get_logger
+from layby.service import open_resources, run_main
+from layby.settings import Settings, load_settings
+from services.ask.admission import Admitter
+from services.ask.handlers import AskHandlers
+
+log = get_logger("layby.ask")
+_enc = msgspec.json.Encoder()
+MAX_INFLIGHT = 2000
+
+
+async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None = None) -> None:
+    async with open_resources(settings, name="ask", clock=clock) as res:
+        assert res.pool is not None
+        admitter = Admitter(
+            res.pool, cap=settings.max_concurrent, clock=res.clock, namespace=settings.namespace
+        )
+        handlers = AskHandlers(settings, res.store, admitter, Authenticator(settings.api_tokens), res.clock)
+        inflight: set[asyncio.Task[None]] = set()
+        slots = asyncio.Semaphore(MAX_INFLIGHT)
+
+        async def handle(msg: Msg) -> None:
+            try:
+                cmd = COMMAND_DECODER.decode(msg.data)
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                reply: object = Refused(kind="invalid", message=f"malformed command: {exc}")
+            else:
+                try:
+                    reply = await handlers.ask(cmd) if isinstance(cmd, Ask) else await handlers.prune(cmd)
+                except Forbidden as exc:
+                    reply = Refused(kind="audience", message=str(exc))
+                except Exception as exc:  # noqa: BLE001 - the asker must get an answer, the service lives on
+                    log.error("ask.command_failed", error=repr(exc))
+                    reply = Refused(kind="unavailable", message="the ask service failed; try again")
+            if msg.reply:
+                await msg.respond(_enc.encode(reply))
+
+        async def on_message(msg: Msg) -> None:
+            await slots.acquire()
+            task = asyncio.create_task(handle(msg))
+            inflight.add(task)
+            task.add_done_callback(lambda t: (inflight.discard(t), slots.release()))
+
+        names = settings.names
+        subs = [
+            await res.nc.subscribe(names.cmd_ask, queue="layby-ask", cb=on_message),
+            await res.nc.subscribe(names.cmd_prune, queue="layby-ask", cb=on_message),
+        ]
+        log.info("ask.ready", namespace=settings.namespace, max_concurrent=settings.max_concurrent)
+        try:
+            async with asyncio.TaskGroup() as tg:
+                tg.create_task(admitter.run(stop))
+                await stop.wait()
+        finally:
+            for sub in subs:
+                await sub.unsubscribe()
+            if inflight:
+                await asyncio.wait(inflight, timeout=5)
+
+
+def main() -> None:
+    run_main(serve, load_settings())
+
+
+if __name__ == "__main__":
+    main()

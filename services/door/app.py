@@ -1,0 +1,56 @@
+"""The door service's Litestar application: the HTTP doors and the live projector."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+from litestar import Litestar
+from litestar.config.response_cache import ResponseCacheConfig
+from litestar.openapi import OpenAPIConfig
+
+from layby.auth import Authenticator
+from layby.clock import Clock
+from layby.logs import get_logger
+from layby.projector import run_projector
+from layby.service import open_resources
+from layby.settings import Settings
+from services.door.deps import DoorState
+from services.door.errors import EXCEPTION_HANDLERS
+from services.door.routes.answer import answer_door
+from services.door.routes.health import healthz, readyz
+from services.door.routes.inbox import list_door
+from services.door.routes.stream import stream_door
+
+log = get_logger("layby.door")
+
+
+def create_app(settings: Settings, *, clock: Clock | None = None, run_projection: bool = True) -> Litestar:
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        async with open_resources(settings, name="door", clock=clock) as res:
+            assert res.pool is not None
+            app.state.door = DoorState(settings, res.store, res.pool, Authenticator(settings.api_tokens), res.clock)
+            stop = asyncio.Event()
+            projector = asyncio.create_task(run_projector(res.pool, res.store, stop)) if run_projection else None
+            log.info("door.ready", namespace=settings.namespace)
+            try:
+                yield
+            finally:
+                stop.set()
+                if projector is not None:
+                    try:
+                        await asyncio.wait_for(projector, timeout=5)
+                    except (TimeoutError, asyncio.CancelledError):
+                        projector.cancel()
+
+    return Litestar(
+        route_handlers=[list_door, stream_door, answer_door, healthz, readyz],
+        lifespan=[lifespan],
+        exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
+        openapi_config=OpenAPIConfig(title="Layby", version="0.1.0", path="/schema"),
+        response_cache_config=ResponseCacheConfig(),
+        debug=False,
+        request_max_body_size=None,
+    )

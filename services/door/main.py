@@ -1,0 +1,40 @@
+"""Composition root of the door service: ``layby serve door``."""
+
+from __future__ import annotations
+
+import asyncio
+
+import uvicorn
+
+from layby.clock import Clock
+from layby.settings import Settings, load_settings
+from layby.service import run_main
+from services.door.app import create_app
+
+
+async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None = None) -> None:
+    config = uvicorn.Config(
+        create_app(settings, clock=clock),
+        host=settings.http_host,
+        port=settings.http_port,
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=3,
+    )
+    server = uvicorn.Server(config)
+    server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+    task = asyncio.create_task(server.serve())
+    stopper = asyncio.create_task(stop.wait())
+    done, _ = await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    server.should_exit = True
+    await task
+    stopper.cancel()
+
+
+def main() -> None:
+    run_main(serve, load_settings())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+"""``POST /api/interactions/{id}/answer``: the human answer door (inventory A16).
+
+Order: body size (413), JSON (400), ``answer`` key (400), then the log: unknown or pruned
+(404), external (400), already answered (409), audience (403), format (400). The first answer
+wins: the append expects the Asked event's sequence, so a concurrent second answer loses the
+race in the log and gets 409.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from typing import Any
+
+import msgspec
+from litestar import Request, post
+from litestar.params import FromPath
+
+from contracts.events import InteractionAnswered, InteractionAsked, InteractionRemoved
+from layby.auth import Principal
+from layby.errors import BadInput, Conflict, Forbidden, NotFound
+from layby.validation import is_interaction_id, validate_answer
+from services.door.deps import DoorState, door, principal_of, read_capped_body
+
+_enc = msgspec.json.Encoder()
+NOT_FOUND = "Interaction not found"
+
+
+def parse_answer_body(raw: bytes) -> Any:
+    try:
+        body = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        raise BadInput("invalid JSON body") from None
+    except RecursionError:
+        raise BadInput("answer is nested too deeply") from None
+    if not isinstance(body, dict) or "answer" not in body:
+        raise BadInput("body must contain 'answer'")
+    return body["answer"]
+
+
+async def submit_answer(state: DoorState, who: Principal, interaction_id: str, answer: Any) -> None:
+    store = state.store
+    if not is_interaction_id(interaction_id):
+        raise NotFound(NOT_FOUND)
+    subject = store.names.ix(interaction_id)
+    for _ in range(5):
+        last = await store.last(subject)
+        if last is None or isinstance(last.event, InteractionRemoved):
+            raise NotFound(NOT_FOUND)
+        if isinstance(last.event, InteractionAnswered):
+            raise Conflict("Interaction already answered")
+        asked: InteractionAsked = last.event
+        if asked.answer_format == "external":
+            raise BadInput("external interactions are answered via their callback URL")
+        if who.restricted:
+            if asked.audience is None:
+                raise Forbidden("restricted identities may answer only interactions addressed to them")
+            if asked.audience != who.identity:
+                raise Forbidden("interaction is addressed to another identity")
+        typed = validate_answer(asked.answer_format, asked.format_payload, answer)
+        if asked.sensitive:
+            await store.put_secret(interaction_id, _enc.encode(typed))
+        event = InteractionAnswered(
+            interaction_id=interaction_id,
+            group_id=asked.group_id,
+            audience=asked.audience,
+            answered_by=who.identity,
+            answered_at=state.clock.now(),
+            sensitive=asked.sensitive,
+            answer=None if asked.sensitive else typed,
+        )
+        try:
+            await store.append(subject, event, msg_id=f"answered-{interaction_id}-{uuid.uuid4().hex}", expected_seq=last.seq)
+        except Conflict:
+            continue  # another resolution won: re-read, and report what the log decided
+        return
+    raise Conflict("Interaction already answered")
+
+
+@post("/api/interactions/{interaction_id:str}/answer", status_code=200, summary="Answer a pending question")
+async def answer_door(request: Request[Any, Any, Any], interaction_id: FromPath[str]) -> dict[str, Any]:
+    """Body ``{"answer": <value>}``; 200 ``{"data": {"interaction_id", "status": "answered"}}``."""
+    state = door(request)
+    who = principal_of(request)
+    raw = await read_capped_body(request, state.settings.max_body_bytes)
+    answer = parse_answer_body(raw)
+    await submit_answer(state, who, interaction_id, answer)
+    return {"data": {"interaction_id": interaction_id, "status": "answered"}}

@@ -1,0 +1,67 @@
+"""The resume service: wakes blocked askers when their question resolves. ``layby serve resume``.
+
+It consumes the event log through a durable consumer shared by its replicas and publishes a
+``Wake`` to ``<ns>.wake.<id>``. A sync asker subscribes there before it records its question,
+so an answer that lands instantly is never missed; redelivery only repeats a wake, which the
+asker ignores once it has returned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import msgspec
+
+from contracts.commands import Wake
+from contracts.events import InteractionAnswered, InteractionRemoved
+from layby.clock import Clock
+from layby.consumer import consume
+from layby.eventstore import EventStore, Stored
+from layby.logs import get_logger
+from layby.service import open_resources, run_main
+from layby.settings import Settings, load_settings
+
+log = get_logger("layby.resume")
+_enc = msgspec.json.Encoder()
+
+
+async def wake_for(store: EventStore, stored: Stored) -> Wake | None:
+    ev = stored.event
+    if isinstance(ev, InteractionAnswered):
+        answer = ev.answer
+        if ev.sensitive:
+            raw = await store.get_secret(ev.interaction_id)
+            answer = None if raw is None else msgspec.json.decode(raw)
+        return Wake(
+            interaction_id=ev.interaction_id,
+            outcome="answered",
+            answer=answer,
+            answered_by=ev.answered_by,
+            answered_at=ev.answered_at.isoformat(),
+        )
+    if isinstance(ev, InteractionRemoved):
+        return Wake(interaction_id=ev.interaction_id, outcome="removed", reason=ev.reason)
+    return None
+
+
+async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None = None) -> None:
+    async with open_resources(settings, name="resume", clock=clock, database=False) as res:
+        store = res.store
+
+        async def handle(batch: list[Stored]) -> None:
+            for stored in batch:
+                wake = await wake_for(store, stored)
+                if wake is not None:
+                    await res.nc.publish(settings.names.wake(wake.interaction_id), _enc.encode(wake))
+            await res.nc.flush()
+
+        log.info("resume.ready", namespace=settings.namespace)
+        await consume(store, role="resume", handler=handle, stop=stop)
+
+
+def main() -> None:
+    run_main(serve, load_settings())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,194 @@
+"""Shared fixtures: real NATS + PostgreSQL, per-test namespaces, and a running system."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+import uvicorn
+
+from layby.clock import Clock, SystemClock
+from layby.embedded import EmbeddedNats, free_port
+from layby.eventstore import EventStore, connect_nats
+from layby.sdk import Client, connect
+from layby.settings import Settings, load_settings
+from tests.infra import database_url, nats_url
+
+OPERATOR = "op-token-0123456789abcdef"
+ALICE = "alice-token-0123456789abcd"
+BOB = "bob-token-0123456789abcdef"
+TOKENS = f"{OPERATOR}:ops:operator,{ALICE}:alice:user,{BOB}:bob:user"
+
+
+@pytest.fixture(scope="session")
+def nats_server() -> Iterator[tuple[str, EmbeddedNats | None]]:
+    with nats_url() as found:
+        yield found
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> Iterator[str]:
+    with database_url() as url:
+        yield url
+
+
+@pytest.fixture
+def settings(nats_server: tuple[str, EmbeddedNats | None], pg_url: str) -> Settings:
+    ns = "t" + uuid.uuid4().hex[:10]
+    return load_settings(
+        {},
+        nats_url=nats_server[0],
+        database_url=pg_url,
+        namespace=ns,
+        db_schema=ns,
+        api_tokens=TOKENS,
+        http_port=free_port(),
+        sweep_interval_seconds=0.1,
+    )
+
+
+@pytest.fixture
+async def store(settings: Settings) -> AsyncIterator[EventStore]:
+    assert settings.nats_url
+    nc = await connect_nats(settings.nats_url, name="test")
+    es = EventStore(nc, settings.names)
+    await es.provision()
+    yield es
+    with contextlib.suppress(Exception):
+        await es.js.delete_stream(settings.names.events_stream)
+        await es.js.delete_stream(settings.names.secrets_stream)
+    await nc.close()
+
+
+@pytest.fixture
+async def db(settings: Settings) -> AsyncIterator[asyncpg.Pool]:
+    from layby.db import create_pool
+
+    assert settings.database_url
+    pool = await create_pool(settings.database_url, settings.db_schema)
+    yield pool
+    async with pool.acquire() as conn:
+        await conn.execute(f'DROP SCHEMA IF EXISTS "{settings.db_schema}" CASCADE')
+    await pool.close()
+
+
+@dataclass
+class System:
+    """All five services running in this event loop against real NATS and PostgreSQL."""
+
+    settings: Settings
+    url: str
+    tasks: dict[str, asyncio.Task[Any]] = field(default_factory=dict)
+    stops: dict[str, asyncio.Event] = field(default_factory=dict)
+    clients: list[Client] = field(default_factory=list)
+
+    def http(self, token: str | None = OPERATOR) -> httpx.AsyncClient:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return httpx.AsyncClient(base_url=self.url, headers=headers, timeout=10)
+
+    async def sdk(self, token: str = OPERATOR) -> Client:
+        client = await connect(nats_url=self.settings.nats_url, token=token, settings=self.settings)
+        self.clients.append(client)
+        return client
+
+    async def stop_service(self, name: str) -> None:
+        self.stops[name].set()
+        await asyncio.wait_for(self.tasks[name], timeout=15)
+
+
+async def _serve_door(settings: Settings, stop: asyncio.Event, clock: Clock) -> None:
+    from services.door.app import create_app
+
+    config = uvicorn.Config(
+        create_app(settings, clock=clock), host="127.0.0.1", port=settings.http_port, log_level="warning",
+        lifespan="on", timeout_graceful_shutdown=1,
+    )
+    server = uvicorn.Server(config)
+    server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+    task = asyncio.create_task(server.serve())
+    await stop.wait()
+    server.should_exit = True
+    await task
+
+
+async def start_system(settings: Settings, clock: Clock | None = None) -> System:
+    from services.ask.main import serve as ask
+    from services.delivery.main import serve as delivery
+    from services.resume.main import serve as resume
+    from services.sweeper.main import serve as sweeper
+
+    clock = clock or SystemClock()
+    system = System(settings=settings, url=f"http://127.0.0.1:{settings.http_port}")
+    runners = {
+        "ask": lambda s: ask(settings, s, clock=clock),
+        "resume": lambda s: resume(settings, s, clock=clock),
+        "delivery": lambda s: delivery(settings, s, clock=clock),
+        "sweeper": lambda s: sweeper(settings, s, clock=clock),
+        "door": lambda s: _serve_door(settings, s, clock),
+    }
+    for name, run in runners.items():
+        system.stops[name] = asyncio.Event()
+        system.tasks[name] = asyncio.create_task(run(system.stops[name]), name=name)
+    async with httpx.AsyncClient() as http:
+        for _ in range(300):
+            for name, task in system.tasks.items():
+                if task.done():
+                    task.result()
+                    raise RuntimeError(f"{name} stopped during start-up")
+            with contextlib.suppress(httpx.HTTPError):
+                if (await http.get(f"{system.url}/readyz")).status_code == 200:
+                    break
+            await asyncio.sleep(0.05)
+        else:
+            raise RuntimeError("the door never became ready")
+    # The consumers of resume/delivery exist once their services logged ready; wait for them.
+    await _wait_consumers(settings)
+    return system
+
+
+async def _wait_consumers(settings: Settings) -> None:
+    assert settings.nats_url
+    nc = await connect_nats(settings.nats_url, name="test-wait")
+    try:
+        js = nc.jetstream()
+        for role in ("resume", "delivery", "projector"):
+            for _ in range(200):
+                try:
+                    await js.consumer_info(settings.names.events_stream, settings.names.durable(role))
+                    break
+                except Exception:
+                    await asyncio.sleep(0.05)
+    finally:
+        await nc.close()
+
+
+async def stop_system(system: System) -> None:
+    for client in system.clients:
+        with contextlib.suppress(Exception):
+            await client.close()
+    for name, stop in system.stops.items():
+        stop.set()
+    for name, task in system.tasks.items():
+        if not task.done():
+            try:
+                await asyncio.wait_for(task, timeout=15)
+            except (TimeoutError, asyncio.CancelledError):
+                task.cancel()
+        elif not task.cancelled() and task.exception() is not None:
+            raise RuntimeError(f"service {name} crashed") from task.exception()
+
+
+@pytest.fixture
+async def system(settings: Settings, store: EventStore, db: asyncpg.Pool) -> AsyncIterator[System]:
+    sys_ = await start_system(settings)
+    try:
+        yield sys_
+    finally:
+        await stop_system(sys_)
