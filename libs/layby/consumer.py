@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import msgspec
 import nats.errors
@@ -72,6 +73,18 @@ async def consume(
     """Run ``handler`` over batches until ``stop`` is set. Survives NATS restarts."""
     durable = await ensure_consumer(store, role, deliver_all=deliver_all)
     sub = await store.js.pull_subscribe_bind(durable, store.names.events_stream)
+    try:
+        await _loop(store, sub, role=role, handler=handler, stop=stop, deliver_all=deliver_all)
+    finally:
+        try:
+            await sub.unsubscribe()
+        except (nats.errors.Error, nats.js.errors.Error):
+            pass
+
+
+async def _loop(
+    store: EventStore, sub: Any, *, role: str, handler: Handler, stop: asyncio.Event, deliver_all: bool
+) -> None:
     while not stop.is_set():
         try:
             msgs = await sub.fetch(FETCH_BATCH, timeout=1.0)
@@ -81,7 +94,7 @@ async def consume(
             log.warning("consumer.fetch_failed", role=role, error=str(exc))
             await asyncio.sleep(0.5)
             try:
-                durable = await ensure_consumer(store, role, deliver_all=deliver_all)
+                await ensure_consumer(store, role, deliver_all=deliver_all)
             except (nats.errors.Error, nats.js.errors.Error):
                 pass
             continue

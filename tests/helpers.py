@@ -1,0 +1,96 @@
+"""Test helpers: an SSE reader over httpx, and polling of the list door."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from tests.conftest import OPERATOR, System
+
+
+@dataclass
+class Frame:
+    id: str | None
+    event: str | None
+    data: Any
+    comment: str | None = None
+
+
+class SSE:
+    """Reads frames from an open stream response into a queue."""
+
+    def __init__(self, resp: httpx.Response) -> None:
+        self.resp = resp
+        self.frames: asyncio.Queue[Frame] = asyncio.Queue()
+        self._task = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        fields: dict[str, str] = {}
+        with contextlib.suppress(httpx.HTTPError, asyncio.CancelledError):
+            async for line in self.resp.aiter_lines():
+                if line.startswith(":"):
+                    await self.frames.put(Frame(None, None, None, comment=line[1:].strip()))
+                    continue
+                if not line:
+                    if fields:
+                        data = json.loads(fields["data"]) if "data" in fields else None
+                        await self.frames.put(Frame(fields.get("id"), fields.get("event"), data))
+                        fields = {}
+                    continue
+                key, _, value = line.partition(":")
+                fields[key] = value[1:] if value.startswith(" ") else value
+
+    async def next(self, timeout: float = 10) -> Frame:
+        while True:
+            f = await asyncio.wait_for(self.frames.get(), timeout)
+            if f.comment is None:
+                return f
+
+    async def next_any(self, timeout: float = 10) -> Frame:
+        return await asyncio.wait_for(self.frames.get(), timeout)
+
+    async def until(self, event: str, interaction_id: str, timeout: float = 10) -> Frame:
+        while True:
+            f = await self.next(timeout)
+            if f.event == event and f.data["interaction_id"] == interaction_id:
+                return f
+
+    async def close(self) -> None:
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await self._task
+
+
+@contextlib.asynccontextmanager
+async def sse(
+    system: System, token: str = OPERATOR, *, headers: dict[str, str] | None = None, params: dict[str, str] | None = None
+) -> AsyncIterator[SSE]:
+    async with system.http(token) as http, http.stream(
+        "GET", "/api/interactions/stream", headers=headers or {}, params=params or {}, timeout=None
+    ) as resp:
+        assert resp.status_code == 200, resp.status_code
+        reader = SSE(resp)
+        try:
+            yield reader
+        finally:
+            await reader.close()
+
+
+async def wait_total(system: System, total: int, token: str = OPERATOR, timeout: float = 10) -> dict[str, Any]:
+    """Poll the list door until it reports ``total`` pending questions."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    async with system.http(token) as http:
+        while True:
+            body = (await http.get("/api/interactions", params={"pageSize": 200})).json()
+            if body["data"]["total"] == total:
+                return body["data"]
+            if loop.time() > deadline:
+                raise AssertionError(f"expected {total} pending, saw {body['data']['total']}")
+            await asyncio.sleep(0.02)
