@@ -40,8 +40,13 @@ def pg_url() -> Iterator[str]:
 
 
 @pytest.fixture
-def settings(nats_server: tuple[str, EmbeddedNats | None], pg_url: str) -> Settings:
+def settings(
+    request: pytest.FixtureRequest, nats_server: tuple[str, EmbeddedNats | None], pg_url: str
+) -> Settings:
+    """Per-test namespace and schema; ``@pytest.mark.settings(field=value)`` overrides fields."""
     ns = "t" + uuid.uuid4().hex[:10]
+    marker = request.node.get_closest_marker("settings")
+    overrides = dict(marker.kwargs) if marker else {}
     return load_settings(
         {},
         nats_url=nats_server[0],
@@ -51,6 +56,7 @@ def settings(nats_server: tuple[str, EmbeddedNats | None], pg_url: str) -> Setti
         api_tokens=TOKENS,
         http_port=free_port(),
         sweep_interval_seconds=0.1,
+        **overrides,
     )
 
 

@@ -21,7 +21,7 @@ class BadInput(LaybyError, ValueError):
         self.field = field
 
 
-class Unauthorized(LaybyError):
+class Unauthorized(LaybyError, PermissionError):
     """No credentials, or credentials that match no configured token."""
 
 

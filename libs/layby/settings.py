@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 import msgspec
 
-from contracts.limits import MAX_BODY_BYTES_DEFAULT
+from contracts.limits import KEEPALIVE_SECONDS, MAX_BODY_BYTES_DEFAULT
 from contracts.subjects import Names
 
 T = TypeVar("T")
@@ -54,6 +54,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     """LAYBY_STREAM_REPLICAS: JetStream replicas of the event log (3 on a clustered deployment)."""
     sse_resume_window: int = 10000
     """LAYBY_SSE_RESUME_WINDOW: how many recent events a Last-Event-ID may reach back over."""
+    sse_keepalive_seconds: float = KEEPALIVE_SECONDS
+    """LAYBY_SSE_KEEPALIVE_SECONDS: idle time before the stream sends ': keepalive' (spec: 15)."""
     sweep_interval_seconds: float = 1.0
     """LAYBY_SWEEP_INTERVAL_SECONDS: how often the sweeper looks for passed deadlines."""
     answer_timeout_seconds: float = 3600.0
@@ -160,6 +162,7 @@ _FIELDS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "LAYBY_LOG_LEVEL": ("log_level", _choice("debug", "info", "warning", "error")),
     "LAYBY_STREAM_REPLICAS": ("stream_replicas", _positive_int),
     "LAYBY_SSE_RESUME_WINDOW": ("sse_resume_window", _positive_int),
+    "LAYBY_SSE_KEEPALIVE_SECONDS": ("sse_keepalive_seconds", _positive_float),
     "LAYBY_SWEEP_INTERVAL_SECONDS": ("sweep_interval_seconds", _positive_float),
     "INTERACTIONS_ANSWER_TIMEOUT_SECONDS": ("answer_timeout_seconds", _positive_float),
     "INTERACTIONS_IDLE_TTL_SECONDS": ("idle_ttl_seconds", _positive_float),

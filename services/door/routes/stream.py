@@ -21,7 +21,6 @@ from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from contracts.events import InteractionAnswered, InteractionAsked, InteractionRemoved, decode_event
 from contracts.http import add_frame, terminal_frame
-from contracts.limits import KEEPALIVE_SECONDS
 from layby.auth import Principal
 from layby.logs import get_logger
 from services.door.deps import DoorState, door, principal_of
@@ -106,7 +105,7 @@ async def stream_door(request: Request[Any, Any, Any]) -> Stream:
         ordered_consumer=True,
         config=ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start),
     )
-    keepalive = getattr(request.app.state, "keepalive_seconds", KEEPALIVE_SECONDS)
+    keepalive = state.settings.sse_keepalive_seconds
     return Stream(
         _frames(state, who, sub, keepalive),
         media_type="text/event-stream",

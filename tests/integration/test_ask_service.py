@@ -1,0 +1,181 @@
+"""The ask service as the authority: caps, refusals, sweeping, sensitive answers (A2, A3, A6, A12, A23)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import UTC, datetime
+
+import asyncpg
+import msgspec
+import pytest
+
+from contracts.commands import REPLY_DECODER, Accepted, Ask, Refused
+from layby import CrossIdentityAudienceError, InteractionLimitError, SecretValue
+from layby.clock import ManualClock
+from layby.eventstore import EventStore
+from layby.settings import Settings
+from tests.conftest import ALICE, OPERATOR, System, start_system, stop_system
+from tests.helpers import sse, wait_total
+
+pytestmark = pytest.mark.integration
+
+
+async def raw_ask(system: System, token: str = OPERATOR, **fields: object) -> Accepted | Refused:
+    """Send an Ask command with no waiter behind it (like a SIGKILLed asker)."""
+    client = await system.sdk()
+    cmd = Ask(token=token, interaction_id=str(uuid.uuid4()), **{"question": "q", **fields})  # type: ignore[arg-type]
+    msg = await client._nc.request(system.settings.names.cmd_ask, msgspec.json.encode(cmd), timeout=10)
+    reply = REPLY_DECODER.decode(msg.data)
+    assert isinstance(reply, Accepted | Refused)
+    return reply
+
+
+@pytest.mark.settings(max_concurrent=5)
+async def test_burst_over_the_cap_admits_exactly_the_cap(system: System) -> None:
+    """A burst of N > cap concurrent asks admits exactly cap and refuses the rest (inventory A12.117)."""
+    replies = await asyncio.gather(*(raw_ask(system, timeout=60) for _ in range(40)))
+    accepted = [r for r in replies if isinstance(r, Accepted)]
+    refused = [r for r in replies if isinstance(r, Refused)]
+    assert len(accepted) == 5
+    assert {r.message for r in refused} == {"ask_user refused: already at the max_concurrent limit (5)"}
+    assert {r.kind for r in refused} == {"limit"}
+
+
+@pytest.mark.settings(max_concurrent=1)
+async def test_sdk_raises_interaction_limit_error_and_answering_frees_the_slot(system: System) -> None:
+    """At the cap ask_user raises InteractionLimitError; answering frees the slot (A12.116, A12.118)."""
+    client = await system.sdk()
+    first = asyncio.create_task(client.ask_user("one", timeout=60))
+    item = (await wait_total(system, 1))["items"][0]
+    with pytest.raises(InteractionLimitError, match=r"already at the max_concurrent limit \(1\)"):
+        await client.ask_user("two", timeout=60)
+    async with system.http() as http:
+        await http.post(f"/api/interactions/{item['interaction_id']}/answer", json={"answer": "ok"})
+    assert await first == "ok"
+    for _ in range(100):  # the projector releases the slot right after it applies the answer
+        second = asyncio.create_task(client.ask_user("two", timeout=60))
+        await asyncio.sleep(0.05)
+        if not second.done():
+            break
+        with pytest.raises(InteractionLimitError):
+            second.result()
+    else:
+        raise AssertionError("the slot was never freed")
+    second.cancel()
+
+
+async def test_refused_asks_write_nothing(system: System, store: EventStore) -> None:
+    """Every argument error raises before any state is written (inventory A3.29)."""
+    _, before = await store.bounds()
+    bad = [
+        {"answer_format": "select"},
+        {"question": "x" * 8193},
+        {"answer_format": "nope"},
+        {"timeout": 0},
+        {"audience": " "},
+        {"answer_format": "form", "schema": {"type": 5}},
+    ]
+    for fields in bad:
+        reply = await raw_ask(system, **fields)
+        assert isinstance(reply, Refused)
+        assert reply.kind == "invalid"
+    reply = await raw_ask(system, token="not-a-real-token-123456")
+    assert isinstance(reply, Refused)
+    assert (reply.kind, reply.field) == ("unauthorized", "token")
+    assert (await store.bounds())[1] == before
+
+
+async def test_sdk_argument_errors_raise_value_error_naming_the_field(system: System) -> None:
+    """Argument errors raise ValueError naming the field before anything is stored (A2, A3)."""
+    client = await system.sdk()
+    with pytest.raises(ValueError, match="answer_format 'select' requires a non-empty options list"):
+        await client.ask_user("q", answer_format="select")
+    with pytest.raises(ValueError, match="timeout must be positive, got 0"):
+        await client.ask_user("q", timeout=0)
+    await wait_total(system, 0)
+
+
+async def test_restricted_asker_addressing_another_identity_is_refused(system: System) -> None:
+    """A restricted asker may address only itself: CrossIdentityAudienceError (inventory A2.22)."""
+    client = await system.sdk(ALICE)
+    with pytest.raises(CrossIdentityAudienceError):
+        await client.ask_user("for bob", audience="bob", timeout=5)
+
+
+async def test_restricted_askers_unset_audience_is_clamped_to_itself(system: System) -> None:
+    """A restricted caller's unset audience becomes its own id (inventory A2.22)."""
+    client = await system.sdk(ALICE)
+    task = asyncio.create_task(client.ask_user("mine", timeout=60))
+    item = (await wait_total(system, 1))["items"][0]
+    assert item["audience"] == "alice"
+    task.cancel()
+
+
+async def test_sdk_with_an_unknown_token_is_refused(system: System) -> None:
+    """The asker's identity is the token's; an unknown token is refused before anything is stored."""
+    client = await system.sdk("unknown-token-0123456789")
+    with pytest.raises(PermissionError, match="LAYBY_TOKEN was refused"):
+        await client.ask_user("q", timeout=5)
+
+
+async def test_sensitive_answer_reaches_the_waiter_wrapped_and_is_not_projected(
+    system: System, db: asyncpg.Pool
+) -> None:
+    """Sensitive: the waiter gets a SecretValue; the record keeps no response body (inventory A2.20)."""
+    client = await system.sdk()
+    task = asyncio.create_task(client.ask_user("PIN?", sensitive=True, timeout=60))
+    item = (await wait_total(system, 1))["items"][0]
+    assert item["sensitive"] is True
+    async with system.http() as http:
+        await http.post(f"/api/interactions/{item['interaction_id']}/answer", json={"answer": "1234"})
+    secret = await task
+    assert isinstance(secret, SecretValue)
+    assert secret.reveal() == "1234"
+    assert "1234" not in repr(secret)
+    for _ in range(100):
+        row = await db.fetchrow("SELECT status, answer FROM interactions WHERE interaction_id = $1",
+                                item["interaction_id"])
+        if row and row["status"] == "answered":
+            break
+        await asyncio.sleep(0.02)
+    assert row is not None
+    assert (row["status"], row["answer"]) == ("answered", None)
+
+
+async def test_abandoned_sync_question_is_swept_after_its_deadline(
+    settings: Settings, store: EventStore, db: asyncpg.Pool
+) -> None:
+    """A question whose waiter died is removed once deadline + grace pass (inventory A23.208)."""
+    clock = ManualClock(datetime.now(UTC))
+    system = await start_system(settings, clock=clock)
+    try:
+        async with sse(system) as stream:
+            reply = await raw_ask(system, timeout=30)
+            assert isinstance(reply, Accepted)
+            await stream.until("interaction.add", reply.interaction_id)
+            clock.advance(30 + settings.blocking_grace_seconds + 1)
+            removed = await stream.until("interaction.removed", reply.interaction_id)
+        assert removed.data["interaction_id"] == reply.interaction_id
+        await wait_total(system, 0)
+    finally:
+        await stop_system(system)
+
+
+async def test_list_read_excludes_and_prunes_a_sync_question_past_its_deadline(
+    settings: Settings, store: EventStore, db: asyncpg.Pool
+) -> None:
+    """A sync question past its deadline is pruned during the read with a removed event (A14.127)."""
+    clock = ManualClock(datetime.now(UTC))
+    system = await start_system(msgspec.structs.replace(settings, blocking_grace_seconds=3600), clock=clock)
+    try:
+        reply = await raw_ask(system, timeout=30)
+        assert isinstance(reply, Accepted)
+        await wait_total(system, 1)
+        async with sse(system) as stream:
+            clock.advance(31)
+            await wait_total(system, 0)
+            removed = await stream.until("interaction.removed", reply.interaction_id)
+        assert removed.data["interaction_id"] == reply.interaction_id
+    finally:
+        await stop_system(system)

@@ -1,0 +1,193 @@
+"""``GET /api/interactions/stream``: tail-only SSE with Last-Event-ID resume (inventory A15)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import structlog
+
+from tests.conftest import ALICE, OPERATOR, System
+from tests.helpers import sse, wait_total
+
+pytestmark = pytest.mark.integration
+
+
+async def test_stream_headers(system: System) -> None:
+    """200 text/event-stream with no-cache, keep-alive and X-Accel-Buffering: no (inventory A15.133)."""
+    async with system.http() as http, http.stream("GET", "/api/interactions/stream") as resp:
+        assert resp.status_code == 200
+        assert resp.headers["content-type"].startswith("text/event-stream")
+        assert resp.headers["cache-control"] == "no-cache"
+        assert resp.headers["x-accel-buffering"] == "no"
+
+
+async def test_stream_is_tail_only_and_frames_carry_stream_sequence_ids(system: System) -> None:
+    """No backlog on connect; add/answered frames with id: = stream sequence (A15.132, 134, 140)."""
+    client = await system.sdk()
+    old = asyncio.create_task(client.ask_user("before connect", timeout=60))
+    await wait_total(system, 1)
+    async with sse(system) as stream:
+        task = asyncio.create_task(client.ask_user("after connect", timeout=60))
+        add = await stream.next()
+        assert add.event == "interaction.add"
+        assert add.data["question"] == "after connect"  # the earlier question is not replayed
+        iid = add.data["interaction_id"]
+        async with system.http() as http:
+            await http.post(f"/api/interactions/{iid}/answer", json={"answer": "done"})
+        answered = await stream.until("interaction.answered", iid)
+        assert answered.data == {"interaction_id": iid, "group_id": add.data["group_id"]}
+        assert int(answered.id) > int(add.id)
+        bounds = await _bounds(system)
+        assert int(answered.id) <= bounds[1]
+    assert await task == "done"
+    old.cancel()
+
+
+async def test_cancelled_ask_emits_removed(system: System) -> None:
+    """A cancelled sync ask is pruned and appears as interaction.removed (inventory A6.64, A15.139)."""
+    client = await system.sdk()
+    async with sse(system) as stream:
+        task = asyncio.create_task(client.ask_user("cancel me", timeout=60))
+        add = await stream.next()
+        task.cancel()
+        removed = await stream.until("interaction.removed", add.data["interaction_id"])
+        assert removed.data == {"interaction_id": add.data["interaction_id"], "group_id": add.data["group_id"]}
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+async def test_reconnect_with_last_event_id_receives_the_missed_answered_frame(system: System) -> None:
+    """An answered frame that landed during a disconnect is delivered on reconnect (A15.141)."""
+    client = await system.sdk()
+    async with sse(system) as stream:
+        task = asyncio.create_task(client.ask_user("while away", timeout=60))
+        add = await stream.next()
+    iid = add.data["interaction_id"]
+    async with system.http() as http:
+        await http.post(f"/api/interactions/{iid}/answer", json={"answer": "x"})
+    await task
+    async with sse(system, headers={"Last-Event-ID": add.id}) as stream:
+        missed = await stream.next()
+    assert (missed.event, missed.data["interaction_id"]) == ("interaction.answered", iid)
+
+
+async def test_query_parameter_last_event_id_is_the_fallback(system: System) -> None:
+    """?last_event_id= is accepted when a proxy strips the header (inventory A15.141)."""
+    client = await system.sdk()
+    async with sse(system) as stream:
+        task = asyncio.create_task(client.ask_user("q", timeout=60))
+        add = await stream.next()
+    task.cancel()
+    async with sse(system, params={"last_event_id": str(int(add.id) - 1)}) as stream:
+        replayed = await stream.next()
+    assert replayed.id == add.id
+
+
+async def test_header_wins_over_the_query_parameter(system: System) -> None:
+    """When both are given, the Last-Event-ID header wins (inventory A15.145)."""
+    client = await system.sdk()
+    async with sse(system) as stream:
+        t1 = asyncio.create_task(client.ask_user("one", timeout=60))
+        first = await stream.next()
+        t2 = asyncio.create_task(client.ask_user("two", timeout=60))
+        second = await stream.next()
+    async with sse(system, headers={"Last-Event-ID": first.id},
+                   params={"last_event_id": str(int(first.id) - 1)}) as stream:
+        got = await stream.next()
+    assert got.id == second.id
+    t1.cancel()
+    t2.cancel()
+
+
+@pytest.mark.parametrize("bad", ["garbage", "-5", "99999999"])
+async def test_malformed_or_unknown_id_falls_back_to_the_tail_and_logs_it(system: System, bad: str) -> None:
+    """A malformed or uncovered id falls back to the tail end and is logged (inventory A15.143)."""
+    client = await system.sdk()
+    earlier = asyncio.create_task(client.ask_user("earlier", timeout=60))
+    await wait_total(system, 1)
+    with structlog.testing.capture_logs() as logs:
+        async with sse(system, headers={"Last-Event-ID": bad}) as stream:
+            later = asyncio.create_task(client.ask_user("later", timeout=60))
+            frame = await stream.next()
+    assert frame.data["question"] == "later"
+    assert [e["reason"] for e in logs if e["event"] == "stream.resume_fallback"] in (["malformed"], ["ahead_of_log"])
+    earlier.cancel()
+    later.cancel()
+
+
+@pytest.mark.settings(sse_resume_window=2)
+async def test_an_aged_out_id_falls_back_and_logs(system: System) -> None:
+    """An id older than the resume window falls back to the tail and is logged (inventory A15.142-143)."""
+    client = await system.sdk()
+    async with sse(system) as stream:
+        tasks = [asyncio.create_task(client.ask_user(f"q{i}", timeout=60)) for i in range(4)]
+        first = await stream.next()
+        for _ in range(3):
+            await stream.next()
+    with structlog.testing.capture_logs() as logs:
+        async with sse(system, headers={"Last-Event-ID": str(int(first.id) - 1)}) as stream:
+            extra = asyncio.create_task(client.ask_user("fresh", timeout=60))
+            frame = await stream.next()
+    assert frame.data["question"] == "fresh"
+    assert [e["reason"] for e in logs if e["event"] == "stream.resume_fallback"] == ["aged_out"]
+    for t in [*tasks, extra]:
+        t.cancel()
+
+
+async def test_fresh_connect_is_not_logged(system: System) -> None:
+    """No id at all is a normal fresh connect and is not logged (inventory A15.144)."""
+    with structlog.testing.capture_logs() as logs:
+        async with sse(system) as stream:
+            client = await system.sdk()
+            task = asyncio.create_task(client.ask_user("hi", timeout=60))
+            await stream.next()
+    assert not [e for e in logs if e["event"] == "stream.resume_fallback"]
+    task.cancel()
+
+
+async def test_restricted_stream_gets_only_its_own_frames(system: System) -> None:
+    """Restricted callers get frames only for questions addressed to them (inventory A15.136)."""
+    client = await system.sdk()
+    async with sse(system, ALICE) as alice:
+        t_bob = asyncio.create_task(client.ask_user("for bob", audience="bob", timeout=60))
+        t_alice = asyncio.create_task(client.ask_user("for alice", audience="alice", timeout=60))
+        got = await alice.next()
+        assert got.data["question"] == "for alice"
+        async with system.http() as http:
+            await http.post(f"/api/interactions/{got.data['interaction_id']}/answer", json={"answer": "ok"})
+        assert (await alice.next()).event == "interaction.answered"
+        with pytest.raises(TimeoutError):
+            await alice.next(timeout=0.5)
+    t_bob.cancel()
+    await t_alice
+
+
+@pytest.mark.settings(sse_keepalive_seconds=0.3)
+async def test_keepalive_comment_when_nothing_is_delivered(system: System) -> None:
+    """': keepalive' is sent when the keepalive window passes with no frame (inventory A15.137)."""
+    async with sse(system, ALICE) as alice:
+        client = await system.sdk(OPERATOR)
+        task = asyncio.create_task(client.ask_user("for bob", audience="bob", timeout=60))
+        first = await alice.next_any(timeout=5)
+    assert first.comment == "keepalive"  # bob's frame neither reached alice nor reset her timer
+    task.cancel()
+
+
+async def test_unauthenticated_stream_is_401(system: System) -> None:
+    """The stream door is authenticated (inventory A13.120)."""
+    async with system.http("wrong-token-0123456789") as http:
+        resp = await http.get("/api/interactions/stream")
+    assert resp.status_code == 401
+    assert resp.json() == {"error": "invalid bearer token"}
+
+
+async def _bounds(system: System) -> tuple[int, int]:
+    from layby.eventstore import EventStore, connect_nats
+
+    assert system.settings.nats_url
+    nc = await connect_nats(system.settings.nats_url, name="t")
+    try:
+        return await EventStore(nc, system.settings.names).bounds()
+    finally:
+        await nc.close()
