@@ -113,11 +113,14 @@ async def _serve_door(settings: Settings, stop: asyncio.Event, clock: Clock) -> 
     from services.door.app import create_app
 
     config = uvicorn.Config(
-        create_app(settings, clock=clock), host="127.0.0.1", port=settings.http_port, log_level="warning",
-        lifespan="on", timeout_graceful_shutdown=1,
+        create_app(settings, clock=clock),
+        host="127.0.0.1",
+        port=settings.http_port,
+        log_level="warning",
+        lifespan="on",
+        timeout_graceful_shutdown=1,
     )
     server = uvicorn.Server(config)
-    server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
     task = asyncio.create_task(server.serve())
     await stop.wait()
     server.should_exit = True
@@ -179,7 +182,7 @@ async def stop_system(system: System) -> None:
     for client in system.clients:
         with contextlib.suppress(Exception):
             await client.close()
-    for name, stop in system.stops.items():
+    for stop in system.stops.values():
         stop.set()
     for name, task in system.tasks.items():
         if not task.done():

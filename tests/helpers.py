@@ -69,11 +69,18 @@ class SSE:
 
 @contextlib.asynccontextmanager
 async def sse(
-    system: System, token: str = OPERATOR, *, headers: dict[str, str] | None = None, params: dict[str, str] | None = None
+    system: System,
+    token: str = OPERATOR,
+    *,
+    headers: dict[str, str] | None = None,
+    params: dict[str, str] | None = None,
 ) -> AsyncIterator[SSE]:
-    async with system.http(token) as http, http.stream(
-        "GET", "/api/interactions/stream", headers=headers or {}, params=params or {}, timeout=None
-    ) as resp:
+    async with (
+        system.http(token) as http,
+        http.stream(
+            "GET", "/api/interactions/stream", headers=headers or {}, params=params or {}, timeout=None
+        ) as resp,
+    ):
         assert resp.status_code == 200, resp.status_code
         reader = SSE(resp)
         try:
@@ -82,7 +89,9 @@ async def sse(
             await reader.close()
 
 
-async def wait_total(system: System, total: int, token: str = OPERATOR, timeout: float = 10) -> dict[str, Any]:
+async def wait_total(
+    system: System, total: int, token: str = OPERATOR, timeout: float = 10
+) -> dict[str, Any]:
     """Poll the list door until it reports ``total`` pending questions."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout

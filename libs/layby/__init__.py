@@ -1,8 +1,8 @@
 """Layby: ask a person from any Python code, and get the typed answer back.
 
-    from layby import ask_user, InteractionTimeoutError
+from layby import ask_user, InteractionTimeoutError
 
-    approved = await ask_user("Deploy v2 to production?", answer_format="confirm", timeout=600)
+approved = await ask_user("Deploy v2 to production?", answer_format="confirm", timeout=600)
 """
 
 from layby.errors import (

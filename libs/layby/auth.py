@@ -36,10 +36,9 @@ def parse_tokens(raw: str) -> dict[bytes, Principal]:
     """Parse ``LAYBY_API_TOKENS``; a malformed entry fails start-up naming its position."""
     table: dict[bytes, Principal] = {}
     for index, entry in enumerate(raw.split(","), start=1):
-        entry = entry.strip()
-        if not entry:
+        if not entry.strip():
             continue
-        parts = entry.split(":")
+        parts = entry.strip().split(":")
         if len(parts) != 3 or not all(p.strip() for p in parts):
             raise SettingsError(
                 f"LAYBY_API_TOKENS entry {index} must be TOKEN:IDENTITY:ROLE with no empty part"

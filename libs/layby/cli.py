@@ -73,10 +73,15 @@ def _table(items: list[dict[str, Any]]) -> str:
     rows = [("ID", "FORMAT", "AUDIENCE", "TIMEOUT AT", "QUESTION")]
     for it in items:
         question = " ".join(str(it["question"]).split())
-        rows.append((
-            it["interaction_id"], it["answer_format"], it.get("audience", "-"), it["timeout_at"][:19],
-            question if len(question) <= 60 else question[:57] + "...",
-        ))
+        rows.append(
+            (
+                it["interaction_id"],
+                it["answer_format"],
+                it.get("audience", "-"),
+                it["timeout_at"][:19],
+                question if len(question) <= 60 else question[:57] + "...",
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     return "\n".join("  ".join(c.ljust(widths[i]) if i < 4 else c for i, c in enumerate(r)) for r in rows)
 
@@ -132,16 +137,20 @@ def cmd_stream(settings: Settings, args: argparse.Namespace) -> int:
                 last_id = ev.get("id", last_id)
                 data = json.loads(ev.get("data", "null"))
                 if args.json:
-                    print(json.dumps({"id": ev.get("id"), "event": ev.get("event"), "data": data}), flush=True)
+                    print(
+                        json.dumps({"id": ev.get("id"), "event": ev.get("event"), "data": data}), flush=True
+                    )
                 else:
                     detail = f"  {data.get('question', '')}" if ev.get("event") == "interaction.add" else ""
-                    print(f"{ev.get('id', ''):>8}  {ev.get('event', ''):<22} {data['interaction_id']}{detail}",
-                          flush=True)
+                    print(
+                        f"{ev.get('id', ''):>8}  {ev.get('event', ''):<22} {data['interaction_id']}{detail}",
+                        flush=True,
+                    )
         except KeyboardInterrupt:
             return 0
         except (OSError, http.client.HTTPException):
             print("stream interrupted; reconnecting...", file=sys.stderr)
-            import time  # noqa: PLC0415
+            import time
 
             time.sleep(1)
         finally:
@@ -154,7 +163,9 @@ def cmd_answer(settings: Settings, args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: --answer must be JSON (quote strings: '\"yes\"'): {exc}", file=sys.stderr)
         return 2
-    status, body = _request(settings, "POST", f"/api/interactions/{args.interaction_id}/answer", {"answer": value})
+    status, body = _request(
+        settings, "POST", f"/api/interactions/{args.interaction_id}/answer", {"answer": value}
+    )
     if status != 200:
         return _fail(status, body)
     print(json.dumps(body["data"]) if args.json else f"answered {body['data']['interaction_id']}")
@@ -162,7 +173,7 @@ def cmd_answer(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_ask(settings: Settings, args: argparse.Namespace) -> int:
-    from layby.sdk import connect  # noqa: PLC0415 - keeps `layby up` start-up light
+    from layby.sdk import connect
 
     schema = None
     if args.schema is not None:
@@ -175,8 +186,13 @@ def cmd_ask(settings: Settings, args: argparse.Namespace) -> int:
     async def run() -> Any:
         async with await connect(settings=settings) as client:
             return await client.ask_user(
-                args.question, answer_format=args.format, options=args.option or None, schema=schema,
-                timeout=args.timeout, group_id=args.group_id, audience=args.audience,
+                args.question,
+                answer_format=args.format,
+                options=args.option or None,
+                schema=schema,
+                timeout=args.timeout,
+                group_id=args.group_id,
+                audience=args.audience,
             )
 
     try:
@@ -197,14 +213,14 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_up(settings: Settings, _args: argparse.Namespace) -> int:
-    from layby.up import up  # noqa: PLC0415
+    from layby.up import up
 
     return up(settings)
 
 
 def cmd_rebuild(settings: Settings, _args: argparse.Namespace) -> int:
-    from layby.projector import rebuild  # noqa: PLC0415
-    from layby.service import open_resources  # noqa: PLC0415
+    from layby.projector import rebuild
+    from layby.service import open_resources
 
     async def run() -> int:
         async with open_resources(settings, name="rebuild") as res:

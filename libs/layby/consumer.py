@@ -88,7 +88,7 @@ async def _loop(
     while not stop.is_set():
         try:
             msgs = await sub.fetch(FETCH_BATCH, timeout=1.0)
-        except (nats.errors.TimeoutError, asyncio.TimeoutError):
+        except (TimeoutError, nats.errors.TimeoutError):
             continue
         except (nats.errors.Error, nats.js.errors.Error) as exc:
             log.warning("consumer.fetch_failed", role=role, error=str(exc))

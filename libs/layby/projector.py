@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import asyncpg
 import msgspec
 import nats.errors
+from asyncpg.pool import PoolConnectionProxy
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from contracts.events import InteractionAnswered, InteractionAsked, InteractionRemoved, decode_event
@@ -24,6 +25,8 @@ from layby.eventstore import EventStore, Stored
 from layby.logs import get_logger
 
 log = get_logger("layby.projector")
+if TYPE_CHECKING:
+    Conn = asyncpg.Connection[Any] | PoolConnectionProxy[Any]
 _json = msgspec.json.Encoder()
 INBOX = "inbox"
 REBUILD_LOCK = 0x1A7B7_0002
@@ -50,7 +53,8 @@ WHERE t.last_seq < EXCLUDED.last_seq
 """
 
 _REMOVED = """
-INSERT INTO interactions AS t (interaction_id, group_id, status, audience, removed_reason, removed_at, last_seq)
+INSERT INTO interactions AS t (interaction_id, group_id, status, audience, removed_reason, removed_at,
+    last_seq)
 VALUES ($1, $2, 'removed', $3, $4, $5, $6)
 ON CONFLICT (interaction_id) DO UPDATE SET
     status = 'removed', removed_reason = EXCLUDED.removed_reason, removed_at = EXCLUDED.removed_at,
@@ -68,7 +72,7 @@ def _json_or_null(value: Any) -> str | None:
     return None if value is None else _json.encode(value).decode()
 
 
-async def apply_batch(conn: asyncpg.Connection, batch: Sequence[Stored], *, name: str = INBOX) -> None:
+async def apply_batch(conn: Conn, batch: Sequence[Stored], *, name: str = INBOX) -> None:
     """Apply events in one transaction with the checkpoint; idempotent by stream sequence."""
     asked: list[tuple[Any, ...]] = []
     answered: list[tuple[Any, ...]] = []
@@ -78,18 +82,38 @@ async def apply_batch(conn: asyncpg.Connection, batch: Sequence[Stored], *, name
         ev = stored.event
         match ev:
             case InteractionAsked():
-                asked.append((
-                    ev.interaction_id, ev.group_id, ev.answer_format, ev.mode, ev.audience, ev.asked_by,
-                    ev.sensitive, ev.created_at, ev.timeout_at, _json.encode(add_frame(ev)).decode(), stored.seq,
-                ))
+                asked.append(
+                    (
+                        ev.interaction_id,
+                        ev.group_id,
+                        ev.answer_format,
+                        ev.mode,
+                        ev.audience,
+                        ev.asked_by,
+                        ev.sensitive,
+                        ev.created_at,
+                        ev.timeout_at,
+                        _json.encode(add_frame(ev)).decode(),
+                        stored.seq,
+                    )
+                )
             case InteractionAnswered():
-                answered.append((
-                    ev.interaction_id, ev.group_id, ev.audience, ev.answered_by, ev.answered_at,
-                    None if ev.sensitive else _json_or_null(ev.answer), stored.seq,
-                ))
+                answered.append(
+                    (
+                        ev.interaction_id,
+                        ev.group_id,
+                        ev.audience,
+                        ev.answered_by,
+                        ev.answered_at,
+                        None if ev.sensitive else _json_or_null(ev.answer),
+                        stored.seq,
+                    )
+                )
                 resolved.append((ev.interaction_id,))
             case InteractionRemoved():
-                removed.append((ev.interaction_id, ev.group_id, ev.audience, ev.reason, ev.removed_at, stored.seq))
+                removed.append(
+                    (ev.interaction_id, ev.group_id, ev.audience, ev.reason, ev.removed_at, stored.seq)
+                )
                 resolved.append((ev.interaction_id,))
     async with conn.transaction():
         if asked:
@@ -163,7 +187,7 @@ async def rebuild(pool: asyncpg.Pool, store: EventStore) -> int:
 
 async def run_projector(pool: asyncpg.Pool, store: EventStore, stop: asyncio.Event) -> None:
     """The live projector: a durable pull consumer shared by every replica of its host service."""
-    from layby.consumer import consume  # noqa: PLC0415 - consumer imports projector types
+    from layby.consumer import consume
 
     async def handle(batch: list[Stored]) -> None:
         async with pool.acquire() as conn:

@@ -8,7 +8,6 @@ and concurrent pruners never double-prune.
 from __future__ import annotations
 
 import uuid
-
 from datetime import timedelta
 
 import asyncpg

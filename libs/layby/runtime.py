@@ -16,7 +16,7 @@ import platformdirs
 from layby.settings import Settings
 
 RUNTIME_FILE = "runtime.json"
-TOKEN_FILE = "operator-token"
+TOKEN_FILE = "operator-token"  # noqa: S105 - a file name, not a secret
 
 
 class Runtime(msgspec.Struct, frozen=True, kw_only=True):

@@ -111,13 +111,15 @@ class Client:
         sub = await self._nc.subscribe(self._names.wake(interaction_id))
         try:
             await self._record(interaction_id, spec.question, answer_format, spec, deadline)
-            try:
-                return await self._wait(sub, interaction_id, deadline, sensitive)
-            except TimeoutError:
-                return await self._timed_out(interaction_id, spec.timeout, wall_deadline)
-            except asyncio.CancelledError:
-                await asyncio.shield(self._prune(interaction_id, "cancelled"))
-                raise
+            return await self._wait(sub, interaction_id, deadline, sensitive)
+        except TimeoutError:
+            return await self._timed_out(interaction_id, spec.timeout, wall_deadline)
+        except asyncio.CancelledError:
+            # Cancelled while recording or waiting: prune, and let the cancellation propagate
+            # (inventory A6.64). A prune that races the record finds nothing; the sweeper then
+            # removes the question at its deadline.
+            await asyncio.shield(self._prune(interaction_id, "cancelled"))
+            raise
         finally:
             try:
                 await sub.unsubscribe()
@@ -146,7 +148,9 @@ class Client:
                     interaction_id=interaction_id,
                 )
             try:
-                msg = await self._nc.request(self._names.cmd_ask, payload, timeout=min(remaining, REQUEST_TIMEOUT))
+                msg = await self._nc.request(
+                    self._names.cmd_ask, payload, timeout=min(remaining, REQUEST_TIMEOUT)
+                )
                 break
             except nats.errors.NoRespondersError:
                 raise RuntimeError(
@@ -192,13 +196,17 @@ class Client:
         msg = await self._nc.request(self._names.cmd_prune, _enc.encode(cmd), timeout=REQUEST_TIMEOUT)
         reply = REPLY_DECODER.decode(msg.data)
         if not isinstance(reply, PruneResult):
-            raise RuntimeError(f"prune of interaction {interaction_id} was refused: {reply}")
+            raise RuntimeError(  # noqa: TRY004 - a refusal from the service, not a caller's type error
+                f"prune of interaction {interaction_id} was refused: {reply}"
+            )
         return reply
 
     async def _timed_out(self, interaction_id: str, budget: float, wall_deadline: float) -> Any:
         result = await self._prune(interaction_id, "timeout")
         if result.outcome == "answered":
-            answered_at = datetime.fromisoformat(result.answered_at).timestamp() if result.answered_at else None
+            answered_at = (
+                datetime.fromisoformat(result.answered_at).timestamp() if result.answered_at else None
+            )
             if answered_at is not None and answered_at <= wall_deadline:
                 # Answered in time, but the wake was lost (a reconnect): the log has the answer.
                 return SecretValue(result.answer) if result.sensitive else result.answer
@@ -209,7 +217,8 @@ class Client:
             )
         if result.outcome == "gone":
             raise InteractionTimeoutError(
-                f"no answer to interaction {interaction_id} within {budget:g}s; the question was already gone",
+                f"no answer to interaction {interaction_id} within {budget:g}s; "
+                "the question was already gone",
                 interaction_id=interaction_id,
             )
         raise InteractionTimeoutError(
@@ -231,7 +240,9 @@ async def connect(
     if not tok:
         raise RuntimeError("no token: set LAYBY_TOKEN, pass token=, or run `layby up`")
     nc = await connect_nats(url, name="layby-sdk")
-    return Client(nc, names=settings.names, token=tok, default_timeout=settings.answer_timeout_seconds, owns=True)
+    return Client(
+        nc, names=settings.names, token=tok, default_timeout=settings.answer_timeout_seconds, owns=True
+    )
 
 
 _clients: dict[asyncio.AbstractEventLoop, Client] = {}
@@ -254,10 +265,24 @@ async def ask_user(
     client = _clients.get(loop)
     if client is None:
         # Validate first so a bad call fails before any connection is opened (inventory A2.13).
-        validate_ask(question, answer_format=answer_format, options=options, schema=_schema_of(schema),
-                     timeout=timeout, group_id=group_id, audience=audience, sensitive=sensitive)
+        validate_ask(
+            question,
+            answer_format=answer_format,
+            options=options,
+            schema=_schema_of(schema),
+            timeout=timeout,
+            group_id=group_id,
+            audience=audience,
+            sensitive=sensitive,
+        )
         client = _clients[loop] = await connect()
     return await client.ask_user(
-        question, answer_format=answer_format, options=options, schema=schema, timeout=timeout,
-        group_id=group_id, audience=audience, sensitive=sensitive,
+        question,
+        answer_format=answer_format,
+        options=options,
+        schema=schema,
+        timeout=timeout,
+        group_id=group_id,
+        audience=audience,
+        sensitive=sensitive,
     )

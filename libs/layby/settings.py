@@ -185,7 +185,7 @@ def load_settings(env: Mapping[str, str] | None = None, **overrides: Any) -> Set
     values.update(overrides)
     settings = Settings(**values)
     if settings.api_tokens is not None:
-        from layby.auth import parse_tokens  # noqa: PLC0415 - avoids an import cycle at module load
+        from layby.auth import parse_tokens
 
         parse_tokens(settings.api_tokens)
     return settings

@@ -110,7 +110,9 @@ def validate_ask(
     """Validate every argument of a sync ask; raise ``BadInput`` naming the first bad field."""
     if timeout is not None:
         if isinstance(timeout, bool) or not isinstance(timeout, int | float):
-            raise BadInput(f"timeout must be a number of seconds, got {type(timeout).__name__}", field="timeout")
+            raise BadInput(
+                f"timeout must be a number of seconds, got {type(timeout).__name__}", field="timeout"
+            )
         if not math.isfinite(timeout) or timeout <= 0:
             raise BadInput(f"timeout must be positive, got {timeout}", field="timeout")
     if not isinstance(answer_format, str) or answer_format not in ANSWER_FORMATS:
@@ -143,7 +145,8 @@ def validate_ask(
         not isinstance(group_id, str) or not group_id.strip() or len(group_id) > GROUP_ID_MAX_CHARS
     ):
         raise BadInput(
-            f"group_id must be a non-blank string of at most {GROUP_ID_MAX_CHARS} characters", field="group_id"
+            f"group_id must be a non-blank string of at most {GROUP_ID_MAX_CHARS} characters",
+            field="group_id",
         )
     if not isinstance(sensitive, bool):
         raise BadInput("sensitive must be a boolean", field="sensitive")
@@ -188,7 +191,9 @@ def validate_answer(answer_format: str, format_payload: dict[str, Any] | None, a
         if not isinstance(answer, dict):
             raise BadInput("answer must be an object")
         try:
-            error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(answer))
+            error = jsonschema.exceptions.best_match(
+                jsonschema.Draft202012Validator(schema).iter_errors(answer)
+            )
         except RecursionError:
             raise BadInput("answer does not match schema: nested too deeply") from None
         except (jsonschema.SchemaError, referencing.exceptions.Unresolvable) as exc:

@@ -97,7 +97,9 @@ class Admitter:
                     results.append(False)
             if rows:
                 await conn.executemany(
-                    "INSERT INTO admissions (interaction_id, deadline) VALUES ($1, $2) ON CONFLICT DO NOTHING", rows
+                    "INSERT INTO admissions (interaction_id, deadline) VALUES ($1, $2) "
+                    "ON CONFLICT DO NOTHING",
+                    rows,
                 )
             # Expired reservations are garbage; drop a few each pass so the table stays small.
             await conn.execute(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import uuid
-
 from datetime import timedelta
 
 import msgspec
@@ -45,7 +44,9 @@ class AskHandlers:
         except Unauthorized as exc:
             return Refused(kind="unauthorized", message=str(exc), field="token")
         if not is_interaction_id(cmd.interaction_id):
-            return Refused(kind="invalid", message="interaction_id must be a uuid4 string", field="interaction_id")
+            return Refused(
+                kind="invalid", message="interaction_id must be a uuid4 string", field="interaction_id"
+            )
         try:
             spec = validate_ask(
                 cmd.question,
@@ -94,10 +95,16 @@ class AskHandlers:
         except Transient as exc:
             await self._admitter.release(event.interaction_id)
             return Refused(kind="unavailable", message=f"the event log is unavailable: {exc}")
-        log.info("ask.recorded", interaction_id=event.interaction_id, asked_by=principal.identity,
-                 answer_format=event.answer_format)
+        log.info(
+            "ask.recorded",
+            interaction_id=event.interaction_id,
+            asked_by=principal.identity,
+            answer_format=event.answer_format,
+        )
         return Accepted(
-            interaction_id=event.interaction_id, group_id=event.group_id, timeout_at=event.timeout_at.isoformat()
+            interaction_id=event.interaction_id,
+            group_id=event.group_id,
+            timeout_at=event.timeout_at.isoformat(),
         )
 
     async def prune(self, cmd: Prune) -> PruneResult | Refused:
@@ -139,7 +146,10 @@ class AskHandlers:
                     )
                     try:
                         await self._store.append(
-                            subject, removed, msg_id=f"removed-{asked.interaction_id}-{uuid.uuid4().hex}", expected_seq=last.seq
+                            subject,
+                            removed,
+                            msg_id=f"removed-{asked.interaction_id}-{uuid.uuid4().hex}",
+                            expected_seq=last.seq,
                         )
                     except Conflict:
                         continue  # an answer won the race: re-read and report it

@@ -7,7 +7,7 @@ import asyncio
 import msgspec
 from nats.aio.msg import Msg
 
-from contracts.commands import COMMAND_DECODER, Ask, Prune, Refused
+from contracts.commands import COMMAND_DECODER, Ask, Refused
 from layby.auth import Authenticator
 from layby.clock import Clock
 from layby.errors import Forbidden
@@ -52,7 +52,11 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
             await slots.acquire()
             task = asyncio.create_task(handle(msg))
             inflight.add(task)
-            task.add_done_callback(lambda t: (inflight.discard(t), slots.release()))
+            task.add_done_callback(_done)
+
+        def _done(task: asyncio.Task[None]) -> None:
+            inflight.discard(task)
+            slots.release()
 
         names = settings.names
         subs = [

@@ -28,8 +28,12 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
             for stored in batch:
                 ev = stored.event
                 if isinstance(ev, InteractionAsked):
-                    log.info("delivery.inbox", interaction_id=ev.interaction_id, channel=ev.channel or "inbox",
-                             seq=stored.seq)
+                    log.info(
+                        "delivery.inbox",
+                        interaction_id=ev.interaction_id,
+                        channel=ev.channel or "inbox",
+                        seq=stored.seq,
+                    )
 
         log.info("delivery.ready", namespace=settings.namespace)
         await consume(res.store, role="delivery", handler=handle, stop=stop)

@@ -31,9 +31,13 @@ def create_app(settings: Settings, *, clock: Clock | None = None, run_projection
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         async with open_resources(settings, name="door", clock=clock) as res:
             assert res.pool is not None
-            app.state.door = DoorState(settings, res.store, res.pool, Authenticator(settings.api_tokens), res.clock)
+            app.state.door = DoorState(
+                settings, res.store, res.pool, Authenticator(settings.api_tokens), res.clock
+            )
             stop = asyncio.Event()
-            projector = asyncio.create_task(run_projector(res.pool, res.store, stop)) if run_projection else None
+            projector = (
+                asyncio.create_task(run_projector(res.pool, res.store, stop)) if run_projection else None
+            )
             log.info("door.ready", namespace=settings.namespace)
             try:
                 yield

@@ -7,8 +7,8 @@ import asyncio
 import uvicorn
 
 from layby.clock import Clock
-from layby.settings import Settings, load_settings
 from layby.service import run_main
+from layby.settings import Settings, load_settings
 from services.door.app import create_app
 
 
@@ -23,10 +23,9 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
         timeout_graceful_shutdown=3,
     )
     server = uvicorn.Server(config)
-    server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
     task = asyncio.create_task(server.serve())
     stopper = asyncio.create_task(stop.wait())
-    done, _ = await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
     server.should_exit = True
     await task
     stopper.cancel()

@@ -9,6 +9,7 @@ Asked event's sequence, so it loses cleanly to an answer and replicas never doub
 from __future__ import annotations
 
 import asyncio
+
 import asyncpg
 
 from layby.clock import Clock
@@ -27,7 +28,9 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
         log.info("sweeper.ready", interval=settings.sweep_interval_seconds)
         while not stop.is_set():
             try:
-                await prune_abandoned(res.pool, res.store, res.clock, grace_seconds=settings.blocking_grace_seconds)
+                await prune_abandoned(
+                    res.pool, res.store, res.clock, grace_seconds=settings.blocking_grace_seconds
+                )
             except (Transient, asyncpg.PostgresError, OSError) as exc:
                 log.warning("sweeper.pass_failed", error=repr(exc))
             try:

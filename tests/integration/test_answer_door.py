@@ -17,7 +17,10 @@ pytestmark = pytest.mark.integration
 async def open_question(system: System, token: str = OPERATOR, **kwargs: object) -> tuple[asyncio.Task, str]:
     """Ask through the SDK and return the blocked task and the new question's id."""
     async with system.http(OPERATOR) as http:
-        known = {i["interaction_id"] for i in (await http.get("/api/interactions?pageSize=200")).json()["data"]["items"]}
+        known = {
+            i["interaction_id"]
+            for i in (await http.get("/api/interactions?pageSize=200")).json()["data"]["items"]
+        }
     client = await system.sdk(token)
     task = asyncio.create_task(client.ask_user(str(kwargs.pop("question", "Proceed?")), **kwargs))  # type: ignore[arg-type]
     async with system.http(OPERATOR) as http:
@@ -38,8 +41,13 @@ async def test_typed_answers_for_every_in_client_format(system: System) -> None:
         ({"answer_format": "text"}, "ship it"),
         ({"answer_format": "confirm"}, False),
         ({"answer_format": "select", "options": ["blue", "green"]}, "green"),
-        ({"answer_format": "form", "schema": {"type": "object", "properties": {"n": {"type": "integer"}},
-                                              "required": ["n"]}}, {"n": 3}),
+        (
+            {
+                "answer_format": "form",
+                "schema": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+            },
+            {"n": 3},
+        ),
     ]
     async with system.http() as http:
         for kwargs, answer in cases:
@@ -103,7 +111,9 @@ async def test_body_of_exactly_65536_bytes_is_read(system: System) -> None:
         (b"", "invalid JSON body"),
     ],
 )
-async def test_bad_bodies_are_400_before_the_id_is_looked_up(system: System, body: bytes, message: str) -> None:
+async def test_bad_bodies_are_400_before_the_id_is_looked_up(
+    system: System, body: bytes, message: str
+) -> None:
     """Body checks run before the lookup: an unknown id with a bad body still gets 400 (A16.146)."""
     async with system.http() as http:
         resp = await http.post(f"/api/interactions/{uuid.uuid4()}/answer", content=body)
@@ -192,8 +202,10 @@ async def test_form_field_error_names_the_field(system: System) -> None:
     async with system.http() as http:
         resp = await http.post(f"/api/interactions/{iid}/answer", json={"answer": {"count": 0}})
     assert resp.status_code == 400
-    assert resp.json() == {"error": "answer does not match schema at count: 0 is less than the minimum of 1",
-                           "field": "count"}
+    assert resp.json() == {
+        "error": "answer does not match schema at count: 0 is less than the minimum of 1",
+        "field": "count",
+    }
     task.cancel()
 
 
@@ -214,7 +226,9 @@ async def test_restricted_caller_cannot_answer_another_identitys_question(system
         resp = await alice.post(f"/api/interactions/{iid}/answer", json={"answer": "x"})
         assert resp.status_code == 403
         assert resp.json() == {"error": "interaction is addressed to another identity"}
-        assert (await bob.post(f"/api/interactions/{iid}/answer", json={"answer": "bob's"})).status_code == 200
+        assert (
+            await bob.post(f"/api/interactions/{iid}/answer", json={"answer": "bob's"})
+        ).status_code == 200
     assert await asyncio.wait_for(task, 10) == "bob's"
 
 

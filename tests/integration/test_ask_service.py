@@ -134,8 +134,9 @@ async def test_sensitive_answer_reaches_the_waiter_wrapped_and_is_not_projected(
     assert secret.reveal() == "1234"
     assert "1234" not in repr(secret)
     for _ in range(100):
-        row = await db.fetchrow("SELECT status, answer FROM interactions WHERE interaction_id = $1",
-                                item["interaction_id"])
+        row = await db.fetchrow(
+            "SELECT status, answer FROM interactions WHERE interaction_id = $1", item["interaction_id"]
+        )
         if row and row["status"] == "answered":
             break
         await asyncio.sleep(0.02)

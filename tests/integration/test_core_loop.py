@@ -28,7 +28,9 @@ async def test_sync_ask_returns_the_typed_answer_given_at_the_answer_door(system
     task = asyncio.create_task(client.ask_user("Deploy?", answer_format="confirm", timeout=30))
     items = await wait_listed(system, 1)
     async with system.http() as http:
-        resp = await http.post(f"/api/interactions/{items[0]['interaction_id']}/answer", json={"answer": True})
+        resp = await http.post(
+            f"/api/interactions/{items[0]['interaction_id']}/answer", json={"answer": True}
+        )
     assert resp.status_code == 200
     assert resp.json() == {"data": {"interaction_id": items[0]["interaction_id"], "status": "answered"}}
     assert await asyncio.wait_for(task, 10) is True

@@ -22,14 +22,24 @@ async def test_openapi_document_lists_the_doors(system: System) -> None:
     """The OpenAPI document is served at /schema/openapi.json."""
     async with system.http(None) as http:
         doc = (await http.get("/schema/openapi.json")).json()
-    assert {"/api/interactions", "/api/interactions/stream", "/api/interactions/{interaction_id}/answer"} <= set(
-        doc["paths"]
-    )
+    assert {
+        "/api/interactions",
+        "/api/interactions/stream",
+        "/api/interactions/{interaction_id}/answer",
+    } <= set(doc["paths"])
 
 
-@pytest.mark.parametrize(("method", "path"), [("GET", "/api/interactions"), ("GET", "/api/interactions/stream"),
-                                              ("POST", "/api/interactions/x/answer")])
-async def test_every_authenticated_door_refuses_without_a_token(system: System, method: str, path: str) -> None:
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", "/api/interactions"),
+        ("GET", "/api/interactions/stream"),
+        ("POST", "/api/interactions/x/answer"),
+    ],
+)
+async def test_every_authenticated_door_refuses_without_a_token(
+    system: System, method: str, path: str
+) -> None:
     """The three authenticated doors answer 401 without credentials (inventory A13.120)."""
     async with system.http(None) as http:
         resp = await http.request(method, path, json={"answer": 1})

@@ -71,10 +71,20 @@ async def test_paging_and_next_page(system: System) -> None:
 async def test_item_shape_matches_the_add_frame(system: System) -> None:
     """Items carry the add-frame keys; optional keys are absent, never null (inventory A14.131, B5)."""
     client = await system.sdk()
-    task = asyncio.create_task(client.ask_user("Pick", answer_format="select", options=["a", "b"], timeout=60))
+    task = asyncio.create_task(
+        client.ask_user("Pick", answer_format="select", options=["a", "b"], timeout=60)
+    )
     item = (await wait_total(system, 1))["items"][0]
-    assert set(item) == {"interaction_id", "group_id", "question", "answer_format", "format_payload",
-                         "created_at", "timeout_at", "sensitive"}
+    assert set(item) == {
+        "interaction_id",
+        "group_id",
+        "question",
+        "answer_format",
+        "format_payload",
+        "created_at",
+        "timeout_at",
+        "sensitive",
+    }
     assert item["format_payload"] == {"options": ["a", "b"]}
     assert item["sensitive"] is False
     task.cancel()
@@ -96,8 +106,10 @@ async def test_groups_are_ordered_by_their_most_recent_question(system: System) 
 async def test_restricted_caller_sees_only_its_own_and_total_counts_only_those(system: System) -> None:
     """The audience filter runs before paging, so total counts only what the caller may see (A14.129)."""
     client = await system.sdk()
-    tasks = [asyncio.create_task(client.ask_user(f"for {aud}", audience=aud, timeout=60))
-             for aud in ("alice", "bob", None, "alice")]
+    tasks = [
+        asyncio.create_task(client.ask_user(f"for {aud}", audience=aud, timeout=60))
+        for aud in ("alice", "bob", None, "alice")
+    ]
     await wait_total(system, 4)
     async with system.http(ALICE) as http:
         data = (await http.get("/api/interactions?pageSize=1")).json()["data"]

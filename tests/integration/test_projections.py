@@ -32,7 +32,9 @@ async def test_rebuild_from_the_log_reproduces_the_live_tables(
 ) -> None:
     """Dropping the projections and replaying the log yields exactly the live tables (DESIGN 1)."""
     client = await system.sdk()
-    tasks = [asyncio.create_task(client.ask_user(f"q{i}", timeout=60, group_id=f"g{i % 2}")) for i in range(6)]
+    tasks = [
+        asyncio.create_task(client.ask_user(f"q{i}", timeout=60, group_id=f"g{i % 2}")) for i in range(6)
+    ]
     tasks.append(asyncio.create_task(client.ask_user("secret", sensitive=True, timeout=60)))
     items = (await wait_total(system, 7))["items"]
     async with system.http() as http:
@@ -54,7 +56,9 @@ async def test_rebuild_from_the_log_reproduces_the_live_tables(
     await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def test_replaying_a_batch_twice_is_a_no_op(system: System, store: EventStore, db: asyncpg.Pool) -> None:
+async def test_replaying_a_batch_twice_is_a_no_op(
+    system: System, store: EventStore, db: asyncpg.Pool
+) -> None:
     """A redelivered message changes nothing: rows are guarded by their stream sequence (CONVENTIONS 5)."""
     from layby.projector import apply_batch, read_range
 

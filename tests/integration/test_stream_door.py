@@ -52,7 +52,10 @@ async def test_cancelled_ask_emits_removed(system: System) -> None:
         add = await stream.next()
         task.cancel()
         removed = await stream.until("interaction.removed", add.data["interaction_id"])
-        assert removed.data == {"interaction_id": add.data["interaction_id"], "group_id": add.data["group_id"]}
+        assert removed.data == {
+            "interaction_id": add.data["interaction_id"],
+            "group_id": add.data["group_id"],
+        }
     with pytest.raises(asyncio.CancelledError):
         await task
 
@@ -92,8 +95,9 @@ async def test_header_wins_over_the_query_parameter(system: System) -> None:
         first = await stream.next()
         t2 = asyncio.create_task(client.ask_user("two", timeout=60))
         second = await stream.next()
-    async with sse(system, headers={"Last-Event-ID": first.id},
-                   params={"last_event_id": str(int(first.id) - 1)}) as stream:
+    async with sse(
+        system, headers={"Last-Event-ID": first.id}, params={"last_event_id": str(int(first.id) - 1)}
+    ) as stream:
         got = await stream.next()
     assert got.id == second.id
     t1.cancel()
@@ -111,7 +115,10 @@ async def test_malformed_or_unknown_id_falls_back_to_the_tail_and_logs_it(system
             later = asyncio.create_task(client.ask_user("later", timeout=60))
             frame = await stream.next()
     assert frame.data["question"] == "later"
-    assert [e["reason"] for e in logs if e["event"] == "stream.resume_fallback"] in (["malformed"], ["ahead_of_log"])
+    assert [e["reason"] for e in logs if e["event"] == "stream.resume_fallback"] in (
+        ["malformed"],
+        ["ahead_of_log"],
+    )
     earlier.cancel()
     later.cancel()
 

@@ -15,8 +15,11 @@ GOLDEN = Path(__file__).parent / "golden"
 
 @pytest.mark.parametrize(
     ("tag", "cls"),
-    [("interaction.asked.v1", InteractionAsked), ("interaction.answered.v1", InteractionAnswered),
-     ("interaction.removed.v1", InteractionRemoved)],
+    [
+        ("interaction.asked.v1", InteractionAsked),
+        ("interaction.answered.v1", InteractionAnswered),
+        ("interaction.removed.v1", InteractionRemoved),
+    ],
 )
 def test_golden_sample_decodes_to_its_event(tag: str, cls: type) -> None:
     """Each tag's golden sample decodes to its Struct and re-encodes to the same fields."""

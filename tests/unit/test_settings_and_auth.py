@@ -11,8 +11,9 @@ from layby.settings import SettingsError, load_settings
 pytestmark = pytest.mark.unit
 
 
-@pytest.mark.parametrize("url", ["https://layby.example.com", "http://localhost:8000", "http://127.0.0.1",
-                                 "http://[::1]:8000"])
+@pytest.mark.parametrize(
+    "url", ["https://layby.example.com", "http://localhost:8000", "http://127.0.0.1", "http://[::1]:8000"]
+)
 def test_public_base_url_accepts_https_and_loopback_http(url: str) -> None:
     """INTERACTIONS_PUBLIC_BASE_URL is https, or http on loopback hosts only (inventory A22.202)."""
     assert load_settings({"INTERACTIONS_PUBLIC_BASE_URL": url}).public_base_url == url.rstrip("/")

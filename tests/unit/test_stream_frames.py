@@ -25,8 +25,10 @@ def test_an_id_inside_the_window_resumes_right_after_it() -> None:
     assert resume_point("40", 1, 40, 10000) == (41, None)
 
 
-@pytest.mark.parametrize(("raw", "reason"), [("abc", "malformed"), ("-3", "malformed"), ("", "malformed"),
-                                             ("99", "ahead_of_log"), ("4", "aged_out")])
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [("abc", "malformed"), ("-3", "malformed"), ("", "malformed"), ("99", "ahead_of_log"), ("4", "aged_out")],
+)
 def test_malformed_or_aged_out_ids_fall_back_to_the_tail(raw: str, reason: str) -> None:
     """A malformed or aged-out id falls back to the tail end with a reason to log (inventory A15.143)."""
     assert resume_point(raw, 10, 40, 10000) == (41, reason)
@@ -39,8 +41,14 @@ def test_an_id_older_than_the_resume_window_is_aged_out() -> None:
 
 def _asked(audience: str | None) -> InteractionAsked:
     return InteractionAsked(
-        interaction_id="i1", group_id="g1", question="<b>q</b>\ndata: x", answer_format="text",
-        created_at=NOW, timeout_at=NOW, asked_by="ops", audience=audience,
+        interaction_id="i1",
+        group_id="g1",
+        question="<b>q</b>\ndata: x",
+        answer_format="text",
+        created_at=NOW,
+        timeout_at=NOW,
+        asked_by="ops",
+        audience=audience,
     )
 
 
@@ -59,7 +67,9 @@ def test_add_frame_carries_the_sequence_id_and_no_ticket() -> None:
 
 def test_terminal_frames_carry_exactly_id_and_group() -> None:
     """answered/removed data is exactly {interaction_id, group_id} (inventory A15.134)."""
-    ev = InteractionAnswered(interaction_id="i1", group_id="g1", answered_by="ops", answered_at=NOW, answer="x")
+    ev = InteractionAnswered(
+        interaction_id="i1", group_id="g1", answered_by="ops", answered_at=NOW, answer="x"
+    )
     out = frame(9, encode_event(ev), Principal("ops", "operator"))
     assert out == b'id: 9\nevent: interaction.answered\ndata: {"interaction_id":"i1","group_id":"g1"}\n\n'
 

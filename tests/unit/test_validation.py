@@ -64,7 +64,9 @@ def test_form_requires_a_schema() -> None:
 
 def test_form_schema_must_be_a_valid_json_schema_dict() -> None:
     """A schema that is not a dict, or not a valid JSON schema, is refused naming 'schema'."""
-    with pytest.raises(BadInput, match="schema must be a msgspec Struct type or a non-empty JSON-schema dict"):
+    with pytest.raises(
+        BadInput, match="schema must be a msgspec Struct type or a non-empty JSON-schema dict"
+    ):
         validate_ask("q", answer_format="form", schema="nope")
     with pytest.raises(BadInput, match="schema is not a valid JSON schema") as info:
         validate_ask("q", answer_format="form", schema={"type": 12})
@@ -101,7 +103,9 @@ def test_timeout_error_comes_first_in_validation_order() -> None:
         ("form", None, {}, "question schema is invalid: missing or non-object schema"),
     ],
 )
-def test_answer_format_validation_messages(fmt: str, payload: dict | None, answer: object, message: str) -> None:
+def test_answer_format_validation_messages(
+    fmt: str, payload: dict | None, answer: object, message: str
+) -> None:
     """Each format rejects a wrong answer with the door's exact message (inventory A16.151)."""
     with pytest.raises(BadInput) as info:
         validate_answer(fmt, payload, answer)

@@ -9,7 +9,6 @@ race in the log and gets 409.
 from __future__ import annotations
 
 import uuid
-
 from typing import Any
 
 import msgspec
@@ -70,7 +69,9 @@ async def submit_answer(state: DoorState, who: Principal, interaction_id: str, a
             answer=None if asked.sensitive else typed,
         )
         try:
-            await store.append(subject, event, msg_id=f"answered-{interaction_id}-{uuid.uuid4().hex}", expected_seq=last.seq)
+            await store.append(
+                subject, event, msg_id=f"answered-{interaction_id}-{uuid.uuid4().hex}", expected_seq=last.seq
+            )
         except Conflict:
             continue  # another resolution won: re-read, and report what the log decided
         return

@@ -24,9 +24,10 @@ _VISIBLE = """
       AND (mode = 'async' OR timeout_at > $1)
       AND ($2::text IS NULL OR audience = $2)
 """
+# Constant SQL assembled from constants; every value is a $n parameter.
 _COUNT = "SELECT count(*) " + _VISIBLE
 _PAGE = (
-    "SELECT item::text AS item FROM (SELECT item, group_id, created_at, interaction_id, "
+    "SELECT item::text AS item FROM (SELECT item, group_id, created_at, interaction_id, "  # noqa: S608
     "max(created_at) OVER (PARTITION BY group_id) AS group_latest "
     + _VISIBLE
     + ") v ORDER BY group_latest, group_id, created_at, interaction_id LIMIT $3 OFFSET $4"
@@ -52,7 +53,9 @@ _background: set[asyncio.Task[int]] = set()
 
 
 def _prune_later(state: DoorState) -> None:
-    task = asyncio.create_task(prune_abandoned(state.pool, state.store, state.clock, grace_seconds=0, limit=100))
+    task = asyncio.create_task(
+        prune_abandoned(state.pool, state.store, state.clock, grace_seconds=0, limit=100)
+    )
     _background.add(task)
     task.add_done_callback(_background.discard)
 
@@ -78,7 +81,9 @@ async def list_door(request: Request[Any, Any, Any]) -> Response[bytes]:
     next_page = page + 1 if page * size < total else None
     items = b",".join(r["item"].encode() for r in rows)
     body = (
-        b'{"data":{"items":[' + items + b'],"total":%d,"page":%d,"page_size":%d,"next_page":%s,"truncated":false}}'
+        b'{"data":{"items":['
+        + items
+        + b'],"total":%d,"page":%d,"page_size":%d,"next_page":%s,"truncated":false}}'
         % (total, page, size, b"null" if next_page is None else str(next_page).encode())
     )
     return Response(body, media_type="application/json", headers={"Cache-Control": "no-store"})

@@ -99,7 +99,9 @@ async def stream_door(request: Request[Any, Any, Any]) -> Stream:
     first, last = await state.store.bounds()
     start, fallback = resume_point(raw, first, last, state.settings.sse_resume_window)
     if fallback is not None:
-        log.warning("stream.resume_fallback", reason=fallback, first_seq=first, last_seq=last, identity=who.identity)
+        log.warning(
+            "stream.resume_fallback", reason=fallback, first_seq=first, last_seq=last, identity=who.identity
+        )
     sub = await state.store.js.subscribe(
         state.store.names.ix_all,
         ordered_consumer=True,

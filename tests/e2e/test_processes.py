@@ -1,0 +1,246 @@
+"""End to end: the five services as separate processes, and ``layby up`` with the CLI (issue 2)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from layby.embedded import free_port
+from layby.settings import Settings
+from tests.conftest import OPERATOR, TOKENS
+from tests.helpers import SSE
+
+pytestmark = pytest.mark.e2e
+SERVICES = ("ask", "door", "delivery", "resume", "sweeper")
+
+
+def service_env(settings: Settings) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        LAYBY_NATS_URL=str(settings.nats_url),
+        LAYBY_DATABASE_URL=str(settings.database_url),
+        LAYBY_NAMESPACE=settings.namespace,
+        LAYBY_DB_SCHEMA=settings.db_schema,
+        LAYBY_API_TOKENS=TOKENS,
+        LAYBY_HTTP_PORT=str(settings.http_port),
+        LAYBY_LOG_FORMAT="json",
+    )
+    return env
+
+
+def spawn(name: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "layby.cli", "serve", name],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+@pytest.fixture
+def processes(settings: Settings) -> Iterator[dict[str, subprocess.Popen[bytes]]]:
+    env = service_env(settings)
+    procs = {name: spawn(name, env) for name in SERVICES}
+    yield procs
+    for proc in procs.values():
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    for proc in procs.values():
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+async def wait_ready(url: str, timeout: float = 30) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    async with httpx.AsyncClient() as http:
+        while loop.time() < deadline:
+            try:
+                if (await http.get(f"{url}/readyz")).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            await asyncio.sleep(0.1)
+    raise AssertionError(f"{url} never became ready")
+
+
+async def test_killing_the_door_mid_stream_loses_no_answer(
+    settings: Settings, processes: dict[str, subprocess.Popen[bytes]], store: object, db: object
+) -> None:
+    """SIGKILL the door while a client streams: on restart the client resumes with Last-Event-ID,
+    the answer given through the new door reaches the blocked asker, and no frame is lost."""
+    from layby.sdk import connect
+
+    url = f"http://127.0.0.1:{settings.http_port}"
+    await wait_ready(url)
+    client = await connect(nats_url=settings.nats_url, token=OPERATOR, settings=settings)
+    headers = {"Authorization": f"Bearer {OPERATOR}"}
+    try:
+        async with httpx.AsyncClient(base_url=url, headers=headers, timeout=None) as http:
+            async with http.stream("GET", "/api/interactions/stream") as resp:
+                stream = SSE(resp)
+                await asyncio.sleep(0.3)  # the first ask must land after the stream's start point
+                ask = asyncio.create_task(
+                    client.ask_user("Survive a crash?", answer_format="confirm", timeout=60)
+                )
+                add = await stream.next(timeout=15)
+                processes["door"].kill()  # mid-stream, no goodbye
+                processes["door"].wait()
+                await stream.close()
+            ask2 = asyncio.create_task(client.ask_user("Asked while the door is down", timeout=60))
+            processes["door"] = spawn("door", service_env(settings))
+            await wait_ready(url)
+            async with http.stream(
+                "GET", "/api/interactions/stream", headers={"Last-Event-ID": add.id}
+            ) as resp:
+                stream = SSE(resp)
+                missed = await stream.next(timeout=15)
+                assert missed.event == "interaction.add"
+                assert missed.data["question"] == "Asked while the door is down"
+                answer = await http.post(
+                    f"/api/interactions/{add.data['interaction_id']}/answer", json={"answer": True}
+                )
+                assert answer.status_code == 200
+                done = await stream.until("interaction.answered", add.data["interaction_id"], timeout=15)
+                assert int(done.id) > int(missed.id)
+                await stream.close()
+        assert await asyncio.wait_for(ask, 15) is True
+        ask2.cancel()
+    finally:
+        await client.close()
+
+
+async def test_answer_survives_a_restart_of_the_resume_service(
+    settings: Settings, processes: dict[str, subprocess.Popen[bytes]], store: object, db: object
+) -> None:
+    """With the resume service killed, an answer is kept in the log and wakes the asker once the
+    service is back (durable consumer)."""
+    from layby.sdk import connect
+
+    url = f"http://127.0.0.1:{settings.http_port}"
+    await wait_ready(url)
+    client = await connect(nats_url=settings.nats_url, token=OPERATOR, settings=settings)
+    try:
+        ask = asyncio.create_task(client.ask_user("Still there?", timeout=60))
+        async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {OPERATOR}"}) as http:
+            for _ in range(300):
+                items = (await http.get("/api/interactions")).json()["data"]["items"]
+                if items:
+                    break
+                await asyncio.sleep(0.05)
+            processes["resume"].kill()
+            processes["resume"].wait()
+            resp = await http.post(
+                f"/api/interactions/{items[0]['interaction_id']}/answer", json={"answer": "yes"}
+            )
+            assert resp.status_code == 200
+            await asyncio.sleep(0.3)
+            assert not ask.done()
+            processes["resume"] = spawn("resume", service_env(settings))
+        assert await asyncio.wait_for(ask, 20) == "yes"
+    finally:
+        await client.close()
+
+
+def test_layby_up_then_ask_and_answer_from_another_terminal(tmp_path: Path) -> None:
+    """The README tour: `layby up`, `layby ask` in one terminal, `layby interactions answer` in another."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAYBY_")}
+    env.update(
+        LAYBY_DATA_DIR=str(tmp_path / "data"), LAYBY_HTTP_PORT=str(free_port()), LAYBY_LOG_LEVEL="warning"
+    )
+    up = subprocess.Popen(
+        [sys.executable, "-m", "layby.cli", "up"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        lines = []
+        assert up.stdout is not None
+        for line in up.stdout:
+            lines.append(line)
+            if "Press Ctrl-C" in line:
+                break
+        token_line = next(ln for ln in lines if "token:" in ln)
+        assert len(token_line.split("token:")[1].strip()) >= 40
+        ask = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "layby.cli",
+                "ask",
+                "Ship it?",
+                "--format",
+                "select",
+                "--option",
+                "yes",
+                "--option",
+                "no",
+                "--timeout",
+                "60",
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        iid = None
+        for _ in range(200):
+            listed = subprocess.run(
+                [sys.executable, "-m", "layby.cli", "interactions", "list", "--json"],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            items = json.loads(listed.stdout)["items"]
+            if items:
+                iid = items[0]["interaction_id"]
+                break
+        assert iid, "the question never appeared"
+        table = subprocess.run(
+            [sys.executable, "-m", "layby.cli", "interactions", "list"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert "Ship it?" in table.stdout
+        bad = subprocess.run(
+            [sys.executable, "-m", "layby.cli", "interactions", "answer", iid, "--answer", '"maybe"'],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert bad.returncode == 1
+        assert "answer must be one of ['yes', 'no']" in bad.stderr
+        subprocess.run(
+            [sys.executable, "-m", "layby.cli", "interactions", "answer", iid, "--answer", '"yes"'],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        out, err = ask.communicate(timeout=30)
+        assert ask.returncode == 0, err
+        assert json.loads(out) == "yes"
+    finally:
+        up.send_signal(signal.SIGINT)
+        up.wait(60)
+        if up.stdout is not None:
+            up.stdout.close()
+    assert up.returncode == 0
+    assert not (tmp_path / "data" / "runtime.json").exists()
