@@ -55,6 +55,18 @@ class SecretValue:
         raise TypeError("a SecretValue cannot be serialized; call .reveal() deliberately")
 
 
+def _raise_if_cancelled() -> None:
+    """Re-raise a cancellation that ``asyncio.wait_for`` swallowed.
+
+    On Python 3.11, ``wait_for`` returns the result when its inner future completes in the same
+    loop iteration as a cancel, and the cancel is lost (fixed in 3.12). nats-py waits with
+    ``wait_for``, so a cancel landing as a reply arrives would leave the asker blocked.
+    """
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
+
+
 def _schema_of(schema: Any) -> Any:
     """A msgspec Struct type becomes its JSON schema; anything else is validated as given."""
     if isinstance(schema, type) and issubclass(schema, msgspec.Struct):
@@ -111,6 +123,7 @@ class Client:
         sub = await self._nc.subscribe(self._names.wake(interaction_id))
         try:
             await self._record(interaction_id, spec.question, answer_format, spec, deadline)
+            _raise_if_cancelled()
             return await self._wait(sub, interaction_id, deadline, sensitive)
         except TimeoutError:
             return await self._timed_out(interaction_id, spec.timeout, wall_deadline)
@@ -183,6 +196,7 @@ class Client:
                 msg = await sub.next_msg(timeout=remaining)
             except nats.errors.TimeoutError:
                 raise TimeoutError from None
+            _raise_if_cancelled()
             wake = WAKE_DECODER.decode(msg.data)
             if wake.outcome == "answered":
                 return SecretValue(wake.answer) if sensitive else wake.answer

@@ -109,6 +109,12 @@ class AskHandlers:
 
     async def prune(self, cmd: Prune) -> PruneResult | Refused:
         """Prune a sync question whose waiter gave up; tell pruned / answered / gone apart."""
+        result = await self._prune(cmd)
+        outcome = result.outcome if isinstance(result, PruneResult) else result.kind
+        log.info("ask.prune", interaction_id=cmd.interaction_id, reason=cmd.reason, outcome=outcome)
+        return result
+
+    async def _prune(self, cmd: Prune) -> PruneResult | Refused:
         try:
             principal = self._auth.principal(cmd.token)
         except Unauthorized as exc:

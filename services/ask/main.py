@@ -47,6 +47,8 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
                     reply = Refused(kind="unavailable", message="the ask service failed; try again")
             if msg.reply:
                 await msg.respond(_enc.encode(reply))
+            else:
+                log.warning("ask.no_reply_subject", subject=msg.subject)
 
         async def on_message(msg: Msg) -> None:
             await slots.acquire()
