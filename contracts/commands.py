@@ -10,8 +10,6 @@ from typing import Any, Literal
 
 import msgspec
 
-from contracts.events import MediaItem
-
 
 class Ask(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag="cmd.ask.v1"):
     """Record a question (the SDK already validated it; the ask service validates again)."""
@@ -26,7 +24,7 @@ class Ask(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True,
     group_id: str | None = None
     audience: str | None = None
     sensitive: bool = False
-    media: list[MediaItem] | None = None
+    waiter: str | None = None
 
 
 class Prune(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag="cmd.prune.v1"):

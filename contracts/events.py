@@ -40,6 +40,8 @@ class InteractionAsked(msgspec.Struct, frozen=True, kw_only=True, tag="interacti
     channel: str | None = None
     recipient: str | None = None
     origin: str | None = None
+    waiter: str | None = None
+    """Where a blocked sync asker listens (``<ns>.wake.<waiter>.<id>``); never sent to clients."""
 
 
 class InteractionAnswered(msgspec.Struct, frozen=True, kw_only=True, tag="interaction.answered.v1"):
@@ -52,6 +54,7 @@ class InteractionAnswered(msgspec.Struct, frozen=True, kw_only=True, tag="intera
     answered_at: datetime
     sensitive: bool = False
     answer: Any = None
+    waiter: str | None = None
 
 
 class InteractionRemoved(msgspec.Struct, frozen=True, kw_only=True, tag="interaction.removed.v1"):
@@ -62,6 +65,7 @@ class InteractionRemoved(msgspec.Struct, frozen=True, kw_only=True, tag="interac
     audience: str | None = None
     reason: Literal["timeout", "cancelled", "abandoned", "delivery_failed"]
     removed_at: datetime
+    waiter: str | None = None
 
 
 InteractionEvent = InteractionAsked | InteractionAnswered | InteractionRemoved

@@ -43,9 +43,18 @@ class Names(msgspec.Struct, frozen=True):
     def secrets_all(self) -> str:
         return f"{self.namespace}.secret.*"
 
-    def wake(self, interaction_id: str) -> str:
-        """Core-NATS subject on which a blocked asker waits."""
+    def wake(self, interaction_id: str, waiter: str | None = None) -> str:
+        """Core-NATS subject on which a blocked asker waits.
+
+        A client that asks often names a ``waiter`` and holds one subscription on
+        ``wake_all(waiter)`` instead of one per question.
+        """
+        if waiter:
+            return f"{self.namespace}.wake.{waiter}.{interaction_id}"
         return f"{self.namespace}.wake.{interaction_id}"
+
+    def wake_all(self, waiter: str) -> str:
+        return f"{self.namespace}.wake.{waiter}.*"
 
     @property
     def cmd_ask(self) -> str:

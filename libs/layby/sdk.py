@@ -9,6 +9,7 @@ it passes, the question is pruned and ``InteractionTimeoutError`` raised. Argume
 from __future__ import annotations
 
 import asyncio
+import secrets
 import time
 from datetime import datetime
 from typing import Any
@@ -16,8 +17,19 @@ from typing import Any
 import msgspec
 import nats.errors
 from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
 
-from contracts.commands import REPLY_DECODER, WAKE_DECODER, Accepted, Ask, Prune, PruneResult, Refused
+from contracts.commands import (
+    REPLY_DECODER,
+    WAKE_DECODER,
+    Accepted,
+    Ask,
+    Prune,
+    PruneResult,
+    Refused,
+    Wake,
+)
 from contracts.subjects import Names
 from layby.errors import (
     BadInput,
@@ -83,6 +95,9 @@ class Client:
         self._token = token
         self._default_timeout = default_timeout
         self._owns = owns
+        self._waiter = secrets.token_urlsafe(12)
+        self._waiting: dict[str, asyncio.Future[Wake]] = {}
+        self._wake_sub: Subscription | None = None
 
     async def close(self) -> None:
         if self._owns and not self._nc.is_closed:
@@ -120,11 +135,14 @@ class Client:
         interaction_id = new_interaction_id()
         deadline = time.monotonic() + spec.timeout
         wall_deadline = time.time() + spec.timeout
-        sub = await self._nc.subscribe(self._names.wake(interaction_id))
+        # Listen before recording, so an instant answer is never lost.
+        woken: asyncio.Future[Wake] = asyncio.get_running_loop().create_future()
+        self._waiting[interaction_id] = woken
         try:
+            await self._ensure_wake_subscription()
             await self._record(interaction_id, spec.question, answer_format, spec, deadline)
             _raise_if_cancelled()
-            return await self._wait(sub, interaction_id, deadline, sensitive)
+            return await self._wait(woken, interaction_id, deadline, sensitive)
         except TimeoutError:
             return await self._timed_out(interaction_id, spec.timeout, wall_deadline)
         except asyncio.CancelledError:
@@ -134,10 +152,21 @@ class Client:
             await asyncio.shield(self._prune(interaction_id, "cancelled"))
             raise
         finally:
-            try:
-                await sub.unsubscribe()
-            except nats.errors.Error:
-                pass
+            self._waiting.pop(interaction_id, None)
+
+    async def _ensure_wake_subscription(self) -> None:
+        """One subscription per client on ``<ns>.wake.<waiter>.*``, created on the first ask."""
+        if self._wake_sub is None:
+            self._wake_sub = await self._nc.subscribe(self._names.wake_all(self._waiter), cb=self._on_wake)
+
+    async def _on_wake(self, msg: Msg) -> None:
+        try:
+            wake = WAKE_DECODER.decode(msg.data)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return
+        woken = self._waiting.get(wake.interaction_id)
+        if woken is not None and not woken.done():
+            woken.set_result(wake)
 
     async def _record(self, interaction_id: str, question: str, fmt: str, spec: Any, deadline: float) -> None:
         cmd = Ask(
@@ -151,6 +180,7 @@ class Client:
             group_id=spec.group_id,
             audience=spec.audience,
             sensitive=spec.sensitive,
+            waiter=self._waiter,
         )
         payload = _enc.encode(cmd)
         while True:
@@ -187,23 +217,20 @@ class Client:
                     raise RuntimeError(reply.message)
         assert isinstance(reply, Accepted)
 
-    async def _wait(self, sub: Any, interaction_id: str, deadline: float, sensitive: bool) -> Any:
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError
-            try:
-                msg = await sub.next_msg(timeout=remaining)
-            except nats.errors.TimeoutError:
-                raise TimeoutError from None
-            _raise_if_cancelled()
-            wake = WAKE_DECODER.decode(msg.data)
-            if wake.outcome == "answered":
-                return SecretValue(wake.answer) if sensitive else wake.answer
-            raise InteractionTimeoutError(
-                f"interaction {interaction_id} was removed before it was answered ({wake.reason})",
-                interaction_id=interaction_id,
-            )
+    async def _wait(
+        self, woken: asyncio.Future[Wake], interaction_id: str, deadline: float, sensitive: bool
+    ) -> Any:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError
+        async with asyncio.timeout(remaining):  # unlike wait_for, never swallows a cancel
+            wake = await woken
+        if wake.outcome == "answered":
+            return SecretValue(wake.answer) if sensitive else wake.answer
+        raise InteractionTimeoutError(
+            f"interaction {interaction_id} was removed before it was answered ({wake.reason})",
+            interaction_id=interaction_id,
+        )
 
     async def _prune(self, interaction_id: str, reason: str) -> PruneResult:
         cmd = Prune(token=self._token, interaction_id=interaction_id, reason=reason)  # type: ignore[arg-type]

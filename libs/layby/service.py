@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
@@ -74,4 +75,9 @@ def run_main(main: Callable[[Settings, asyncio.Event], Awaitable[None]], setting
             loop.add_signal_handler(sig, stop.set)
         await main(settings, stop)
 
-    asyncio.run(_runner())
+    if sys.platform != "win32":
+        import uvloop  # the services spend most of their time in the event loop and sockets
+
+        uvloop.run(_runner())
+    else:
+        asyncio.run(_runner())

@@ -43,6 +43,14 @@ def is_interaction_id(value: object) -> bool:
     return isinstance(value, str) and bool(_UUID_RE.match(value))
 
 
+_WAITER_RE = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
+
+
+def is_waiter(value: object) -> bool:
+    """A waiter id is one subject token: no dots, no wildcards."""
+    return isinstance(value, str) and bool(_WAITER_RE.match(value))
+
+
 def new_interaction_id() -> str:
     return str(uuid.uuid4())
 

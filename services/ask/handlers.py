@@ -22,7 +22,7 @@ from layby.errors import (
 from layby.eventstore import EventStore
 from layby.logs import get_logger
 from layby.settings import Settings
-from layby.validation import is_interaction_id, new_interaction_id, validate_ask
+from layby.validation import is_interaction_id, is_waiter, new_interaction_id, validate_ask
 from services.ask.admission import Admitter
 
 log = get_logger("layby.ask")
@@ -47,6 +47,8 @@ class AskHandlers:
             return Refused(
                 kind="invalid", message="interaction_id must be a uuid4 string", field="interaction_id"
             )
+        if cmd.waiter is not None and not is_waiter(cmd.waiter):
+            return Refused(kind="invalid", message="waiter must be 8-64 of [A-Za-z0-9_-]", field="waiter")
         try:
             spec = validate_ask(
                 cmd.question,
@@ -76,6 +78,7 @@ class AskHandlers:
             sensitive=spec.sensitive,
             audience=audience,
             asked_by=principal.identity,
+            waiter=cmd.waiter,
         )
         if not await self._admitter.admit(event.interaction_id, event.timeout_at):
             return Refused(
@@ -149,6 +152,7 @@ class AskHandlers:
                         audience=asked.audience,
                         reason=cmd.reason,
                         removed_at=self._clock.now(),
+                        waiter=asked.waiter,
                     )
                     try:
                         await self._store.append(

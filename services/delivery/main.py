@@ -28,7 +28,7 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
             for stored in batch:
                 ev = stored.event
                 if isinstance(ev, InteractionAsked):
-                    log.info(
+                    log.debug(
                         "delivery.inbox",
                         interaction_id=ev.interaction_id,
                         channel=ev.channel or "inbox",

@@ -20,6 +20,7 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
         log_level="warning",
         access_log=False,
         lifespan="on",
+        http="httptools" if _has_httptools() else "h11",
         timeout_graceful_shutdown=3,
     )
     server = uvicorn.Server(config)
@@ -29,6 +30,14 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
     server.should_exit = True
     await task
     stopper.cancel()
+
+
+def _has_httptools() -> bool:
+    try:
+        import httptools  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def main() -> None:

@@ -26,6 +26,7 @@ _enc = msgspec.json.Encoder()
 
 
 async def wake_for(store: EventStore, stored: Stored) -> Wake | None:
+    """The wake of a resolution event, or None for events that wake nobody."""
     ev = stored.event
     if isinstance(ev, InteractionAnswered):
         answer = ev.answer
@@ -52,8 +53,8 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
             for stored in batch:
                 wake = await wake_for(store, stored)
                 if wake is not None:
-                    await res.nc.publish(settings.names.wake(wake.interaction_id), _enc.encode(wake))
-            await res.nc.flush()
+                    waiter = getattr(stored.event, "waiter", None)
+                    await res.nc.publish(settings.names.wake(wake.interaction_id, waiter), _enc.encode(wake))
 
         log.info("resume.ready", namespace=settings.namespace)
         await consume(store, role="resume", handler=handle, stop=stop)

@@ -22,11 +22,14 @@ GOLDEN = Path(__file__).parent / "golden"
     ],
 )
 def test_golden_sample_decodes_to_its_event(tag: str, cls: type) -> None:
-    """Each tag's golden sample decodes to its Struct and re-encodes to the same fields."""
+    """Each tag's golden sample decodes to its Struct and keeps every field it had (fields added
+    later take their defaults)."""
     raw = (GOLDEN / f"{tag}.json").read_bytes()
     event = decode_event(raw)
     assert isinstance(event, cls)
-    assert msgspec.json.decode(msgspec.json.encode(event)) == msgspec.json.decode(raw)
+    again = msgspec.json.decode(msgspec.json.encode(event))
+    original = msgspec.json.decode(raw)
+    assert {k: again[k] for k in original} == original
 
 
 def test_unknown_fields_from_newer_writers_are_skipped() -> None:

@@ -67,6 +67,7 @@ async def submit_answer(state: DoorState, who: Principal, interaction_id: str, a
             answered_at=state.clock.now(),
             sensitive=asked.sensitive,
             answer=None if asked.sensitive else typed,
+            waiter=asked.waiter,
         )
         try:
             await store.append(

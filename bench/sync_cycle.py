@@ -1,0 +1,184 @@
+"""Benchmark: the sync ask→answer cycle through `layby up` (issue 2, "How fast").
+
+    python bench/sync_cycle.py [--seconds 10] [--concurrency 1 10 100] [--url URL --token T --nats URL]
+
+Without --url it starts `layby up` itself (embedded NATS and PostgreSQL, a temporary data dir),
+measures its idle resident memory, then for each N runs N concurrent askers (the SDK's ask_user)
+while one client reads the SSE stream and answers every question as its add frame arrives.
+Prints a table: cycles/s, ask→add-frame p50/p99, answer-POST→ask_user-returns p50/p99.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _http import Conn, sse  # noqa: E402
+
+from layby.sdk import connect  # noqa: E402
+from layby.settings import load_settings  # noqa: E402
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))] * 1000
+
+
+def tree_rss_mb(pid: int) -> float:
+    root = psutil.Process(pid)
+    procs = [root, *root.children(recursive=True)]
+    total = 0
+    for p in procs:
+        with contextlib.suppress(psutil.Error):
+            total += p.memory_info().rss
+    return total / 1024 / 1024
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def run_level(url: str, token: str, nats_url: str, n: int, seconds: float, answerers: int = 8) -> dict:
+    host, port = urlsplit(url).hostname or "127.0.0.1", urlsplit(url).port or 80
+    settings = load_settings({}, max_concurrent=None)
+    client = await connect(nats_url=nats_url, token=token, settings=settings)
+    asked_at: dict[str, float] = {}
+    posted_at: dict[str, float] = {}
+    ask_to_add: list[float] = []
+    answer_to_return: list[float] = []
+    queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+    stop = asyncio.Event()
+
+    async def reader() -> None:
+        async for frame in sse(host, port, token):
+            if frame["event"] == "interaction.add":
+                q = frame["data"]["question"]
+                if q in asked_at:
+                    ask_to_add.append(time.perf_counter() - asked_at[q])
+                    await queue.put((frame["data"]["interaction_id"], q))
+
+    async def answerer() -> None:
+        conn = await Conn(host, port, token).open()
+        try:
+            while True:
+                iid, q = await queue.get()
+                posted_at[q] = time.perf_counter()
+                status, body = await conn.request("POST", f"/api/interactions/{iid}/answer", {"answer": "ok"})
+                if status != 200:
+                    print("answer failed", status, body[:200], file=sys.stderr)
+        finally:
+            await conn.close()
+
+    cycles = 0
+
+    async def asker(k: int) -> None:
+        nonlocal cycles
+        i = 0
+        while not stop.is_set():
+            q = f"bench-{n}-{k}-{i}"
+            i += 1
+            asked_at[q] = time.perf_counter()
+            answer = await client.ask_user(q, timeout=60)
+            answer_to_return.append(time.perf_counter() - posted_at[q])
+            assert answer == "ok"
+            cycles += 1
+
+    tasks = [asyncio.create_task(reader())]
+    tasks += [asyncio.create_task(answerer()) for _ in range(answerers)]
+    await asyncio.sleep(0.5)  # the stream's start point is taken when it connects
+    asked_at["bench-warmup"] = time.perf_counter()
+    assert await asyncio.wait_for(client.ask_user("bench-warmup", timeout=30), 30) == "ok"
+    ask_to_add.clear()
+    answer_to_return.clear()
+    started = time.perf_counter()
+    askers = [asyncio.create_task(asker(k)) for k in range(n)]
+    await asyncio.sleep(seconds)
+    stop.set()
+    await asyncio.gather(*askers)
+    elapsed = time.perf_counter() - started
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    await client.close()
+    return {
+        "n": n, "cycles": cycles, "rate": cycles / elapsed,
+        "add_p50": pct(ask_to_add, 0.5), "add_p99": pct(ask_to_add, 0.99),
+        "ret_p50": pct(answer_to_return, 0.5), "ret_p99": pct(answer_to_return, 0.99),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 10, 100])
+    parser.add_argument("--url")
+    parser.add_argument("--token")
+    parser.add_argument("--nats")
+    args = parser.parse_args()
+
+    up = None
+    tmp = None
+    idle_mb = float("nan")
+    url, token, nats_url = args.url, args.token, args.nats
+    if not url:
+        tmp = tempfile.TemporaryDirectory(prefix="layby-bench-")
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("LAYBY_", "INTERACTIONS_"))}
+        env.update(LAYBY_DATA_DIR=tmp.name, LAYBY_HTTP_PORT=str(free_port()), LAYBY_LOG_LEVEL="warning",
+                   INTERACTIONS_MAX_CONCURRENT="none")
+        up = subprocess.Popen([sys.executable, "-m", "layby.cli", "up"], env=env, stdout=subprocess.PIPE,
+                              text=True)
+        assert up.stdout is not None
+        for line in up.stdout:
+            if "token:" in line:
+                token = line.split("token:")[1].strip()
+            if "inbox:" in line:
+                url = line.split("inbox:")[1].strip().rstrip("/")
+            if "Press Ctrl-C" in line:
+                break
+        from layby.runtime import read_runtime
+
+        runtime = read_runtime(Path(tmp.name))
+        assert runtime is not None
+        nats_url = runtime.nats_url
+        time.sleep(3)
+        idle_mb = tree_rss_mb(up.pid)
+    try:
+        results = [asyncio.run(run_level(url, token, nats_url, n, args.seconds)) for n in args.concurrency]
+    finally:
+        if up is not None:
+            up.send_signal(signal.SIGINT)
+            up.wait(60)
+            if up.stdout:
+                up.stdout.close()
+        if tmp is not None:
+            tmp.cleanup()
+    print()
+    print(f"layby up idle resident memory (all processes): {idle_mb:.0f} MB")
+    print()
+    print("| askers N | cycles | cycles/s | ask→add p50 | ask→add p99 | answer→return p50 | answer→return p99 |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    for r in results:
+        print(f"| {r['n']} | {r['cycles']} | {r['rate']:.0f} | {r['add_p50']:.1f} ms | {r['add_p99']:.1f} ms "
+              f"| {r['ret_p50']:.1f} ms | {r['ret_p99']:.1f} ms |")
+
+
+if __name__ == "__main__":
+    main()
