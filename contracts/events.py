@@ -55,6 +55,8 @@ class InteractionAnswered(msgspec.Struct, frozen=True, kw_only=True, tag="intera
     sensitive: bool = False
     answer: Any = None
     waiter: str | None = None
+    secret_ref: str | None = None
+    """For a sensitive question: which ``<ns>.secret.<id>.<ref>`` message holds the answer."""
 
 
 class InteractionRemoved(msgspec.Struct, frozen=True, kw_only=True, tag="interaction.removed.v1"):

@@ -36,12 +36,12 @@ class Names(msgspec.Struct, frozen=True):
         """The subject of one interaction aggregate."""
         return f"{self.namespace}.ev.ix.{interaction_id}"
 
-    def secret(self, interaction_id: str) -> str:
-        return f"{self.namespace}.secret.{interaction_id}"
+    def secret(self, interaction_id: str, ref: str) -> str:
+        return f"{self.namespace}.secret.{interaction_id}.{ref}"
 
     @property
     def secrets_all(self) -> str:
-        return f"{self.namespace}.secret.*"
+        return f"{self.namespace}.secret.>"
 
     def wake(self, interaction_id: str, waiter: str | None = None) -> str:
         """Core-NATS subject on which a blocked asker waits.

@@ -68,13 +68,24 @@ async def _settle(msgs: list[Msg], ok: bool) -> None:
 
 
 async def consume(
-    store: EventStore, *, role: str, handler: Handler, stop: asyncio.Event, deliver_all: bool = False
+    store: EventStore,
+    *,
+    role: str,
+    handler: Handler,
+    stop: asyncio.Event,
+    deliver_all: bool = False,
+    linger: float = 0.0,
 ) -> None:
-    """Run ``handler`` over batches until ``stop`` is set. Survives NATS restarts."""
+    """Run ``handler`` over batches until ``stop`` is set. Survives NATS restarts.
+
+    ``linger`` (seconds) trades latency for throughput: after a batch smaller than the fetch size
+    the loop waits that long before fetching again, so messages arriving one by one are taken
+    in batches (fewer pull requests, one transaction per batch).
+    """
     durable = await ensure_consumer(store, role, deliver_all=deliver_all)
     sub = await store.js.pull_subscribe_bind(durable, store.names.events_stream)
     try:
-        await _loop(store, sub, role=role, handler=handler, stop=stop, deliver_all=deliver_all)
+        await _loop(store, sub, role=role, handler=handler, stop=stop, deliver_all=deliver_all, linger=linger)
     finally:
         try:
             await sub.unsubscribe()
@@ -83,7 +94,14 @@ async def consume(
 
 
 async def _loop(
-    store: EventStore, sub: Any, *, role: str, handler: Handler, stop: asyncio.Event, deliver_all: bool
+    store: EventStore,
+    sub: Any,
+    *,
+    role: str,
+    handler: Handler,
+    stop: asyncio.Event,
+    deliver_all: bool,
+    linger: float,
 ) -> None:
     while not stop.is_set():
         try:
@@ -121,3 +139,5 @@ async def _loop(
             await _settle(good, ok=False)
             continue
         await _settle(good, ok=True)
+        if linger and len(msgs) < FETCH_BATCH:
+            await asyncio.sleep(linger)

@@ -87,6 +87,7 @@ class EventStore:
                 storage=StorageType.FILE,
                 num_replicas=self._replicas,
                 max_age=self._idle_ttl,
+                allow_direct=True,
                 max_msgs_per_subject=1,
                 duplicate_window=DUPLICATE_WINDOW.total_seconds(),
                 description="Layby answers of sensitive questions, kept for the idle TTL only",
@@ -134,10 +135,15 @@ class EventStore:
             raise Conflict(f"{subject}: duplicate of an earlier append")
         return int(ack.seq)
 
-    async def last(self, subject: str) -> Stored | None:
-        """The last event on a subject, or ``None`` when the subject is empty."""
+    async def last(self, subject: str, *, leader: bool = False) -> Stored | None:
+        """The last event on a subject, or ``None`` when the subject is empty.
+
+        By default this is a direct get, which any replica may serve (fast, possibly a moment
+        stale on a cluster). Decisions never rest on it alone: they append with the read
+        sequence expected, and after a lost race they re-read with ``leader=True``.
+        """
         try:
-            raw = await self.js.get_last_msg(self.names.events_stream, subject)
+            raw = await self.js.get_last_msg(self.names.events_stream, subject, direct=not leader)
         except nats.js.errors.NotFoundError:
             return None
         except nats.js.errors.APIError as exc:
@@ -155,20 +161,22 @@ class EventStore:
         info = await self.js.stream_info(self.names.events_stream)
         return int(info.state.first_seq), int(info.state.last_seq)
 
-    async def put_secret(self, interaction_id: str, payload: bytes) -> None:
-        await self.js.publish(
-            self.names.secret(interaction_id), payload, headers={"Nats-Msg-Id": f"secret-{interaction_id}"}
-        )
-
-    async def get_secret(self, interaction_id: str) -> bytes | None:
+    async def put_secret(self, interaction_id: str, ref: str, payload: bytes) -> None:
+        """Keep a sensitive answer for its waiter (idle TTL), outside the event log."""
         try:
-            raw = await self.js.get_last_msg(self.names.secrets_stream, self.names.secret(interaction_id))
+            await self.js.publish(self.names.secret(interaction_id, ref), payload, timeout=10)
+        except (nats.errors.Error, nats.js.errors.Error) as exc:
+            raise Transient(f"storing the sensitive answer failed: {type(exc).__name__}") from exc
+
+    async def get_secret(self, interaction_id: str, ref: str | None) -> bytes | None:
+        if ref is None:
+            return None
+        try:
+            raw = await self.js.get_last_msg(
+                self.names.secrets_stream, self.names.secret(interaction_id, ref), direct=True
+            )
         except nats.js.errors.NotFoundError:
             return None
-        except nats.js.errors.APIError as exc:
-            if exc.err_code == NO_MESSAGE_FOUND:
-                return None
-            raise
         return raw.data
 
 

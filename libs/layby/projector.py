@@ -9,7 +9,7 @@ share the durable consumer may apply neighbouring batches in either order.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import asyncpg
@@ -185,12 +185,23 @@ async def rebuild(pool: asyncpg.Pool, store: EventStore) -> int:
     return len(events)
 
 
-async def run_projector(pool: asyncpg.Pool, store: EventStore, stop: asyncio.Event) -> None:
-    """The live projector: a durable pull consumer shared by every replica of its host service."""
+async def run_projector(
+    pool: asyncpg.Pool,
+    store: EventStore,
+    stop: asyncio.Event,
+    *,
+    observe: Callable[[list[Stored]], None] | None = None,
+) -> None:
+    """The live projector: a durable pull consumer shared by every replica of its host service.
+
+    ``observe`` sees each batch after it committed (the door keeps its asked-event cache with it).
+    """
     from layby.consumer import consume
 
     async def handle(batch: list[Stored]) -> None:
         async with pool.acquire() as conn:
             await apply_batch(conn, batch)
+        if observe is not None:
+            observe(batch)
 
-    await consume(store, role="projector", handler=handle, stop=stop, deliver_all=True)
+    await consume(store, role="projector", handler=handle, stop=stop, deliver_all=True, linger=0.005)

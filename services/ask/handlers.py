@@ -125,8 +125,9 @@ class AskHandlers:
         if not is_interaction_id(cmd.interaction_id):
             return PruneResult(outcome="gone")
         subject = self._store.names.ix(cmd.interaction_id)
+        leader = False
         for _ in range(5):
-            last = await self._store.last(subject)
+            last = await self._store.last(subject, leader=leader)
             if last is None:
                 return PruneResult(outcome="gone")
             match last.event:
@@ -135,7 +136,7 @@ class AskHandlers:
                 case InteractionAnswered() as ans:
                     answer = ans.answer
                     if ans.sensitive:
-                        raw = await self._store.get_secret(ans.interaction_id)
+                        raw = await self._store.get_secret(ans.interaction_id, ans.secret_ref)
                         answer = None if raw is None else msgspec.json.decode(raw)
                     return PruneResult(
                         outcome="answered",
@@ -162,6 +163,7 @@ class AskHandlers:
                             expected_seq=last.seq,
                         )
                     except Conflict:
+                        leader = True
                         continue  # an answer won the race: re-read and report it
                     return PruneResult(outcome="pruned")
         return PruneResult(outcome="gone")

@@ -36,7 +36,7 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
                     )
 
         log.info("delivery.ready", namespace=settings.namespace)
-        await consume(res.store, role="delivery", handler=handle, stop=stop)
+        await consume(res.store, role="delivery", handler=handle, stop=stop, linger=0.02)
 
 
 def main() -> None:

@@ -35,8 +35,11 @@ def create_app(settings: Settings, *, clock: Clock | None = None, run_projection
                 settings, res.store, res.pool, Authenticator(settings.api_tokens), res.clock
             )
             stop = asyncio.Event()
+            observe = app.state.door.asked.observe
             projector = (
-                asyncio.create_task(run_projector(res.pool, res.store, stop)) if run_projection else None
+                asyncio.create_task(run_projector(res.pool, res.store, stop, observe=observe))
+                if run_projection
+                else None
             )
             log.info("door.ready", namespace=settings.namespace)
             try:

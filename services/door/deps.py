@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import asyncpg
@@ -12,6 +12,7 @@ from layby.auth import Authenticator, Principal
 from layby.clock import Clock
 from layby.eventstore import EventStore
 from layby.settings import Settings
+from services.door.cache import AskedCache
 from services.door.errors import PayloadTooLarge
 
 
@@ -22,6 +23,7 @@ class DoorState:
     pool: asyncpg.Pool
     auth: Authenticator
     clock: Clock
+    asked: AskedCache = field(default_factory=AskedCache)
 
 
 def door(request: Request[Any, Any, Any]) -> DoorState:

@@ -31,7 +31,7 @@ async def wake_for(store: EventStore, stored: Stored) -> Wake | None:
     if isinstance(ev, InteractionAnswered):
         answer = ev.answer
         if ev.sensitive:
-            raw = await store.get_secret(ev.interaction_id)
+            raw = await store.get_secret(ev.interaction_id, ev.secret_ref)
             answer = None if raw is None else msgspec.json.decode(raw)
         return Wake(
             interaction_id=ev.interaction_id,

@@ -263,3 +263,17 @@ async def _last_event(system: System, iid: str) -> dict:
         return msgspec.to_builtins(got.event)
     finally:
         await nc.close()
+
+
+async def test_concurrent_answers_to_a_sensitive_question_wake_the_asker_with_the_winner(system: System) -> None:
+    """A losing concurrent answer never replaces the winning sensitive answer (inventory A2.20, A16.149)."""
+    for _ in range(5):
+        task, iid = await open_question(system, sensitive=True, timeout=30)
+        async with system.http() as h1, system.http() as h2:
+            r1, r2 = await asyncio.gather(
+                h1.post(f"/api/interactions/{iid}/answer", json={"answer": "first"}),
+                h2.post(f"/api/interactions/{iid}/answer", json={"answer": "second"}),
+            )
+        assert sorted([r1.status_code, r2.status_code]) == [200, 409]
+        winner = "first" if r1.status_code == 200 else "second"
+        assert (await asyncio.wait_for(task, 10)).reveal() == winner

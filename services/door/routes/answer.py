@@ -18,6 +18,7 @@ from litestar.params import FromPath
 from contracts.events import InteractionAnswered, InteractionAsked, InteractionRemoved
 from layby.auth import Principal
 from layby.errors import BadInput, Conflict, Forbidden, NotFound
+from layby.eventstore import Stored
 from layby.validation import is_interaction_id, validate_answer
 from services.door.deps import DoorState, door, principal_of, read_capped_body
 
@@ -37,28 +38,48 @@ def parse_answer_body(raw: bytes) -> Any:
     return body["answer"]
 
 
+def _check(asked: InteractionAsked, who: Principal, answer: Any) -> Any:
+    """Format, audience and value checks, in the door's order; returns the typed answer."""
+    if asked.answer_format == "external":
+        raise BadInput("external interactions are answered via their callback URL")
+    if who.restricted:
+        if asked.audience is None:
+            raise Forbidden("restricted identities may answer only interactions addressed to them")
+        if asked.audience != who.identity:
+            raise Forbidden("interaction is addressed to another identity")
+    return validate_answer(asked.answer_format, asked.format_payload, answer)
+
+
 async def submit_answer(state: DoorState, who: Principal, interaction_id: str, answer: Any) -> None:
     store = state.store
     if not is_interaction_id(interaction_id):
         raise NotFound(NOT_FOUND)
     subject = store.names.ix(interaction_id)
+    cached = state.asked.get(interaction_id)
+    leader = False
     for _ in range(5):
-        last = await store.last(subject)
+        last: Stored | None
+        from_cache = cached is not None
+        if cached is not None:
+            last, cached = cached, None
+        else:
+            last = await store.last(subject, leader=leader)
         if last is None or isinstance(last.event, InteractionRemoved):
             raise NotFound(NOT_FOUND)
         if isinstance(last.event, InteractionAnswered):
             raise Conflict("Interaction already answered")
         asked: InteractionAsked = last.event
-        if asked.answer_format == "external":
-            raise BadInput("external interactions are answered via their callback URL")
-        if who.restricted:
-            if asked.audience is None:
-                raise Forbidden("restricted identities may answer only interactions addressed to them")
-            if asked.audience != who.identity:
-                raise Forbidden("interaction is addressed to another identity")
-        typed = validate_answer(asked.answer_format, asked.format_payload, answer)
+        try:
+            typed = _check(asked, who, answer)
+        except (BadInput, Forbidden):
+            if from_cache:
+                continue  # the cache may be stale: a refusal is decided against the log (409 first)
+            raise
+        secret_ref = None
         if asked.sensitive:
-            await store.put_secret(interaction_id, _enc.encode(typed))
+            # One secret per attempt, so a losing concurrent answer never overwrites the winner's.
+            secret_ref = uuid.uuid4().hex
+            await store.put_secret(interaction_id, secret_ref, _enc.encode(typed))
         event = InteractionAnswered(
             interaction_id=interaction_id,
             group_id=asked.group_id,
@@ -68,13 +89,15 @@ async def submit_answer(state: DoorState, who: Principal, interaction_id: str, a
             sensitive=asked.sensitive,
             answer=None if asked.sensitive else typed,
             waiter=asked.waiter,
+            secret_ref=secret_ref,
         )
         try:
             await store.append(
                 subject, event, msg_id=f"answered-{interaction_id}-{uuid.uuid4().hex}", expected_seq=last.seq
             )
         except Conflict:
-            continue  # another resolution won: re-read, and report what the log decided
+            leader = True
+            continue  # another resolution won: re-read from the leader, report what the log decided
         return
     raise Conflict("Interaction already answered")
 

@@ -22,7 +22,9 @@ from nats.js.api import ConsumerConfig, DeliverPolicy
 from contracts.events import InteractionAnswered, InteractionAsked, InteractionRemoved, decode_event
 from contracts.http import add_frame, terminal_frame
 from layby.auth import Principal
+from layby.eventstore import Stored
 from layby.logs import get_logger
+from services.door.cache import AskedCache
 from services.door.deps import DoorState, door, principal_of
 
 log = get_logger("layby.door.stream")
@@ -45,13 +47,19 @@ def resume_point(raw: str | None, first: int, last: int, window: int) -> tuple[i
     return seen + 1, None
 
 
-def frame(seq: int, data: bytes, who: Principal) -> bytes | None:
-    """The SSE frame of one log message for this caller, or None when it is not theirs to see."""
+def frame(seq: int, data: bytes, who: Principal, asked: AskedCache | None = None) -> bytes | None:
+    """The SSE frame of one log message for this caller, or None when it is not theirs to see.
+
+    Events passing by also feed the door's asked-event cache, which then often holds a question
+    before the projector has applied it.
+    """
     try:
         ev = decode_event(data)
     except (msgspec.DecodeError, msgspec.ValidationError):
         log.warning("stream.skip_malformed", seq=seq)
         return None
+    if asked is not None:
+        asked.observe([Stored(seq=seq, event=ev)])
     if who.restricted and ev.audience != who.identity:
         return None
     match ev:
@@ -78,7 +86,7 @@ async def _frames(state: DoorState, who: Principal, sub: Any, keepalive: float) 
                 msg = await sub.next_msg(timeout=remaining)
             except nats.errors.TimeoutError:
                 continue
-            out = frame(msg.metadata.sequence.stream, msg.data, who)
+            out = frame(msg.metadata.sequence.stream, msg.data, who, state.asked)
             if out is not None:
                 yield out
                 deadline = loop.time() + keepalive  # only a delivered frame re-arms the keepalive
