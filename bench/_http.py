@@ -78,8 +78,11 @@ async def sse(host: str, port: int, token: str) -> AsyncIterator[dict[str, Any]]
             for line in chunk[:-2].decode().split("\n"):
                 if not line:
                     if "data" in fields:
-                        yield {"id": fields.get("id"), "event": fields.get("event"),
-                               "data": json.loads(fields["data"])}
+                        yield {
+                            "id": fields.get("id"),
+                            "event": fields.get("event"),
+                            "data": json.loads(fields["data"]),
+                        }
                     fields = {}
                 elif not line.startswith(":"):
                     key, _, value = line.partition(": ")

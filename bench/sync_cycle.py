@@ -16,7 +16,6 @@ import contextlib
 import os
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -27,10 +26,10 @@ from urllib.parse import urlsplit
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _http import Conn, sse  # noqa: E402
+from _http import Conn, sse
 
-from layby.sdk import connect  # noqa: E402
-from layby.settings import load_settings  # noqa: E402
+from layby.sdk import connect
+from layby.settings import load_settings
 
 
 def pct(values: list[float], q: float) -> float:
@@ -119,9 +118,13 @@ async def run_level(url: str, token: str, nats_url: str, n: int, seconds: float,
     await asyncio.gather(*tasks, return_exceptions=True)
     await client.close()
     return {
-        "n": n, "cycles": cycles, "rate": cycles / elapsed,
-        "add_p50": pct(ask_to_add, 0.5), "add_p99": pct(ask_to_add, 0.99),
-        "ret_p50": pct(answer_to_return, 0.5), "ret_p99": pct(answer_to_return, 0.99),
+        "n": n,
+        "cycles": cycles,
+        "rate": cycles / elapsed,
+        "add_p50": pct(ask_to_add, 0.5),
+        "add_p99": pct(ask_to_add, 0.99),
+        "ret_p50": pct(answer_to_return, 0.5),
+        "ret_p99": pct(answer_to_return, 0.99),
     }
 
 
@@ -141,10 +144,15 @@ def main() -> None:
     if not url:
         tmp = tempfile.TemporaryDirectory(prefix="layby-bench-")
         env = {k: v for k, v in os.environ.items() if not k.startswith(("LAYBY_", "INTERACTIONS_"))}
-        env.update(LAYBY_DATA_DIR=tmp.name, LAYBY_HTTP_PORT=str(free_port()), LAYBY_LOG_LEVEL="warning",
-                   INTERACTIONS_MAX_CONCURRENT="none")
-        up = subprocess.Popen([sys.executable, "-m", "layby.cli", "up"], env=env, stdout=subprocess.PIPE,
-                              text=True)
+        env.update(
+            LAYBY_DATA_DIR=tmp.name,
+            LAYBY_HTTP_PORT=str(free_port()),
+            LAYBY_LOG_LEVEL="warning",
+            INTERACTIONS_MAX_CONCURRENT="none",
+        )
+        up = subprocess.Popen(
+            [sys.executable, "-m", "layby.cli", "up"], env=env, stdout=subprocess.PIPE, text=True
+        )
         assert up.stdout is not None
         for line in up.stdout:
             if "token:" in line:
@@ -173,11 +181,15 @@ def main() -> None:
     print()
     print(f"layby up idle resident memory (all processes): {idle_mb:.0f} MB")
     print()
-    print("| askers N | cycles | cycles/s | ask→add p50 | ask→add p99 | answer→return p50 | answer→return p99 |")
+    print(
+        "| askers N | cycles | cycles/s | ask→add p50 | ask→add p99 | answer→return p50 | answer→return p99 |"
+    )
     print("|---:|---:|---:|---:|---:|---:|---:|")
     for r in results:
-        print(f"| {r['n']} | {r['cycles']} | {r['rate']:.0f} | {r['add_p50']:.1f} ms | {r['add_p99']:.1f} ms "
-              f"| {r['ret_p50']:.1f} ms | {r['ret_p99']:.1f} ms |")
+        print(
+            f"| {r['n']} | {r['cycles']} | {r['rate']:.0f} | {r['add_p50']:.1f} ms | {r['add_p99']:.1f} ms "
+            f"| {r['ret_p50']:.1f} ms | {r['ret_p99']:.1f} ms |"
+        )
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -153,12 +154,8 @@ async def test_answer_survives_a_restart_of_the_resume_service(
         await client.close()
 
 
-def test_layby_up_then_ask_and_answer_from_another_terminal(tmp_path: Path) -> None:
-    """The README tour: `layby up`, `layby ask` in one terminal, `layby interactions answer` in another."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LAYBY_")}
-    env.update(
-        LAYBY_DATA_DIR=str(tmp_path / "data"), LAYBY_HTTP_PORT=str(free_port()), LAYBY_LOG_LEVEL="warning"
-    )
+def start_up(env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
+    """Start `layby up`; return it with the token it printed."""
     up = subprocess.Popen(
         [sys.executable, "-m", "layby.cli", "up"],
         env=env,
@@ -166,15 +163,48 @@ def test_layby_up_then_ask_and_answer_from_another_terminal(tmp_path: Path) -> N
         stderr=subprocess.DEVNULL,
         text=True,
     )
+    lines = []
+    assert up.stdout is not None
+    for line in up.stdout:
+        lines.append(line)
+        if "Press Ctrl-C" in line:
+            break
+    token_line = next(ln for ln in lines if "token:" in ln)
+    return up, token_line.split("token:")[1].strip()
+
+
+def stop_up(up: subprocess.Popen[str]) -> None:
+    up.send_signal(signal.SIGINT)
+    up.wait(60)
+    if up.stdout is not None:
+        up.stdout.close()
+
+
+def cli(env: dict[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "layby.cli", *args], env=env, capture_output=True, text=True, check=check
+    )
+
+
+def test_layby_up_then_ask_and_answer_from_another_terminal(tmp_path: Path) -> None:
+    """The README tour: `layby up`; `layby ask` blocks in one terminal, `layby interactions answer`
+    in another wakes it; the CLI stream shows both frames; `layby projections rebuild` works; a
+    second `layby up` finds the data (and the token) of the first."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAYBY_")}
+    env.update(
+        LAYBY_DATA_DIR=str(tmp_path / "data"), LAYBY_HTTP_PORT=str(free_port()), LAYBY_LOG_LEVEL="warning"
+    )
+    up, token = start_up(env)
     try:
-        lines = []
-        assert up.stdout is not None
-        for line in up.stdout:
-            lines.append(line)
-            if "Press Ctrl-C" in line:
-                break
-        token_line = next(ln for ln in lines if "token:" in ln)
-        assert len(token_line.split("token:")[1].strip()) >= 40
+        assert len(token) >= 40
+        stream = subprocess.Popen(
+            [sys.executable, "-m", "layby.cli", "interactions", "stream", "--json"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        time.sleep(1)  # the stream's start point is taken when it connects
         ask = subprocess.Popen(
             [
                 sys.executable,
@@ -198,49 +228,34 @@ def test_layby_up_then_ask_and_answer_from_another_terminal(tmp_path: Path) -> N
         )
         iid = None
         for _ in range(200):
-            listed = subprocess.run(
-                [sys.executable, "-m", "layby.cli", "interactions", "list", "--json"],
-                env=env,
-                capture_output=True,
-                text=True,
-                check=True,
-            )
-            items = json.loads(listed.stdout)["items"]
+            items = json.loads(cli(env, "interactions", "list", "--json").stdout)["items"]
             if items:
                 iid = items[0]["interaction_id"]
                 break
         assert iid, "the question never appeared"
-        table = subprocess.run(
-            [sys.executable, "-m", "layby.cli", "interactions", "list"],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        assert "Ship it?" in table.stdout
-        bad = subprocess.run(
-            [sys.executable, "-m", "layby.cli", "interactions", "answer", iid, "--answer", '"maybe"'],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        assert "Ship it?" in cli(env, "interactions", "list").stdout
+        bad = cli(env, "interactions", "answer", iid, "--answer", '"maybe"', check=False)
         assert bad.returncode == 1
         assert "answer must be one of ['yes', 'no']" in bad.stderr
-        subprocess.run(
-            [sys.executable, "-m", "layby.cli", "interactions", "answer", iid, "--answer", '"yes"'],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=True,
-        )
+        cli(env, "interactions", "answer", iid, "--answer", '"yes"')
         out, err = ask.communicate(timeout=30)
         assert ask.returncode == 0, err
         assert json.loads(out) == "yes"
+        assert stream.stdout is not None
+        frames = [json.loads(stream.stdout.readline()) for _ in range(2)]
+        assert [f["event"] for f in frames] == ["interaction.add", "interaction.answered"]
+        assert frames[1]["data"]["interaction_id"] == iid
+        stream.terminate()
+        stream.wait(10)
+        stream.stdout.close()
+        assert "projections rebuilt from 2 events" in cli(env, "projections", "rebuild").stdout
     finally:
-        up.send_signal(signal.SIGINT)
-        up.wait(60)
-        if up.stdout is not None:
-            up.stdout.close()
+        stop_up(up)
     assert up.returncode == 0
     assert not (tmp_path / "data" / "runtime.json").exists()
+    again, token_again = start_up(env)
+    try:
+        assert token_again == token
+        assert json.loads(cli(env, "interactions", "list", "--json").stdout)["total"] == 0
+    finally:
+        stop_up(again)

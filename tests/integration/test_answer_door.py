@@ -265,7 +265,9 @@ async def _last_event(system: System, iid: str) -> dict:
         await nc.close()
 
 
-async def test_concurrent_answers_to_a_sensitive_question_wake_the_asker_with_the_winner(system: System) -> None:
+async def test_concurrent_answers_to_a_sensitive_question_wake_the_asker_with_the_winner(
+    system: System,
+) -> None:
     """A losing concurrent answer never replaces the winning sensitive answer (inventory A2.20, A16.149)."""
     for _ in range(5):
         task, iid = await open_question(system, sensitive=True, timeout=30)
