@@ -169,17 +169,23 @@ async def test_second_answer_is_409(system: System) -> None:
     assert await asyncio.wait_for(task, 10) == "a"
 
 
+async def race_two_answers(system: System, iid: str) -> str:
+    """POST "first" and "second" at once; exactly one wins (200), the other gets 409."""
+    async with system.http() as h1, system.http() as h2:
+        r1, r2 = await asyncio.gather(
+            h1.post(f"/api/interactions/{iid}/answer", json={"answer": "first"}),
+            h2.post(f"/api/interactions/{iid}/answer", json={"answer": "second"}),
+        )
+    assert sorted([r1.status_code, r2.status_code]) == [200, 409]
+    assert (r2 if r1.status_code == 200 else r1).json() == {"error": "Interaction already answered"}
+    return "first" if r1.status_code == 200 else "second"
+
+
 async def test_two_concurrent_answers_give_exactly_one_200_and_one_409(system: System) -> None:
     """The first answer wins in the log; a concurrent second gets 409 (inventory A16.149, DESIGN 2)."""
     for _ in range(10):
         task, iid = await open_question(system, timeout=30)
-        async with system.http() as h1, system.http() as h2:
-            r1, r2 = await asyncio.gather(
-                h1.post(f"/api/interactions/{iid}/answer", json={"answer": "first"}),
-                h2.post(f"/api/interactions/{iid}/answer", json={"answer": "second"}),
-            )
-        assert sorted([r1.status_code, r2.status_code]) == [200, 409]
-        winner = "first" if r1.status_code == 200 else "second"
+        winner = await race_two_answers(system, iid)
         assert await asyncio.wait_for(task, 10) == winner
 
 
@@ -271,11 +277,5 @@ async def test_concurrent_answers_to_a_sensitive_question_wake_the_asker_with_th
     """A losing concurrent answer never replaces the winning sensitive answer (inventory A2.20, A16.149)."""
     for _ in range(5):
         task, iid = await open_question(system, sensitive=True, timeout=30)
-        async with system.http() as h1, system.http() as h2:
-            r1, r2 = await asyncio.gather(
-                h1.post(f"/api/interactions/{iid}/answer", json={"answer": "first"}),
-                h2.post(f"/api/interactions/{iid}/answer", json={"answer": "second"}),
-            )
-        assert sorted([r1.status_code, r2.status_code]) == [200, 409]
-        winner = "first" if r1.status_code == 200 else "second"
+        winner = await race_two_answers(system, iid)
         assert (await asyncio.wait_for(task, 10)).reveal() == winner

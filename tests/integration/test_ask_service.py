@@ -180,3 +180,17 @@ async def test_list_read_excludes_and_prunes_a_sync_question_past_its_deadline(
         assert removed.data["interaction_id"] == reply.interaction_id
     finally:
         await stop_system(system)
+
+
+async def test_an_answer_recorded_in_time_is_returned_even_when_its_wake_is_lost(system: System) -> None:
+    """With the resume service down no wake arrives; at its deadline the asker finds the answer in
+    the log, recorded within the budget, and returns it instead of raising (ADR 0005)."""
+    await system.stop_service("resume")
+    client = await system.sdk()
+    task = asyncio.create_task(client.ask_user("Still on?", answer_format="confirm", timeout=2))
+    item = (await wait_total(system, 1))["items"][0]
+    async with system.http() as http:
+        resp = await http.post(f"/api/interactions/{item['interaction_id']}/answer", json={"answer": True})
+    assert resp.status_code == 200
+    assert not task.done()
+    assert await asyncio.wait_for(task, 10) is True
