@@ -10,9 +10,11 @@ it runs as a dedicated system user.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -23,6 +25,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 PG_SYSTEM_USER = "layby-pg"
+
+
+_PR_SET_PDEATHSIG = 1
+_prctl = ctypes.CDLL(None, use_errno=True).prctl if sys.platform == "linux" else None
+
+
+def die_with_parent() -> None:
+    """``preexec_fn``: on Linux, have the kernel SIGTERM the child when its parent dies, so a
+    killed ``layby up`` (or test run) never leaves servers holding the data directory."""
+    if _prctl is not None:
+        _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def free_port() -> int:
@@ -86,6 +99,7 @@ class EmbeddedNats:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
+            preexec_fn=die_with_parent,  # noqa: PLW1509 - async-signal-safe: one prctl call
         )
         _wait_port(self.port, self.proc, "nats-server", log_path)
         return self
@@ -209,6 +223,7 @@ class EmbeddedPostgres:
                 stderr=log_fd,
                 user=self._user,
                 start_new_session=True,
+                preexec_fn=die_with_parent,  # noqa: PLW1509 - async-signal-safe: one prctl call
             )
         finally:
             os.close(log_fd)

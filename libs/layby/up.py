@@ -20,7 +20,7 @@ from pathlib import Path
 from types import FrameType
 
 from layby.auth import new_token
-from layby.embedded import EmbeddedNats, EmbeddedPostgres
+from layby.embedded import EmbeddedNats, EmbeddedPostgres, die_with_parent
 from layby.runtime import TOKEN_FILE, Runtime, data_dir, read_runtime, remove_runtime, write_runtime
 from layby.settings import Settings
 
@@ -72,7 +72,9 @@ def up(settings: Settings, *, out: object = sys.stdout) -> int:
     if existing is not None and existing.pid != os.getpid():
         print(f"layby is already running (pid {existing.pid}) at {existing.url}", file=sys.stderr)
         return 1
+    # Handle both explicitly: a shell that starts us in the background ignores SIGINT otherwise.
     signal.signal(signal.SIGTERM, _raise_stop)
+    signal.signal(signal.SIGINT, _raise_stop)
     nats_srv: EmbeddedNats | None = None
     pg_srv: EmbeddedPostgres | None = None
     procs: dict[str, subprocess.Popen[bytes]] = {}
@@ -91,6 +93,8 @@ def up(settings: Settings, *, out: object = sys.stdout) -> int:
             token = _operator_token(directory)
             tokens = f"{token}:operator:operator"
         env = dict(os.environ)
+        # People read `layby up`'s terminal: console lines unless the user chose otherwise.
+        env.setdefault("LAYBY_LOG_FORMAT", "console")
         env.update(
             LAYBY_NATS_URL=nats_url,
             LAYBY_DATABASE_URL=db_url,
@@ -102,8 +106,13 @@ def up(settings: Settings, *, out: object = sys.stdout) -> int:
         url = f"http://{settings.http_host}:{settings.http_port}"
 
         def spawn(name: str) -> subprocess.Popen[bytes]:
+            # Own session: Ctrl-C reaches `layby up` only, which stops the services in order.
             return subprocess.Popen(  # noqa: S603 - our own interpreter and module
-                [sys.executable, "-m", "layby.cli", "serve", name], env=env, stdin=subprocess.DEVNULL
+                [sys.executable, "-m", "layby.cli", "serve", name],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                preexec_fn=die_with_parent,  # noqa: PLW1509 - async-signal-safe: one prctl call
             )
 
         for name in SERVICES:

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import msgspec
 import pytest
 
 from layby.embedded import free_port
@@ -259,3 +260,55 @@ def test_layby_up_then_ask_and_answer_from_another_terminal(tmp_path: Path) -> N
         assert json.loads(cli(env, "interactions", "list", "--json").stdout)["total"] == 0
     finally:
         stop_up(again)
+
+
+async def test_services_survive_a_restart_of_the_nats_server(
+    settings: Settings, tmp_path: Path, db: object
+) -> None:
+    """Stop NATS under the five running services and start it again on the same store: the
+    services reconnect and the next ask is answered end to end (nothing needs a restart)."""
+    from layby.embedded import EmbeddedNats
+    from layby.sdk import connect
+
+    server = EmbeddedNats(tmp_path / "nats").start()
+    own = msgspec.structs.replace(settings, nats_url=server.url)
+    env = service_env(own)
+    procs = {name: spawn(name, env) for name in SERVICES}
+    url = f"http://127.0.0.1:{own.http_port}"
+    try:
+        await wait_ready(url)
+        server.stop()
+        await asyncio.sleep(1.0)
+        server.start()
+        await wait_ready(url)
+        client = await connect(nats_url=own.nats_url, token=OPERATOR, settings=own)
+        try:
+            ask = asyncio.create_task(
+                client.ask_user("After the restart?", answer_format="confirm", timeout=60)
+            )
+            async with httpx.AsyncClient(
+                base_url=url, headers={"Authorization": f"Bearer {OPERATOR}"}
+            ) as http:
+                for _ in range(400):
+                    items = (await http.get("/api/interactions")).json()["data"]["items"]
+                    if items:
+                        break
+                    await asyncio.sleep(0.05)
+                assert items, "the question never reached the inbox after the restart"
+                resp = await http.post(
+                    f"/api/interactions/{items[0]['interaction_id']}/answer", json={"answer": True}
+                )
+                assert resp.status_code == 200
+            assert await asyncio.wait_for(ask, 30) is True
+        finally:
+            await client.close()
+        assert all(p.poll() is None for p in procs.values()), "a service died with NATS"
+    finally:
+        for proc in procs.values():
+            proc.send_signal(signal.SIGTERM)
+        for proc in procs.values():
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        server.stop()
