@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -65,6 +66,15 @@ def _wait_ready(url: str, procs: dict[str, subprocess.Popen[bytes]], timeout: fl
     raise RuntimeError(f"the door did not become ready at {url}/readyz within {timeout:.0f}s")
 
 
+def _port_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
 def up(settings: Settings, *, out: object = sys.stdout) -> int:
     directory = data_dir(settings)
     directory.mkdir(parents=True, exist_ok=True)
@@ -73,6 +83,13 @@ def up(settings: Settings, *, out: object = sys.stdout) -> int:
         print(f"layby is already running (pid {existing.pid}) at {existing.url}", file=sys.stderr)
         return 1
     # Handle both explicitly: a shell that starts us in the background ignores SIGINT otherwise.
+    if not _port_free(settings.http_host, settings.http_port):
+        print(
+            f"error: {settings.http_host}:{settings.http_port} is already in use; "
+            "set LAYBY_HTTP_PORT to a free port",
+            file=sys.stderr,
+        )
+        return 1
     signal.signal(signal.SIGTERM, _raise_stop)
     signal.signal(signal.SIGINT, _raise_stop)
     nats_srv: EmbeddedNats | None = None
