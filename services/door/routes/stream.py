@@ -17,6 +17,7 @@ import msgspec
 import nats.errors
 from litestar import Request, get
 from litestar.response import Stream
+from nats.aio.msg import Msg
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from contracts.events import InteractionAnswered, InteractionAsked, InteractionRemoved, decode_event
@@ -72,7 +73,9 @@ def frame(seq: int, data: bytes, who: Principal, asked: AskedCache | None = None
     return b"id: %d\nevent: %s\ndata: %s\n\n" % (seq, name, body)
 
 
-async def _frames(state: DoorState, who: Principal, sub: Any, keepalive: float) -> AsyncIterator[bytes]:
+async def _frames(
+    state: DoorState, who: Principal, sub: Any, inbox: asyncio.Queue[Msg], keepalive: float
+) -> AsyncIterator[bytes]:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + keepalive
     try:
@@ -83,8 +86,9 @@ async def _frames(state: DoorState, who: Principal, sub: Any, keepalive: float) 
                 deadline = loop.time() + keepalive
                 continue
             try:
-                msg = await sub.next_msg(timeout=remaining)
-            except nats.errors.TimeoutError:
+                async with asyncio.timeout(remaining):  # no task per message, unlike wait_for
+                    msg = await inbox.get()
+            except TimeoutError:
                 continue
             out = frame(msg.metadata.sequence.stream, msg.data, who, state.asked)
             if out is not None:
@@ -110,14 +114,20 @@ async def stream_door(request: Request[Any, Any, Any]) -> Stream:
         log.warning(
             "stream.resume_fallback", reason=fallback, first_seq=first, last_seq=last, identity=who.identity
         )
+    inbox: asyncio.Queue[Msg] = asyncio.Queue()
+
+    async def deliver(msg: Msg) -> None:
+        inbox.put_nowait(msg)
+
     sub = await state.store.js.subscribe(
         state.store.names.ix_all,
         ordered_consumer=True,
         config=ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start),
+        cb=deliver,
     )
     keepalive = state.settings.sse_keepalive_seconds
     return Stream(
-        _frames(state, who, sub, keepalive),
+        _frames(state, who, sub, inbox, keepalive),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "Connection": "keep-alive", "X-Accel-Buffering": "no"},
     )
