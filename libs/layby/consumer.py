@@ -141,3 +141,54 @@ async def _loop(
         await _settle(good, ok=True)
         if linger and len(msgs) < FETCH_BATCH:
             await asyncio.sleep(linger)
+
+
+async def consume_push(
+    store: EventStore, *, role: str, handler: Handler, stop: asyncio.Event, deliver_all: bool = False
+) -> None:
+    """Like ``consume``, for latency-critical roles: a durable *push* consumer with a deliver
+    group shared by the role's replicas. The server sends each message as it is stored (no pull
+    round trips); each is handled as a batch of one and acknowledged after the handler returns."""
+    durable = store.names.durable(role)
+
+    async def on_message(msg: Msg) -> None:
+        try:
+            stored = Stored(seq=msg.metadata.sequence.stream, event=decode_event(msg.data))
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            log.error("consumer.malformed", role=role, subject=msg.subject, error=str(exc))
+            await msg.term()
+            return
+        try:
+            await handler([stored])
+        except Permanent as exc:
+            log.error("consumer.permanent", role=role, error=str(exc))
+            await msg.term()
+            return
+        except Exception as exc:  # noqa: BLE001 - any failure here means: retry later, never drop
+            log.warning("consumer.retry", role=role, error=repr(exc), seq=stored.seq)
+            await _settle([msg], ok=False)
+            return
+        await _settle([msg], ok=True)
+
+    sub = await store.js.subscribe(
+        store.names.ix_all,
+        queue=durable,
+        durable=durable,
+        stream=store.names.events_stream,
+        cb=on_message,
+        manual_ack=True,
+        config=ConsumerConfig(
+            ack_policy=AckPolicy.EXPLICIT,
+            deliver_policy=DeliverPolicy.ALL if deliver_all else DeliverPolicy.NEW,
+            ack_wait=30,
+            max_ack_pending=20000,
+            max_deliver=-1,
+        ),
+    )
+    try:
+        await stop.wait()
+    finally:
+        try:
+            await sub.unsubscribe()
+        except (nats.errors.Error, nats.js.errors.Error):
+            pass

@@ -68,6 +68,8 @@ def _wait_ready(url: str, procs: dict[str, subprocess.Popen[bytes]], timeout: fl
 
 def _port_free(host: str, port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        # As the server will: connections of a previous run in TIME_WAIT do not block the port.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
         except OSError:

@@ -15,7 +15,7 @@ import msgspec
 from contracts.commands import Wake
 from contracts.events import InteractionAnswered, InteractionRemoved
 from layby.clock import Clock
-from layby.consumer import consume
+from layby.consumer import consume_push
 from layby.eventstore import EventStore, Stored
 from layby.logs import get_logger
 from layby.service import open_resources, run_main
@@ -57,7 +57,7 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
                     await res.nc.publish(settings.names.wake(wake.interaction_id, waiter), _enc.encode(wake))
 
         log.info("resume.ready", namespace=settings.namespace)
-        await consume(store, role="resume", handler=handle, stop=stop)
+        await consume_push(store, role="resume", handler=handle, stop=stop)
 
 
 def main() -> None:
