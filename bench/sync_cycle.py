@@ -136,6 +136,7 @@ def main() -> None:
     parser.add_argument("--url")
     parser.add_argument("--token")
     parser.add_argument("--nats")
+    parser.add_argument("--answerers", type=int, default=8, help="keep-alive connections answering")
     args = parser.parse_args()
 
     up = None
@@ -171,7 +172,10 @@ def main() -> None:
         idle_mb = tree_rss_mb(up.pid)
     try:
         # uvloop, like the services: the client shares the two cores and should cost little.
-        results = [uvloop.run(run_level(url, token, nats_url, n, args.seconds)) for n in args.concurrency]
+        results = [
+            uvloop.run(run_level(url, token, nats_url, n, args.seconds, args.answerers))
+            for n in args.concurrency
+        ]
     finally:
         if up is not None:
             up.send_signal(signal.SIGINT)

@@ -7,7 +7,6 @@ import contextlib
 from collections.abc import AsyncIterator
 
 from litestar import Litestar
-from litestar.config.response_cache import ResponseCacheConfig
 from litestar.openapi import OpenAPIConfig
 
 from layby.auth import Authenticator
@@ -57,7 +56,6 @@ def create_app(settings: Settings, *, clock: Clock | None = None, run_projection
         lifespan=[lifespan],
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
         openapi_config=OpenAPIConfig(title="Layby", version="0.1.0", path="/schema"),
-        response_cache_config=ResponseCacheConfig(),
         debug=False,
         request_max_body_size=None,
     )

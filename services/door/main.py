@@ -19,6 +19,7 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
         port=settings.http_port,
         log_level="warning",
         access_log=False,
+        proxy_headers=False,  # nothing reads the client address; skip the per-request middleware
         lifespan="on",
         http="httptools" if _has_httptools() else "h11",
         timeout_graceful_shutdown=3,
