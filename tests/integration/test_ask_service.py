@@ -194,3 +194,67 @@ async def test_an_answer_recorded_in_time_is_returned_even_when_its_wake_is_lost
     assert resp.status_code == 200
     assert not task.done()
     assert await asyncio.wait_for(task, 10) is True
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b"",
+        b"not json",
+        b"[]",
+        b'{"type": "cmd.ask.v1"}',
+        b'{"type": "cmd.nope.v1", "token": "x"}',
+        b'{"type": "cmd.ask.v1", "token": "t", "interaction_id": "x", "question": "q", "surprise": 1}',
+    ],
+)
+async def test_malformed_commands_are_refused_and_the_service_keeps_running(
+    system: System, payload: bytes
+) -> None:
+    """Malformed commands get a clear refusal; the ask service keeps serving (issue 2, Bad input)."""
+    client = await system.sdk()
+    msg = await client._nc.request(system.settings.names.cmd_ask, payload, timeout=10)
+    reply = REPLY_DECODER.decode(msg.data)
+    assert isinstance(reply, Refused)
+    assert reply.kind == "invalid"
+    assert reply.message.startswith("malformed command")
+    assert isinstance(await raw_ask(system, timeout=30), Accepted)
+
+
+async def test_an_answer_racing_the_sweepers_prune_resolves_exactly_once(
+    settings: Settings, store: EventStore, db: asyncpg.Pool
+) -> None:
+    """An answer and the sweeper's prune of the same abandoned question race in the log: exactly one
+    of them lands, and the answer door says which (200, or 404 after the prune won) (DESIGN 2)."""
+    clock = ManualClock(datetime.now(UTC))
+    system = await start_system(settings, clock=clock)
+    try:
+        ids = []
+        for _ in range(20):
+            reply = await raw_ask(system, timeout=30)
+            assert isinstance(reply, Accepted)
+            ids.append(reply.interaction_id)
+        await wait_total(system, 20)
+        clock.advance(30 + settings.blocking_grace_seconds + 1)  # the sweeper may now prune them all
+        async with system.http() as http:
+            results = await asyncio.gather(
+                *(http.post(f"/api/interactions/{iid}/answer", json={"answer": "x"}) for iid in ids)
+            )
+        statuses = [r.status_code for r in results]
+        assert set(statuses) <= {200, 404}
+        for iid, status in zip(ids, statuses, strict=True):
+            events = await _events_of(store, iid)
+            assert len(events) == 2, events  # asked + exactly one resolution
+            assert events[1] == ("interaction.answered.v1" if status == 200 else "interaction.removed.v1")
+    finally:
+        await stop_system(system)
+
+
+async def _events_of(store: EventStore, iid: str) -> list[str]:
+    from layby.projector import read_range
+
+    _, last = await store.bounds()
+    return [
+        s.event.__struct_config__.tag  # type: ignore[misc]
+        for s in await read_range(store, 1, last)
+        if s.event.interaction_id == iid
+    ]
