@@ -1,9 +1,13 @@
-"""The consumer loop: durable pull consumers shared by replicas (CONVENTIONS 5-7).
+"""The consumer loop: durable consumers shared by replicas (CONVENTIONS 5-7, ADR 0006).
 
 This is the one module that maps errors to ack / nak-with-delay / terminate:
-- a malformed message is terminated and logged (it can never succeed);
-- ``Transient`` and unexpected errors nak the batch with a delay, so it is redelivered;
-- a message redelivered ``MAX_DELIVER`` times is terminated and logged at error.
+- a malformed message, or one of an event version this build does not know, is never acked:
+  malformed ones are terminated and logged, unknown versions are nakked for a later replica;
+- a transient failure (the database or NATS unreachable, ``Transient``) naks with a growing
+  delay and never terminates, however long the outage lasts;
+- any other failure of a batch is retried message by message, so one poison message cannot
+  take its batch-mates with it; a message that keeps failing on its own is terminated and
+  logged at error after ``MAX_DELIVER`` deliveries.
 The handler gets whole batches; acks are sent only after it returns (after commit).
 """
 
@@ -13,6 +17,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import asyncpg
 import msgspec
 import nats.errors
 import nats.js.errors
@@ -20,13 +25,14 @@ from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from contracts.events import decode_event
-from layby.errors import Permanent
+from layby.errors import Permanent, Transient
 from layby.eventstore import EventStore, Stored
 from layby.logs import get_logger
 
 log = get_logger("layby.consumer")
 MAX_DELIVER = 20
 NAK_DELAY_SECONDS = 1.0
+NAK_DELAY_MAX_SECONDS = 30.0
 FETCH_BATCH = 256
 
 Handler = Callable[[list[Stored]], Awaitable[None]]
@@ -53,18 +59,82 @@ async def ensure_consumer(store: EventStore, role: str, *, deliver_all: bool) ->
     return durable
 
 
-async def _settle(msgs: list[Msg], ok: bool) -> None:
+def is_transient(exc: BaseException) -> bool:
+    """Failures that say nothing about the message: retry it, never drop it."""
+    return isinstance(
+        exc,
+        Transient
+        | OSError
+        | TimeoutError
+        | asyncpg.PostgresConnectionError
+        | asyncpg.InterfaceError
+        | asyncpg.exceptions.CannotConnectNowError
+        | asyncpg.exceptions.TooManyConnectionsError
+        | asyncpg.exceptions.AdminShutdownError
+        | nats.errors.Error,
+    )
+
+
+def _backoff(msg: Msg) -> float:
+    return float(min(NAK_DELAY_SECONDS * 2 ** max(msg.metadata.num_delivered - 1, 0), NAK_DELAY_MAX_SECONDS))
+
+
+async def _settle(msgs: list[Msg], ok: bool, *, transient: bool = True, role: str = "") -> None:
     for msg in msgs:
         try:
             if ok:
                 await msg.ack()
-            elif msg.metadata.num_delivered >= MAX_DELIVER:
-                log.error("consumer.gave_up", seq=msg.metadata.sequence.stream, subject=msg.subject)
+            elif not transient and msg.metadata.num_delivered >= MAX_DELIVER:
+                log.error(
+                    "consumer.gave_up", role=role, seq=msg.metadata.sequence.stream, subject=msg.subject
+                )
                 await msg.term()
             else:
-                await msg.nak(delay=NAK_DELAY_SECONDS)
+                await msg.nak(delay=_backoff(msg))
         except (nats.errors.Error, nats.js.errors.Error) as exc:
             log.warning("consumer.settle_failed", error=str(exc))
+
+
+async def _decode(msg: Msg, role: str) -> Stored | None:
+    """The stored event, or None after settling a message this build cannot use."""
+    try:
+        return Stored(seq=msg.metadata.sequence.stream, event=decode_event(msg.data))
+    except msgspec.ValidationError as exc:
+        if str(exc).startswith("Invalid value") and str(exc).endswith("`$.type`"):
+            # An event tag from a newer release (rolling upgrade): leave it for a replica that knows it.
+            log.warning("consumer.unknown_version", role=role, subject=msg.subject, error=str(exc))
+            await msg.nak(delay=NAK_DELAY_MAX_SECONDS)
+            return None
+        log.error("consumer.malformed", role=role, subject=msg.subject, error=str(exc))
+    except msgspec.DecodeError as exc:
+        log.error("consumer.malformed", role=role, subject=msg.subject, error=str(exc))
+    await msg.term()
+    return None
+
+
+async def handle_and_settle(handler: Handler, msgs: list[Msg], batch: list[Stored], role: str) -> None:
+    """Run the handler over a batch and settle every message according to the outcome."""
+    try:
+        await handler(batch)
+    except Permanent as exc:
+        log.error("consumer.permanent", role=role, error=str(exc), first_seq=batch[0].seq)
+        for msg in msgs:
+            await msg.term()
+        return
+    except Exception as exc:  # noqa: BLE001 - classified below; nothing is dropped silently
+        if is_transient(exc):
+            log.warning("consumer.retry", role=role, error=repr(exc), first_seq=batch[0].seq)
+            await _settle(msgs, ok=False, role=role)
+            return
+        if len(batch) > 1:
+            # Isolate the message that fails, so its batch-mates are not held hostage.
+            for msg, stored in zip(msgs, batch, strict=True):
+                await handle_and_settle(handler, [msg], [stored], role)
+            return
+        log.warning("consumer.failed", role=role, error=repr(exc), seq=batch[0].seq)
+        await _settle(msgs, ok=False, transient=False, role=role)
+        return
+    await _settle(msgs, ok=True)
 
 
 async def consume(
@@ -119,26 +189,12 @@ async def _loop(
         good: list[Msg] = []
         batch: list[Stored] = []
         for msg in msgs:
-            try:
-                batch.append(Stored(seq=msg.metadata.sequence.stream, event=decode_event(msg.data)))
+            stored = await _decode(msg, role)
+            if stored is not None:
+                batch.append(stored)
                 good.append(msg)
-            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                log.error("consumer.malformed", role=role, subject=msg.subject, error=str(exc))
-                await msg.term()
-        if not batch:
-            continue
-        try:
-            await handler(batch)
-        except Permanent as exc:
-            log.error("consumer.permanent", role=role, error=str(exc))
-            for msg in good:
-                await msg.term()
-            continue
-        except Exception as exc:  # noqa: BLE001 - any failure here means: retry later, never drop
-            log.warning("consumer.retry", role=role, error=repr(exc), first_seq=batch[0].seq)
-            await _settle(good, ok=False)
-            continue
-        await _settle(good, ok=True)
+        if batch:
+            await handle_and_settle(handler, good, batch, role)
         if linger and len(msgs) < FETCH_BATCH:
             await asyncio.sleep(linger)
 
@@ -152,23 +208,9 @@ async def consume_push(
     durable = store.names.durable(role)
 
     async def on_message(msg: Msg) -> None:
-        try:
-            stored = Stored(seq=msg.metadata.sequence.stream, event=decode_event(msg.data))
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            log.error("consumer.malformed", role=role, subject=msg.subject, error=str(exc))
-            await msg.term()
-            return
-        try:
-            await handler([stored])
-        except Permanent as exc:
-            log.error("consumer.permanent", role=role, error=str(exc))
-            await msg.term()
-            return
-        except Exception as exc:  # noqa: BLE001 - any failure here means: retry later, never drop
-            log.warning("consumer.retry", role=role, error=repr(exc), seq=stored.seq)
-            await _settle([msg], ok=False)
-            return
-        await _settle([msg], ok=True)
+        stored = await _decode(msg, role)
+        if stored is not None:
+            await handle_and_settle(handler, [msg], [stored], role)
 
     sub = await store.js.subscribe(
         store.names.ix_all,

@@ -21,6 +21,7 @@ from nats.js.api import ConsumerConfig, DeliverPolicy
 from contracts.events import InteractionAnswered, InteractionAsked, InteractionRemoved, decode_event
 from contracts.http import add_frame
 from layby.db import PROJECTION_TABLES, projection_sql
+from layby.errors import Permanent, Transient
 from layby.eventstore import EventStore, Stored
 from layby.logs import get_logger
 
@@ -142,16 +143,19 @@ async def read_range(store: EventStore, first: int, last: int, *, batch: int = 1
     try:
         while True:
             try:
-                msg = await sub.next_msg(timeout=5)
+                msg = await sub.next_msg(timeout=10)
             except nats.errors.TimeoutError:
-                break  # nothing more within the range (the tail holds other subjects only)
+                # Every message of the log is an interaction event: a replay that stops short
+                # of ``last`` is a failure, never a silently shorter projection.
+                reached = out[-1].seq if out else first - 1
+                raise Transient(f"replay stalled at sequence {reached} before {last}") from None
             seq = msg.metadata.sequence.stream
             if seq > last:
                 break
             try:
                 out.append(Stored(seq=seq, event=decode_event(msg.data)))
-            except msgspec.DecodeError:
-                log.error("projector.skip_malformed", seq=seq)
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                raise Permanent(f"event {seq} cannot be decoded: {exc}") from None
             if seq == last:
                 break
     finally:
@@ -162,8 +166,10 @@ async def read_range(store: EventStore, first: int, last: int, *, batch: int = 1
 async def rebuild(pool: asyncpg.Pool, store: EventStore) -> int:
     """Drop the projection tables and replay the whole log into them, in one transaction.
 
-    Returns the number of events applied. A live projector blocks on the tables meanwhile and
-    then skips what the rebuild already applied (row sequence guards).
+    Returns the number of events applied. Once the tables are dropped, the live projector cannot
+    commit until this transaction does; so after the replay the log's end is read again and the
+    events that the live projector committed to the old tables meanwhile are applied too. The
+    live projector then skips what the rebuild already applied (row sequence guards).
     """
     first, last = await store.bounds()
     events = await read_range(store, max(first, 1), last)
@@ -174,6 +180,12 @@ async def rebuild(pool: asyncpg.Pool, store: EventStore) -> int:
         await conn.execute(projection_sql())
         for start in range(0, len(events), 1000):
             await apply_batch(conn, events[start : start + 1000])
+        _, newer = await store.bounds()
+        if newer > last:
+            late = await read_range(store, last + 1, newer)
+            await apply_batch(conn, late)
+            events.extend(late)
+            last = newer
         if last:
             await conn.execute(_CHECKPOINT, INBOX, last)
         # Reservations of questions that resolved are released; open ones stay counted.

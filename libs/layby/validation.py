@@ -38,6 +38,29 @@ class AskSpec(msgspec.Struct, frozen=True, kw_only=True):
     sensitive: bool
 
 
+def nul_path(value: object) -> str | None:
+    """Where a NUL character hides in a JSON-like value ("" for the root), or None.
+
+    PostgreSQL text and jsonb cannot hold U+0000, so such input is refused up front rather than
+    left to fail in a projection later.
+    """
+    stack: list[tuple[str, object]] = [("", value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return path
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                child_path = f"{path}.{key}" if path else str(key)
+                if isinstance(key, str) and "\x00" in key:
+                    return child_path
+                stack.append((child_path, child))
+        elif isinstance(item, list | tuple):
+            stack.extend((f"{path}[{i}]", child) for i, child in enumerate(item))
+    return None
+
+
 def is_interaction_id(value: object) -> bool:
     """Interaction ids are lowercase uuid4 strings: safe as a subject token and as a path part."""
     return isinstance(value, str) and bool(_UUID_RE.match(value))
@@ -135,6 +158,17 @@ def validate_ask(
         )
     if not isinstance(question, str) or not question.strip():
         raise BadInput("question must be a non-empty string", field="question")
+    for name, value in (
+        ("question", question),
+        ("group_id", group_id),
+        ("audience", audience),
+        ("options", options),
+        ("schema", schema),
+    ):
+        where = nul_path(value)
+        if where is not None:
+            field = name + (where if where.startswith("[") else f".{where}" if where else "")
+            raise BadInput(f"{field} must not contain NUL characters", field=field)
     if len(question) > QUESTION_MAX_CHARS:
         raise BadInput(
             f"question is {len(question)} characters; the limit is {QUESTION_MAX_CHARS}", field="question"

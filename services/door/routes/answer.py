@@ -19,7 +19,7 @@ from contracts.events import InteractionAnswered, InteractionAsked, InteractionR
 from layby.auth import Principal
 from layby.errors import BadInput, Conflict, Forbidden, NotFound
 from layby.eventstore import Stored
-from layby.validation import is_interaction_id, validate_answer
+from layby.validation import is_interaction_id, nul_path, validate_answer
 from services.door.deps import DoorState, door, principal_of, read_capped_body
 
 _enc = msgspec.json.Encoder()
@@ -35,6 +35,9 @@ def parse_answer_body(raw: bytes) -> Any:
         raise BadInput("answer is nested too deeply") from None
     if not isinstance(body, dict) or "answer" not in body:
         raise BadInput("body must contain 'answer'")
+    where = nul_path(body["answer"])
+    if where is not None:
+        raise BadInput("answer must not contain NUL characters", field=where or None)
     return body["answer"]
 
 

@@ -10,6 +10,7 @@ and logs nothing.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -17,8 +18,6 @@ import msgspec
 import nats.errors
 from litestar import Request, get
 from litestar.response import Stream
-from nats.aio.msg import Msg
-from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from contracts.events import InteractionAnswered, InteractionAsked, InteractionRemoved, decode_event
 from contracts.http import add_frame, terminal_frame
@@ -31,6 +30,7 @@ from services.door.deps import DoorState, door, principal_of
 log = get_logger("layby.door.stream")
 _enc = msgspec.json.Encoder()
 KEEPALIVE = b": keepalive\n\n"
+_SEQ = re.compile(r"[0-9]{1,19}")
 
 
 def resume_point(raw: str | None, first: int, last: int, window: int) -> tuple[int, str | None]:
@@ -38,7 +38,7 @@ def resume_point(raw: str | None, first: int, last: int, window: int) -> tuple[i
     if raw is None:
         return last + 1, None
     text = raw.strip()
-    if not text.isdigit() or len(text) > 19:
+    if not _SEQ.fullmatch(text):
         return last + 1, "malformed"
     seen = int(text)
     if seen > last:
@@ -73,9 +73,20 @@ def frame(seq: int, data: bytes, who: Principal, asked: AskedCache | None = None
     return b"id: %d\nevent: %s\ndata: %s\n\n" % (seq, name, body)
 
 
-async def _frames(
-    state: DoorState, who: Principal, sub: Any, inbox: asyncio.Queue[Msg], keepalive: float
-) -> AsyncIterator[bytes]:
+async def _frames(state: DoorState, who: Principal, start: int, keepalive: float) -> AsyncIterator[bytes]:
+    """The frames from sequence ``start`` on. The subscription lives inside the generator, so a
+    client that leaves before the first byte leaves nothing behind."""
+    inbox: asyncio.Queue[Msg] = asyncio.Queue()
+
+    async def deliver(msg: Msg) -> None:
+        inbox.put_nowait(msg)
+
+    sub = await state.store.js.subscribe(
+        state.store.names.ix_all,
+        ordered_consumer=True,
+        config=ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start),
+        cb=deliver,
+    )
     loop = asyncio.get_running_loop()
     deadline = loop.time() + keepalive
     try:
@@ -105,29 +116,18 @@ async def _frames(
 async def stream_door(request: Request[Any, Any, Any]) -> Stream:
     state = door(request)
     who = principal_of(request)
-    raw = request.headers.get("last-event-id")
+    raw = request.headers.get("last-event-id") or None  # an empty header is no header
     if raw is None:
-        raw = request.query_params.get("last_event_id")
+        raw = request.query_params.get("last_event_id") or None
     first, last = await state.store.bounds()
     start, fallback = resume_point(raw, first, last, state.settings.sse_resume_window)
     if fallback is not None:
         log.warning(
             "stream.resume_fallback", reason=fallback, first_seq=first, last_seq=last, identity=who.identity
         )
-    inbox: asyncio.Queue[Msg] = asyncio.Queue()
-
-    async def deliver(msg: Msg) -> None:
-        inbox.put_nowait(msg)
-
-    sub = await state.store.js.subscribe(
-        state.store.names.ix_all,
-        ordered_consumer=True,
-        config=ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start),
-        cb=deliver,
-    )
     keepalive = state.settings.sse_keepalive_seconds
     return Stream(
-        _frames(state, who, sub, inbox, keepalive),
+        _frames(state, who, start, keepalive),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "Connection": "keep-alive", "X-Accel-Buffering": "no"},
     )
