@@ -18,6 +18,8 @@ import msgspec
 import nats.errors
 from litestar import Request, get
 from litestar.response import Stream
+from nats.aio.msg import Msg
+from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from contracts.events import InteractionAnswered, InteractionAsked, InteractionRemoved, decode_event
 from contracts.http import add_frame, terminal_frame
