@@ -156,6 +156,18 @@ class EventStore:
         assert raw.seq is not None
         return Stored(seq=int(raw.seq), event=decode_event(raw.data))
 
+    async def first(self, subject: str) -> Stored | None:
+        """The first event on a subject (for an interaction: its ``asked`` event), from the leader."""
+        try:
+            raw = await self.js.get_msg(self.names.events_stream, seq=1, subject=subject, next=True)
+        except nats.js.errors.NotFoundError:
+            return None
+        except (nats.errors.TimeoutError, nats.errors.NoRespondersError, nats.js.errors.APIError) as exc:
+            raise Transient(f"read of {subject} failed: {type(exc).__name__}") from exc
+        assert raw.data is not None
+        assert raw.seq is not None
+        return Stored(seq=int(raw.seq), event=decode_event(raw.data))
+
     async def bounds(self) -> tuple[int, int]:
         """(first, last) sequence of the event log."""
         info = await self.js.stream_info(self.names.events_stream)
@@ -169,15 +181,19 @@ class EventStore:
             raise Transient(f"storing the sensitive answer failed: {type(exc).__name__}") from exc
 
     async def get_secret(self, interaction_id: str, ref: str | None) -> bytes | None:
+        """A sensitive answer; a direct get first, the leader when a replica has not caught up."""
         if ref is None:
             return None
-        try:
-            raw = await self.js.get_last_msg(
-                self.names.secrets_stream, self.names.secret(interaction_id, ref), direct=True
-            )
-        except nats.js.errors.NotFoundError:
-            return None
-        return raw.data
+        subject = self.names.secret(interaction_id, ref)
+        for direct in (True, False):
+            try:
+                raw = await self.js.get_last_msg(self.names.secrets_stream, subject, direct=direct)
+            except nats.js.errors.NotFoundError:
+                continue
+            except (nats.errors.TimeoutError, nats.errors.NoRespondersError, nats.js.errors.APIError) as exc:
+                raise Transient(f"read of the sensitive answer failed: {type(exc).__name__}") from exc
+            return raw.data
+        return None
 
 
 async def wait_for_jetstream(nc: NATS, timeout: float = 30.0) -> None:

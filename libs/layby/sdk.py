@@ -39,11 +39,13 @@ from layby.errors import (
     Unauthorized,
 )
 from layby.eventstore import connect_nats
+from layby.logs import get_logger
 from layby.runtime import data_dir, read_runtime
 from layby.settings import Settings, load_settings
 from layby.validation import new_interaction_id, validate_ask
 
 _enc = msgspec.json.Encoder()
+log = get_logger("layby.sdk")
 REQUEST_TIMEOUT = 10.0
 
 
@@ -134,22 +136,30 @@ class Client:
         )
         interaction_id = new_interaction_id()
         deadline = time.monotonic() + spec.timeout
-        wall_deadline = time.time() + spec.timeout
+        # The server's deadline decides whether a late-found answer came in time; until the ask
+        # is accepted, the local clock stands in for it.
+        server_deadline = time.time() + spec.timeout
         # Listen before recording, so an instant answer is never lost.
         woken: asyncio.Future[Wake] = asyncio.get_running_loop().create_future()
         self._waiting[interaction_id] = woken
         try:
             await self._ensure_wake_subscription()
-            await self._record(interaction_id, spec.question, answer_format, spec, deadline)
+            accepted = await self._record(interaction_id, spec.question, answer_format, spec, deadline)
+            server_deadline = datetime.fromisoformat(accepted.timeout_at).timestamp()
             _raise_if_cancelled()
             return await self._wait(woken, interaction_id, deadline, sensitive)
+        except InteractionTimeoutError:
+            raise
         except TimeoutError:
-            return await self._timed_out(interaction_id, spec.timeout, wall_deadline)
+            return await self._timed_out(interaction_id, spec.timeout, server_deadline)
         except asyncio.CancelledError:
             # Cancelled while recording or waiting: prune, and let the cancellation propagate
-            # (inventory A6.64). A prune that races the record finds nothing; the sweeper then
-            # removes the question at its deadline.
-            await asyncio.shield(self._prune(interaction_id, "cancelled"))
+            # (inventory A6.64). A prune that arrives before the ask leaves a tombstone, so the
+            # ask cannot land afterwards. A failed prune never replaces the cancellation.
+            try:
+                await asyncio.shield(self._prune(interaction_id, "cancelled"))
+            except Exception as exc:  # noqa: BLE001 - the cancellation is what must propagate
+                log.warning("sdk.prune_failed", interaction_id=interaction_id, error=repr(exc))
             raise
         finally:
             self._waiting.pop(interaction_id, None)
@@ -158,6 +168,7 @@ class Client:
         """One subscription per client on ``<ns>.wake.<waiter>.*``, created on the first ask."""
         if self._wake_sub is None:
             self._wake_sub = await self._nc.subscribe(self._names.wake_all(self._waiter), cb=self._on_wake)
+            await self._nc.flush()  # the server knows the interest before the first ask is sent
 
     async def _on_wake(self, msg: Msg) -> None:
         try:
@@ -168,7 +179,9 @@ class Client:
         if woken is not None and not woken.done():
             woken.set_result(wake)
 
-    async def _record(self, interaction_id: str, question: str, fmt: str, spec: Any, deadline: float) -> None:
+    async def _record(
+        self, interaction_id: str, question: str, fmt: str, spec: Any, deadline: float
+    ) -> Accepted:
         cmd = Ask(
             token=self._token,
             interaction_id=interaction_id,
@@ -186,10 +199,7 @@ class Client:
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise InteractionTimeoutError(
-                    f"the ask service did not record interaction {interaction_id} within the budget",
-                    interaction_id=interaction_id,
-                )
+                raise TimeoutError  # pruned by the caller, which may find the ask recorded after all
             try:
                 msg = await self._nc.request(
                     self._names.cmd_ask, payload, timeout=min(remaining, REQUEST_TIMEOUT)
@@ -216,6 +226,7 @@ class Client:
                 case _:
                     raise RuntimeError(reply.message)
         assert isinstance(reply, Accepted)
+        return reply
 
     async def _wait(
         self, woken: asyncio.Future[Wake], interaction_id: str, deadline: float, sensitive: bool
@@ -223,8 +234,11 @@ class Client:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise TimeoutError
-        async with asyncio.timeout(remaining):  # unlike wait_for, never swallows a cancel
-            wake = await woken
+        # asyncio.wait neither swallows a cancel (wait_for on 3.11 can) nor cancels the task.
+        await asyncio.wait({woken}, timeout=remaining)
+        if not woken.done():
+            raise TimeoutError
+        wake = woken.result()
         if wake.outcome == "answered":
             return SecretValue(wake.answer) if sensitive else wake.answer
         raise InteractionTimeoutError(
@@ -242,13 +256,13 @@ class Client:
             )
         return reply
 
-    async def _timed_out(self, interaction_id: str, budget: float, wall_deadline: float) -> Any:
+    async def _timed_out(self, interaction_id: str, budget: float, server_deadline: float) -> Any:
         result = await self._prune(interaction_id, "timeout")
         if result.outcome == "answered":
             answered_at = (
                 datetime.fromisoformat(result.answered_at).timestamp() if result.answered_at else None
             )
-            if answered_at is not None and answered_at <= wall_deadline:
+            if answered_at is not None and answered_at <= server_deadline:
                 # Answered in time, but the wake was lost (a reconnect): the log has the answer.
                 return SecretValue(result.answer) if result.sensitive else result.answer
             raise InteractionTimeoutError(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from datetime import timedelta
 
@@ -85,19 +86,10 @@ class AskHandlers:
                 kind="limit",
                 message=f"ask_user refused: already at the max_concurrent limit ({self._admitter.cap})",
             )
-        try:
-            await self._store.append(
-                self._store.names.ix(event.interaction_id),
-                event,
-                msg_id=f"asked-{event.interaction_id}",
-                expected_seq=0,
-            )
-        except Conflict:
-            await self._admitter.release(event.interaction_id)
-            return Refused(kind="invalid", message="interaction_id is already in use", field="interaction_id")
-        except Transient as exc:
-            await self._admitter.release(event.interaction_id)
-            return Refused(kind="unavailable", message=f"the event log is unavailable: {exc}")
+        recorded = await self._record(event)
+        if isinstance(recorded, Refused):
+            return recorded
+        event = recorded
         log.info(
             "ask.recorded",
             interaction_id=event.interaction_id,
@@ -109,6 +101,38 @@ class AskHandlers:
             group_id=event.group_id,
             timeout_at=event.timeout_at.isoformat(),
         )
+
+    async def _record(self, event: InteractionAsked) -> InteractionAsked | Refused:
+        """Append the asked event; the slot is released only when the log surely lacks it."""
+        subject = self._store.names.ix(event.interaction_id)
+        for attempt in range(3):
+            try:
+                # The same Nats-Msg-Id on every attempt: a retry of an append that did land
+                # is de-duplicated by the server instead of failing.
+                await self._store.append(
+                    subject, event, msg_id=f"asked-{event.interaction_id}", expected_seq=0
+                )
+                return event
+            except Conflict:
+                break
+            except Transient as exc:
+                log.warning("ask.append_retry", interaction_id=event.interaction_id, error=str(exc))
+                await asyncio.sleep(0.2 * (attempt + 1))
+        try:
+            first = await self._store.first(subject)
+        except Transient as exc:
+            # Unknown whether it landed: keep the slot (it expires at the deadline) and say so.
+            return Refused(kind="unavailable", message=f"the event log is unavailable: {exc}")
+        if (
+            first is not None
+            and isinstance(first.event, InteractionAsked)
+            and first.event.asked_by == event.asked_by
+        ):
+            return first.event  # an earlier attempt of this very ask was recorded
+        await self._admitter.release(event.interaction_id)
+        if first is None:
+            return Refused(kind="unavailable", message="the event log is unavailable; nothing was recorded")
+        return Refused(kind="invalid", message="interaction_id is already in use", field="interaction_id")
 
     async def prune(self, cmd: Prune) -> PruneResult | Refused:
         """Prune a sync question whose waiter gave up; tell pruned / answered / gone apart."""
@@ -129,11 +153,36 @@ class AskHandlers:
         for _ in range(5):
             last = await self._store.last(subject, leader=leader)
             if last is None:
+                # Nothing recorded (yet): a tombstone makes a late-arriving ask of this id fail,
+                # so a cancelled asker never leaves an orphan question behind.
+                tombstone = InteractionRemoved(
+                    interaction_id=cmd.interaction_id,
+                    group_id="",
+                    reason=cmd.reason,
+                    removed_at=self._clock.now(),
+                )
+                try:
+                    await self._store.append(
+                        subject,
+                        tombstone,
+                        msg_id=f"removed-{cmd.interaction_id}-{uuid.uuid4().hex}",
+                        expected_seq=0,
+                    )
+                except Conflict:
+                    leader = True
+                    continue  # the ask landed meanwhile: prune it
                 return PruneResult(outcome="gone")
             match last.event:
                 case InteractionRemoved():
                     return PruneResult(outcome="gone")
                 case InteractionAnswered() as ans:
+                    if principal.restricted:
+                        asked_event = await self._store.first(subject)
+                        if (
+                            asked_event is None
+                            or getattr(asked_event.event, "asked_by", None) != principal.identity
+                        ):
+                            raise Forbidden("only the asker may prune its question")
                     answer = ans.answer
                     if ans.sensitive:
                         raw = await self._store.get_secret(ans.interaction_id, ans.secret_ref)

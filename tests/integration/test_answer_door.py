@@ -279,3 +279,16 @@ async def test_concurrent_answers_to_a_sensitive_question_wake_the_asker_with_th
         task, iid = await open_question(system, sensitive=True, timeout=30)
         winner = await race_two_answers(system, iid)
         assert (await asyncio.wait_for(task, 10)).reveal() == winner
+
+
+async def test_an_answer_with_a_nul_character_is_400_naming_the_field(system: System) -> None:
+    """U+0000 cannot be stored; the answer door refuses it and the question stays pending."""
+    task, iid = await open_question(system, answer_format="form", schema={"type": "object"}, timeout=30)
+    async with system.http() as http:
+        resp = await http.post(f"/api/interactions/{iid}/answer", json={"answer": {"note": "a\u0000"}})
+        assert resp.status_code == 400
+        assert resp.json() == {"error": "answer must not contain NUL characters", "field": "note"}
+        assert (
+            await http.post(f"/api/interactions/{iid}/answer", json={"answer": {"note": "a"}})
+        ).status_code == 200
+    assert await asyncio.wait_for(task, 10) == {"note": "a"}

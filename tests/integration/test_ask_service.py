@@ -15,7 +15,7 @@ from layby import CrossIdentityAudienceError, InteractionLimitError, SecretValue
 from layby.clock import ManualClock
 from layby.eventstore import EventStore
 from layby.settings import Settings
-from tests.conftest import ALICE, OPERATOR, System, start_system, stop_system
+from tests.conftest import ALICE, BOB, OPERATOR, System, start_system, stop_system
 from tests.helpers import sse, wait_total
 
 pytestmark = pytest.mark.integration
@@ -258,3 +258,79 @@ async def _events_of(store: EventStore, iid: str) -> list[str]:
         for s in await read_range(store, 1, last)
         if s.event.interaction_id == iid
     ]
+
+
+async def test_a_prune_that_overtakes_its_ask_leaves_a_tombstone_so_the_ask_cannot_land(
+    system: System,
+) -> None:
+    """Cancelled while recording: the prune arrives first and the late ask is refused, so no orphan
+    question waits in the inbox for a caller that is gone (inventory A6.64)."""
+    from contracts.commands import Prune
+
+    client = await system.sdk()
+    iid = str(uuid.uuid4())
+    prune = Prune(token=OPERATOR, interaction_id=iid, reason="cancelled")
+    msg = await client._nc.request(system.settings.names.cmd_prune, msgspec.json.encode(prune), timeout=10)
+    assert REPLY_DECODER.decode(msg.data).outcome == "gone"  # type: ignore[union-attr]
+    late = Ask(token=OPERATOR, interaction_id=iid, question="too late", timeout=30)
+    msg = await client._nc.request(system.settings.names.cmd_ask, msgspec.json.encode(late), timeout=10)
+    reply = REPLY_DECODER.decode(msg.data)
+    assert isinstance(reply, Refused)
+    assert (reply.kind, reply.field) == ("invalid", "interaction_id")
+    await wait_total(system, 0)
+
+
+async def test_a_restricted_token_cannot_read_someone_elses_answer_through_prune(system: System) -> None:
+    """Prune reports an answer only to its asker (or an operator)."""
+    from contracts.commands import Prune
+
+    client = await system.sdk()
+    task = asyncio.create_task(client.ask_user("Secret plan?", audience="bob", timeout=60))
+    item = (await wait_total(system, 1))["items"][0]
+    async with system.http(BOB) as bob:
+        await bob.post(f"/api/interactions/{item['interaction_id']}/answer", json={"answer": "plan B"})
+    assert await task == "plan B"
+    snoop = Prune(token=ALICE, interaction_id=item["interaction_id"], reason="timeout")
+    msg = await client._nc.request(system.settings.names.cmd_prune, msgspec.json.encode(snoop), timeout=10)
+    reply = REPLY_DECODER.decode(msg.data)
+    assert isinstance(reply, Refused)
+    assert "plan B" not in reply.message
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [{"question": "a\x00b"}, {"group_id": "g\x00"}, {"answer_format": "select", "options": ["ok", "n\x00o"]}],
+)
+async def test_nul_characters_are_refused_before_anything_is_stored(
+    system: System, store: EventStore, fields: dict
+) -> None:
+    """PostgreSQL cannot hold U+0000: such asks are refused naming the field, nothing is appended."""
+    _, before = await store.bounds()
+    reply = await raw_ask(system, timeout=30, **fields)
+    assert isinstance(reply, Refused)
+    assert reply.message.endswith("must not contain NUL characters")
+    assert (await store.bounds())[1] == before
+
+
+async def test_a_poison_event_does_not_hold_its_batch_mates_back(
+    system: System, store: EventStore, db: asyncpg.Pool
+) -> None:
+    """An event the projection cannot store is isolated; the events around it are projected at once
+    (ADR 0006)."""
+    from contracts.events import InteractionAsked
+
+    now = datetime.now(UTC)
+    poison = InteractionAsked(
+        interaction_id=str(uuid.uuid4()),
+        group_id="g",
+        question="bad\x00",
+        answer_format="text",
+        created_at=now,
+        timeout_at=now.replace(year=now.year + 1),
+        asked_by="ops",
+    )
+    await store.append(store.names.ix(poison.interaction_id), poison, msg_id="poison", expected_seq=0)
+    good = await raw_ask(system, timeout=60)
+    assert isinstance(good, Accepted)
+    items = (await wait_total(system, 1))["items"]
+    assert items[0]["interaction_id"] == good.interaction_id

@@ -124,8 +124,10 @@ async def test_answered_and_pruned_questions_leave_the_list(system: System) -> N
     """Items are pending questions only (inventory A14.127)."""
     tasks = await ask_many(system, 2)
     items = (await wait_total(system, 2))["items"]
+    q0 = next(i for i in items if i["question"] == "q0")  # asked by tasks[0]
     async with system.http() as http:
-        await http.post(f"/api/interactions/{items[0]['interaction_id']}/answer", json={"answer": "x"})
+        await http.post(f"/api/interactions/{q0['interaction_id']}/answer", json={"answer": "x"})
+    assert await tasks[0] == "x"
     tasks[1].cancel()
     await wait_total(system, 0)
     await asyncio.gather(*tasks, return_exceptions=True)

@@ -38,7 +38,7 @@ async def test_rebuild_from_the_log_reproduces_the_live_tables(
     tasks.append(asyncio.create_task(client.ask_user("secret", sensitive=True, timeout=60)))
     items = (await wait_total(system, 7))["items"]
     async with system.http() as http:
-        for item in items[:3]:
+        for item in [i for i in items if i["question"] != "secret"][:3]:
             await http.post(f"/api/interactions/{item['interaction_id']}/answer", json={"answer": "a"})
     tasks[-1].cancel()
     await wait_total(system, 3)
