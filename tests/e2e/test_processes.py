@@ -53,6 +53,11 @@ def processes(settings: Settings) -> Iterator[dict[str, subprocess.Popen[bytes]]
     env = service_env(settings)
     procs = {name: spawn(name, env) for name in SERVICES}
     yield procs
+    stop_processes(procs)
+
+
+def stop_processes(procs: dict[str, subprocess.Popen[bytes]]) -> None:
+    """SIGTERM every service (they drain), SIGKILL any that is still there after 15 s."""
     for proc in procs.values():
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
@@ -304,11 +309,5 @@ async def test_services_survive_a_restart_of_the_nats_server(
             await client.close()
         assert all(p.poll() is None for p in procs.values()), "a service died with NATS"
     finally:
-        for proc in procs.values():
-            proc.send_signal(signal.SIGTERM)
-        for proc in procs.values():
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop_processes(procs)
         server.stop()
