@@ -42,12 +42,3 @@ def add_frame(ev: InteractionAsked) -> dict[str, Any]:
 def terminal_frame(interaction_id: str, group_id: str) -> dict[str, str]:
     """``interaction.answered`` / ``interaction.removed`` data: exactly these two keys."""
     return {"interaction_id": interaction_id, "group_id": group_id}
-
-
-class Page(msgspec.Struct, frozen=True, kw_only=True):
-    items: list[dict[str, Any]]
-    total: int
-    page: int
-    page_size: int
-    next_page: int | None
-    truncated: bool = False

@@ -64,10 +64,6 @@ class Names(msgspec.Struct, frozen=True):
     def cmd_prune(self) -> str:
         return f"{self.namespace}.cmd.prune"
 
-    @property
-    def cmd_status(self) -> str:
-        return f"{self.namespace}.cmd.status"
-
     def durable(self, role: str) -> str:
         """Durable consumer name of a role (shared by that role's replicas)."""
         return f"{self.namespace}-{role}"

@@ -113,11 +113,6 @@ class EmbeddedNats:
                 self.proc.kill()
                 self.proc.wait()
 
-    def kill(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-
 
 def _pg_bin() -> Path:
     with warnings.catch_warnings():
