@@ -316,28 +316,19 @@ async def ask_user(
 ) -> Any:
     """Ask a person and block until they answer: ``str`` for text/select, ``bool`` for confirm,
     ``dict`` for form. Raises ``InteractionTimeoutError`` when the budget runs out."""
+    args: dict[str, Any] = {
+        "answer_format": answer_format,
+        "options": options,
+        "schema": schema,
+        "timeout": timeout,
+        "group_id": group_id,
+        "audience": audience,
+        "sensitive": sensitive,
+    }
     loop = asyncio.get_running_loop()
     client = _clients.get(loop)
     if client is None:
         # Validate first so a bad call fails before any connection is opened (inventory A2.13).
-        validate_ask(
-            question,
-            answer_format=answer_format,
-            options=options,
-            schema=_schema_of(schema),
-            timeout=timeout,
-            group_id=group_id,
-            audience=audience,
-            sensitive=sensitive,
-        )
+        validate_ask(question, **{**args, "schema": _schema_of(schema)})
         client = _clients[loop] = await connect()
-    return await client.ask_user(
-        question,
-        answer_format=answer_format,
-        options=options,
-        schema=schema,
-        timeout=timeout,
-        group_id=group_id,
-        audience=audience,
-        sensitive=sensitive,
-    )
+    return await client.ask_user(question, **args)
