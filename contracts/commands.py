@@ -6,9 +6,12 @@ to a blocked asker. Commands forbid unknown fields: a typo is a refusal, never a
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 
 import msgspec
+
+from contracts.events import ParkedAsk, Resolution
 
 
 class Ask(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag="cmd.ask.v1"):
@@ -25,6 +28,10 @@ class Ask(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True,
     audience: str | None = None
     sensitive: bool = False
     waiter: str | None = None
+    mode: Literal["sync", "async"] = "sync"
+    expiry_at: datetime | None = None
+    run_id: str | None = None
+    call: int | None = None
 
 
 class Prune(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag="cmd.prune.v1"):
@@ -35,7 +42,40 @@ class Prune(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     reason: Literal["timeout", "cancelled"] = "timeout"
 
 
-Command = Ask | Prune
+class StartRun(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag="cmd.run.start.v1"):
+    """Start a run of a registered flow; any worker hosting the flow executes it."""
+
+    token: str
+    run_id: str
+    flow: str
+    input: Any = None
+
+
+class ParkRun(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag="cmd.run.park.v1"):
+    """The execution of generation ``generation - 1`` suspended on ``asks``."""
+
+    token: str
+    run_id: str
+    generation: int
+    asks: list[ParkedAsk]
+    answers: dict[str, Resolution] = {}
+    resume_id: str | None = None
+
+
+class EndRun(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag="cmd.run.end.v1"):
+    """The execution of generation ``generation`` returned (finished) or gave up (failed)."""
+
+    token: str
+    run_id: str
+    generation: int
+    outcome: Literal["finished", "failed"]
+    result: Any = None
+    error: str | None = None
+    attempts: int = 0
+    resume_id: str | None = None
+
+
+Command = Ask | Prune | StartRun | ParkRun | EndRun
 COMMAND_DECODER: msgspec.json.Decoder[Command] = msgspec.json.Decoder(Command)
 
 
@@ -48,7 +88,7 @@ class Accepted(msgspec.Struct, frozen=True, kw_only=True, tag="ok"):
 class Refused(msgspec.Struct, frozen=True, kw_only=True, tag="refused"):
     """``kind`` tells the SDK which exception to raise; ``field`` names the offending argument."""
 
-    kind: Literal["invalid", "limit", "audience", "unauthorized", "unavailable"]
+    kind: Literal["invalid", "limit", "audience", "unauthorized", "unavailable", "retention", "conflict"]
     message: str
     field: str | None = None
 
@@ -62,7 +102,12 @@ class PruneResult(msgspec.Struct, frozen=True, kw_only=True, tag="pruned"):
     sensitive: bool = False
 
 
-Reply = Accepted | Refused | PruneResult
+class RunAccepted(msgspec.Struct, frozen=True, kw_only=True, tag="run"):
+    run_id: str
+    seq: int
+
+
+Reply = Accepted | Refused | PruneResult | RunAccepted
 REPLY_DECODER: msgspec.json.Decoder[Reply] = msgspec.json.Decoder(Reply)
 
 
@@ -78,3 +123,23 @@ class Wake(msgspec.Struct, frozen=True, kw_only=True):
 
 
 WAKE_DECODER: msgspec.json.Decoder[Wake] = msgspec.json.Decoder(Wake)
+
+
+class Continuation(msgspec.Struct, frozen=True, kw_only=True, tag="continuation.v1"):
+    """One resume of a run, on ``<ns>.cont.<flow>.<run>.<generation>`` (generation 0 = the start).
+
+    Published once per (run, generation): the subject must be empty (expected last subject
+    sequence 0) and ``Nats-Msg-Id`` is the resume id. ``identity`` is the asker's, never the
+    answerer's; ``answers`` holds every resolution so far, by call index.
+    """
+
+    run_id: str
+    flow: str
+    generation: int
+    resume_id: str
+    identity: str
+    input: Any = None
+    answers: dict[str, Resolution] = {}
+
+
+CONTINUATION_DECODER: msgspec.json.Decoder[Continuation] = msgspec.json.Decoder(Continuation)

@@ -42,6 +42,10 @@ class InteractionAsked(msgspec.Struct, frozen=True, kw_only=True, tag="interacti
     origin: str | None = None
     waiter: str | None = None
     """Where a blocked sync asker listens (``<ns>.wake.<waiter>.<id>``); never sent to clients."""
+    run_id: str | None = None
+    """An async park: the run that parked on this question (never sent to clients)."""
+    call: int | None = None
+    """An async park: the ask's call index within its run (replay matches answers by it)."""
 
 
 class InteractionAnswered(msgspec.Struct, frozen=True, kw_only=True, tag="interaction.answered.v1"):
@@ -57,6 +61,8 @@ class InteractionAnswered(msgspec.Struct, frozen=True, kw_only=True, tag="intera
     waiter: str | None = None
     secret_ref: str | None = None
     """For a sensitive question: which ``<ns>.secret.<id>.<ref>`` message holds the answer."""
+    run_id: str | None = None
+    """Copied from the Asked event: the parked run this resolution may resume."""
 
 
 class InteractionRemoved(msgspec.Struct, frozen=True, kw_only=True, tag="interaction.removed.v1"):
@@ -68,18 +74,105 @@ class InteractionRemoved(msgspec.Struct, frozen=True, kw_only=True, tag="interac
     reason: Literal["timeout", "cancelled", "abandoned", "delivery_failed"]
     removed_at: datetime
     waiter: str | None = None
+    run_id: str | None = None
+
+
+class ParkedAsk(msgspec.Struct, frozen=True, kw_only=True):
+    """One async question a run parked on."""
+
+    interaction_id: str
+    call: int
+    question: str
+    expiry_at: datetime
+
+
+class Resolution(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """How one ask of a run resolved: the answer, or the reserved expiry marker."""
+
+    interaction_id: str
+    question: str
+    answer: Any = None
+    answered_by: str | None = None
+
+
+class RunStarted(msgspec.Struct, frozen=True, kw_only=True, tag="run.started.v1"):
+    """A run of a registered flow was started; ``identity`` is the asker every resume runs as."""
+
+    run_id: str
+    flow: str
+    identity: str
+    role: Literal["operator", "user"] = "user"
+    """The starter's role: asks made while resuming are clamped as that identity's would be."""
+    input: Any = None
+    started_at: datetime
+
+
+class RunParked(msgspec.Struct, frozen=True, kw_only=True, tag="run.parked.v1"):
+    """The run suspended on ``asks`` (one park, ``generation`` = how many parks so far).
+
+    ``answers`` is the checkpoint: every resolution of earlier parks, by call index, so a
+    resume replays the flow without reading the log's history.
+    """
+
+    run_id: str
+    generation: int
+    asks: list[ParkedAsk]
+    answers: dict[str, Resolution] = {}
+    parked_at: datetime
+    resume_id: str | None = None
+    """The resume the run was executing when it parked (None for the first execution)."""
+
+
+class RunResumed(msgspec.Struct, frozen=True, kw_only=True, tag="run.resumed.v1"):
+    """The last ask of park ``generation`` resolved: the one resume of that park.
+
+    Appended before the continuation is published, with the park's sequence expected, so it is
+    the exactly-once decision; ``answers`` (every resolution so far) lets the continuation be
+    re-published after a crash.
+    """
+
+    run_id: str
+    generation: int
+    resume_id: str
+    resumed_at: datetime
+    answers: dict[str, Resolution] = {}
+
+
+class RunFinished(msgspec.Struct, frozen=True, kw_only=True, tag="run.finished.v1"):
+    run_id: str
+    generation: int
+    result: Any = None
+    finished_at: datetime
+    resume_id: str | None = None
+
+
+class RunFailed(msgspec.Struct, frozen=True, kw_only=True, tag="run.failed.v1"):
+    """The flow raised on every attempt (or could not be resumed); ``error`` says why."""
+
+    run_id: str
+    generation: int
+    error: str
+    attempts: int = 0
+    failed_at: datetime
+    resume_id: str | None = None
 
 
 InteractionEvent = InteractionAsked | InteractionAnswered | InteractionRemoved
+RunEvent = RunStarted | RunParked | RunResumed | RunFinished | RunFailed
+Event = InteractionAsked | InteractionAnswered | InteractionRemoved | RunEvent
 
-EVENT_DECODER: msgspec.json.Decoder[InteractionEvent] = msgspec.json.Decoder(InteractionEvent)
+EXPIRY_ANSWER: dict[str, bool] = {"layby:interaction_expired": True}
+"""The reserved marker an expired ask contributes in place of an answer (inventory A7.75, B1)."""
+EXPIRY_ANSWERER = "system:expiry"
+
+EVENT_DECODER: msgspec.json.Decoder[Event] = msgspec.json.Decoder(Event)
 ENCODER = msgspec.json.Encoder()
 
 
-def encode_event(event: InteractionEvent) -> bytes:
+def encode_event(event: Event) -> bytes:
     return ENCODER.encode(event)
 
 
-def decode_event(data: bytes) -> InteractionEvent:
+def decode_event(data: bytes) -> Event:
     """Decode one log message; raises ``msgspec.ValidationError``/``DecodeError`` when malformed."""
     return EVENT_DECODER.decode(data)

@@ -36,6 +36,29 @@ class Names(msgspec.Struct, frozen=True):
         """The subject of one interaction aggregate."""
         return f"{self.namespace}.ev.ix.{interaction_id}"
 
+    def run(self, run_id: str) -> str:
+        """The subject of one run aggregate (started, parked, resumed, finished, failed)."""
+        return f"{self.namespace}.ev.run.{run_id}"
+
+    @property
+    def runs_all(self) -> str:
+        return f"{self.namespace}.ev.run.*"
+
+    @property
+    def continuations_stream(self) -> str:
+        """Continuations to run: one message per (run, generation), de-duplicated by key."""
+        return f"{self.namespace.upper()}_CONTINUATIONS"
+
+    def continuation(self, flow: str, run_id: str, generation: int) -> str:
+        return f"{self.namespace}.cont.{flow}.{run_id}.{generation}"
+
+    def continuations_of(self, flow: str) -> str:
+        return f"{self.namespace}.cont.{flow}.>"
+
+    @property
+    def continuations_all(self) -> str:
+        return f"{self.namespace}.cont.>"
+
     def secret(self, interaction_id: str, ref: str) -> str:
         return f"{self.namespace}.secret.{interaction_id}.{ref}"
 
@@ -63,6 +86,15 @@ class Names(msgspec.Struct, frozen=True):
     @property
     def cmd_prune(self) -> str:
         return f"{self.namespace}.cmd.prune"
+
+    @property
+    def cmd_run(self) -> str:
+        """Run commands (start, park, end), answered by the ask service."""
+        return f"{self.namespace}.cmd.run"
+
+    def flow_durable(self, flow: str) -> str:
+        """The durable consumer shared by every worker that hosts ``flow``."""
+        return f"{self.namespace}-flow-{flow}"
 
     def durable(self, role: str) -> str:
         """Durable consumer name of a role (shared by that role's replicas)."""

@@ -5,20 +5,32 @@ from layby import ask_user, InteractionTimeoutError
 approved = await ask_user("Deploy v2 to production?", answer_format="confirm", timeout=600)
 """
 
+from contracts.events import EXPIRY_ANSWER
 from layby.errors import (
     CrossIdentityAudienceError,
     InteractionLimitError,
     InteractionTimeoutError,
+    NonDeterministicRunError,
+    ParkExpiryExceedsRetentionError,
 )
+from layby.runs import RunInfo, Suspended, current_run
 from layby.sdk import Client, SecretValue, ask_user, connect
+from layby.worker import Worker
 
 __all__ = [
+    "EXPIRY_ANSWER",
     "Client",
     "CrossIdentityAudienceError",
     "InteractionLimitError",
     "InteractionTimeoutError",
+    "NonDeterministicRunError",
+    "ParkExpiryExceedsRetentionError",
+    "RunInfo",
     "SecretValue",
+    "Suspended",
+    "Worker",
     "ask_user",
     "connect",
+    "current_run",
 ]
 __version__ = "0.1.0"

@@ -38,17 +38,48 @@ FETCH_BATCH = 256
 Handler = Callable[[list[Stored]], Awaitable[None]]
 
 
-async def ensure_consumer(store: EventStore, role: str, *, deliver_all: bool) -> str:
+async def _reconcile_filter(store: EventStore, durable: str, filter_subject: str) -> int | None:
+    """When a durable from an earlier release filters other subjects, replace it.
+
+    NATS 2.9 cannot change a consumer's filter, so the consumer is deleted and recreated from
+    the old one's ack floor: nothing it had not acknowledged is skipped. Returns that start
+    sequence, or None when the consumer is absent or already right.
+    """
+    try:
+        info = await store.js.consumer_info(store.names.events_stream, durable)
+    except nats.js.errors.NotFoundError:
+        return None
+    if info.config.filter_subject == filter_subject:
+        return None
+    start = int(info.ack_floor.stream_seq if info.ack_floor else 0) + 1
+    log.warning(
+        "consumer.refilter", durable=durable, old=info.config.filter_subject, new=filter_subject, start=start
+    )
+    try:
+        await store.js.delete_consumer(store.names.events_stream, durable)
+    except nats.js.errors.NotFoundError:
+        pass
+    return start
+
+
+async def ensure_consumer(
+    store: EventStore, role: str, *, deliver_all: bool, filter_subject: str | None = None
+) -> str:
     durable = store.names.durable(role)
+    subject = filter_subject or store.names.events_all
+    start = await _reconcile_filter(store, durable, subject)
     config = ConsumerConfig(
         durable_name=durable,
         ack_policy=AckPolicy.EXPLICIT,
         deliver_policy=DeliverPolicy.ALL if deliver_all else DeliverPolicy.NEW,
-        filter_subject=store.names.ix_all,
+        filter_subject=subject,
         ack_wait=30,
         max_ack_pending=20000,
         max_deliver=-1,
     )
+    if start is not None:
+        config.deliver_policy = DeliverPolicy.BY_START_SEQUENCE
+        config.opt_start_seq = start
     try:
         await store.js.consumer_info(store.names.events_stream, durable)
     except nats.js.errors.NotFoundError:
@@ -145,6 +176,7 @@ async def consume(
     stop: asyncio.Event,
     deliver_all: bool = False,
     linger: float = 0.0,
+    filter_subject: str | None = None,
 ) -> None:
     """Run ``handler`` over batches until ``stop`` is set. Survives NATS restarts.
 
@@ -152,10 +184,19 @@ async def consume(
     the loop waits that long before fetching again, so messages arriving one by one are taken
     in batches (fewer pull requests, one transaction per batch).
     """
-    durable = await ensure_consumer(store, role, deliver_all=deliver_all)
+    durable = await ensure_consumer(store, role, deliver_all=deliver_all, filter_subject=filter_subject)
     sub = await store.js.pull_subscribe_bind(durable, store.names.events_stream)
     try:
-        await _loop(store, sub, role=role, handler=handler, stop=stop, deliver_all=deliver_all, linger=linger)
+        await _loop(
+            store,
+            sub,
+            role=role,
+            handler=handler,
+            stop=stop,
+            deliver_all=deliver_all,
+            linger=linger,
+            filter_subject=filter_subject,
+        )
     finally:
         try:
             await sub.unsubscribe()
@@ -172,6 +213,7 @@ async def _loop(
     stop: asyncio.Event,
     deliver_all: bool,
     linger: float,
+    filter_subject: str | None,
 ) -> None:
     while not stop.is_set():
         try:
@@ -182,7 +224,7 @@ async def _loop(
             log.warning("consumer.fetch_failed", role=role, error=str(exc))
             await asyncio.sleep(0.5)
             try:
-                await ensure_consumer(store, role, deliver_all=deliver_all)
+                await ensure_consumer(store, role, deliver_all=deliver_all, filter_subject=filter_subject)
             except (nats.errors.Error, nats.js.errors.Error):
                 pass
             continue
@@ -200,32 +242,57 @@ async def _loop(
 
 
 async def consume_push(
-    store: EventStore, *, role: str, handler: Handler, stop: asyncio.Event, deliver_all: bool = False
+    store: EventStore,
+    *,
+    role: str,
+    handler: Handler,
+    stop: asyncio.Event,
+    deliver_all: bool = False,
+    concurrency: int = 1,
 ) -> None:
     """Like ``consume``, for latency-critical roles: a durable *push* consumer with a deliver
     group shared by the role's replicas. The server sends each message as it is stored (no pull
     round trips); each is handled as a batch of one and acknowledged after the handler returns."""
     durable = store.names.durable(role)
+    start = await _reconcile_filter(store, durable, store.names.events_all)
+
+    slots = asyncio.Semaphore(concurrency)
+    running: set[asyncio.Task[None]] = set()
+
+    async def settle_one(msg: Msg, stored: Stored) -> None:
+        try:
+            await handle_and_settle(handler, [msg], [stored], role)
+        finally:
+            slots.release()
 
     async def on_message(msg: Msg) -> None:
         stored = await _decode(msg, role)
-        if stored is not None:
-            await handle_and_settle(handler, [msg], [stored], role)
+        if stored is None:
+            return
+        # Messages are handled concurrently (up to ``concurrency``); each is acked on its own.
+        await slots.acquire()
+        task = asyncio.create_task(settle_one(msg, stored))
+        running.add(task)
+        task.add_done_callback(running.discard)
 
+    config = ConsumerConfig(
+        ack_policy=AckPolicy.EXPLICIT,
+        deliver_policy=DeliverPolicy.ALL if deliver_all else DeliverPolicy.NEW,
+        ack_wait=30,
+        max_ack_pending=20000,
+        max_deliver=-1,
+    )
+    if start is not None:
+        config.deliver_policy = DeliverPolicy.BY_START_SEQUENCE
+        config.opt_start_seq = start
     sub = await store.js.subscribe(
-        store.names.ix_all,
+        store.names.events_all,
         queue=durable,
         durable=durable,
         stream=store.names.events_stream,
         cb=on_message,
         manual_ack=True,
-        config=ConsumerConfig(
-            ack_policy=AckPolicy.EXPLICIT,
-            deliver_policy=DeliverPolicy.ALL if deliver_all else DeliverPolicy.NEW,
-            ack_wait=30,
-            max_ack_pending=20000,
-            max_deliver=-1,
-        ),
+        config=config,
     )
     try:
         await stop.wait()
@@ -234,3 +301,5 @@ async def consume_push(
             await sub.unsubscribe()
         except (nats.errors.Error, nats.js.errors.Error):
             pass
+        if running:
+            await asyncio.wait(running, timeout=5)

@@ -6,7 +6,8 @@ from importlib import resources
 
 import asyncpg
 
-PROJECTION_TABLES = ("interactions", "projector_checkpoints")
+PROJECTION_TABLES = ("interactions", "projector_checkpoints", "runs")
+PROJECTION_FILES = ("0001_projections.sql", "0003_runs.sql")
 _MIGRATION_LOCK = 0x1A7B7_0001
 
 
@@ -18,7 +19,8 @@ def sql_files() -> list[tuple[str, str]]:
 
 
 def projection_sql() -> str:
-    return dict(sql_files())["0001_projections.sql"]
+    files = dict(sql_files())
+    return "\n".join(files[name] for name in PROJECTION_FILES)
 
 
 def _quote_ident(name: str) -> str:

@@ -59,3 +59,18 @@ class InteractionTimeoutError(LaybyError, TimeoutError):
     def __init__(self, message: str, *, interaction_id: str) -> None:
         super().__init__(message)
         self.interaction_id = interaction_id
+
+
+class ParkExpiryExceedsRetentionError(LaybyError, ValueError):
+    """An async park's ``expiry_at`` lies beyond the checkpoint retention horizon (A8.83).
+
+    Nothing was recorded; the message names the interaction, its ``expiry_at`` and the horizon.
+    """
+
+    def __init__(self, message: str, *, interaction_id: str) -> None:
+        super().__init__(message)
+        self.interaction_id = interaction_id
+
+
+class NonDeterministicRunError(LaybyError, RuntimeError):
+    """A resumed flow asked a different question at a call whose answer was recorded."""

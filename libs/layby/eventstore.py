@@ -24,7 +24,7 @@ from nats.js.api import (
     StreamConfig,
 )
 
-from contracts.events import InteractionEvent, decode_event, encode_event
+from contracts.events import Event, decode_event, encode_event
 from contracts.subjects import Names
 from layby.errors import Conflict, Transient
 
@@ -32,6 +32,7 @@ WRONG_LAST_SEQUENCE = 10071
 NO_MESSAGE_FOUND = 10037
 STREAM_NOT_FOUND = 10059
 DUPLICATE_WINDOW = timedelta(minutes=2)
+CONTINUATION_MAX_AGE = timedelta(days=30)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +40,7 @@ class Stored:
     """One event as read back from the log, with its stream sequence."""
 
     seq: int
-    event: InteractionEvent
+    event: Event
 
 
 async def connect_nats(url: str, *, name: str) -> NATS:
@@ -94,6 +95,21 @@ class EventStore:
             )
         )
 
+        await self._ensure(
+            StreamConfig(
+                name=self.names.continuations_stream,
+                subjects=[self.names.continuations_all],
+                retention=RetentionPolicy.LIMITS,
+                storage=StorageType.FILE,
+                num_replicas=self._replicas,
+                max_age=CONTINUATION_MAX_AGE.total_seconds(),
+                max_msgs_per_subject=1,
+                allow_direct=True,
+                duplicate_window=DUPLICATE_WINDOW.total_seconds(),
+                description="Layby continuations: one per (run, generation), consumed by workers",
+            )
+        )
+
     async def _ensure(self, config: StreamConfig) -> None:
         assert config.name is not None
         try:
@@ -106,9 +122,7 @@ class EventStore:
                 pass  # another replica created it between our two calls
         await self.js.update_stream(config)
 
-    async def append(
-        self, subject: str, event: InteractionEvent, *, msg_id: str, expected_seq: int | None
-    ) -> int:
+    async def append(self, subject: str, event: Event, *, msg_id: str, expected_seq: int | None) -> int:
         """Append one event; returns its stream sequence.
 
         Raises ``Conflict`` when ``expected_seq`` is no longer the subject's last sequence (a
@@ -172,6 +186,27 @@ class EventStore:
         """(first, last) sequence of the event log."""
         info = await self.js.stream_info(self.names.events_stream)
         return int(info.state.first_seq), int(info.state.last_seq)
+
+    async def publish_once(self, subject: str, payload: bytes, *, msg_id: str) -> bool:
+        """Publish to an empty subject of the continuations stream, at most once.
+
+        ``Nats-Msg-Id`` absorbs a retry within the duplicate window, and the expected last
+        subject sequence 0 absorbs one after it. Returns False when it was already there.
+        """
+        headers = {"Nats-Msg-Id": msg_id, "Nats-Expected-Last-Subject-Sequence": "0"}
+        try:
+            ack = await self.js.publish(subject, payload, headers=headers, timeout=10)
+        except nats.js.errors.APIError as exc:
+            if exc.err_code == WRONG_LAST_SEQUENCE:
+                return False
+            raise Transient(f"publish to {subject} failed: {exc}") from exc
+        except (
+            nats.errors.TimeoutError,
+            nats.errors.NoRespondersError,
+            nats.errors.ConnectionClosedError,
+        ) as exc:
+            raise Transient(f"publish to {subject} failed: {type(exc).__name__}") from exc
+        return not ack.duplicate
 
     async def put_secret(self, interaction_id: str, ref: str, payload: bytes) -> None:
         """Keep a sensitive answer for its waiter (idle TTL), outside the event log."""

@@ -18,7 +18,17 @@ import nats.errors
 from asyncpg.pool import PoolConnectionProxy
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
-from contracts.events import InteractionAnswered, InteractionAsked, InteractionRemoved, decode_event
+from contracts.events import (
+    InteractionAnswered,
+    InteractionAsked,
+    InteractionRemoved,
+    RunFailed,
+    RunFinished,
+    RunParked,
+    RunResumed,
+    RunStarted,
+    decode_event,
+)
 from contracts.http import add_frame
 from layby.db import PROJECTION_TABLES, projection_sql
 from layby.errors import Permanent, Transient
@@ -34,10 +44,11 @@ REBUILD_LOCK = 0x1A7B7_0002
 
 _ASKED = """
 INSERT INTO interactions AS t (interaction_id, group_id, status, answer_format, mode, audience, asked_by,
-    sensitive, created_at, timeout_at, item, asked_seq, last_seq)
-VALUES ($1, $2, 'pending', $3, $4, $5, $6, $7, $8, $9, $10::jsonb, $11, $11)
+    sensitive, created_at, timeout_at, item, asked_seq, last_seq, run_id)
+VALUES ($1, $2, 'pending', $3, $4, $5, $6, $7, $8, $9, $10::jsonb, $11, $11, $12)
 ON CONFLICT (interaction_id) DO UPDATE SET
     answer_format = EXCLUDED.answer_format, mode = EXCLUDED.mode, asked_by = EXCLUDED.asked_by,
+    run_id = EXCLUDED.run_id,
     sensitive = EXCLUDED.sensitive, created_at = EXCLUDED.created_at, timeout_at = EXCLUDED.timeout_at,
     item = EXCLUDED.item, asked_seq = EXCLUDED.asked_seq, audience = EXCLUDED.audience
 WHERE t.asked_seq IS NULL
@@ -63,6 +74,45 @@ ON CONFLICT (interaction_id) DO UPDATE SET
 WHERE t.last_seq < EXCLUDED.last_seq
 """
 
+_RUN_STARTED = """
+INSERT INTO runs AS r (run_id, flow, identity, status, input, created_at, updated_at, last_seq)
+VALUES ($1, $2, $3, 'running', $4::jsonb, $5, $5, $6)
+ON CONFLICT (run_id) DO UPDATE SET
+    flow = EXCLUDED.flow, identity = EXCLUDED.identity, input = EXCLUDED.input,
+    created_at = EXCLUDED.created_at
+"""
+
+_RUN_PARKED = """
+INSERT INTO runs AS r (run_id, status, generation, checkpoint, asks, expiry_at, resume_id, updated_at,
+    last_seq)
+VALUES ($1, 'parked', $2, $3::jsonb, $4::jsonb, $5, $6, $7, $8)
+ON CONFLICT (run_id) DO UPDATE SET
+    status = 'parked', generation = EXCLUDED.generation, checkpoint = EXCLUDED.checkpoint,
+    asks = EXCLUDED.asks, expiry_at = EXCLUDED.expiry_at, resume_id = EXCLUDED.resume_id,
+    updated_at = EXCLUDED.updated_at, last_seq = EXCLUDED.last_seq
+WHERE r.last_seq < EXCLUDED.last_seq
+"""
+
+_RUN_RESUMED = """
+INSERT INTO runs AS r (run_id, status, generation, resume_id, updated_at, last_seq, checkpoint)
+VALUES ($1, 'resumed', $2, $3, $4, $5, $6::jsonb)
+ON CONFLICT (run_id) DO UPDATE SET
+    status = 'resumed', generation = EXCLUDED.generation, resume_id = EXCLUDED.resume_id,
+    checkpoint = EXCLUDED.checkpoint,
+    updated_at = EXCLUDED.updated_at, last_seq = EXCLUDED.last_seq
+WHERE r.last_seq < EXCLUDED.last_seq
+"""
+
+_RUN_ENDED = """
+INSERT INTO runs AS r (run_id, status, generation, result, error, updated_at, last_seq)
+VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7)
+ON CONFLICT (run_id) DO UPDATE SET
+    status = EXCLUDED.status, generation = EXCLUDED.generation, result = EXCLUDED.result,
+    error = EXCLUDED.error, asks = NULL, expiry_at = NULL,
+    updated_at = EXCLUDED.updated_at, last_seq = EXCLUDED.last_seq
+WHERE r.last_seq < EXCLUDED.last_seq
+"""
+
 _CHECKPOINT = """
 INSERT INTO projector_checkpoints AS c (name, seq) VALUES ($1, $2)
 ON CONFLICT (name) DO UPDATE SET seq = GREATEST(c.seq, EXCLUDED.seq)
@@ -79,6 +129,7 @@ async def apply_batch(conn: Conn, batch: Sequence[Stored], *, name: str = INBOX)
     answered: list[tuple[Any, ...]] = []
     removed: list[tuple[Any, ...]] = []
     resolved: list[tuple[str]] = []
+    runs: list[tuple[str, tuple[Any, ...]]] = []
     for stored in batch:
         ev = stored.event
         match ev:
@@ -96,6 +147,7 @@ async def apply_batch(conn: Conn, batch: Sequence[Stored], *, name: str = INBOX)
                         ev.timeout_at,
                         _json.encode(add_frame(ev)).decode(),
                         stored.seq,
+                        ev.run_id,
                     )
                 )
             case InteractionAnswered():
@@ -116,6 +168,65 @@ async def apply_batch(conn: Conn, batch: Sequence[Stored], *, name: str = INBOX)
                     (ev.interaction_id, ev.group_id, ev.audience, ev.reason, ev.removed_at, stored.seq)
                 )
                 resolved.append((ev.interaction_id,))
+            case RunStarted():
+                runs.append(
+                    (
+                        _RUN_STARTED,
+                        (ev.run_id, ev.flow, ev.identity, _json_or_null(ev.input), ev.started_at, stored.seq),
+                    )
+                )
+            case RunParked():
+                runs.append(
+                    (
+                        _RUN_PARKED,
+                        (
+                            ev.run_id,
+                            ev.generation,
+                            _json.encode(ev.answers).decode(),
+                            _json.encode(ev.asks).decode(),
+                            min(a.expiry_at for a in ev.asks) if ev.asks else None,
+                            ev.resume_id,
+                            ev.parked_at,
+                            stored.seq,
+                        ),
+                    )
+                )
+            case RunResumed():
+                runs.append(
+                    (
+                        _RUN_RESUMED,
+                        (
+                            ev.run_id,
+                            ev.generation,
+                            ev.resume_id,
+                            ev.resumed_at,
+                            stored.seq,
+                            _json.encode(ev.answers).decode(),
+                        ),
+                    )
+                )
+            case RunFinished():
+                runs.append(
+                    (
+                        _RUN_ENDED,
+                        (
+                            ev.run_id,
+                            "finished",
+                            ev.generation,
+                            _json_or_null(ev.result),
+                            None,
+                            ev.finished_at,
+                            stored.seq,
+                        ),
+                    )
+                )
+            case RunFailed():
+                runs.append(
+                    (
+                        _RUN_ENDED,
+                        (ev.run_id, "failed", ev.generation, None, ev.error, ev.failed_at, stored.seq),
+                    )
+                )
     async with conn.transaction():
         if asked:
             await conn.executemany(_ASKED, asked)
@@ -125,6 +236,8 @@ async def apply_batch(conn: Conn, batch: Sequence[Stored], *, name: str = INBOX)
             await conn.executemany(_REMOVED, removed)
         if resolved:
             await conn.executemany("DELETE FROM admissions WHERE interaction_id = $1", resolved)
+        for statement, args in runs:
+            await conn.execute(statement, *args)
         if batch:
             await conn.execute(_CHECKPOINT, name, max(s.seq for s in batch))
 
@@ -135,7 +248,7 @@ async def read_range(store: EventStore, first: int, last: int, *, batch: int = 1
     if last < first:
         return out
     sub = await store.js.subscribe(
-        store.names.ix_all,
+        store.names.events_all,
         ordered_consumer=True,
         config=ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=first),
         pending_msgs_limit=batch * 10,
@@ -145,7 +258,7 @@ async def read_range(store: EventStore, first: int, last: int, *, batch: int = 1
             try:
                 msg = await sub.next_msg(timeout=10)
             except nats.errors.TimeoutError:
-                # Every message of the log is an interaction event: a replay that stops short
+                # Every message of the log is an event: a replay that stops short
                 # of ``last`` is a failure, never a silently shorter projection.
                 reached = out[-1].seq if out else first - 1
                 raise Transient(f"replay stalled at sequence {reached} before {last}") from None

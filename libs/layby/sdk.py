@@ -25,28 +25,37 @@ from contracts.commands import (
     WAKE_DECODER,
     Accepted,
     Ask,
+    EndRun,
+    ParkRun,
     Prune,
     PruneResult,
     Refused,
+    RunAccepted,
+    StartRun,
     Wake,
 )
+from contracts.events import ParkedAsk
 from contracts.subjects import Names
 from layby.errors import (
     BadInput,
     CrossIdentityAudienceError,
     InteractionLimitError,
     InteractionTimeoutError,
+    NonDeterministicRunError,
+    ParkExpiryExceedsRetentionError,
     Unauthorized,
 )
 from layby.eventstore import connect_nats
 from layby.logs import get_logger
+from layby.runs import RunContext, Suspended, current_context, require_park_context
 from layby.runtime import data_dir, read_runtime
 from layby.settings import Settings, load_settings
-from layby.validation import new_interaction_id, validate_ask
+from layby.validation import call_interaction_id, is_flow_name, new_interaction_id, validate_ask
 
 _enc = msgspec.json.Encoder()
 log = get_logger("layby.sdk")
 REQUEST_TIMEOUT = 10.0
+PARK_RECORD_BUDGET = 60.0
 
 
 class SecretValue:
@@ -122,7 +131,11 @@ class Client:
         group_id: str | None = None,
         audience: str | None = None,
         sensitive: bool = False,
+        mode: str = "sync",
+        expiry_at: datetime | None = None,
     ) -> Any:
+        """Ask a person. ``mode="sync"`` blocks until the answer (or the timeout);
+        ``mode="async"`` parks the run executing this code (see ``layby.Worker``)."""
         spec = validate_ask(
             question,
             answer_format=answer_format,
@@ -133,7 +146,11 @@ class Client:
             audience=audience,
             sensitive=sensitive,
             default_timeout=self._default_timeout,
+            mode=mode,
+            expiry_at=expiry_at,
         )
+        if spec.mode == "async":
+            return await self._park(require_park_context(), spec, answer_format)
         interaction_id = new_interaction_id()
         deadline = time.monotonic() + spec.timeout
         # The server's deadline decides whether a late-found answer came in time; until the ask
@@ -164,6 +181,115 @@ class Client:
         finally:
             self._waiting.pop(interaction_id, None)
 
+    async def _park(self, ctx: RunContext, spec: Any, fmt: str) -> Any:
+        """Record an async ask of the run ``ctx`` and park the run on it (inventory A7.69).
+
+        Replay: when this call already resolved in an earlier execution, its answer (or the
+        expiry marker) is returned at once. Otherwise the question is recorded under the call's
+        stable id and the ``Suspended`` sentinel goes to the driver, which ends the execution
+        at the park; the code after this call runs when the run resumes.
+        """
+        call = ctx.next_call()
+        known = ctx.answers.get(str(call))
+        if known is not None:
+            if known.question != spec.question:
+                raise NonDeterministicRunError(
+                    f"run {ctx.info.run_id} asked {spec.question!r} at call {call}, but that call "
+                    f"was recorded as {known.question!r}: a flow must ask the same questions in the "
+                    "same order on every execution"
+                )
+            return known.answer
+        interaction_id = call_interaction_id(ctx.info.run_id, call)
+        ctx.recording()
+        try:
+            await self._record(
+                interaction_id,
+                spec.question,
+                fmt,
+                spec,
+                time.monotonic() + PARK_RECORD_BUDGET,
+                run_id=ctx.info.run_id,
+                call=call,
+            )
+        finally:
+            ctx.recorded()
+        assert spec.expiry_at is not None
+        sentinel = Suspended(interaction_id, spec.expiry_at)
+        return await ctx.suspend(
+            ParkedAsk(
+                interaction_id=sentinel.interaction_id,
+                call=call,
+                question=spec.question,
+                expiry_at=sentinel.expiry_at,
+            )
+        )
+
+    async def start_run(self, flow: str, input: Any = None, *, run_id: str | None = None) -> str:
+        """Start a run of ``flow``; a worker hosting the flow executes it. Returns the run id.
+
+        Passing your own ``run_id`` (a uuid4 string) makes the start idempotent.
+        """
+        if not is_flow_name(flow):
+            raise BadInput("flow must be 1-64 of [A-Za-z0-9_-]", field="flow")
+        try:
+            msgspec.json.encode(input)
+        except (TypeError, msgspec.EncodeError) as exc:
+            raise BadInput(f"input must be JSON-serializable: {exc}", field="input") from None
+        run_id = run_id or new_interaction_id()
+        reply = await self.run_command(StartRun(token=self._token, run_id=run_id, flow=flow, input=input))
+        if isinstance(reply, Refused):
+            self._raise_refusal(reply)
+        return run_id
+
+    async def run_command(self, cmd: StartRun | ParkRun | EndRun) -> RunAccepted | Refused:
+        """Send a run command to the ask service; retried on timeouts (commands are idempotent)."""
+        payload = _enc.encode(cmd)
+        for attempt in range(6):
+            try:
+                msg = await self._nc.request(self._names.cmd_run, payload, timeout=REQUEST_TIMEOUT)
+                break
+            except nats.errors.NoRespondersError:
+                if attempt == 5:
+                    raise RuntimeError(
+                        f"no ask service answers on {self._names.cmd_run}: start Layby with `layby up`"
+                    ) from None
+                await asyncio.sleep(0.5 * (attempt + 1))
+            except nats.errors.TimeoutError:
+                if attempt == 5:
+                    raise
+        reply = REPLY_DECODER.decode(msg.data)
+        if not isinstance(reply, RunAccepted | Refused):
+            raise RuntimeError(f"unexpected reply to a run command: {reply!r}")  # noqa: TRY004
+        return reply
+
+    @property
+    def token(self) -> str:
+        return self._token
+
+    @property
+    def nc(self) -> NATS:
+        return self._nc
+
+    @property
+    def names(self) -> Names:
+        return self._names
+
+    @staticmethod
+    def _raise_refusal(reply: Refused, interaction_id: str = "") -> None:
+        match reply.kind:
+            case "invalid":
+                raise BadInput(reply.message, field=reply.field)
+            case "limit":
+                raise InteractionLimitError(reply.message)
+            case "audience":
+                raise CrossIdentityAudienceError(reply.message)
+            case "unauthorized":
+                raise Unauthorized(f"LAYBY_TOKEN was refused: {reply.message}")
+            case "retention":
+                raise ParkExpiryExceedsRetentionError(reply.message, interaction_id=interaction_id)
+            case _:
+                raise RuntimeError(reply.message)
+
     async def _ensure_wake_subscription(self) -> None:
         """One subscription per client on ``<ns>.wake.<waiter>.*``, created on the first ask."""
         if self._wake_sub is None:
@@ -180,7 +306,15 @@ class Client:
             woken.set_result(wake)
 
     async def _record(
-        self, interaction_id: str, question: str, fmt: str, spec: Any, deadline: float
+        self,
+        interaction_id: str,
+        question: str,
+        fmt: str,
+        spec: Any,
+        deadline: float,
+        *,
+        run_id: str | None = None,
+        call: int | None = None,
     ) -> Accepted:
         cmd = Ask(
             token=self._token,
@@ -189,11 +323,15 @@ class Client:
             answer_format=fmt,
             options=(spec.format_payload or {}).get("options"),
             schema=(spec.format_payload or {}).get("schema"),
-            timeout=spec.timeout,
             group_id=spec.group_id,
             audience=spec.audience,
             sensitive=spec.sensitive,
-            waiter=self._waiter,
+            waiter=None if run_id else self._waiter,
+            mode=spec.mode,
+            expiry_at=spec.expiry_at,
+            timeout=None if spec.mode == "async" else spec.timeout,
+            run_id=run_id,
+            call=call,
         )
         payload = _enc.encode(cmd)
         while True:
@@ -214,17 +352,7 @@ class Client:
                 continue  # the same interaction id makes the retry idempotent
         reply = REPLY_DECODER.decode(msg.data)
         if isinstance(reply, Refused):
-            match reply.kind:
-                case "invalid":
-                    raise BadInput(reply.message, field=reply.field)
-                case "limit":
-                    raise InteractionLimitError(reply.message)
-                case "audience":
-                    raise CrossIdentityAudienceError(reply.message)
-                case "unauthorized":
-                    raise Unauthorized(f"LAYBY_TOKEN was refused: {reply.message}")
-                case _:
-                    raise RuntimeError(reply.message)
+            self._raise_refusal(reply, interaction_id)
         assert isinstance(reply, Accepted)
         return reply
 
@@ -313,9 +441,15 @@ async def ask_user(
     group_id: str | None = None,
     audience: str | None = None,
     sensitive: bool = False,
+    mode: str = "sync",
+    expiry_at: datetime | None = None,
 ) -> Any:
     """Ask a person and block until they answer: ``str`` for text/select, ``bool`` for confirm,
-    ``dict`` for form. Raises ``InteractionTimeoutError`` when the budget runs out."""
+    ``dict`` for form. Raises ``InteractionTimeoutError`` when the budget runs out.
+
+    ``mode="async"`` with a timezone-aware ``expiry_at`` parks the flow run executing this
+    code instead (``layby.Worker``); the run resumes with the answer, or with
+    ``{"layby:interaction_expired": True}`` when ``expiry_at`` passes first."""
     args: dict[str, Any] = {
         "answer_format": answer_format,
         "options": options,
@@ -324,11 +458,18 @@ async def ask_user(
         "group_id": group_id,
         "audience": audience,
         "sensitive": sensitive,
+        "mode": mode,
+        "expiry_at": expiry_at,
     }
+    ctx = current_context()
+    if ctx is not None and ctx.client is not None:
+        return await ctx.client.ask_user(question, **args)
     loop = asyncio.get_running_loop()
     client = _clients.get(loop)
     if client is None:
         # Validate first so a bad call fails before any connection is opened (inventory A2.13).
         validate_ask(question, **{**args, "schema": _schema_of(schema)})
+        if mode == "async":
+            require_park_context()
         client = _clients[loop] = await connect()
     return await client.ask_user(question, **args)

@@ -70,6 +70,17 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     """INTERACTIONS_MAX_CONCURRENT: open to-user questions platform-wide; unset/none = unlimited."""
     blocking_grace_seconds: float = 5.0
     """INTERACTIONS_BLOCKING_GRACE_SECONDS: grace before an abandoned sync question is swept."""
+    checkpoint_retention_seconds: float | None = None
+    """LAYBY_CHECKPOINT_RETENTION: how long a parked run's checkpoint is kept (seconds, or a
+    duration such as 30d / 12h / 90m); unset or ``forever`` keeps it forever. A park whose
+    ``expiry_at`` lies beyond now + retention is refused."""
+    expiry_poll_seconds: float = 0.2
+    """LAYBY_EXPIRY_POLL_SECONDS: how often the sweeper looks for async parks past ``expiry_at``."""
+    continuation_ack_wait_seconds: float = 30.0
+    """LAYBY_CONTINUATION_ACK_WAIT_SECONDS: a continuation whose worker neither finishes nor
+    reports progress within this time is redelivered to another worker."""
+    continuation_max_attempts: int = 5
+    """LAYBY_CONTINUATION_MAX_ATTEMPTS: executions of a raising continuation before the run fails."""
 
     @property
     def names(self) -> Names:
@@ -107,6 +118,26 @@ def _max_concurrent(var: str, raw: str) -> int | None:
     if raw.strip().lower() in {"", "none", "unlimited"}:
         return None
     return _positive_int(var, raw)
+
+
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def _retention(var: str, raw: str) -> float | None:
+    text = raw.strip().lower()
+    if text in {"", "forever", "none", "keep-forever"}:
+        return None
+    unit = _UNITS.get(text[-1:])
+    number = text[:-1] if unit else text
+    try:
+        value = float(number) * (unit or 1.0)
+    except ValueError:
+        raise SettingsError(
+            f"{var} must be seconds or a duration such as 30d, 12h, 90m; or 'forever'; got {raw!r}"
+        ) from None
+    if not (0 < value < float("inf")):
+        raise SettingsError(f"{var} must be > 0 (or 'forever'), got {raw!r}")
+    return value
 
 
 def _name_token(var: str, raw: str) -> str:
@@ -170,6 +201,10 @@ _FIELDS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "INTERACTIONS_CALLBACK_MAX_BODY_BYTES": ("max_body_bytes", _positive_int),
     "INTERACTIONS_MAX_CONCURRENT": ("max_concurrent", _max_concurrent),
     "INTERACTIONS_BLOCKING_GRACE_SECONDS": ("blocking_grace_seconds", _positive_float),
+    "LAYBY_CHECKPOINT_RETENTION": ("checkpoint_retention_seconds", _retention),
+    "LAYBY_EXPIRY_POLL_SECONDS": ("expiry_poll_seconds", _positive_float),
+    "LAYBY_CONTINUATION_ACK_WAIT_SECONDS": ("continuation_ack_wait_seconds", _positive_float),
+    "LAYBY_CONTINUATION_MAX_ATTEMPTS": ("continuation_max_attempts", _positive_int),
 }
 
 
@@ -179,7 +214,7 @@ def load_settings(env: Mapping[str, str] | None = None, **overrides: Any) -> Set
     values: dict[str, Any] = {}
     for var, (field, parse) in _FIELDS.items():
         raw = source.get(var)
-        if raw is None or (raw == "" and field != "max_concurrent"):
+        if raw is None or (raw == "" and field not in ("max_concurrent", "checkpoint_retention_seconds")):
             continue
         values[field] = parse(var, raw)
     values.update(overrides)

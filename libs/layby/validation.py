@@ -7,10 +7,12 @@ Every error is a ``BadInput`` naming the field.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 import uuid
 from collections.abc import Iterable
+from datetime import UTC, datetime
 from typing import Any
 
 import jsonschema
@@ -36,6 +38,8 @@ class AskSpec(msgspec.Struct, frozen=True, kw_only=True):
     group_id: str | None
     audience: str | None
     sensitive: bool
+    mode: str = "sync"
+    expiry_at: datetime | None = None
 
 
 def nul_path(value: object) -> str | None:
@@ -76,6 +80,51 @@ def is_waiter(value: object) -> bool:
 
 def new_interaction_id() -> str:
     return str(uuid.uuid4())
+
+
+def call_interaction_id(run_id: str, call: int) -> str:
+    """The interaction id of a run's ``call``-th ask: the same on every replay and every worker.
+
+    A continuation executed twice (a worker died before acking) asks the same questions under
+    the same ids, so the second execution's asks are de-duplicated instead of doubled.
+    """
+    digest = bytearray(hashlib.sha256(f"layby-run:{run_id}:{call}".encode()).digest()[:16])
+    digest[6] = (digest[6] & 0x0F) | 0x40  # version 4 layout, so it is an ordinary interaction id
+    digest[8] = (digest[8] & 0x3F) | 0x80
+    return str(uuid.UUID(bytes=bytes(digest)))
+
+
+_FLOW_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+def is_flow_name(value: object) -> bool:
+    """Flow names are subject tokens: 1-64 of [A-Za-z0-9_-]."""
+    return isinstance(value, str) and bool(_FLOW_RE.match(value))
+
+
+def check_wait(mode: object, timeout: object, expiry_at: object) -> datetime | None:
+    """``mode`` / ``timeout`` / ``expiry_at`` rules (inventory A2.13-15); returns UTC ``expiry_at``."""
+    if mode not in ("sync", "async"):
+        raise BadInput(f"mode must be 'sync' or 'async', got {mode!r}", field="mode")
+    if expiry_at is not None and timeout is not None:
+        raise BadInput("timeout and expiry_at are mutually exclusive", field="expiry_at")
+    if mode == "sync":
+        if expiry_at is not None:
+            raise BadInput("expiry_at is valid only with mode='async'", field="expiry_at")
+        return None
+    if expiry_at is None:
+        raise BadInput(
+            "mode='async' requires expiry_at (a timezone-aware datetime): a park with no deadline "
+            "could never expire",
+            field="expiry_at",
+        )
+    if not isinstance(expiry_at, datetime):
+        raise BadInput(
+            f"expiry_at must be a timezone-aware datetime, got {type(expiry_at).__name__}", field="expiry_at"
+        )
+    if expiry_at.tzinfo is None or expiry_at.utcoffset() is None:
+        raise BadInput("expiry_at must be timezone-aware (a naive datetime is refused)", field="expiry_at")
+    return expiry_at.astimezone(UTC)
 
 
 def _check_options(answer_format: str, options: object) -> list[str] | None:
@@ -137,8 +186,10 @@ def validate_ask(
     audience: object = None,
     sensitive: object = False,
     default_timeout: float = 3600.0,
+    mode: object = "sync",
+    expiry_at: object = None,
 ) -> AskSpec:
-    """Validate every argument of a sync ask; raise ``BadInput`` naming the first bad field."""
+    """Validate every argument of an ask; raise ``BadInput`` naming the first bad field."""
     if timeout is not None:
         if isinstance(timeout, bool) or not isinstance(timeout, int | float):
             raise BadInput(
@@ -192,6 +243,13 @@ def validate_ask(
         )
     if not isinstance(sensitive, bool):
         raise BadInput("sensitive must be a boolean", field="sensitive")
+    expiry = check_wait(mode, timeout, expiry_at)
+    if mode == "async" and sensitive:
+        raise BadInput(
+            "sensitive is not available with mode='async': a park's answer is kept in its run's "
+            "checkpoint, and a sensitive answer is never stored",
+            field="sensitive",
+        )
     return AskSpec(
         question=question,
         answer_format=answer_format,
@@ -200,6 +258,8 @@ def validate_ask(
         group_id=group_id,
         audience=audience,
         sensitive=sensitive,
+        mode=str(mode),
+        expiry_at=expiry,
     )
 
 

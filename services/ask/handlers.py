@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import msgspec
 
 from contracts.commands import Accepted, Ask, Prune, PruneResult, Refused
 from contracts.events import InteractionAnswered, InteractionAsked, InteractionRemoved
-from layby.auth import Authenticator, clamp_audience
+from layby.auth import Authenticator, Principal, clamp_audience
 from layby.clock import Clock
 from layby.errors import (
     BadInput,
@@ -23,8 +23,15 @@ from layby.errors import (
 from layby.eventstore import EventStore
 from layby.logs import get_logger
 from layby.settings import Settings
-from layby.validation import is_interaction_id, is_waiter, new_interaction_id, validate_ask
+from layby.validation import (
+    call_interaction_id,
+    is_interaction_id,
+    is_waiter,
+    new_interaction_id,
+    validate_ask,
+)
 from services.ask.admission import Admitter
+from services.ask.runs import RunHandlers
 
 log = get_logger("layby.ask")
 
@@ -38,6 +45,48 @@ class AskHandlers:
         self._admitter = admitter
         self._auth = auth
         self._clock = clock
+        self.runs = RunHandlers(settings, store, auth, clock)
+
+    async def _park_principal(self, cmd: Ask, principal: Principal) -> Principal | Refused:
+        """For an async ask: the run it parks and the identity it asks as (the run's, A7.74)."""
+        if cmd.run_id is None or cmd.call is None:
+            return Refused(
+                kind="invalid",
+                message="mode='async' needs a resumable run: ask inside a flow hosted by layby.Worker",
+                field="mode",
+            )
+        if not is_interaction_id(cmd.run_id):
+            return Refused(kind="invalid", message="run_id must be a uuid4 string", field="run_id")
+        if cmd.call < 0 or cmd.interaction_id != call_interaction_id(cmd.run_id, cmd.call):
+            return Refused(
+                kind="invalid",
+                message="interaction_id does not belong to this run's call",
+                field="interaction_id",
+            )
+        found = await self.runs.load(cmd.run_id)
+        if found is None:
+            return Refused(kind="invalid", message=f"run {cmd.run_id} does not exist", field="run_id")
+        if not self.runs.may_act(principal, found.started):
+            return Refused(kind="audience", message="this run belongs to another identity")
+        return Principal(found.started.identity, found.started.role)
+
+    def _retention_refusal(self, interaction_id: str, expiry_at: datetime) -> Refused | None:
+        """A park that would outlive its checkpoint is refused (inventory A8.83)."""
+        retention = self._settings.checkpoint_retention_seconds
+        if retention is None:
+            return None
+        horizon = self._clock.now() + timedelta(seconds=retention)
+        if expiry_at <= horizon:
+            return None
+        return Refused(
+            kind="retention",
+            message=(
+                f"park of interaction {interaction_id} refused: its expiry_at {expiry_at.isoformat()} "
+                f"lies beyond the checkpoint retention horizon {horizon.isoformat()} "
+                f"(LAYBY_CHECKPOINT_RETENTION={retention:g}s)"
+            ),
+            field="expiry_at",
+        )
 
     async def ask(self, cmd: Ask) -> Accepted | Refused:
         try:
@@ -61,13 +110,32 @@ class AskHandlers:
                 audience=cmd.audience,
                 sensitive=cmd.sensitive,
                 default_timeout=self._settings.answer_timeout_seconds,
+                mode=cmd.mode,
+                expiry_at=cmd.expiry_at,
             )
+        except BadInput as exc:
+            return Refused(kind="invalid", message=exc.message, field=exc.field)
+        if spec.mode == "async":
+            assert spec.expiry_at is not None
+            acting = await self._park_principal(cmd, principal)
+            if isinstance(acting, Refused):
+                return acting
+            principal = acting
+            refusal = self._retention_refusal(cmd.interaction_id, spec.expiry_at)
+            if refusal is not None:
+                return refusal
+        elif cmd.run_id is not None or cmd.call is not None:
+            return Refused(
+                kind="invalid", message="run_id and call belong to async asks only", field="run_id"
+            )
+        try:
             audience = clamp_audience(principal, spec.audience)
         except CrossIdentityAudienceError as exc:
             return Refused(kind="audience", message=str(exc), field="audience")
         except BadInput as exc:
             return Refused(kind="invalid", message=exc.message, field=exc.field)
         now = self._clock.now()
+        timeout_at = spec.expiry_at if spec.expiry_at is not None else now + timedelta(seconds=spec.timeout)
         event = InteractionAsked(
             interaction_id=cmd.interaction_id,
             group_id=spec.group_id or new_interaction_id(),
@@ -75,11 +143,15 @@ class AskHandlers:
             answer_format=spec.answer_format,
             format_payload=spec.format_payload,
             created_at=now,
-            timeout_at=now + timedelta(seconds=spec.timeout),
+            timeout_at=timeout_at,
             sensitive=spec.sensitive,
             audience=audience,
             asked_by=principal.identity,
             waiter=cmd.waiter,
+            mode="async" if spec.mode == "async" else "sync",
+            expiry_at=spec.expiry_at,
+            run_id=cmd.run_id if spec.mode == "async" else None,
+            call=cmd.call if spec.mode == "async" else None,
         )
         if not await self._admitter.admit(event.interaction_id, event.timeout_at):
             return Refused(
@@ -203,6 +275,7 @@ class AskHandlers:
                         reason=cmd.reason,
                         removed_at=self._clock.now(),
                         waiter=asked.waiter,
+                        run_id=asked.run_id,
                     )
                     try:
                         await self._store.append(

@@ -7,7 +7,7 @@ import asyncio
 import msgspec
 from nats.aio.msg import Msg
 
-from contracts.commands import COMMAND_DECODER, Ask, Refused
+from contracts.commands import COMMAND_DECODER, Ask, EndRun, ParkRun, Prune, Refused, StartRun
 from layby.auth import Authenticator
 from layby.clock import Clock
 from layby.errors import Forbidden
@@ -39,7 +39,17 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
                 reply: object = Refused(kind="invalid", message=f"malformed command: {exc}")
             else:
                 try:
-                    reply = await handlers.ask(cmd) if isinstance(cmd, Ask) else await handlers.prune(cmd)
+                    match cmd:
+                        case Ask():
+                            reply = await handlers.ask(cmd)
+                        case Prune():
+                            reply = await handlers.prune(cmd)
+                        case StartRun():
+                            reply = await handlers.runs.start(cmd)
+                        case ParkRun():
+                            reply = await handlers.runs.park(cmd)
+                        case EndRun():
+                            reply = await handlers.runs.end(cmd)
                 except Forbidden as exc:
                     reply = Refused(kind="audience", message=str(exc))
                 except Exception as exc:  # noqa: BLE001 - the asker must get an answer, the service lives on
@@ -64,6 +74,7 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
         subs = [
             await res.nc.subscribe(names.cmd_ask, queue="layby-ask", cb=on_message),
             await res.nc.subscribe(names.cmd_prune, queue="layby-ask", cb=on_message),
+            await res.nc.subscribe(names.cmd_run, queue="layby-ask", cb=on_message),
         ]
         log.info("ask.ready", namespace=settings.namespace, max_concurrent=settings.max_concurrent)
         try:

@@ -36,7 +36,14 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
                     )
 
         log.info("delivery.ready", namespace=settings.namespace)
-        await consume(res.store, role="delivery", handler=handle, stop=stop, linger=0.02)
+        await consume(
+            res.store,
+            role="delivery",
+            handler=handle,
+            stop=stop,
+            linger=0.02,
+            filter_subject=res.store.names.ix_all,
+        )
 
 
 def main() -> None:

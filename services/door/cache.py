@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from contracts.events import InteractionAsked
+from contracts.events import InteractionAnswered, InteractionAsked, InteractionRemoved
 from layby.eventstore import Stored
 
 MAX_ENTRIES = 100_000
@@ -34,5 +34,5 @@ class AskedCache:
                 self._entries[ev.interaction_id] = stored
                 if len(self._entries) > self._max:
                     self._entries.popitem(last=False)
-            else:
+            elif isinstance(ev, InteractionAnswered | InteractionRemoved):
                 self._entries.pop(ev.interaction_id, None)

@@ -1,9 +1,13 @@
-"""The resume service: wakes blocked askers when their question resolves. ``layby serve resume``.
+"""The resume service: wakes blocked askers and resumes parked runs. ``layby serve resume``.
 
-It consumes the event log through a durable consumer shared by its replicas and publishes a
-``Wake`` to ``<ns>.wake.<id>``. A sync asker subscribes there before it records its question,
-so an answer that lands instantly is never missed; redelivery only repeats a wake, which the
-asker ignores once it has returned.
+It consumes the event log through a durable consumer shared by its replicas.
+
+- A sync question that resolves: a ``Wake`` to ``<ns>.wake[.<waiter>].<id>``. The asker
+  subscribed before it recorded the question, so an instant answer is never missed;
+  redelivery only repeats a wake, which the asker ignores once it has returned.
+- A run that starts, parks, or has one of its parked questions resolve: the park is
+  evaluated (services/resume/parks.py) and, when its last question has resolved, exactly one
+  continuation is published (DESIGN invariant 3).
 """
 
 from __future__ import annotations
@@ -20,15 +24,17 @@ from layby.eventstore import EventStore, Stored
 from layby.logs import get_logger
 from layby.service import open_resources, run_main
 from layby.settings import Settings, load_settings
+from services.resume.parks import Resumer
 
 log = get_logger("layby.resume")
 _enc = msgspec.json.Encoder()
+CONCURRENCY = 64
 
 
 async def wake_for(store: EventStore, stored: Stored) -> Wake | None:
-    """The wake of a resolution event, or None for events that wake nobody."""
+    """The wake of a sync question's resolution, or None for events that wake nobody."""
     ev = stored.event
-    if isinstance(ev, InteractionAnswered):
+    if isinstance(ev, InteractionAnswered) and ev.run_id is None:
         answer = ev.answer
         if ev.sensitive:
             raw = await store.get_secret(ev.interaction_id, ev.secret_ref)
@@ -40,7 +46,7 @@ async def wake_for(store: EventStore, stored: Stored) -> Wake | None:
             answered_by=ev.answered_by,
             answered_at=ev.answered_at.isoformat(),
         )
-    if isinstance(ev, InteractionRemoved):
+    if isinstance(ev, InteractionRemoved) and ev.run_id is None:
         return Wake(interaction_id=ev.interaction_id, outcome="removed", reason=ev.reason)
     return None
 
@@ -48,6 +54,7 @@ async def wake_for(store: EventStore, stored: Stored) -> Wake | None:
 async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None = None) -> None:
     async with open_resources(settings, name="resume", clock=clock, database=False) as res:
         store = res.store
+        resumer = Resumer(store, res.clock)
 
         async def handle(batch: list[Stored]) -> None:
             for stored in batch:
@@ -55,9 +62,11 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
                 if wake is not None:
                     waiter = getattr(stored.event, "waiter", None)
                     await res.nc.publish(settings.names.wake(wake.interaction_id, waiter), _enc.encode(wake))
+                else:
+                    await resumer.on_event(stored)
 
         log.info("resume.ready", namespace=settings.namespace)
-        await consume_push(store, role="resume", handler=handle, stop=stop)
+        await consume_push(store, role="resume", handler=handle, stop=stop, concurrency=CONCURRENCY)
 
 
 def main() -> None:

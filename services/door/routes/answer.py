@@ -71,6 +71,8 @@ async def submit_answer(state: DoorState, who: Principal, interaction_id: str, a
             raise NotFound(NOT_FOUND)
         if isinstance(last.event, InteractionAnswered):
             raise Conflict("Interaction already answered")
+        if not isinstance(last.event, InteractionAsked):
+            raise NotFound(NOT_FOUND)
         asked: InteractionAsked = last.event
         try:
             typed = _check(asked, who, answer)
@@ -93,6 +95,7 @@ async def submit_answer(state: DoorState, who: Principal, interaction_id: str, a
             answer=None if asked.sensitive else typed,
             waiter=asked.waiter,
             secret_ref=secret_ref,
+            run_id=asked.run_id,
         )
         try:
             await store.append(

@@ -61,6 +61,8 @@ def frame(seq: int, data: bytes, who: Principal, asked: AskedCache | None = None
     except (msgspec.DecodeError, msgspec.ValidationError):
         log.warning("stream.skip_malformed", seq=seq)
         return None
+    if not isinstance(ev, InteractionAsked | InteractionAnswered | InteractionRemoved):
+        return None  # run events are not part of the interactions stream
     if asked is not None:
         asked.observe([Stored(seq=seq, event=ev)])
     if who.restricted and ev.audience != who.identity:

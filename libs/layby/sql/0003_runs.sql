@@ -1,0 +1,28 @@
+-- Runs and async parks (issue 3). Projections of the run events on `<ns>.ev.run.<id>`:
+-- `layby projections rebuild` drops and replays these too. Every statement is idempotent.
+
+ALTER TABLE interactions ADD COLUMN IF NOT EXISTS run_id text;
+
+-- The sweeper's work list: pending async parks by deadline.
+CREATE INDEX IF NOT EXISTS interactions_async_due_idx
+    ON interactions (timeout_at) WHERE status = 'pending' AND mode = 'async';
+
+CREATE TABLE IF NOT EXISTS runs (
+    run_id       text PRIMARY KEY,
+    flow         text,
+    identity     text,
+    status       text        NOT NULL CHECK (status IN ('running', 'parked', 'resumed', 'finished', 'failed')),
+    generation   integer     NOT NULL DEFAULT 0,
+    input        jsonb,
+    checkpoint   jsonb,          -- the answers so far, by call index (the durable checkpoint)
+    asks         jsonb,          -- the current park's asks: interaction_id, call, question, expiry_at
+    expiry_at    timestamptz,    -- the earliest deadline of the current park
+    resume_id    text,
+    result       jsonb,
+    error        text,
+    created_at   timestamptz,
+    updated_at   timestamptz,
+    last_seq     bigint      NOT NULL
+);
+
+CREATE INDEX IF NOT EXISTS runs_updated_idx ON runs (updated_at DESC);

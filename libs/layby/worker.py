@@ -1,0 +1,405 @@
+"""The run driver: ``layby.Worker`` hosts resumable flows (issue 3, inventory A7, A8).
+
+A flow is an async function of one JSON input, registered by name::
+
+    worker = layby.Worker(client)
+
+    @worker.flow("refund")
+    async def refund(order):
+        ok = await layby.ask_user("Refund?", answer_format="confirm", mode="async", expiry_at=...)
+        return {"refunded": ok is True}
+
+    run_id = await worker.start("refund", {"order": 17})
+    await worker.serve(stop)          # executes continuations until ``stop`` is set
+
+Every execution of a run is a *continuation* taken from a JetStream durable consumer shared by
+every worker hosting the flow. The first execution is generation 0; each park that resolves
+produces the next one. A flow is executed from the start each time: async asks whose call
+already resolved return their answers at once, and the first unresolved asks (all those raised
+together, e.g. with ``asyncio.gather``) form the next park. A parked run holds no process
+memory: its checkpoint (input and answers) lives in the event log and its PostgreSQL projection.
+
+The continuation runs under the asker's identity (the run's, never the answerer's) and is
+acknowledged only after its outcome (parked, finished, failed) is recorded; a worker that dies
+mid-way leaves it to be redelivered to another worker, with the same ``resume_id``. A flow
+that raises is retried with backoff, then the run is recorded as failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Coroutine
+from typing import Any, Literal
+
+import msgspec
+import nats.errors
+import nats.js.errors
+from nats.aio.msg import Msg
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+from contracts.commands import CONTINUATION_DECODER, Continuation, EndRun, ParkRun, Prune, Refused
+from contracts.events import RunResumed, RunStarted
+from layby.errors import BadInput, Transient
+from layby.eventstore import EventStore
+from layby.logs import get_logger
+from layby.runs import RunContext, RunInfo, bind, unbind
+from layby.sdk import Client, connect
+from layby.settings import Settings, load_settings
+from layby.validation import is_flow_name, new_interaction_id
+
+log = get_logger("layby.worker")
+Flow = Callable[[Any], Coroutine[Any, Any, Any]]
+RETRY_BASE_SECONDS = 1.0
+RETRY_MAX_SECONDS = 60.0
+NOT_YET_DELAY = 0.5
+FETCH_BATCH = 64
+
+
+class Finished(msgspec.Struct, frozen=True):
+    result: Any
+
+
+class Parked(msgspec.Struct, frozen=True):
+    pass
+
+
+class Raised(msgspec.Struct, frozen=True):
+    error: str
+
+
+Outcome = Finished | Parked | Raised
+
+
+async def drive(fn: Flow, ctx: RunContext, input: Any) -> Outcome:
+    """Execute ``fn(input)`` once under ``ctx`` until it returns, raises, or parks."""
+    token = bind(ctx)
+    try:
+        task: asyncio.Task[Any] = asyncio.create_task(fn(input))
+    finally:
+        unbind(token)
+    while True:
+        changed = asyncio.create_task(ctx.changed.wait())
+        try:
+            await asyncio.wait({task, changed}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            changed.cancel()
+        if task.done():
+            break
+        ctx.changed.clear()
+        await ctx.settle()
+        if task.done():
+            break
+        if ctx.changed.is_set():
+            continue  # another ask parked while settling: settle again
+        # Every live branch of the flow waits on a park: end this execution at the park.
+        task.cancel()
+        await asyncio.wait({task}, timeout=10)
+        return Parked()
+    if task.cancelled():
+        return Raised("the flow was cancelled")
+    exc = task.exception()
+    if exc is not None:
+        return Raised(f"{type(exc).__name__}: {exc}")
+    return Finished(task.result())
+
+
+def _backoff(attempt: int) -> float:
+    return float(min(RETRY_BASE_SECONDS * 2 ** max(attempt - 1, 0), RETRY_MAX_SECONDS))
+
+
+class Worker:
+    """Hosts flows and executes their continuations. See the module docstring."""
+
+    def __init__(
+        self,
+        client: Client | None = None,
+        *,
+        checkpointer: Literal["postgres", "memory"] = "postgres",
+        concurrency: int = 64,
+        settings: Settings | None = None,
+    ) -> None:
+        if checkpointer not in ("postgres", "memory"):
+            raise BadInput("checkpointer must be 'postgres' or 'memory'", field="checkpointer")
+        self._client = client
+        self._owns_client = client is None
+        self.checkpointer = checkpointer
+        self._settings = settings or load_settings()
+        self._flows: dict[str, Flow] = {}
+        self._concurrency = concurrency
+        self._store: EventStore | None = None
+
+    # -- registration and starting -------------------------------------------------------
+
+    def flow(self, name: str) -> Callable[[Flow], Flow]:
+        """Register an async function of one JSON input as the flow ``name``."""
+        if not is_flow_name(name):
+            raise BadInput("flow name must be 1-64 of [A-Za-z0-9_-]", field="name")
+        if name in self._flows:
+            raise BadInput(f"flow {name!r} is already registered", field="name")
+
+        def register(fn: Flow) -> Flow:
+            if not asyncio.iscoroutinefunction(fn):
+                raise BadInput(f"flow {name!r} must be an async function", field="name")
+            self._flows[name] = fn
+            return fn
+
+        return register
+
+    async def client(self) -> Client:
+        if self._client is None:
+            self._client = await connect(settings=self._settings)
+        return self._client
+
+    async def start(self, name: str, input: Any = None, *, run_id: str | None = None) -> str:
+        """Start a durable run of ``name``; any worker hosting it executes it. Returns the run id."""
+        if self.checkpointer == "memory":
+            raise RuntimeError(
+                "Worker.start() records a durable run, and this worker uses the in-memory "
+                "checkpointer; use run_local() for sync-only runs, or checkpointer='postgres'"
+            )
+        return await (await self.client()).start_run(name, input, run_id=run_id)
+
+    async def run_local(self, name: str, input: Any = None) -> Any:
+        """Execute a flow here and now, without a durable run: for sync-only use.
+
+        An async ask inside raises (it needs a durable checkpointer) before anything is stored.
+        """
+        fn = self._flows.get(name)
+        if fn is None:
+            raise BadInput(f"no flow {name!r} is registered on this worker", field="name")
+        client = await self.client()
+        run_id = new_interaction_id()
+        ctx = RunContext(
+            RunInfo(run_id=run_id, flow=name, generation=0, resume_id=f"{run_id}:0", identity=""),
+            durable=self.checkpointer == "postgres",
+            client=client,
+        )
+        token = bind(ctx)
+        try:
+            return await fn(input)
+        finally:
+            unbind(token)
+
+    async def close(self) -> None:
+        if self._owns_client and self._client is not None:
+            await self._client.close()
+
+    # -- serving continuations -------------------------------------------------------------
+
+    async def serve(self, stop: asyncio.Event) -> None:
+        """Execute continuations of every registered flow until ``stop`` is set."""
+        if self.checkpointer == "memory":
+            raise RuntimeError("an in-memory worker has no durable runs to serve")
+        if not self._flows:
+            raise RuntimeError("register at least one flow with @worker.flow(name) before serve()")
+        client = await self.client()
+        self._store = EventStore(client.nc, client.names)
+        slots = asyncio.Semaphore(self._concurrency)
+        async with asyncio.TaskGroup() as tg:
+            for name in self._flows:
+                tg.create_task(self._serve_flow(name, stop, slots))
+        log.info("worker.stopped")
+
+    async def _consumer(self, name: str) -> Any:
+        client = await self.client()
+        names = client.names
+        durable = names.flow_durable(name)
+        js = client.nc.jetstream(timeout=10)
+        config = ConsumerConfig(
+            durable_name=durable,
+            ack_policy=AckPolicy.EXPLICIT,
+            deliver_policy=DeliverPolicy.ALL,
+            filter_subject=names.continuations_of(name),
+            ack_wait=self._settings.continuation_ack_wait_seconds,
+            max_ack_pending=10000,
+            max_deliver=-1,
+        )
+        try:
+            await js.consumer_info(names.continuations_stream, durable)
+        except nats.js.errors.NotFoundError:
+            with contextlib.suppress(nats.js.errors.BadRequestError):
+                await js.add_consumer(names.continuations_stream, config)
+        return await js.pull_subscribe_bind(durable, names.continuations_stream)
+
+    async def _serve_flow(self, name: str, stop: asyncio.Event, slots: asyncio.Semaphore) -> None:
+        sub = await self._consumer(name)
+        running: set[asyncio.Task[None]] = set()
+        log.info("worker.ready", flow=name)
+        try:
+            while not stop.is_set():
+                free = max(1, min(FETCH_BATCH, self._concurrency - len(running)))
+                try:
+                    msgs = await sub.fetch(free, timeout=1.0)
+                except (TimeoutError, nats.errors.TimeoutError):
+                    continue
+                except (nats.errors.Error, nats.js.errors.Error) as exc:
+                    log.warning("worker.fetch_failed", flow=name, error=str(exc))
+                    await asyncio.sleep(0.5)
+                    with contextlib.suppress(nats.errors.Error, nats.js.errors.Error):
+                        sub = await self._consumer(name)
+                    continue
+                if stop.is_set():
+                    # Fetched while stopping: hand them straight back to the other workers.
+                    for msg in msgs:
+                        with contextlib.suppress(nats.errors.Error, nats.js.errors.Error):
+                            await msg.nak()
+                    break
+                for msg in msgs:
+                    await slots.acquire()
+                    task = asyncio.create_task(self._execute(msg))
+                    running.add(task)
+                    task.add_done_callback(running.discard)
+                    task.add_done_callback(lambda _t: slots.release())
+        finally:
+            if running:
+                await asyncio.wait(running, timeout=10)
+            with contextlib.suppress(nats.errors.Error, nats.js.errors.Error):
+                await sub.unsubscribe()
+
+    async def _execute(self, msg: Msg) -> None:
+        try:
+            cont = CONTINUATION_DECODER.decode(msg.data)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            log.error("worker.malformed_continuation", subject=msg.subject, error=str(exc))
+            await msg.term()
+            return
+        try:
+            await self._execute_continuation(msg, cont)
+        except (Transient, nats.errors.Error, nats.js.errors.Error, OSError) as exc:
+            log.warning("worker.retry", run_id=cont.run_id, resume_id=cont.resume_id, error=repr(exc))
+            with contextlib.suppress(nats.errors.Error, nats.js.errors.Error):
+                await msg.nak(delay=NOT_YET_DELAY)
+
+    async def _is_current(self, cont: Continuation) -> bool | None:
+        """True when the run's log says this continuation is the one to execute now; False
+        for a duplicate of one already executed; None when the log has not caught up yet."""
+        assert self._store is not None
+        last = await self._store.last(self._store.names.run(cont.run_id), leader=True)
+        if last is None:
+            return None
+        ev = last.event
+        if cont.generation == 0:
+            return isinstance(ev, RunStarted)
+        if isinstance(ev, RunResumed):
+            return ev.generation == cont.generation
+        return False
+
+    async def _execute_continuation(self, msg: Msg, cont: Continuation) -> None:
+        fn = self._flows.get(cont.flow)
+        if fn is None:
+            await msg.nak(delay=NOT_YET_DELAY)
+            return
+        current = await self._is_current(cont)
+        if current is None:
+            await msg.nak(delay=NOT_YET_DELAY)
+            return
+        if not current:
+            log.info("worker.duplicate_continuation", run_id=cont.run_id, resume_id=cont.resume_id)
+            await msg.ack()
+            return
+        client = await self.client()
+        ctx = RunContext(
+            RunInfo(
+                run_id=cont.run_id,
+                flow=cont.flow,
+                generation=cont.generation,
+                resume_id=cont.resume_id,
+                identity=cont.identity,
+            ),
+            durable=True,
+            answers=cont.answers,
+            client=client,
+        )
+        heartbeat = asyncio.create_task(self._heartbeat(msg))
+        try:
+            outcome = await drive(fn, ctx, cont.input)
+        finally:
+            heartbeat.cancel()
+        attempts = msg.metadata.num_delivered
+        match outcome:
+            case Parked():
+                reply = await client.run_command(
+                    ParkRun(
+                        token=client.token,
+                        run_id=cont.run_id,
+                        generation=cont.generation + 1,
+                        asks=ctx.parked,
+                        answers=cont.answers,
+                        resume_id=cont.resume_id,
+                    )
+                )
+            case Finished(result=result):
+                await self._prune_strays(client, ctx)
+                reply = await client.run_command(
+                    EndRun(
+                        token=client.token,
+                        run_id=cont.run_id,
+                        generation=cont.generation,
+                        outcome="finished",
+                        result=result,
+                        resume_id=cont.resume_id,
+                    )
+                )
+                if isinstance(reply, Refused) and reply.kind == "invalid":
+                    outcome = Raised(f"the flow's result was refused: {reply.message}")
+            case Raised():
+                pass
+        if isinstance(outcome, Raised):
+            if attempts < self._settings.continuation_max_attempts:
+                delay = _backoff(attempts)
+                log.warning(
+                    "worker.flow_raised",
+                    run_id=cont.run_id,
+                    resume_id=cont.resume_id,
+                    attempt=attempts,
+                    retry_in=delay,
+                    error=outcome.error,
+                )
+                await msg.nak(delay=delay)
+                return
+            await self._prune_strays(client, ctx)
+            reply = await client.run_command(
+                EndRun(
+                    token=client.token,
+                    run_id=cont.run_id,
+                    generation=cont.generation,
+                    outcome="failed",
+                    error=outcome.error,
+                    attempts=attempts,
+                    resume_id=cont.resume_id,
+                )
+            )
+            log.error(
+                "worker.run_failed",
+                run_id=cont.run_id,
+                resume_id=cont.resume_id,
+                attempts=attempts,
+                error=outcome.error,
+            )
+        if isinstance(reply, Refused):
+            if reply.kind == "conflict":
+                log.info("worker.superseded", run_id=cont.run_id, resume_id=cont.resume_id)
+            elif reply.kind == "unavailable":
+                raise Transient(reply.message)
+            else:
+                log.error("worker.outcome_refused", run_id=cont.run_id, kind=reply.kind, error=reply.message)
+        await msg.ack()
+
+    async def _prune_strays(self, client: Client, ctx: RunContext) -> None:
+        """Asks recorded by an execution that did not park on them would linger: prune them."""
+        for ask in ctx.parked:
+            with contextlib.suppress(Exception):
+                await client.nc.request(
+                    client.names.cmd_prune,
+                    msgspec.json.encode(Prune(token=client.token, interaction_id=ask.interaction_id)),
+                    timeout=10,
+                )
+
+    async def _heartbeat(self, msg: Msg) -> None:
+        """Tell JetStream the continuation is still being worked on, so it is not redelivered."""
+        every = max(self._settings.continuation_ack_wait_seconds / 3, 0.2)
+        while True:
+            await asyncio.sleep(every)
+            with contextlib.suppress(nats.errors.Error, nats.js.errors.Error):
+                await msg.in_progress()

@@ -1,0 +1,154 @@
+"""Exactly-once resume of parked runs (DESIGN invariant 3, inventory A7.74-77, A8.86, C).
+
+A park resumes once, when the last of its questions resolves. Whatever event triggers an
+evaluation (the park itself, or any of its questions resolving, in any order, redelivered any
+number of times, on any replica), the same steps run:
+
+1. Read the run's last event from the leader. Only a ``RunParked`` is waiting for a resume.
+2. Read every parked question's last event. If any is still pending, stop: its own
+   resolution will trigger the evaluation again.
+3. Record ``RunResumed`` (with every answer) on the run's subject, expecting the park's
+   sequence: the log holds one resume per park, and a replica that loses this race stops.
+4. Publish the continuation on ``<ns>.cont.<flow>.<run>.<generation>`` with the resume id as
+   ``Nats-Msg-Id`` and the expected last subject sequence 0: a second publish of the same
+   resume, however late, is absorbed.
+
+A crash between 3 and 4 leaves the trigger unacknowledged; its redelivery finds
+``RunResumed`` last and publishes (idempotently) from it. Workers check the run's log too
+(``layby.worker``), so a continuation runs only while its resume is the run's last event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import msgspec
+
+from contracts.commands import Continuation
+from contracts.events import (
+    EXPIRY_ANSWER,
+    InteractionAnswered,
+    InteractionRemoved,
+    Resolution,
+    RunParked,
+    RunResumed,
+    RunStarted,
+)
+from layby.clock import Clock
+from layby.errors import Conflict
+from layby.eventstore import EventStore, Stored
+from layby.logs import get_logger
+
+log = get_logger("layby.resume")
+_enc = msgspec.json.Encoder()
+
+
+def resume_id_of(run_id: str, generation: int) -> str:
+    """Stable across redeliveries and workers: a continuation's effects may be keyed by it."""
+    return f"{run_id}:{generation}"
+
+
+class Resumer:
+    def __init__(self, store: EventStore, clock: Clock) -> None:
+        self._store = store
+        self._clock = clock
+
+    async def on_event(self, stored: Stored) -> None:
+        ev = stored.event
+        match ev:
+            case RunStarted():
+                await self.start(ev)
+            case RunParked():
+                await self.evaluate(ev.run_id)
+            case InteractionAnswered() | InteractionRemoved() if ev.run_id:
+                await self.evaluate(ev.run_id)
+
+    async def start(self, ev: RunStarted) -> None:
+        """Generation 0: the first execution is a continuation like every other."""
+        last = await self._store.last(self._store.names.run(ev.run_id), leader=True)
+        if last is None or not isinstance(last.event, RunStarted):
+            return  # already executing or beyond: its continuation was published and taken
+        cont = Continuation(
+            run_id=ev.run_id,
+            flow=ev.flow,
+            generation=0,
+            resume_id=resume_id_of(ev.run_id, 0),
+            identity=ev.identity,
+            input=ev.input,
+        )
+        await self._publish(cont)
+
+    async def evaluate(self, run_id: str) -> None:
+        subject = self._store.names.run(run_id)
+        last = await self._store.last(subject, leader=True)
+        if last is None:
+            return
+        if isinstance(last.event, RunResumed):
+            # Decided earlier; the publish may not have happened (a crash): it is idempotent.
+            await self._continue(run_id, last.event)
+            return
+        if not isinstance(last.event, RunParked):
+            return  # not parked (yet, or any more): nothing to resume
+        park = last.event
+        reads = await asyncio.gather(
+            *(self._store.last(self._store.names.ix(a.interaction_id), leader=True) for a in park.asks)
+        )
+        answers = dict(park.answers)
+        for ask, read in zip(park.asks, reads, strict=True):
+            ev = read.event if read is not None else None
+            if isinstance(ev, InteractionAnswered):
+                answers[str(ask.call)] = Resolution(
+                    interaction_id=ask.interaction_id,
+                    question=ask.question,
+                    answer=ev.answer,
+                    answered_by=ev.answered_by,
+                )
+            elif isinstance(ev, InteractionRemoved):
+                # Pruned while parked (an operator cancelled it): it can never be answered, so
+                # its branch takes the expiry path rather than parking the run forever.
+                answers[str(ask.call)] = Resolution(
+                    interaction_id=ask.interaction_id,
+                    question=ask.question,
+                    answer=EXPIRY_ANSWER,
+                    answered_by=f"system:{ev.reason}",
+                )
+            else:
+                return  # still pending: its own resolution triggers the next evaluation
+        resume_id = resume_id_of(run_id, park.generation)
+        resumed = RunResumed(
+            run_id=run_id,
+            generation=park.generation,
+            resume_id=resume_id,
+            resumed_at=self._clock.now(),
+            answers=answers,
+        )
+        try:
+            await self._store.append(subject, resumed, msg_id=f"resumed-{resume_id}", expected_seq=last.seq)
+        except Conflict:
+            return  # another replica decided this resume first; it publishes the continuation
+        log.info("run.resumed", run_id=run_id, generation=park.generation, resume_id=resume_id)
+        await self._continue(run_id, resumed)
+
+    async def _continue(self, run_id: str, resumed: RunResumed) -> None:
+        first = await self._store.first(self._store.names.run(run_id))
+        if first is None or not isinstance(first.event, RunStarted):
+            log.error("resume.run_without_start", run_id=run_id)
+            return
+        started = first.event
+        await self._publish(
+            Continuation(
+                run_id=run_id,
+                flow=started.flow,
+                generation=resumed.generation,
+                resume_id=resumed.resume_id,
+                identity=started.identity,
+                input=started.input,
+                answers=resumed.answers,
+            )
+        )
+
+    async def _publish(self, cont: Continuation) -> None:
+        subject = self._store.names.continuation(cont.flow, cont.run_id, cont.generation)
+        fresh = await self._store.publish_once(subject, _enc.encode(cont), msg_id=f"cont-{cont.resume_id}")
+        if not fresh:
+            log.debug("resume.continuation_exists", resume_id=cont.resume_id)
