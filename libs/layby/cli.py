@@ -7,10 +7,11 @@ import asyncio
 import http.client
 import importlib
 import json
+import os
 import sys
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import quote, urlencode, urlsplit
 
 import msgspec
 
@@ -206,6 +207,129 @@ def cmd_ask(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_table(items: list[dict[str, Any]]) -> str:
+    rows = [("RUN", "FLOW", "STATUS", "GEN", "IDENTITY", "UPDATED", "EXPIRY")]
+    for it in items:
+        rows.append(
+            (
+                it["run_id"],
+                str(it["flow"]),
+                it["status"],
+                str(it["generation"]),
+                str(it["identity"]),
+                (it.get("updated_at") or "-")[:19],
+                (it.get("expiry_at") or "-")[:19],
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip() for r in rows)
+
+
+def cmd_runs_list(settings: Settings, args: argparse.Namespace) -> int:
+    query: dict[str, Any] = {}
+    if args.status is not None:
+        query["status"] = args.status
+    if args.page is not None:
+        query["page"] = args.page
+    if args.page_size is not None:
+        query["pageSize"] = args.page_size
+    status, body = _request(settings, "GET", "/api/runs" + (f"?{urlencode(query)}" if query else ""))
+    if status != 200:
+        return _fail(status, body)
+    data = body["data"]
+    if args.json:
+        print(json.dumps(data, indent=2))
+        return 0
+    print(_run_table(data["items"]))
+    more = f"; next page {data['next_page']}" if data["next_page"] else ""
+    print(f"\n{len(data['items'])} of {data['total']} runs (page {data['page']}){more}")
+    return 0
+
+
+def cmd_runs_show(settings: Settings, args: argparse.Namespace) -> int:
+    status, body = _request(settings, "GET", f"/api/runs/{quote(args.run_id, safe='')}")
+    if status != 200:
+        return _fail(status, body)
+    data = body["data"]
+    if args.json:
+        print(json.dumps(data, indent=2))
+        return 0
+    for key in (
+        "run_id",
+        "flow",
+        "identity",
+        "status",
+        "generation",
+        "created_at",
+        "updated_at",
+        "resume_id",
+    ):
+        if key in data:
+            print(f"{key + ':':<12}{data[key]}")
+    for ask in data.get("asks", []):
+        by = f" by {ask['answered_by']}" if "answered_by" in ask else ""
+        expires = ask["expiry_at"][:19]
+        print(f"  ask {ask['interaction_id']}  {ask['status']}{by}  expires {expires}  {ask['question']}")
+    if "result" in data:
+        print(f"{'result:':<12}{json.dumps(data['result'])}")
+    if "error" in data:
+        print(f"{'error:':<12}{data['error']}")
+    return 0
+
+
+def cmd_runs_start(settings: Settings, args: argparse.Namespace) -> int:
+    from layby.sdk import connect
+
+    try:
+        value = json.loads(args.input) if args.input is not None else None
+    except ValueError as exc:
+        print(f"error: --input must be JSON: {exc}", file=sys.stderr)
+        return 2
+
+    async def run() -> str:
+        async with await connect(settings=settings) as client:
+            return await client.start_run(args.flow, value, run_id=args.run_id)
+
+    try:
+        run_id = asyncio.run(run())
+    except (ValueError, RuntimeError, TimeoutError, PermissionError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(run_id)
+    return 0
+
+
+def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
+    """Serve the flows of a ``layby.Worker`` found at ``MODULE:ATTRIBUTE`` until interrupted."""
+    import signal
+
+    from layby.worker import Worker
+
+    module_name, _, attr = args.target.partition(":")
+    sys.path.insert(0, os.getcwd())
+    try:
+        worker = getattr(importlib.import_module(module_name), attr or "worker")
+    except (ImportError, AttributeError) as exc:
+        print(f"error: cannot load {args.target}: {exc}", file=sys.stderr)
+        return 2
+    if not isinstance(worker, Worker):
+        print(f"error: {args.target} is not a layby.Worker", file=sys.stderr)
+        return 2
+
+    async def run() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        try:
+            await worker.serve(stop)
+        finally:
+            await worker.close()
+
+    asyncio.run(run())
+    return 0
+
+
 def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     module = importlib.import_module(f"services.{args.service}.main")
     module.main()
@@ -263,6 +387,25 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--group-id")
     ask.add_argument("--audience")
 
+    runs = sub.add_parser("runs", help="start, list and show resumable runs").add_subparsers(
+        dest="action", required=True
+    )
+    rls = runs.add_parser("list", help="runs, most recently active first")
+    rls.add_argument("--status", choices=["running", "parked", "resumed", "finished", "failed"])
+    rls.add_argument("--page", type=int)
+    rls.add_argument("--page-size", type=int)
+    rls.add_argument("--json", action=argparse.BooleanOptionalAction, default=False)
+    rshow = runs.add_parser("show", help="one run: status, open questions and deadlines, result")
+    rshow.add_argument("run_id")
+    rshow.add_argument("--json", action=argparse.BooleanOptionalAction, default=False)
+    rstart = runs.add_parser("start", help="start a run of a flow; prints its run id")
+    rstart.add_argument("flow")
+    rstart.add_argument("--input", help="the flow's input as JSON")
+    rstart.add_argument("--run-id", help="your own uuid4 run id (makes the start idempotent)")
+
+    wrk = sub.add_parser("worker", help="execute the flows of a layby.Worker (MODULE:ATTRIBUTE)")
+    wrk.add_argument("target", help="e.g. myapp.flows:worker")
+
     proj = sub.add_parser("projections", help="maintain the PostgreSQL read models").add_subparsers(
         dest="action", required=True
     )
@@ -277,6 +420,10 @@ COMMANDS = {
     ("interactions", "stream"): cmd_stream,
     ("interactions", "answer"): cmd_answer,
     ("ask", None): cmd_ask,
+    ("runs", "list"): cmd_runs_list,
+    ("runs", "show"): cmd_runs_show,
+    ("runs", "start"): cmd_runs_start,
+    ("worker", None): cmd_worker,
     ("projections", "rebuild"): cmd_rebuild,
 }
 

@@ -526,3 +526,157 @@ async def test_a_malformed_continuation_is_terminated_and_the_worker_goes_on(
     assert json.loads(row["result"]) == {"n": 1}
     info = await store.js.consumer_info(names.continuations_stream, names.flow_durable("ok"))
     assert info.num_ack_pending == 0 and info.num_redelivered == 0
+
+
+# -- visibility: GET /api/runs/{id}, GET /api/runs, the CLI, rebuild ---------------------------
+
+
+async def test_runs_door_shows_a_parked_run_with_its_open_questions_and_deadlines_then_its_result(
+    system: System, workers: Workers, db: asyncpg.Pool
+) -> None:
+    deadline = soon(30)
+
+    def register(w: layby.Worker) -> None:
+        @w.flow("show")
+        async def show(_: Any) -> Any:
+            a, b = await asyncio.gather(
+                layby.ask_user("First?", mode="async", expiry_at=deadline),
+                layby.ask_user("Second?", mode="async", expiry_at=deadline + timedelta(minutes=5)),
+            )
+            return {"a": a, "b": b}
+
+    worker = await workers.new(register)
+    await workers.serve(worker)
+    alice = await system.sdk(ALICE)
+    run_id = await alice.start_run("show")
+    first, second = await open_asks(db, run_id, 2)
+    assert await answer(system, first, "one", token=ALICE) == 200
+    async with system.http(ALICE) as http:
+        for _ in range(100):
+            body = (await http.get(f"/api/runs/{run_id}")).json()["data"]
+            if body["open"] == [second]:
+                break
+            await asyncio.sleep(0.05)
+        assert body["status"] == "parked"
+        assert body["flow"] == "show" and body["identity"] == "alice" and body["generation"] == 1
+        assert datetime.fromisoformat(body["expiry_at"]) == deadline.replace(microsecond=deadline.microsecond)
+        assert [(a["question"], a["status"]) for a in body["asks"]] == [
+            ("First?", "answered"),
+            ("Second?", "pending"),
+        ]
+        assert body["asks"][0]["answered_by"] == "alice"
+        assert datetime.fromisoformat(body["asks"][1]["expiry_at"]) == deadline + timedelta(minutes=5)
+        listed = (await http.get("/api/runs", params={"status": "parked"})).json()["data"]
+        assert [r["run_id"] for r in listed["items"]] == [run_id]
+        assert (await http.get("/api/runs", params={"status": "nope"})).json() == {
+            "error": "status must be one of running, parked, resumed, finished, failed",
+            "field": "status",
+        }
+    assert await answer(system, second, "two", token=ALICE) == 200
+    await wait_status(db, run_id, "finished")
+    async with system.http(ALICE) as http:
+        body = (await http.get(f"/api/runs/{run_id}")).json()["data"]
+    assert body["status"] == "finished" and body["result"] == {"a": "one", "b": "two"}
+    assert body["resume_id"] == f"{run_id}:1"
+
+
+async def test_runs_door_needs_a_token_and_hides_other_identities_runs_behind_a_uniform_404(
+    system: System, workers: Workers, db: asyncpg.Pool
+) -> None:
+    def register(w: layby.Worker) -> None:
+        @w.flow("mine")
+        async def mine(_: Any) -> Any:
+            return await layby.ask_user("Mine?", mode="async", expiry_at=soon())
+
+    worker = await workers.new(register)
+    await workers.serve(worker)
+    alice = await system.sdk(ALICE)
+    run_id = await alice.start_run("mine")
+    await open_asks(db, run_id, 1)
+    async with system.http(None) as anon:
+        assert (await anon.get(f"/api/runs/{run_id}")).status_code == 401
+        assert (await anon.get("/api/runs")).status_code == 401
+    async with system.http(BOB) as bob:
+        hidden = await bob.get(f"/api/runs/{run_id}")
+        unknown = await bob.get("/api/runs/00000000-0000-4000-8000-000000000000")
+        garbage = await bob.get("/api/runs/not-a-run<script>")
+        assert (await bob.get("/api/runs")).json()["data"]["total"] == 0
+    assert hidden.status_code == unknown.status_code == garbage.status_code == 404
+    assert hidden.content == unknown.content == garbage.content
+    async with system.http(OPERATOR) as ops:
+        assert (await ops.get(f"/api/runs/{run_id}")).json()["data"]["status"] == "parked"
+
+
+async def test_cli_starts_lists_and_shows_runs(
+    system: System,
+    workers: Workers,
+    db: asyncpg.Pool,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from layby import cli
+
+    def register(w: layby.Worker) -> None:
+        @w.flow("cli")
+        async def flow(value: Any) -> Any:
+            ok = await layby.ask_user(
+                f"Approve {value['n']}?", answer_format="confirm", mode="async", expiry_at=soon()
+            )
+            return {"n": value["n"], "ok": ok}
+
+    worker = await workers.new(register)
+    await workers.serve(worker)
+    for key, value in {
+        "LAYBY_URL": system.url,
+        "LAYBY_TOKEN": OPERATOR,
+        "LAYBY_NATS_URL": system.settings.nats_url or "",
+        "LAYBY_NAMESPACE": system.settings.namespace,
+    }.items():
+        monkeypatch.setenv(key, value)
+    assert await asyncio.to_thread(cli.main, ["runs", "start", "cli", "--input", '{"n": 5}']) == 0
+    run_id = capsys.readouterr().out.strip().splitlines()[-1]
+    [ix] = await open_asks(db, run_id, 1)
+    assert await asyncio.to_thread(cli.main, ["runs", "list", "--status", "parked"]) == 0
+    out = capsys.readouterr().out
+    assert run_id in out and "parked" in out
+    assert await asyncio.to_thread(cli.main, ["runs", "show", run_id]) == 0
+    out = capsys.readouterr().out
+    assert ix in out and "Approve 5?" in out and "pending" in out
+    assert await asyncio.to_thread(cli.main, ["interactions", "answer", ix, "--answer", "true"]) == 0
+    await wait_status(db, run_id, "finished")
+    capsys.readouterr()
+    assert await asyncio.to_thread(cli.main, ["runs", "show", run_id, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["result"] == {"n": 5, "ok": True}
+    assert await asyncio.to_thread(cli.main, ["runs", "start", "bad name"]) == 1
+    assert "flow must be" in capsys.readouterr().err
+
+
+async def test_rebuild_reproduces_the_runs_table(
+    system: System, workers: Workers, db: asyncpg.Pool, store: EventStore
+) -> None:
+    from layby.projector import rebuild
+
+    def register(w: layby.Worker) -> None:
+        @w.flow("rb")
+        async def rb(n: int) -> Any:
+            value = await layby.ask_user(f"Value {n}?", mode="async", expiry_at=soon())
+            if n == 2:
+                raise ValueError("two")
+            return value
+
+    with_failures = system.settings
+    assert with_failures.continuation_max_attempts >= 1
+    worker = await workers.new(register)
+    await workers.serve(worker)
+    parked = await worker.start("rb", 0)
+    finished = await worker.start("rb", 1)
+    await open_asks(db, parked, 1)
+    [ix] = await open_asks(db, finished, 1)
+    assert await answer(system, ix, "done") == 200
+    await wait_status(db, finished, "finished")
+    snapshot = "SELECT * FROM runs ORDER BY run_id"
+    before = [dict(r) for r in await db.fetch(snapshot)]
+    await rebuild(db, store)
+    after = [dict(r) for r in await db.fetch(snapshot)]
+    assert after == before
+    assert {r["status"] for r in after} == {"parked", "finished"}
