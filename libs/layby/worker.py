@@ -40,6 +40,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from contracts.commands import CONTINUATION_DECODER, Continuation, EndRun, ParkRun, Prune, Refused
 from contracts.events import RunResumed, RunStarted
+from layby import faults
 from layby.errors import BadInput, Transient
 from layby.eventstore import EventStore
 from layby.logs import get_logger
@@ -215,11 +216,25 @@ class Worker:
             max_ack_pending=10000,
             max_deliver=-1,
         )
-        try:
-            await js.consumer_info(names.continuations_stream, durable)
-        except nats.js.errors.NotFoundError:
-            with contextlib.suppress(nats.js.errors.BadRequestError):
-                await js.add_consumer(names.continuations_stream, config)
+        waited = False
+        while True:
+            try:
+                await js.consumer_info(names.continuations_stream, durable)
+                break
+            except nats.js.errors.NotFoundError:
+                try:
+                    await js.add_consumer(names.continuations_stream, config)
+                    break
+                except nats.js.errors.BadRequestError:
+                    break  # a sibling worker created it first
+                except nats.js.errors.NotFoundError:
+                    # The services provision the streams; a worker may start before them.
+                    if not waited:
+                        log.info("worker.waiting_for_streams", stream=names.continuations_stream)
+                        waited = True
+                    await asyncio.sleep(0.5)
+            except (nats.errors.TimeoutError, nats.errors.NoRespondersError):
+                await asyncio.sleep(0.5)
         return await js.pull_subscribe_bind(durable, names.continuations_stream)
 
     async def _serve_flow(self, name: str, stop: asyncio.Event, slots: asyncio.Semaphore) -> None:
@@ -316,6 +331,8 @@ class Worker:
             outcome = await drive(fn, ctx, cont.input)
         finally:
             heartbeat.cancel()
+        if cont.generation:
+            faults.hit("worker.after_flow")
         attempts = msg.metadata.num_delivered
         match outcome:
             case Parked():
@@ -384,6 +401,8 @@ class Worker:
                 raise Transient(reply.message)
             else:
                 log.error("worker.outcome_refused", run_id=cont.run_id, kind=reply.kind, error=reply.message)
+        if cont.generation:
+            faults.hit("worker.before_ack")
         await msg.ack()
 
     async def _prune_strays(self, client: Client, ctx: RunContext) -> None:

@@ -35,6 +35,7 @@ from contracts.events import (
     RunStarted,
 )
 from layby.clock import Clock
+from layby import faults
 from layby.errors import Conflict
 from layby.eventstore import EventStore, Stored
 from layby.logs import get_logger
@@ -127,7 +128,9 @@ class Resumer:
         except Conflict:
             return  # another replica decided this resume first; it publishes the continuation
         log.info("run.resumed", run_id=run_id, generation=park.generation, resume_id=resume_id)
+        faults.hit("resume.after_claim")
         await self._continue(run_id, resumed)
+        faults.hit("resume.after_publish")
 
     async def _continue(self, run_id: str, resumed: RunResumed) -> None:
         first = await self._store.first(self._store.names.run(run_id))
