@@ -34,8 +34,8 @@ from contracts.events import (
     RunResumed,
     RunStarted,
 )
-from layby.clock import Clock
 from layby import faults
+from layby.clock import Clock
 from layby.errors import Conflict
 from layby.eventstore import EventStore, Stored
 from layby.logs import get_logger
