@@ -12,48 +12,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import os
-import signal
-import socket
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import psutil
 import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _http import Conn, sse
+from _up import pct, start_up, tree_rss_mb
 
 from layby.sdk import connect
 from layby.settings import load_settings
-
-
-def pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    values = sorted(values)
-    return values[min(len(values) - 1, int(q * len(values)))] * 1000
-
-
-def tree_rss_mb(pid: int) -> float:
-    root = psutil.Process(pid)
-    procs = [root, *root.children(recursive=True)]
-    total = 0
-    for p in procs:
-        with contextlib.suppress(psutil.Error):
-            total += p.memory_info().rss
-    return total / 1024 / 1024
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def run_level(url: str, token: str, nats_url: str, n: int, seconds: float, answerers: int = 8) -> dict:
@@ -140,36 +111,12 @@ def main() -> None:
     args = parser.parse_args()
 
     up = None
-    tmp = None
     idle_mb = float("nan")
     url, token, nats_url = args.url, args.token, args.nats
     if not url:
-        tmp = tempfile.TemporaryDirectory(prefix="layby-bench-")
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("LAYBY_", "INTERACTIONS_"))}
-        env.update(
-            LAYBY_DATA_DIR=tmp.name,
-            LAYBY_HTTP_PORT=str(free_port()),
-            LAYBY_LOG_LEVEL="warning",
-            INTERACTIONS_MAX_CONCURRENT="none",
-        )
-        up = subprocess.Popen(
-            [sys.executable, "-m", "layby.cli", "up"], env=env, stdout=subprocess.PIPE, text=True
-        )
-        assert up.stdout is not None
-        for line in up.stdout:
-            if "token:" in line:
-                token = line.split("token:")[1].strip()
-            if "inbox:" in line:
-                url = line.split("inbox:")[1].strip().rstrip("/")
-            if "Press Ctrl-C" in line:
-                break
-        from layby.runtime import read_runtime
-
-        runtime = read_runtime(Path(tmp.name))
-        assert runtime is not None
-        nats_url = runtime.nats_url
-        time.sleep(3)
-        idle_mb = tree_rss_mb(up.pid)
+        up = start_up()
+        url, token, nats_url = up.url, up.token, up.nats_url
+        idle_mb = tree_rss_mb(up.proc.pid)
     try:
         # uvloop, like the services: the client shares the two cores and should cost little.
         results = [
@@ -178,12 +125,7 @@ def main() -> None:
         ]
     finally:
         if up is not None:
-            up.send_signal(signal.SIGINT)
-            up.wait(60)
-            if up.stdout:
-                up.stdout.close()
-        if tmp is not None:
-            tmp.cleanup()
+            up.stop()
     print()
     print(f"layby up idle resident memory (all processes): {idle_mb:.0f} MB")
     print()

@@ -1,0 +1,87 @@
+"""Start and stop `layby up` for a benchmark, and measure process-tree memory."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+
+def pct(values: list[float], q: float) -> float:
+    """The q-quantile of ``values`` (seconds), in milliseconds."""
+    if not values:
+        return float("nan")
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))] * 1000
+
+
+def tree_rss_mb(pid: int) -> float:
+    root = psutil.Process(pid)
+    total = 0
+    for p in [root, *root.children(recursive=True)]:
+        with contextlib.suppress(psutil.Error):
+            total += p.memory_info().rss
+    return total / 1024 / 1024
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Up:
+    proc: subprocess.Popen[str]
+    tmp: tempfile.TemporaryDirectory[str]
+    url: str
+    token: str
+    nats_url: str
+    data_dir: str
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGINT)
+        self.proc.wait(60)
+        if self.proc.stdout:
+            self.proc.stdout.close()
+        self.tmp.cleanup()
+
+
+def start_up(**extra_env: str) -> Up:
+    """`layby up` on embedded NATS and PostgreSQL in a temporary data dir, ready to use."""
+    tmp = tempfile.TemporaryDirectory(prefix="layby-bench-")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LAYBY_", "INTERACTIONS_"))}
+    env.update(
+        LAYBY_DATA_DIR=tmp.name,
+        LAYBY_HTTP_PORT=str(free_port()),
+        LAYBY_LOG_LEVEL="warning",
+        INTERACTIONS_MAX_CONCURRENT="none",
+        **extra_env,
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "layby.cli", "up"], env=env, stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    token = url = ""
+    for line in proc.stdout:
+        if "token:" in line:
+            token = line.split("token:")[1].strip()
+        if "inbox:" in line:
+            url = line.split("inbox:")[1].strip().rstrip("/")
+        if "Press Ctrl-C" in line:
+            break
+    from layby.runtime import read_runtime
+
+    runtime = read_runtime(Path(tmp.name))
+    assert runtime is not None and token and url
+    time.sleep(3)
+    return Up(proc, tmp, url, token, runtime.nats_url, tmp.name)
