@@ -138,6 +138,30 @@ class Bench:
         await asyncio.wait_for(self.reported.wait(), 600)
 
 
+def cpu_by_process(up: Up, worker: subprocess.Popen[bytes]) -> dict[str, float]:
+    """CPU seconds used so far by each process of the system, the worker and this benchmark."""
+    out: dict[str, float] = {}
+    procs = [psutil.Process(up.proc.pid), *psutil.Process(up.proc.pid).children(recursive=True)]
+    for p in [*procs, psutil.Process(worker.pid), psutil.Process()]:
+        try:
+            cmd = p.cmdline()
+            t = p.cpu_times()
+        except psutil.Error:
+            continue
+        if p.pid == os.getpid():
+            name = "benchmark client"
+        elif p.pid == worker.pid:
+            name = "worker"
+        elif "serve" in cmd:
+            name = cmd[cmd.index("serve") + 1]
+        elif cmd and cmd[0].startswith("postgres"):
+            name = "postgres"
+        else:
+            name = Path(cmd[0]).name if cmd else str(p.pid)
+        out[name] = out.get(name, 0.0) + t.user + t.system
+    return out
+
+
 async def bench(args: argparse.Namespace, up: Up, worker: subprocess.Popen[bytes]) -> dict[str, Any]:
     b = Bench(up, args.answerers)
     await b.open()
@@ -147,6 +171,7 @@ async def bench(args: argparse.Namespace, up: Up, worker: subprocess.Popen[bytes
     out["idle_worker_mb"] = worker_proc.memory_info().rss / 1024 / 1024
 
     # 1. park N runs at once
+    cpu0 = cpu_by_process(up, worker)
     far = datetime.now(UTC) + timedelta(hours=2)
     keys = [f"p{i}" for i in range(args.runs)]
     t0 = time.perf_counter()
@@ -167,6 +192,8 @@ async def bench(args: argparse.Namespace, up: Up, worker: subprocess.Popen[bytes
     out["resumes_per_s"] = args.runs / resume_s
     out["cycles_per_s"] = args.runs / (park_s + resume_s)
     out["cont_p50"], out["cont_p99"] = pct(lat, 0.5), pct(lat, 0.99)
+    cpu1 = cpu_by_process(up, worker)
+    out["cpu_ms_per_cycle"] = {k: (cpu1[k] - cpu0.get(k, 0.0)) * 1000 / args.runs for k in cpu1}
 
     # 3. expiries spread over a few seconds
     base = datetime.now(UTC) + timedelta(seconds=8)
@@ -242,6 +269,11 @@ def main() -> None:
             f"{r['idle_worker_mb']:.0f} → {r['parked_worker_mb']:.0f} MB",
         ),
     ]
+    print()
+    print("CPU per park+resume cycle, by process:")
+    for name, ms in sorted(r["cpu_ms_per_cycle"].items(), key=lambda kv: -kv[1]):
+        if ms >= 0.01:
+            print(f"  {name:<20} {ms:.2f} ms")
     print()
     print(f"| measure ({n} parked runs, {args.expiries} expiries, {args.fanout} fan-outs of 3) | value |")
     print("|---|---:|")

@@ -156,8 +156,11 @@ class EventStore:
         stale on a cluster). Decisions never rest on it alone: they append with the read
         sequence expected, and after a lost race they re-read with ``leader=True``.
         """
+        # A single-replica stream has no followers: its direct get is the leader's answer, and
+        # it costs the server far less than the JetStream API's JSON form.
+        direct = not leader or self._replicas == 1
         try:
-            raw = await self.js.get_last_msg(self.names.events_stream, subject, direct=not leader)
+            raw = await self.js.get_last_msg(self.names.events_stream, subject, direct=direct)
         except nats.js.errors.NotFoundError:
             return None
         except nats.js.errors.APIError as exc:
@@ -173,7 +176,9 @@ class EventStore:
     async def first(self, subject: str) -> Stored | None:
         """The first event on a subject (for an interaction: its ``asked`` event), from the leader."""
         try:
-            raw = await self.js.get_msg(self.names.events_stream, seq=1, subject=subject, next=True)
+            raw = await self.js.get_msg(
+                self.names.events_stream, seq=1, subject=subject, next=True, direct=self._replicas == 1
+            )
         except nats.js.errors.NotFoundError:
             return None
         except (nats.errors.TimeoutError, nats.errors.NoRespondersError, nats.js.errors.APIError) as exc:
@@ -181,6 +186,11 @@ class EventStore:
         assert raw.data is not None
         assert raw.seq is not None
         return Stored(seq=int(raw.seq), event=decode_event(raw.data))
+
+    async def detect_replicas(self) -> None:
+        """Read the event log's replica count (a client that did not provision the streams)."""
+        info = await self.js.stream_info(self.names.events_stream)
+        self._replicas = int(info.config.num_replicas or 1)
 
     async def bounds(self) -> tuple[int, int]:
         """(first, last) sequence of the event log."""

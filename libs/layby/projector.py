@@ -236,8 +236,12 @@ async def apply_batch(conn: Conn, batch: Sequence[Stored], *, name: str = INBOX)
             await conn.executemany(_REMOVED, removed)
         if resolved:
             await conn.executemany("DELETE FROM admissions WHERE interaction_id = $1", resolved)
-        for statement, args in runs:
-            await conn.execute(statement, *args)
+        if runs:
+            grouped: dict[str, list[tuple[Any, ...]]] = {}
+            for statement, args in runs:
+                grouped.setdefault(statement, []).append(args)
+            for statement, rows in grouped.items():  # each statement is order-insensitive
+                await conn.executemany(statement, rows)
         if batch:
             await conn.execute(_CHECKPOINT, name, max(s.seq for s in batch))
 

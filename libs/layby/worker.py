@@ -195,7 +195,7 @@ class Worker:
         if not self._flows:
             raise RuntimeError("register at least one flow with @worker.flow(name) before serve()")
         client = await self.client()
-        self._store = EventStore(client.nc, client.names)
+        self._store = EventStore(client.nc, client.names, replicas=3)  # leader reads until known
         slots = asyncio.Semaphore(self._concurrency)
         async with asyncio.TaskGroup() as tg:
             for name in self._flows:
@@ -217,6 +217,9 @@ class Worker:
             max_deliver=-1,
         )
         waited = False
+        if self._store is not None:
+            with contextlib.suppress(nats.errors.Error, nats.js.errors.Error):
+                await self._store.detect_replicas()
         while True:
             try:
                 await js.consumer_info(names.continuations_stream, durable)

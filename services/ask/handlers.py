@@ -63,12 +63,12 @@ class AskHandlers:
                 message="interaction_id does not belong to this run's call",
                 field="interaction_id",
             )
-        found = await self.runs.load(cmd.run_id)
-        if found is None:
+        started = await self.runs.started(cmd.run_id)
+        if started is None:
             return Refused(kind="invalid", message=f"run {cmd.run_id} does not exist", field="run_id")
-        if not self.runs.may_act(principal, found.started):
+        if not self.runs.may_act(principal, started):
             return Refused(kind="audience", message="this run belongs to another identity")
-        return Principal(found.started.identity, found.started.role)
+        return Principal(started.identity, started.role)
 
     def _retention_refusal(self, interaction_id: str, expiry_at: datetime) -> Refused | None:
         """A park that would outlive its checkpoint is refused (inventory A8.83)."""

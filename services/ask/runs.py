@@ -8,8 +8,8 @@ acking and the message was redelivered) can never both park or end the run.
 
 from __future__ import annotations
 
-import asyncio
 import uuid
+from collections import OrderedDict
 
 import msgspec
 
@@ -33,6 +33,7 @@ from layby.validation import call_interaction_id, is_flow_name, is_interaction_i
 log = get_logger("layby.runs")
 _enc = msgspec.json.Encoder()
 ERROR_MAX_CHARS = 4000
+STARTED_CACHE = 50_000
 
 
 def _generation_of(event: object) -> int | None:
@@ -55,13 +56,32 @@ class RunHandlers:
         self._store = store
         self._auth = auth
         self._clock = clock
+        self._started: OrderedDict[str, RunStarted] = OrderedDict()
+
+    async def started(self, run_id: str) -> RunStarted | None:
+        """A run's ``RunStarted`` event: its flow, identity and input never change, so it is
+        read from the log once and kept (bounded LRU)."""
+        found = self._started.get(run_id)
+        if found is not None:
+            self._started.move_to_end(run_id)
+            return found
+        first = await self._store.first(self._store.names.run(run_id))
+        if first is None or not isinstance(first.event, RunStarted):
+            return None
+        self._started[run_id] = first.event
+        if len(self._started) > STARTED_CACHE:
+            self._started.popitem(last=False)
+        return first.event
 
     async def load(self, run_id: str) -> RunOwner | None:
-        subject = self._store.names.run(run_id)
-        first, last = await asyncio.gather(self._store.first(subject), self._store.last(subject, leader=True))
-        if first is None or last is None or not isinstance(first.event, RunStarted):
+        """The run's start and its last event, read from the leader (decisions rest on it)."""
+        started = await self.started(run_id)
+        if started is None:
             return None
-        return RunOwner(started=first.event, last=last)
+        last = await self._store.last(self._store.names.run(run_id), leader=True)
+        if last is None:
+            return None
+        return RunOwner(started=started, last=last)
 
     @staticmethod
     def may_act(principal: Principal, started: RunStarted) -> bool:

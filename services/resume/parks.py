@@ -21,6 +21,7 @@ A crash between 3 and 4 leaves the trigger unacknowledged; its redelivery finds
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 
 import msgspec
 
@@ -42,6 +43,7 @@ from layby.logs import get_logger
 
 log = get_logger("layby.resume")
 _enc = msgspec.json.Encoder()
+STARTED_CACHE = 50_000
 
 
 def resume_id_of(run_id: str, generation: int) -> str:
@@ -53,11 +55,13 @@ class Resumer:
     def __init__(self, store: EventStore, clock: Clock) -> None:
         self._store = store
         self._clock = clock
+        self._started: OrderedDict[str, RunStarted] = OrderedDict()
 
     async def on_event(self, stored: Stored) -> None:
         ev = stored.event
         match ev:
             case RunStarted():
+                self._remember(ev)
                 await self.start(ev)
             case RunParked():
                 await self.evaluate(ev.run_id)
@@ -132,12 +136,20 @@ class Resumer:
         await self._continue(run_id, resumed)
         faults.hit("resume.after_publish")
 
+    def _remember(self, started: RunStarted) -> None:
+        self._started[started.run_id] = started
+        if len(self._started) > STARTED_CACHE:
+            self._started.popitem(last=False)
+
     async def _continue(self, run_id: str, resumed: RunResumed) -> None:
-        first = await self._store.first(self._store.names.run(run_id))
-        if first is None or not isinstance(first.event, RunStarted):
-            log.error("resume.run_without_start", run_id=run_id)
-            return
-        started = first.event
+        started = self._started.get(run_id)
+        if started is None:
+            first = await self._store.first(self._store.names.run(run_id))
+            if first is None or not isinstance(first.event, RunStarted):
+                log.error("resume.run_without_start", run_id=run_id)
+                return
+            started = first.event
+            self._remember(started)
         await self._publish(
             Continuation(
                 run_id=run_id,
