@@ -66,13 +66,15 @@ class Resumer:
             case RunParked():
                 await self.evaluate(ev.run_id)
             case InteractionAnswered() | InteractionRemoved() if ev.run_id:
-                await self.evaluate(ev.run_id)
+                # A resolution is its question's last event: no need to read it back.
+                await self.evaluate(ev.run_id, known={ev.interaction_id: stored})
 
     async def start(self, ev: RunStarted) -> None:
-        """Generation 0: the first execution is a continuation like every other."""
-        last = await self._store.last(self._store.names.run(ev.run_id), leader=True)
-        if last is None or not isinstance(last.event, RunStarted):
-            return  # already executing or beyond: its continuation was published and taken
+        """Generation 0: the first execution is a continuation like every other.
+
+        A redelivered start publishes nothing new (the continuation's subject is taken), and a
+        worker executes generation 0 only while ``run.started`` is the run's last event.
+        """
         cont = Continuation(
             run_id=ev.run_id,
             flow=ev.flow,
@@ -83,7 +85,7 @@ class Resumer:
         )
         await self._publish(cont)
 
-    async def evaluate(self, run_id: str) -> None:
+    async def evaluate(self, run_id: str, *, known: dict[str, Stored] | None = None) -> None:
         subject = self._store.names.run(run_id)
         last = await self._store.last(subject, leader=True)
         if last is None:
@@ -95,8 +97,9 @@ class Resumer:
         if not isinstance(last.event, RunParked):
             return  # not parked (yet, or any more): nothing to resume
         park = last.event
+        known = known or {}
         reads = await asyncio.gather(
-            *(self._store.last(self._store.names.ix(a.interaction_id), leader=True) for a in park.asks)
+            *(self._read_ix(a.interaction_id, known.get(a.interaction_id)) for a in park.asks)
         )
         answers = dict(park.answers)
         for ask, read in zip(park.asks, reads, strict=True):
@@ -135,6 +138,11 @@ class Resumer:
         faults.hit("resume.after_claim")
         await self._continue(run_id, resumed)
         faults.hit("resume.after_publish")
+
+    async def _read_ix(self, interaction_id: str, known: Stored | None) -> Stored | None:
+        if known is not None:
+            return known
+        return await self._store.last(self._store.names.ix(interaction_id), leader=True)
 
     def _remember(self, started: RunStarted) -> None:
         self._started[started.run_id] = started
