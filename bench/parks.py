@@ -108,19 +108,29 @@ class Bench:
         finally:
             await conn.close()
 
-    async def answer(self, keys: list[str]) -> dict[str, float]:
-        """Answer every ask of ``keys``; returns key -> moment its last answer was sent."""
+    async def answer(self, keys: list[str], rate: float | None = None) -> dict[str, float]:
+        """Answer every ask of ``keys`` (at full speed, or ``rate`` answers/s); returns key ->
+        the moment its last answer was sent."""
         queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
         for key in keys:
             for ix in self.asks[key]:
                 queue.put_nowait((key, ix))
         sent: dict[str, float] = {}
 
+        start = time.perf_counter()
+        issued = 0
+
         async def answerer() -> None:
+            nonlocal issued
             conn = await Conn(self.host, self.port, self.up.token).open()
             try:
                 while not queue.empty():
                     key, ix = queue.get_nowait()
+                    if rate:
+                        issued += 1
+                        delay = start + issued / rate - time.perf_counter()
+                        if delay > 0:
+                            await asyncio.sleep(delay)
                     sent[key] = time.time()
                     status, _ = await conn.request("POST", f"/api/interactions/{ix}/answer", {"answer": "ok"})
                     assert status == 200, status
@@ -195,6 +205,16 @@ async def bench(args: argparse.Namespace, up: Up, worker: subprocess.Popen[bytes
     cpu1 = cpu_by_process(up, worker)
     out["cpu_ms_per_cycle"] = {k: (cpu1[k] - cpu0.get(k, 0.0)) * 1000 / args.runs for k in cpu1}
 
+    # 2b. the same at a steady rate well below capacity: latency without a backlog
+    pkeys = [f"q{i}" for i in range(args.paced)]
+    await b.start_runs("bench_one", pkeys, [far] * len(pkeys))
+    await b.wait_parked(args.paced)
+    sent = await b.answer(pkeys, rate=args.rate)
+    await b.wait_reports(len(keys) + len(pkeys))
+    lat = [b.reports[k][0] - sent[k] for k in pkeys]
+    out["paced_p50"], out["paced_p99"] = pct(lat, 0.5), pct(lat, 0.99)
+    done = len(keys) + len(pkeys)
+
     # 3. expiries spread over a few seconds
     base = datetime.now(UTC) + timedelta(seconds=8)
     ekeys = [f"e{i}" for i in range(args.expiries)]
@@ -202,7 +222,7 @@ async def bench(args: argparse.Namespace, up: Up, worker: subprocess.Popen[bytes
         base + timedelta(milliseconds=3000 * i / max(args.expiries, 1)) for i in range(args.expiries)
     ]
     await b.start_runs("bench_one", ekeys, deadlines)
-    await b.wait_reports(len(keys) + len(ekeys))
+    await b.wait_reports(done + len(ekeys))
     late = [b.reports[k][0] - d.timestamp() for k, d in zip(ekeys, deadlines, strict=True)]
     assert all(b.reports[k][1] for k in ekeys), "an expiry resumed without the marker"
     out["late_p50"], out["late_p99"] = pct(late, 0.5), pct(late, 0.99)
@@ -212,7 +232,7 @@ async def bench(args: argparse.Namespace, up: Up, worker: subprocess.Popen[bytes
     t0 = time.perf_counter()
     await b.start_runs("bench_fan", fkeys, [far] * len(fkeys))
     await b.answer(fkeys)
-    await b.wait_reports(len(keys) + len(ekeys) + len(fkeys))
+    await b.wait_reports(done + len(ekeys) + len(fkeys))
     out["fan_runs_per_s"] = args.fanout / (time.perf_counter() - t0)
     b.reader.cancel()
     await b.client.close()
@@ -226,6 +246,8 @@ def main() -> None:
     parser.add_argument("--expiries", type=int, default=1000)
     parser.add_argument("--fanout", type=int, default=1000)
     parser.add_argument("--answerers", type=int, default=16)
+    parser.add_argument("--paced", type=int, default=2000, help="runs answered at a steady --rate")
+    parser.add_argument("--rate", type=float, default=300.0, help="answers/s of the paced phase")
     args = parser.parse_args()
 
     up = start_up()
@@ -254,7 +276,11 @@ def main() -> None:
             f"{r['resumes_per_s']:.0f}",
         ),
         ("park+resume cycles/s", f"{r['cycles_per_s']:.0f}"),
-        ("answer→continuation-start p50 / p99", f"{r['cont_p50']:.0f} / {r['cont_p99']:.0f} ms"),
+        ("answer→continuation-start p50 / p99, full speed", f"{r['cont_p50']:.0f} / {r['cont_p99']:.0f} ms"),
+        (
+            f"answer→continuation-start p50 / p99, {args.rate:.0f} answers/s",
+            f"{r['paced_p50']:.0f} / {r['paced_p99']:.0f} ms",
+        ),
         (
             "expiry lateness (expiry_at→continuation-start) p50 / p99",
             f"{r['late_p50']:.0f} / {r['late_p99']:.0f} ms",
