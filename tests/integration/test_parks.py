@@ -213,6 +213,22 @@ async def test_async_ask_on_the_in_memory_checkpointer_raises_before_anything_is
     assert last == 0
 
 
+async def test_async_ask_without_a_bound_identity_raises_before_anything_is_stored(
+    system: System, store: EventStore
+) -> None:
+    """A durable worker's ``run_local`` has a driver but no run identity: async is refused."""
+    worker = layby.Worker(await system.sdk(), settings=system.settings)
+
+    @worker.flow("anon")
+    async def anon(_: Any) -> Any:
+        return await layby.ask_user("Ship?", mode="async", expiry_at=soon())
+
+    with pytest.raises(RuntimeError, match="bound execution identity"):
+        await worker.run_local("anon")
+    _, last = await store.bounds()
+    assert last == 0
+
+
 async def test_sync_asks_work_on_the_in_memory_checkpointer(system: System) -> None:
     worker = layby.Worker(await system.sdk(), checkpointer="memory", settings=system.settings)
 
