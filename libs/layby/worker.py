@@ -402,6 +402,17 @@ class Worker:
                 log.info("worker.superseded", run_id=cont.run_id, resume_id=cont.resume_id)
             elif reply.kind == "unavailable":
                 raise Transient(reply.message)
+            elif reply.kind in ("audience", "unauthorized"):
+                # This worker's token may not act for the run's identity: leave the continuation
+                # to a worker that may (an operator token, or the run's own identity's).
+                log.error(
+                    "worker.not_authorized_for_run",
+                    run_id=cont.run_id,
+                    identity=cont.identity,
+                    error=reply.message,
+                )
+                await msg.nak(delay=self._settings.continuation_ack_wait_seconds)
+                return
             else:
                 log.error("worker.outcome_refused", run_id=cont.run_id, kind=reply.kind, error=reply.message)
         if cont.generation:

@@ -696,3 +696,31 @@ async def test_rebuild_reproduces_the_runs_table(
     after = [dict(r) for r in await db.fetch(snapshot)]
     assert after == before
     assert {r["status"] for r in after} == {"parked", "finished"}
+
+
+@pytest.mark.settings(continuation_ack_wait_seconds=1.0, continuation_max_attempts=1)
+async def test_a_worker_that_may_not_act_for_the_run_leaves_it_to_one_that_may(
+    system: System, workers: Workers, db: asyncpg.Pool
+) -> None:
+    """Bob's worker (a user token) cannot act for alice's run; it neither drops nor fails the
+    run, and an operator worker resumes it."""
+
+    def register(w: layby.Worker) -> None:
+        @w.flow("guarded")
+        async def guarded(_: Any) -> Any:
+            return await layby.ask_user("Guarded?", mode="async", expiry_at=soon())
+
+    bobs = await workers.new(register, token=BOB)
+    await workers.serve(bobs)
+    alice = await system.sdk(ALICE)
+    run_id = await alice.start_run("guarded")
+    await asyncio.sleep(1.5)
+    row = await run_row(db, run_id)
+    assert row is not None and row["status"] == "running"
+    assert await db.fetchval("SELECT count(*) FROM interactions") == 0
+    ops = await workers.new(register)
+    await workers.serve(ops)
+    [ix] = await open_asks(db, run_id, 1)
+    assert await answer(system, ix, "fine", token=ALICE) == 200
+    row = await wait_status(db, run_id, "finished")
+    assert json.loads(row["result"]) == "fine"
