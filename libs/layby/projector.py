@@ -82,36 +82,51 @@ ON CONFLICT (run_id) DO UPDATE SET
     created_at = EXCLUDED.created_at
 """
 
-_RUN_PARKED = """
-INSERT INTO runs AS r (run_id, status, generation, checkpoint, asks, expiry_at, resume_id, updated_at,
-    last_seq)
-VALUES ($1, 'parked', $2, $3::jsonb, $4::jsonb, $5, $6, $7, $8)
-ON CONFLICT (run_id) DO UPDATE SET
-    status = 'parked', generation = EXCLUDED.generation, checkpoint = EXCLUDED.checkpoint,
-    asks = EXCLUDED.asks, expiry_at = EXCLUDED.expiry_at, resume_id = EXCLUDED.resume_id,
-    updated_at = EXCLUDED.updated_at, last_seq = EXCLUDED.last_seq
-WHERE r.last_seq < EXCLUDED.last_seq
-"""
 
-_RUN_RESUMED = """
-INSERT INTO runs AS r (run_id, status, generation, resume_id, updated_at, last_seq, checkpoint)
-VALUES ($1, 'resumed', $2, $3, $4, $5, $6::jsonb)
-ON CONFLICT (run_id) DO UPDATE SET
-    status = 'resumed', generation = EXCLUDED.generation, resume_id = EXCLUDED.resume_id,
-    checkpoint = EXCLUDED.checkpoint,
-    updated_at = EXCLUDED.updated_at, last_seq = EXCLUDED.last_seq
-WHERE r.last_seq < EXCLUDED.last_seq
-"""
+def _guarded(columns: tuple[str, ...], seq: str) -> str:
+    """SET clauses that take the event's values only when it is newer than what the row's
+    ``seq`` column says was applied for those columns: the result is the same in any order."""
+    return ",\n    ".join(
+        f"{c} = CASE WHEN r.{seq} IS NULL OR r.{seq} < EXCLUDED.{seq} THEN EXCLUDED.{c} ELSE r.{c} END"
+        for c in columns
+    )
 
-_RUN_ENDED = """
-INSERT INTO runs AS r (run_id, status, generation, result, error, updated_at, last_seq)
-VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7)
+
+_STATUS = ("status", "generation", "resume_id", "updated_at")
+
+# Each aspect of a run row has its own sequence guard: the current park's asks (parked_seq), the
+# checkpoint (checkpoint_seq) and the status (last_seq). An event sets only what it determines.
+_RUN_PARKED = f"""
+INSERT INTO runs AS r (run_id, status, generation, resume_id, updated_at, last_seq, checkpoint,
+    checkpoint_seq, asks, expiry_at, parked_seq)
+VALUES ($1, 'parked', $2, $6, $7, $8, $3::jsonb, $8, $4::jsonb, $5, $8)
 ON CONFLICT (run_id) DO UPDATE SET
-    status = EXCLUDED.status, generation = EXCLUDED.generation, result = EXCLUDED.result,
-    error = EXCLUDED.error, asks = NULL, expiry_at = NULL,
-    updated_at = EXCLUDED.updated_at, last_seq = EXCLUDED.last_seq
-WHERE r.last_seq < EXCLUDED.last_seq
-"""
+    {_guarded(("asks", "expiry_at"), "parked_seq")},
+    {_guarded(("checkpoint",), "checkpoint_seq")},
+    {_guarded(_STATUS, "last_seq")},
+    parked_seq = GREATEST(r.parked_seq, EXCLUDED.parked_seq),
+    checkpoint_seq = GREATEST(r.checkpoint_seq, EXCLUDED.checkpoint_seq),
+    last_seq = GREATEST(r.last_seq, EXCLUDED.last_seq)
+"""  # noqa: S608 - built from constant column names
+
+_RUN_RESUMED = f"""
+INSERT INTO runs AS r (run_id, status, generation, resume_id, updated_at, last_seq, checkpoint,
+    checkpoint_seq)
+VALUES ($1, 'resumed', $2, $3, $4, $5, $6::jsonb, $5)
+ON CONFLICT (run_id) DO UPDATE SET
+    {_guarded(("checkpoint",), "checkpoint_seq")},
+    {_guarded(_STATUS, "last_seq")},
+    checkpoint_seq = GREATEST(r.checkpoint_seq, EXCLUDED.checkpoint_seq),
+    last_seq = GREATEST(r.last_seq, EXCLUDED.last_seq)
+"""  # noqa: S608 - built from constant column names
+
+_RUN_ENDED = f"""
+INSERT INTO runs AS r (run_id, status, generation, resume_id, updated_at, last_seq, result, error)
+VALUES ($1, $2, $3, $8, $6, $7, $4::jsonb, $5)
+ON CONFLICT (run_id) DO UPDATE SET
+    {_guarded(("result", "error", *_STATUS), "last_seq")},
+    last_seq = GREATEST(r.last_seq, EXCLUDED.last_seq)
+"""  # noqa: S608 - built from constant column names
 
 _CHECKPOINT = """
 INSERT INTO projector_checkpoints AS c (name, seq) VALUES ($1, $2)
@@ -217,6 +232,7 @@ async def apply_batch(conn: Conn, batch: Sequence[Stored], *, name: str = INBOX)
                             None,
                             ev.finished_at,
                             stored.seq,
+                            ev.resume_id,
                         ),
                     )
                 )
@@ -224,7 +240,7 @@ async def apply_batch(conn: Conn, batch: Sequence[Stored], *, name: str = INBOX)
                 runs.append(
                     (
                         _RUN_ENDED,
-                        (ev.run_id, "failed", ev.generation, None, ev.error, ev.failed_at, stored.seq),
+                        (ev.run_id, "failed", ev.generation, None, ev.error, ev.failed_at, stored.seq, ev.resume_id),
                     )
                 )
     async with conn.transaction():

@@ -22,7 +22,12 @@ CREATE TABLE IF NOT EXISTS runs (
     error        text,
     created_at   timestamptz,
     updated_at   timestamptz,
-    last_seq     bigint      NOT NULL
+    last_seq     bigint      NOT NULL,   -- guards status, generation, resume_id, result, error
+    parked_seq   bigint,                 -- guards asks, expiry_at
+    checkpoint_seq bigint                -- guards checkpoint
 );
+
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS parked_seq bigint;
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS checkpoint_seq bigint;
 
 CREATE INDEX IF NOT EXISTS runs_updated_idx ON runs (updated_at DESC);
