@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 import msgspec
 
+from contracts.limits import ANSWERED_BY_EXPIRY
+
 
 class MediaItem(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """Display-only media on a question (inventory A4, B4)."""
@@ -163,7 +165,8 @@ Event = InteractionAsked | InteractionAnswered | InteractionRemoved | RunEvent
 
 EXPIRY_ANSWER: dict[str, bool] = {"layby:interaction_expired": True}
 """The reserved marker an expired ask contributes in place of an answer (inventory A7.75, B1)."""
-EXPIRY_ANSWERER = "system:expiry"
+EXPIRY_ANSWERER = ANSWERED_BY_EXPIRY
+EXPIRY_KEY = "layby:interaction_expired"
 
 EVENT_DECODER: msgspec.json.Decoder[Event] = msgspec.json.Decoder(Event)
 ENCODER = msgspec.json.Encoder()

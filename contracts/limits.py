@@ -19,3 +19,6 @@ ANSWER_FORMATS: Final = ("text", "confirm", "select", "form", "external")
 # Sentinel answerers (inventory B1).
 ANSWERED_BY_EXTERNAL: Final = "external-callback"
 ANSWERED_BY_EXPIRY: Final = "system:expiry"
+
+CHECKPOINT_MAX_BYTES = 512 * 1024
+"""Cap on a park's checkpoint (its asks plus every answer so far), well under NATS's max payload."""

@@ -14,6 +14,7 @@ The handler gets whole batches; acks are sent only after it returns (after commi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -52,6 +53,15 @@ async def _reconcile_filter(store: EventStore, durable: str, filter_subject: str
     if info.config.filter_subject == filter_subject:
         return None
     start = int(info.ack_floor.stream_seq if info.ack_floor else 0) + 1
+    # Events the old filter left out may lie below its ack floor (a rolling upgrade appends run
+    # events before every consumer is recreated): start no later than the first of them. The
+    # handlers are idempotent, so what the old consumer did see is merely seen twice.
+    with contextlib.suppress(nats.js.errors.NotFoundError, nats.js.errors.APIError):
+        first_new = await store.js.get_msg(
+            store.names.events_stream, seq=1, subject=store.names.runs_all, next=True
+        )
+        if first_new.seq is not None:
+            start = min(start, int(first_new.seq))
     log.warning(
         "consumer.refilter", durable=durable, old=info.config.filter_subject, new=filter_subject, start=start
     )

@@ -74,3 +74,7 @@ class ParkExpiryExceedsRetentionError(LaybyError, ValueError):
 
 class NonDeterministicRunError(LaybyError, RuntimeError):
     """A resumed flow asked a different question at a call whose answer was recorded."""
+
+
+class Unavailable(Transient, RuntimeError):
+    """A Layby service or NATS did not answer; nothing was decided. Safe to retry."""

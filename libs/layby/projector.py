@@ -240,7 +240,16 @@ async def apply_batch(conn: Conn, batch: Sequence[Stored], *, name: str = INBOX)
                 runs.append(
                     (
                         _RUN_ENDED,
-                        (ev.run_id, "failed", ev.generation, None, ev.error, ev.failed_at, stored.seq, ev.resume_id),
+                        (
+                            ev.run_id,
+                            "failed",
+                            ev.generation,
+                            None,
+                            ev.error,
+                            ev.failed_at,
+                            stored.seq,
+                            ev.resume_id,
+                        ),
                     )
                 )
     async with conn.transaction():

@@ -44,6 +44,7 @@ from layby.errors import (
     NonDeterministicRunError,
     ParkExpiryExceedsRetentionError,
     Unauthorized,
+    Unavailable,
 )
 from layby.eventstore import connect_nats
 from layby.logs import get_logger
@@ -248,15 +249,20 @@ class Client:
             try:
                 msg = await self._nc.request(self._names.cmd_run, payload, timeout=REQUEST_TIMEOUT)
                 break
+            except nats.errors.MaxPayloadError:
+                return Refused(
+                    kind="invalid",
+                    message=f"the {type(cmd).__name__} command is larger than the NATS server's max payload",
+                )
             except nats.errors.NoRespondersError:
                 if attempt == 5:
-                    raise RuntimeError(
+                    raise Unavailable(
                         f"no ask service answers on {self._names.cmd_run}: start Layby with `layby up`"
                     ) from None
                 await asyncio.sleep(0.5 * (attempt + 1))
             except nats.errors.TimeoutError:
                 if attempt == 5:
-                    raise
+                    raise Unavailable(f"the ask service did not answer on {self._names.cmd_run}") from None
         reply = REPLY_DECODER.decode(msg.data)
         if not isinstance(reply, RunAccepted | Refused):
             raise RuntimeError(f"unexpected reply to a run command: {reply!r}")  # noqa: TRY004
@@ -287,6 +293,8 @@ class Client:
                 raise Unauthorized(f"LAYBY_TOKEN was refused: {reply.message}")
             case "retention":
                 raise ParkExpiryExceedsRetentionError(reply.message, interaction_id=interaction_id)
+            case "unavailable":
+                raise Unavailable(reply.message)
             case _:
                 raise RuntimeError(reply.message)
 
@@ -344,7 +352,7 @@ class Client:
                 )
                 break
             except nats.errors.NoRespondersError:
-                raise RuntimeError(
+                raise Unavailable(
                     f"no ask service answers on {self._names.cmd_ask}: start Layby with `layby up` "
                     "or `layby serve ask`"
                 ) from None

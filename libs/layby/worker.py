@@ -38,7 +38,15 @@ import nats.js.errors
 from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
-from contracts.commands import CONTINUATION_DECODER, Continuation, EndRun, ParkRun, Prune, Refused
+from contracts.commands import (
+    CONTINUATION_DECODER,
+    Continuation,
+    EndRun,
+    ParkRun,
+    Prune,
+    Refused,
+    RunAccepted,
+)
 from contracts.events import RunResumed, RunStarted
 from layby import faults
 from layby.errors import BadInput, Transient
@@ -67,6 +75,10 @@ class Parked(msgspec.Struct, frozen=True):
 
 class Raised(msgspec.Struct, frozen=True):
     error: str
+    transient: bool = False
+    """Layby was unavailable (not the flow's fault): retried, never counted against the flow."""
+    final: bool = False
+    """Retrying cannot help (the outcome itself was refused): fail the run now."""
 
 
 Outcome = Finished | Parked | Raised
@@ -101,8 +113,30 @@ async def drive(fn: Flow, ctx: RunContext, input: Any) -> Outcome:
         return Raised("the flow was cancelled")
     exc = task.exception()
     if exc is not None:
-        return Raised(f"{type(exc).__name__}: {exc}")
+        transient = isinstance(exc, Transient | nats.errors.Error | nats.js.errors.Error)
+        return Raised(f"{type(exc).__name__}: {exc}", transient=transient)
     return Finished(task.result())
+
+
+class _Slots:
+    """How many more continuations this worker may execute at once (shared by its flows)."""
+
+    def __init__(self, size: int) -> None:
+        self._free = size
+        self._changed = asyncio.Event()
+
+    async def take(self, most: int) -> int:
+        while self._free <= 0:
+            self._changed.clear()
+            await self._changed.wait()
+        room = min(most, self._free)
+        self._free -= room
+        return room
+
+    def give(self, count: int) -> None:
+        if count > 0:
+            self._free += count
+            self._changed.set()
 
 
 def _backoff(attempt: int) -> float:
@@ -196,7 +230,7 @@ class Worker:
             raise RuntimeError("register at least one flow with @worker.flow(name) before serve()")
         client = await self.client()
         self._store = EventStore(client.nc, client.names, replicas=3)  # leader reads until known
-        slots = asyncio.Semaphore(self._concurrency)
+        slots = _Slots(self._concurrency)
         async with asyncio.TaskGroup() as tg:
             for name in self._flows:
                 tg.create_task(self._serve_flow(name, stop, slots))
@@ -240,35 +274,40 @@ class Worker:
                 await asyncio.sleep(0.5)
         return await js.pull_subscribe_bind(durable, names.continuations_stream)
 
-    async def _serve_flow(self, name: str, stop: asyncio.Event, slots: asyncio.Semaphore) -> None:
+    async def _serve_flow(self, name: str, stop: asyncio.Event, slots: _Slots) -> None:
         sub = await self._consumer(name)
         running: set[asyncio.Task[None]] = set()
         log.info("worker.ready", flow=name)
         try:
             while not stop.is_set():
-                free = max(1, min(FETCH_BATCH, self._concurrency - len(running)))
+                # Fetch only what can start now: a fetched continuation that waited for a slot
+                # would get no heartbeat and be redelivered to another worker meanwhile.
+                room = await slots.take(FETCH_BATCH)
                 try:
-                    msgs = await sub.fetch(free, timeout=1.0)
+                    msgs = await sub.fetch(room, timeout=1.0)
                 except (TimeoutError, nats.errors.TimeoutError):
+                    slots.give(room)
                     continue
                 except (nats.errors.Error, nats.js.errors.Error) as exc:
+                    slots.give(room)
                     log.warning("worker.fetch_failed", flow=name, error=str(exc))
                     await asyncio.sleep(0.5)
                     with contextlib.suppress(nats.errors.Error, nats.js.errors.Error):
                         sub = await self._consumer(name)
                     continue
+                slots.give(room - len(msgs))
                 if stop.is_set():
                     # Fetched while stopping: hand them straight back to the other workers.
                     for msg in msgs:
                         with contextlib.suppress(nats.errors.Error, nats.js.errors.Error):
                             await msg.nak()
+                    slots.give(len(msgs))
                     break
                 for msg in msgs:
-                    await slots.acquire()
                     task = asyncio.create_task(self._execute(msg))
                     running.add(task)
                     task.add_done_callback(running.discard)
-                    task.add_done_callback(lambda _t: slots.release())
+                    task.add_done_callback(lambda _t: slots.give(1))
         finally:
             if running:
                 await asyncio.wait(running, timeout=10)
@@ -316,6 +355,15 @@ class Worker:
             log.info("worker.duplicate_continuation", run_id=cont.run_id, resume_id=cont.resume_id)
             await msg.ack()
             return
+        # The heartbeat runs until the message is settled: recording the outcome can take a
+        # while (retries), and JetStream must not hand the continuation to another worker meanwhile.
+        heartbeat = asyncio.create_task(self._heartbeat(msg))
+        try:
+            await self._execute_current(msg, cont, fn)
+        finally:
+            heartbeat.cancel()
+
+    async def _execute_current(self, msg: Msg, cont: Continuation, fn: Flow) -> None:
         client = await self.client()
         ctx = RunContext(
             RunInfo(
@@ -329,56 +377,62 @@ class Worker:
             answers=cont.answers,
             client=client,
         )
-        heartbeat = asyncio.create_task(self._heartbeat(msg))
-        try:
-            outcome = await drive(fn, ctx, cont.input)
-        finally:
-            heartbeat.cancel()
+        outcome = await drive(fn, ctx, cont.input)
         if cont.generation:
             faults.hit("worker.after_flow")
-        attempts = msg.metadata.num_delivered
-        match outcome:
-            case Parked():
-                reply = await client.run_command(
-                    ParkRun(
-                        token=client.token,
-                        run_id=cont.run_id,
-                        generation=cont.generation + 1,
-                        asks=ctx.parked,
-                        answers=cont.answers,
-                        resume_id=cont.resume_id,
-                    )
+        deliveries = msg.metadata.num_delivered
+        reply: RunAccepted | Refused | None = None
+        ended = False
+        if isinstance(outcome, Parked):
+            reply = await client.run_command(
+                ParkRun(
+                    token=client.token,
+                    run_id=cont.run_id,
+                    generation=cont.generation + 1,
+                    asks=ctx.parked,
+                    answers=cont.answers,
+                    resume_id=cont.resume_id,
                 )
-            case Finished(result=result):
-                await self._prune_strays(client, ctx)
-                reply = await client.run_command(
-                    EndRun(
-                        token=client.token,
-                        run_id=cont.run_id,
-                        generation=cont.generation,
-                        outcome="finished",
-                        result=result,
-                        resume_id=cont.resume_id,
-                    )
+            )
+            if isinstance(reply, Refused) and reply.kind == "invalid":
+                # The same flow parks the same way every time: retrying cannot help.
+                outcome, reply = Raised(f"the park was refused: {reply.message}", final=True), None
+        elif isinstance(outcome, Finished):
+            reply = await client.run_command(
+                EndRun(
+                    token=client.token,
+                    run_id=cont.run_id,
+                    generation=cont.generation,
+                    outcome="finished",
+                    result=outcome.result,
+                    resume_id=cont.resume_id,
                 )
-                if isinstance(reply, Refused) and reply.kind == "invalid":
-                    outcome = Raised(f"the flow's result was refused: {reply.message}")
-            case Raised():
-                pass
+            )
+            ended = True
+            if isinstance(reply, Refused) and reply.kind == "invalid":
+                outcome, reply, ended = (
+                    Raised(f"the flow's result was refused: {reply.message}", final=True),
+                    None,
+                    False,
+                )
         if isinstance(outcome, Raised):
-            if attempts < self._settings.continuation_max_attempts:
-                delay = _backoff(attempts)
+            if outcome.transient:
+                # Layby itself was unavailable: not the flow's fault, never counted against it.
+                log.warning("worker.platform_unavailable", run_id=cont.run_id, error=outcome.error)
+                await msg.nak(delay=_backoff(min(deliveries, 6)))
+                return
+            if not outcome.final and deliveries < self._settings.continuation_max_attempts:
+                delay = _backoff(deliveries)
                 log.warning(
                     "worker.flow_raised",
                     run_id=cont.run_id,
                     resume_id=cont.resume_id,
-                    attempt=attempts,
+                    attempt=deliveries,
                     retry_in=delay,
                     error=outcome.error,
                 )
                 await msg.nak(delay=delay)
                 return
-            await self._prune_strays(client, ctx)
             reply = await client.run_command(
                 EndRun(
                     token=client.token,
@@ -386,35 +440,40 @@ class Worker:
                     generation=cont.generation,
                     outcome="failed",
                     error=outcome.error,
-                    attempts=attempts,
+                    attempts=deliveries,
                     resume_id=cont.resume_id,
                 )
             )
+            ended = True
             log.error(
                 "worker.run_failed",
                 run_id=cont.run_id,
                 resume_id=cont.resume_id,
-                attempts=attempts,
+                attempts=deliveries,
                 error=outcome.error,
             )
+        assert reply is not None
         if isinstance(reply, Refused):
             if reply.kind == "conflict":
+                # Another execution of this resume recorded its outcome first; its asks are ours
+                # too (the same ids), so nothing is pruned here.
                 log.info("worker.superseded", run_id=cont.run_id, resume_id=cont.resume_id)
             elif reply.kind == "unavailable":
                 raise Transient(reply.message)
-            elif reply.kind in ("audience", "unauthorized"):
-                # This worker's token may not act for the run's identity: leave the continuation
-                # to a worker that may (an operator token, or the run's own identity's).
+            else:
+                # This worker's token may not act for the run's identity (or the outcome was
+                # refused outright): never drop the continuation, leave it to another worker.
                 log.error(
-                    "worker.not_authorized_for_run",
+                    "worker.outcome_refused",
                     run_id=cont.run_id,
                     identity=cont.identity,
+                    kind=reply.kind,
                     error=reply.message,
                 )
                 await msg.nak(delay=self._settings.continuation_ack_wait_seconds)
                 return
-            else:
-                log.error("worker.outcome_refused", run_id=cont.run_id, kind=reply.kind, error=reply.message)
+        elif ended:
+            await self._prune_strays(client, ctx)
         if cont.generation:
             faults.hit("worker.before_ack")
         await msg.ack()

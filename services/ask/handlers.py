@@ -153,6 +153,21 @@ class AskHandlers:
             run_id=cmd.run_id if spec.mode == "async" else None,
             call=cmd.call if spec.mode == "async" else None,
         )
+        if event.run_id is not None:
+            # A replayed or duplicated execution re-asks under the same id: the question exists
+            # already (perhaps answered), so it takes no new slot and is not appended again.
+            existing = await self._store.first(self._store.names.ix(event.interaction_id))
+            if existing is not None:
+                if isinstance(existing.event, InteractionAsked) and existing.event.asked_by == event.asked_by:
+                    first_ask = existing.event
+                    return Accepted(
+                        interaction_id=first_ask.interaction_id,
+                        group_id=first_ask.group_id,
+                        timeout_at=first_ask.timeout_at.isoformat(),
+                    )
+                return Refused(
+                    kind="invalid", message="interaction_id is already in use", field="interaction_id"
+                )
         if not await self._admitter.admit(event.interaction_id, event.timeout_at):
             return Refused(
                 kind="limit",

@@ -22,6 +22,7 @@ from contracts.events import (
     RunResumed,
     RunStarted,
 )
+from contracts.limits import CHECKPOINT_MAX_BYTES
 from layby.auth import Authenticator, Principal
 from layby.clock import Clock
 from layby.errors import Conflict, Transient, Unauthorized
@@ -181,6 +182,13 @@ class RunHandlers:
                     message="interaction_id does not belong to this run's call",
                     field=f"asks[{index}].interaction_id",
                 )
+        size = len(_enc.encode(cmd.answers)) + len(_enc.encode(cmd.asks))
+        if size > CHECKPOINT_MAX_BYTES:
+            return Refused(
+                kind="invalid",
+                message=f"the run's checkpoint is {size} bytes; the limit is {CHECKPOINT_MAX_BYTES}",
+                field="answers",
+            )
         executing = _generation_of(found.last.event)
         if executing != cmd.generation - 1:
             last = found.last.event

@@ -724,3 +724,63 @@ async def test_a_worker_that_may_not_act_for_the_run_leaves_it_to_one_that_may(
     assert await answer(system, ix, "fine", token=ALICE) == 200
     row = await wait_status(db, run_id, "finished")
     assert json.loads(row["result"]) == "fine"
+
+
+async def test_a_person_cannot_fake_the_expiry_marker_through_the_answer_door(
+    system: System, workers: Workers, db: asyncpg.Pool
+) -> None:
+    def register(w: layby.Worker) -> None:
+        @w.flow("fake")
+        async def fake(_: Any) -> Any:
+            return await layby.ask_user(
+                "Details?", answer_format="form", schema={"type": "object"}, mode="async", expiry_at=soon()
+            )
+
+    worker = await workers.new(register)
+    await workers.serve(worker)
+    run_id = await worker.start("fake")
+    [ix] = await open_asks(db, run_id, 1)
+    async with system.http() as http:
+        resp = await http.post(
+            f"/api/interactions/{ix}/answer", json={"answer": {"layby:interaction_expired": True}}
+        )
+    assert resp.status_code == 400
+    assert resp.json() == {
+        "error": "answer must not carry the reserved key 'layby:interaction_expired'",
+        "field": "answer.layby:interaction_expired",
+    }
+    assert await answer(system, ix, {"name": "real"}) == 200
+    row = await wait_status(db, run_id, "finished")
+    assert json.loads(row["result"]) == {"name": "real"}
+
+
+@pytest.mark.settings(max_concurrent=1, continuation_max_attempts=3)
+async def test_a_retried_execution_re_asks_under_the_same_id_without_taking_another_slot(
+    system: System, workers: Workers, db: asyncpg.Pool
+) -> None:
+    """Attempt 1 records its ask while another branch raises; attempt 2 asks again: the question
+    exists already, so it neither takes a second slot (the cap is 1) nor appears twice."""
+    attempts: list[int] = []
+
+    def register(w: layby.Worker) -> None:
+        @w.flow("retry")
+        async def retry(_: Any) -> Any:
+            attempts.append(1)
+
+            async def flaky() -> None:
+                await asyncio.sleep(0)  # the ask is being recorded now
+                if len(attempts) == 1:
+                    raise ConnectionResetError("the first attempt fails while asking")
+
+            value, _ = await asyncio.gather(layby.ask_user("Once?", mode="async", expiry_at=soon()), flaky())
+            return value
+
+    worker = await workers.new(register)
+    await workers.serve(worker)
+    run_id = await worker.start("retry")
+    [ix] = await open_asks(db, run_id, 1, timeout=30)
+    assert len(attempts) == 2
+    assert await db.fetchval("SELECT count(*) FROM interactions") == 1
+    assert await answer(system, ix, "yes") == 200
+    row = await wait_status(db, run_id, "finished")
+    assert json.loads(row["result"]) == "yes"

@@ -122,3 +122,16 @@ async def test_a_parked_execution_is_ended_at_the_park_and_runs_no_code_after_it
     finally:
         unbind(token)
     assert after == []
+
+
+async def test_a_flow_failing_because_layby_is_unavailable_is_not_counted_against_it() -> None:
+    from layby.errors import Unavailable
+
+    async def down(_: Any) -> Any:
+        raise Unavailable("no ask service answers")
+
+    async def broken(_: Any) -> Any:
+        raise ConnectionResetError("the flow's own dependency")
+
+    assert (await drive(down, _ctx(), None)).transient is True  # type: ignore[union-attr]
+    assert (await drive(broken, _ctx(), None)).transient is False  # type: ignore[union-attr]

@@ -15,7 +15,7 @@ import msgspec
 from litestar import Request, post
 from litestar.params import FromPath
 
-from contracts.events import InteractionAnswered, InteractionAsked, InteractionRemoved
+from contracts.events import EXPIRY_KEY, InteractionAnswered, InteractionAsked, InteractionRemoved
 from layby.auth import Principal
 from layby.errors import BadInput, Conflict, Forbidden, NotFound
 from layby.eventstore import Stored
@@ -35,6 +35,9 @@ def parse_answer_body(raw: bytes) -> Any:
         raise BadInput("answer is nested too deeply") from None
     if not isinstance(body, dict) or "answer" not in body:
         raise BadInput("body must contain 'answer'")
+    if isinstance(body["answer"], dict) and EXPIRY_KEY in body["answer"]:
+        # Only the sweeper resolves a park as expired; a person cannot fake the marker.
+        raise BadInput(f"answer must not carry the reserved key {EXPIRY_KEY!r}", field=f"answer.{EXPIRY_KEY}")
     where = nul_path(body["answer"])
     if where is not None:
         raise BadInput("answer must not contain NUL characters", field=where or None)
