@@ -20,6 +20,7 @@ from services.door.errors import EXCEPTION_HANDLERS
 from services.door.routes.answer import answer_door
 from services.door.routes.health import healthz, readyz
 from services.door.routes.inbox import list_door
+from services.door.routes.page import inbox_page, static_file
 from services.door.routes.runs import run_door, runs_door
 from services.door.routes.stream import stream_door
 
@@ -53,7 +54,17 @@ def create_app(settings: Settings, *, clock: Clock | None = None, run_projection
                         projector.cancel()
 
     return Litestar(
-        route_handlers=[list_door, stream_door, answer_door, run_door, runs_door, healthz, readyz],
+        route_handlers=[
+            list_door,
+            stream_door,
+            answer_door,
+            run_door,
+            runs_door,
+            healthz,
+            readyz,
+            inbox_page,
+            static_file,
+        ],
         lifespan=[lifespan],
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
         openapi_config=OpenAPIConfig(title="Layby", version="0.1.0", path="/schema"),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.conftest import System
@@ -55,3 +57,24 @@ async def test_unknown_route_and_method_use_the_error_envelope(system: System) -
         wrong = await http.delete("/api/interactions")
     assert (missing.status_code, missing.json()) == (404, {"error": "not found"})
     assert (wrong.status_code, wrong.json()) == (405, {"error": "method not allowed"})
+
+
+async def test_the_inbox_page_is_served_with_a_strict_csp_and_no_inline_script(system: System) -> None:
+    """Issue 5: `/` and `/inbox` serve the page; scripts only from the door, images from https:,
+    data: and the door; nosniff everywhere; unknown static names are a plain 404."""
+    async with system.http(None) as http:
+        for path in ("/", "/inbox"):
+            resp = await http.get(path)
+            assert resp.status_code == 200
+            assert resp.headers["content-type"].startswith("text/html")
+            csp = resp.headers["content-security-policy"]
+            assert "script-src 'self'" in csp and "img-src 'self' https: data:" in csp
+            assert "default-src 'none'" in csp and "unsafe-inline" not in csp
+            assert resp.headers["x-content-type-options"] == "nosniff"
+            assert "<script>" not in resp.text  # the one script is an external module
+            assert not re.search(r"\son[a-z]+=", resp.text)  # no inline event handlers
+        js = await http.get("/static/inbox.js")
+        assert js.status_code == 200 and js.headers["content-type"].startswith("text/javascript")
+        assert "innerHTML" not in js.text and "eval(" not in js.text
+        assert (await http.get("/static/../pyproject.toml")).status_code == 404
+        assert (await http.get("/static/nope.js")).status_code == 404

@@ -1,0 +1,247 @@
+"""The inbox web page in real headless Chromium (issue 5), driven by Playwright.
+
+Debian's Chromium (`/usr/bin/chromium`); nothing downloads a browser. The page is served by the
+door of the in-process system; questions are asked through the SDK like any asker would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from tests.conftest import OPERATOR, System, _serve_door
+
+pytestmark = [pytest.mark.timeout(120), pytest.mark.browser]
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+HAVE_CHROMIUM = os.path.exists(CHROMIUM)
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Any]:
+    if not HAVE_CHROMIUM:
+        if os.environ.get("CI"):
+            pytest.fail("CI must install Debian's chromium for the browser tests (see .ci/run)")
+        pytest.skip("no /usr/bin/chromium: `apt-get install chromium chromium-driver`")
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as pw:
+        b = await pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        try:
+            yield b
+        finally:
+            await b.close()
+
+
+@pytest.fixture
+async def page(browser: Any, system: System) -> AsyncIterator[Any]:
+    context = await browser.new_context()
+    p = await context.new_page()
+    dialogs: list[str] = []
+    p.on("dialog", lambda d: dialogs.append(d.message))
+    p.dialogs = dialogs
+    yield p
+    await context.close()
+
+
+async def sign_in(page: Any, system: System, token: str = OPERATOR) -> None:
+    await page.goto(system.url + "/")
+    await page.fill("#token", token)
+    await page.press("#token", "Enter")
+    await page.wait_for_selector("#inbox:not([hidden])")
+    await page.wait_for_function("document.getElementById('status').textContent === 'Live'")
+
+
+def card(page: Any, question: str) -> Any:
+    return page.locator("article.card", has=page.locator(".question", has_text=question))
+
+
+async def test_sign_in_refuses_a_bad_token_and_keeps_the_token_in_the_session_only(
+    page: Any, system: System
+) -> None:
+    await page.goto(system.url + "/inbox")
+    await page.fill("#token", "not-a-token-at-all-1234")
+    await page.press("#token", "Enter")
+    await page.wait_for_selector("#sign-in-error:not([hidden])")
+    assert await page.text_content("#sign-in-error") == "That token was refused."
+    await sign_in(page, system)
+    assert await page.evaluate("sessionStorage.getItem('layby.token')") == OPERATOR
+    assert await page.evaluate("localStorage.length") == 0
+    await page.reload()
+    await page.wait_for_selector("#inbox:not([hidden])")  # still signed in within the tab
+
+
+async def test_a_question_asked_by_the_sdk_appears_live_and_each_format_is_answered(
+    page: Any, system: System
+) -> None:
+    await sign_in(page, system)
+    client = await system.sdk()
+    text = asyncio.create_task(client.ask_user("Your name?", options=["Ada", "Grace"], timeout=30))
+    await card(page, "Your name?").wait_for()
+    await card(page, "Your name?").get_by_role("button", name="Grace").click()
+    assert await asyncio.wait_for(text, 10) == "Grace"
+
+    typed = asyncio.create_task(client.ask_user("Free text?", timeout=30))
+    await card(page, "Free text?").get_by_label("Your answer").fill("typed by hand")
+    await card(page, "Free text?").get_by_role("button", name="Answer").click()
+    assert await asyncio.wait_for(typed, 10) == "typed by hand"
+
+    confirm = asyncio.create_task(client.ask_user("Ship it?", answer_format="confirm", timeout=30))
+    await card(page, "Ship it?").get_by_role("button", name="No").click()
+    assert await asyncio.wait_for(confirm, 10) is False
+
+    select = asyncio.create_task(
+        client.ask_user("Region?", answer_format="select", options=["eu", "us"], timeout=30)
+    )
+    await card(page, "Region?").get_by_label("us").check()
+    await card(page, "Region?").get_by_role("button", name="Answer").click()
+    assert await asyncio.wait_for(select, 10) == "us"
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "title": "Name"},
+            "count": {"type": "integer", "title": "Count", "default": 2},
+            "size": {"type": "string", "enum": ["S", "M", "L"], "title": "Size"},
+            "gift": {"type": "boolean", "title": "Gift wrap"},
+        },
+        "required": ["name", "size"],
+    }
+    form = asyncio.create_task(client.ask_user("Order?", answer_format="form", schema=schema, timeout=30))
+    c = card(page, "Order?")
+    await c.get_by_label("Name (required)").fill("Ada")
+    assert await c.get_by_label("Count").input_value() == "2"
+    await c.get_by_label("Size (required)").select_option(label="M")
+    await c.get_by_label("Gift wrap").check()
+    await c.get_by_role("button", name="Answer").click()
+    assert await asyncio.wait_for(form, 10) == {"name": "Ada", "count": 2, "size": "M", "gift": True}
+    await c.locator(".outcome", has_text="Answered by you").wait_for()
+
+
+async def test_a_validation_error_is_shown_at_the_field_it_names(page: Any, system: System) -> None:
+    await sign_in(page, system)
+    client = await system.sdk()
+    schema = {
+        "type": "object",
+        "properties": {"age": {"type": "integer", "minimum": 18, "title": "Age"}},
+        "required": ["age"],
+    }
+    ask = asyncio.create_task(client.ask_user("How old?", answer_format="form", schema=schema, timeout=30))
+    c = card(page, "How old?")
+    await c.get_by_label("Age (required)").fill("5")
+    await c.get_by_role("button", name="Answer").click()
+    error = c.locator('.field[data-field="age"] .field-error')
+    await error.wait_for()
+    assert "18" in (await error.text_content() or "")
+    assert await c.get_by_label("Age (required)").get_attribute("aria-invalid") == "true"
+    await c.get_by_label("Age (required)").fill("21")
+    await c.get_by_role("button", name="Answer").click()
+    assert await asyncio.wait_for(ask, 10) == {"age": 21}
+
+
+async def test_a_card_answered_elsewhere_updates_live(page: Any, system: System) -> None:
+    await sign_in(page, system)
+    client = await system.sdk()
+    ask = asyncio.create_task(client.ask_user("Elsewhere?", timeout=30))
+    c = card(page, "Elsewhere?")
+    await c.wait_for()
+    iid = await c.get_attribute("data-id")
+    async with system.http() as http:
+        assert (await http.post(f"/api/interactions/{iid}/answer", json={"answer": "cli"})).status_code == 200
+    await c.locator(".outcome", has_text="Answered elsewhere").wait_for()
+    assert await c.get_by_role("button", name="Answer").is_disabled()
+    assert await asyncio.wait_for(ask, 10) == "cli"
+
+
+async def test_the_page_survives_a_door_restart_and_catches_up_with_last_event_id(
+    page: Any, system: System
+) -> None:
+    await sign_in(page, system)
+    client = await system.sdk()
+    ask = asyncio.create_task(client.ask_user("Across a restart?", timeout=60))
+    c = card(page, "Across a restart?")
+    await c.wait_for()
+    iid = await c.get_attribute("data-id")
+    await system.stop_service("door")
+    await page.wait_for_function("document.getElementById('status').textContent !== 'Live'")
+    # Answered while the door is down (through the log directly, as another door would).
+    from contracts.events import InteractionAnswered, InteractionAsked
+    from layby.eventstore import EventStore, connect_nats
+
+    nc = await connect_nats(str(system.settings.nats_url), name="test")
+    try:
+        store = EventStore(nc, system.settings.names)
+        last = await store.last(store.names.ix(str(iid)))
+        assert last is not None and isinstance(last.event, InteractionAsked)
+        asked = last.event
+        from datetime import UTC, datetime
+
+        await store.append(
+            store.names.ix(str(iid)),
+            InteractionAnswered(
+                interaction_id=asked.interaction_id,
+                group_id=asked.group_id,
+                answered_by="ops",
+                answered_at=datetime.now(UTC),
+                answer="while down",
+                waiter=asked.waiter,
+            ),
+            msg_id=f"answered-{iid}",
+            expected_seq=last.seq,
+        )
+    finally:
+        await nc.close()
+    system.stops["door"] = asyncio.Event()
+    system.tasks["door"] = asyncio.create_task(_serve_door(system.settings, system.stops["door"], _clock()))
+    await c.locator(".outcome", has_text="Answered elsewhere").wait_for(timeout=30000)
+    await page.wait_for_function("document.getElementById('status').textContent === 'Live'", timeout=30000)
+    assert await asyncio.wait_for(ask, 15) == "while down"
+
+
+def _clock() -> Any:
+    from layby.clock import SystemClock
+
+    return SystemClock()
+
+
+async def test_question_text_is_rendered_as_text_never_as_html(page: Any, system: System) -> None:
+    await sign_in(page, system)
+    client = await system.sdk()
+    evil = "<img src=x onerror=alert(1)>"
+    ask = asyncio.create_task(client.ask_user(evil, timeout=30))
+    c = card(page, evil)
+    await c.wait_for()
+    assert await c.locator(".question").text_content() == evil
+    assert await c.locator(".question img").count() == 0
+    await asyncio.sleep(0.3)
+    assert page.dialogs == []
+    ask.cancel()
+
+
+async def test_every_control_is_reachable_by_keyboard(page: Any, system: System) -> None:
+    await sign_in(page, system)
+    client = await system.sdk()
+    ask = asyncio.create_task(client.ask_user("Keyboard?", answer_format="confirm", timeout=30))
+    c = card(page, "Keyboard?")
+    await c.wait_for()
+    for _ in range(10):
+        await page.keyboard.press("Tab")
+        if await page.evaluate("document.activeElement && document.activeElement.textContent") == "Yes":
+            break
+    else:
+        raise AssertionError("the Yes button was never focused by Tab")
+    await page.keyboard.press("Enter")
+    assert await asyncio.wait_for(ask, 10) is True
