@@ -45,7 +45,7 @@ REBUILD_LOCK = 0x1A7B7_0002
 _ASKED = """
 INSERT INTO interactions AS t (interaction_id, group_id, status, answer_format, mode, audience, asked_by,
     sensitive, created_at, timeout_at, item, asked_seq, last_seq, run_id)
-VALUES ($1, $2, 'pending', $3, $4, $5, $6, $7, $8, $9, $10::jsonb, $11, $11, $12)
+VALUES ($1, $2, 'pending', $3, $4, $5, $6, $7, $8, $9, $10::json, $11, $11, $12)
 ON CONFLICT (interaction_id) DO UPDATE SET
     answer_format = EXCLUDED.answer_format, mode = EXCLUDED.mode, asked_by = EXCLUDED.asked_by,
     run_id = EXCLUDED.run_id,

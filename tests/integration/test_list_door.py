@@ -139,3 +139,18 @@ async def test_unauthenticated_list_is_401(system: System) -> None:
         resp = await http.get("/api/interactions")
     assert resp.status_code == 401
     assert resp.json() == {"error": "missing bearer token"}
+
+
+async def test_a_forms_properties_keep_the_authors_order_in_the_list(system: System) -> None:
+    """The inbox renders fields in schema order: the stored frame must not reorder keys."""
+    client = await system.sdk()
+    schema = {
+        "type": "object",
+        "properties": {"zeta": {"type": "string"}, "name": {"type": "string"}, "a": {"type": "integer"}},
+    }
+    ask = asyncio.create_task(client.ask_user("Ordered?", answer_format="form", schema=schema, timeout=30))
+    await wait_total(system, 1)
+    async with system.http() as http:
+        raw = (await http.get("/api/interactions")).text
+    assert raw.index('"zeta"') < raw.index('"name"') < raw.index('"a":')
+    ask.cancel()

@@ -31,3 +31,14 @@ ALTER TABLE runs ADD COLUMN IF NOT EXISTS parked_seq bigint;
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS checkpoint_seq bigint;
 
 CREATE INDEX IF NOT EXISTS runs_updated_idx ON runs (updated_at DESC);
+
+-- The pending-question frame is kept as `json`, not `jsonb`: jsonb reorders object keys, and a
+-- form's properties must reach the inbox in the author's order.
+DO $$
+BEGIN
+    IF (SELECT data_type FROM information_schema.columns
+        WHERE table_schema = current_schema() AND table_name = 'interactions' AND column_name = 'item') = 'jsonb'
+    THEN
+        ALTER TABLE interactions ALTER COLUMN item TYPE json USING item::json;
+    END IF;
+END $$;
