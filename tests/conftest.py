@@ -174,6 +174,14 @@ async def _wait_consumers(settings: Settings) -> None:
                     break
                 except Exception:
                     await asyncio.sleep(0.05)
+        # The ask service subscribes to its commands once its resources are open: wait until it
+        # answers (a malformed command gets a refusal), so no test meets "no responders".
+        for _ in range(400):
+            try:
+                await nc.request(settings.names.cmd_ask, b"{}", timeout=1)
+                break
+            except Exception:
+                await asyncio.sleep(0.05)
     finally:
         await nc.close()
 

@@ -152,15 +152,20 @@ async def test_a_validation_error_is_shown_at_the_field_it_names(page: Any, syst
     assert await asyncio.wait_for(ask, 10) == {"age": 21}
 
 
-async def test_a_card_answered_elsewhere_updates_live(page: Any, system: System) -> None:
+async def test_a_card_answered_from_the_cli_updates_live(
+    page: Any, system: System, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from layby import cli
+
     await sign_in(page, system)
     client = await system.sdk()
     ask = asyncio.create_task(client.ask_user("Elsewhere?", timeout=30))
     c = card(page, "Elsewhere?")
     await c.wait_for()
     iid = await c.get_attribute("data-id")
-    async with system.http() as http:
-        assert (await http.post(f"/api/interactions/{iid}/answer", json={"answer": "cli"})).status_code == 200
+    monkeypatch.setenv("LAYBY_URL", system.url)
+    monkeypatch.setenv("LAYBY_TOKEN", OPERATOR)
+    assert await asyncio.to_thread(cli.main, ["interactions", "answer", str(iid), "--answer", '"cli"']) == 0
     await c.locator(".outcome", has_text="Answered elsewhere").wait_for()
     assert await c.get_by_role("button", name="Answer").is_disabled()
     assert await asyncio.wait_for(ask, 10) == "cli"
@@ -245,3 +250,147 @@ async def test_every_control_is_reachable_by_keyboard(page: Any, system: System)
         raise AssertionError("the Yes button was never focused by Tab")
     await page.keyboard.press("Enter")
     assert await asyncio.wait_for(ask, 10) is True
+
+
+async def _inject(system: System, **fields: Any) -> str:
+    """Append an Asked event straight to the log, as a future ask (media, per-send form data)
+    will: the page must render whatever a valid add frame carries."""
+    import uuid
+    from datetime import UTC, datetime, timedelta
+
+    from contracts.events import InteractionAsked
+    from layby.eventstore import EventStore, connect_nats
+
+    iid = str(uuid.uuid4())
+    now = datetime.now(UTC)
+    event = InteractionAsked(
+        interaction_id=iid,
+        group_id=str(uuid.uuid4()),
+        created_at=now,
+        timeout_at=now + timedelta(minutes=10),
+        asked_by="ops",
+        **fields,
+    )
+    nc = await connect_nats(str(system.settings.nats_url), name="test-inject")
+    try:
+        store = EventStore(nc, system.settings.names)
+        await store.append(store.names.ix(iid), event, msg_id=f"asked-{iid}", expected_seq=0)
+    finally:
+        await nc.close()
+    return iid
+
+
+PIXEL = (
+    "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNk"
+    "YAAAAAYAAjCB0C8AAAAASUVORK5CYII="
+)
+
+
+async def test_media_renders_above_the_controls_with_captions_as_labels(page: Any, system: System) -> None:
+    from contracts.events import MediaItem
+
+    await sign_in(page, system)
+    requests: list[str] = []
+    page.on("request", lambda r: requests.append(r.url))
+    await _inject(
+        system,
+        question="Approve this design?",
+        answer_format="confirm",
+        media=[
+            MediaItem(kind="image", url=PIXEL, caption="The new logo"),
+            MediaItem(
+                kind="document", url="/api/interactions/media/doc-1", caption="Spec", filename="spec.pdf"
+            ),
+            MediaItem(kind="link", url="https://example.com/pr/1", caption="The pull request"),
+        ],
+    )
+    c = card(page, "Approve this design?")
+    await c.wait_for()
+    assert await c.get_by_role("img", name="The new logo").count() == 1
+    assert await c.get_by_role("link", name="Spec").get_attribute("download") == "spec.pdf"
+    link = c.get_by_role("link", name="The pull request")
+    assert await link.get_attribute("rel") == "noopener noreferrer"
+    media_y = (await c.locator(".media").bounding_box())["y"]
+    controls_y = (await c.locator(".controls").bounding_box())["y"]
+    assert media_y < controls_y
+    # The page itself talks to the door only (no fonts, scripts or trackers from elsewhere).
+    assert all(u.startswith((system.url, "data:")) for u in requests), requests
+
+
+async def test_a_form_with_pages_prefill_and_per_send_options_reads_as_steps(
+    page: Any, system: System
+) -> None:
+    await sign_in(page, system)
+    schema = {
+        "type": "object",
+        "properties": {
+            "count": {"type": "integer", "title": "Count"},
+            "date": {"type": "string", "title": "Date"},
+            "note": {"type": "string", "title": "Note"},
+        },
+        "required": ["count", "date"],
+    }
+    payload = {
+        "schema": schema,
+        "data": {
+            "values": {"count": 3},
+            "options": {"date": [{"value": "2030-01-01", "label": "New Year"}, {"value": "2030-02-01"}]},
+        },
+        "pages": [{"title": "How many", "fields": ["count"]}, {"title": "When", "fields": ["date", "note"]}],
+    }
+    iid = await _inject(system, question="Book it?", answer_format="form", format_payload=payload)
+    c = card(page, "Book it?")
+    await c.wait_for()
+    assert await c.get_by_label("Count (required)").input_value() == "3"
+    assert not await c.get_by_label("Date (required)").is_visible()
+    await c.get_by_role("button", name="Next").click()
+    assert await c.get_by_label("Date (required)").is_visible()
+    assert await c.get_by_label("Date (required)").locator("option").all_text_contents() == [
+        "—",
+        "New Year",
+        "2030-02-01",
+    ]
+    await c.get_by_label("Date (required)").select_option(label="New Year")
+    await c.get_by_role("button", name="Answer").click()
+    await c.locator(".outcome", has_text="Answered by you").wait_for()
+    from layby.eventstore import EventStore, connect_nats
+
+    nc = await connect_nats(str(system.settings.nats_url), name="test-read")
+    try:
+        last = await EventStore(nc, system.settings.names).last(system.settings.names.ix(iid))
+    finally:
+        await nc.close()
+    assert last is not None and getattr(last.event, "answer", None) == {"count": 3, "date": "2030-01-01"}
+
+
+async def test_the_page_is_readable_on_a_phone(browser: Any, system: System) -> None:
+    context = await browser.new_context(viewport={"width": 375, "height": 740}, is_mobile=True)
+    p = await context.new_page()
+    try:
+        await sign_in(p, system)
+        client = await system.sdk()
+        ask = asyncio.create_task(
+            client.ask_user("A rather long question " * 8, answer_format="confirm", timeout=30)
+        )
+        await p.locator("article.card").first.wait_for()
+        width = await p.evaluate("document.documentElement.scrollWidth")
+        assert width <= 375, f"the page scrolls sideways ({width}px)"
+        ask.cancel()
+    finally:
+        await context.close()
+
+
+async def test_past_the_first_page_more_questions_load_on_request(page: Any, system: System) -> None:
+    from tests.helpers import wait_total
+
+    client = await system.sdk()
+    asks = [asyncio.create_task(client.ask_user(f"Bulk {i}?", timeout=60)) for i in range(203)]
+    await wait_total(system, 203)
+    await sign_in(page, system)
+    assert await page.locator("article.card").count() == 200
+    assert await page.text_content("#count") == "(200 open of 203)"
+    await page.get_by_role("button", name="Show more questions").click()
+    await page.wait_for_function("document.querySelectorAll('article.card').length === 203")
+    assert await page.get_by_role("button", name="Show more questions").is_hidden()
+    for task in asks:
+        task.cancel()

@@ -14,6 +14,7 @@ const state = {
   lastEventId: null,
   abort: null,
   total: 0,
+  nextPage: null,
 };
 
 function el(tag, attrs = {}, ...children) {
@@ -101,8 +102,30 @@ async function loadFirstPage() {
     }
   }
   state.total = body.data.total;
+  state.nextPage = body.data.next_page;
   render();
   return true;
+}
+
+async function loadMore() {
+  if (!state.nextPage) return;
+  const button = $("more");
+  button.disabled = true;
+  try {
+    const resp = await fetch(`/api/interactions?page=${state.nextPage}&pageSize=${PAGE_SIZE}`, {
+      headers: headers(),
+      cache: "no-store",
+    });
+    if (resp.ok) {
+      const body = await resp.json();
+      for (const item of body.data.items) upsert(item);
+      state.total = body.data.total;
+      state.nextPage = body.data.next_page;
+      render();
+    }
+  } finally {
+    button.disabled = false;
+  }
 }
 
 // -- the stream -------------------------------------------------------------------------
@@ -238,6 +261,7 @@ function render() {
   const open = [...state.cards.values()].filter((c) => c.status === "pending").length;
   $("count").textContent = `(${open} open${state.total > open ? ` of ${state.total}` : ""})`;
   $("empty").hidden = state.cards.size > 0;
+  $("more").hidden = !state.nextPage;
 }
 
 function relative(ms) {
@@ -578,6 +602,7 @@ $("sign-in-form").addEventListener("submit", (e) => {
   signIn(token);
 });
 $("sign-out").addEventListener("click", signOut);
+$("more").addEventListener("click", loadMore);
 
 if (state.token) signIn(state.token);
 else showSignIn("");
