@@ -26,11 +26,22 @@ class Conn:
         if self.writer:
             self.writer.close()
 
-    async def request(self, method: str, path: str, body: Any = None) -> tuple[int, bytes]:
+    async def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        raw: bool = False,
+        headers: dict[str, str] | None = None,
+    ) -> tuple[int, bytes]:
+        """``raw``: ``body`` is sent as given (bytes); ``headers`` are added as they are."""
         assert self.reader and self.writer
-        payload = b"" if body is None else json.dumps(body).encode()
+        payload = body if raw else (b"" if body is None else json.dumps(body).encode())
+        auth = f"Authorization: Bearer {self.token}\r\n" if self.token else ""
+        extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
         head = (
-            f"{method} {path} HTTP/1.1\r\nHost: {self.host}\r\nAuthorization: Bearer {self.token}\r\n"
+            f"{method} {path} HTTP/1.1\r\nHost: {self.host}\r\n{auth}{extra}"
             f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n\r\n"
         ).encode()
         self.writer.write(head + payload)

@@ -61,11 +61,13 @@ def start_up(**extra_env: str) -> Up:
     tmp = tempfile.TemporaryDirectory(prefix="layby-bench-")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LAYBY_", "INTERACTIONS_"))}
     env.update(
-        LAYBY_DATA_DIR=tmp.name,
-        LAYBY_HTTP_PORT=str(free_port()),
-        LAYBY_LOG_LEVEL="warning",
-        INTERACTIONS_MAX_CONCURRENT="none",
-        **extra_env,
+        {
+            "LAYBY_DATA_DIR": tmp.name,
+            "LAYBY_HTTP_PORT": str(free_port()),
+            "LAYBY_LOG_LEVEL": "warning",
+            "INTERACTIONS_MAX_CONCURRENT": "none",
+            **extra_env,
+        }
     )
     proc = subprocess.Popen(
         [sys.executable, "-m", "layby.cli", "up"], env=env, stdout=subprocess.PIPE, text=True

@@ -37,7 +37,7 @@ ARGS = [
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    from playwright.async_api import async_playwright
+    from playwright.async_api import async_playwright, expect
 
     up = start_up()
     out: dict[str, Any] = {}
@@ -58,7 +58,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             t0 = time.perf_counter()
             await page.reload()
             await page.wait_for_selector("article.card button")
-            await page.wait_for_function("document.getElementById('status').textContent === 'Live'")
+            await expect(page.locator("#status")).to_have_text("Live")
             out["interactive_ms"] = (time.perf_counter() - t0) * 1000
             out["cards"] = await page.locator("article.card").count()
             lat = []

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from contracts.events import ParkedAsk, Resolution
+from contracts.events import MediaItem, ParkedAsk, Resolution
 
 
 class Ask(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag="cmd.ask.v1"):
@@ -32,6 +32,14 @@ class Ask(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True,
     expiry_at: datetime | None = None
     run_id: str | None = None
     call: int | None = None
+    media: list[MediaItem] | None = None
+    data: dict[str, Any] | None = None
+    pages: list[dict[str, Any]] | None = None
+    link_url: str | None = None
+    """external: the final URL the person visits (the SDK built it around the callback URL)."""
+    ticket_hash: str | None = None
+    """external: SHA-256 (hex) of the callback ticket; the ticket itself never reaches a service."""
+    verifier: dict[str, Any] | None = None
 
 
 class Prune(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag="cmd.prune.v1"):

@@ -36,6 +36,30 @@ class Names(msgspec.Struct, frozen=True):
         """The subject of one interaction aggregate."""
         return f"{self.namespace}.ev.ix.{interaction_id}"
 
+    @property
+    def media_stream(self) -> str:
+        """Inline images of questions, stored by reference and served by the media door."""
+        return f"{self.namespace.upper()}_MEDIA"
+
+    def media(self, media_id: str) -> str:
+        return f"{self.namespace}.media.{media_id}"
+
+    @property
+    def media_all(self) -> str:
+        return f"{self.namespace}.media.*"
+
+    @property
+    def tickets_stream(self) -> str:
+        """Callback tickets, by SHA-256 of the ticket: interaction id and expiry (never the ticket)."""
+        return f"{self.namespace.upper()}_TICKETS"
+
+    def ticket(self, ticket_hash: str) -> str:
+        return f"{self.namespace}.ticket.{ticket_hash}"
+
+    @property
+    def tickets_all(self) -> str:
+        return f"{self.namespace}.ticket.*"
+
     def run(self, run_id: str) -> str:
         """The subject of one run aggregate (started, parked, resumed, finished, failed)."""
         return f"{self.namespace}.ev.run.{run_id}"

@@ -5,7 +5,7 @@ from layby import ask_user, InteractionTimeoutError
 approved = await ask_user("Deploy v2 to production?", answer_format="confirm", timeout=600)
 """
 
-from contracts.events import EXPIRY_ANSWER
+from contracts.events import EXPIRY_ANSWER, MediaItem
 from layby.errors import (
     CrossIdentityAudienceError,
     InteractionLimitError,
@@ -23,6 +23,7 @@ __all__ = [
     "CrossIdentityAudienceError",
     "InteractionLimitError",
     "InteractionTimeoutError",
+    "MediaItem",
     "NonDeterministicRunError",
     "ParkExpiryExceedsRetentionError",
     "RunInfo",

@@ -183,6 +183,13 @@ def cmd_ask(settings: Settings, args: argparse.Namespace) -> int:
         except ValueError as exc:
             print(f"error: --schema must be JSON: {exc}", file=sys.stderr)
             return 2
+    media = None
+    if args.media is not None:
+        try:
+            media = json.loads(args.media)
+        except ValueError as exc:
+            print(f"error: --media must be JSON: {exc}", file=sys.stderr)
+            return 2
 
     async def run() -> Any:
         async with await connect(settings=settings) as client:
@@ -194,6 +201,8 @@ def cmd_ask(settings: Settings, args: argparse.Namespace) -> int:
                 timeout=args.timeout,
                 group_id=args.group_id,
                 audience=args.audience,
+                media=media,
+                link=args.link,
             )
 
     try:
@@ -380,12 +389,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     ask = sub.add_parser("ask", help="ask a question and block until it is answered")
     ask.add_argument("question")
-    ask.add_argument("--format", default="text", choices=["text", "confirm", "select", "form"])
+    ask.add_argument("--format", default="text", choices=["text", "confirm", "select", "form", "external"])
+    ask.add_argument("--link", help="external: the URL to visit, a template containing {callback_url}")
     ask.add_argument("--option", action="append", help="a choice (select) or suggested reply (text)")
     ask.add_argument("--schema", help="JSON schema of a form answer")
     ask.add_argument("--timeout", type=float)
     ask.add_argument("--group-id")
     ask.add_argument("--audience")
+    ask.add_argument(
+        "--media",
+        help='display-only media as JSON: [{"kind": "image", "url": "https://...", "caption": "..."}]',
+    )
 
     runs = sub.add_parser("runs", help="start, list and show resumable runs").add_subparsers(
         dest="action", required=True

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import nats
 import nats.errors
@@ -57,13 +57,20 @@ async def connect_nats(url: str, *, name: str) -> NATS:
 
 class EventStore:
     def __init__(
-        self, nc: NATS, names: Names, *, replicas: int = 1, idle_ttl_seconds: float = 86400.0
+        self,
+        nc: NATS,
+        names: Names,
+        *,
+        replicas: int = 1,
+        idle_ttl_seconds: float = 86400.0,
+        media_retention_seconds: float = 30 * 86400.0,
     ) -> None:
         self.nc = nc
         self.js: JetStreamContext = nc.jetstream(timeout=10)
         self.names = names
         self._replicas = replicas
         self._idle_ttl = idle_ttl_seconds
+        self.media_retention = media_retention_seconds
 
     async def provision(self) -> None:
         """Create or update the streams; safe to run from every replica at every start."""
@@ -107,6 +114,33 @@ class EventStore:
                 allow_direct=True,
                 duplicate_window=DUPLICATE_WINDOW.total_seconds(),
                 description="Layby continuations: one per (run, generation), consumed by workers",
+            )
+        )
+        await self._ensure(
+            StreamConfig(
+                name=self.names.media_stream,
+                subjects=[self.names.media_all],
+                retention=RetentionPolicy.LIMITS,
+                storage=StorageType.FILE,
+                num_replicas=self._replicas,
+                max_age=self.media_retention,
+                max_msgs_per_subject=1,
+                allow_direct=True,
+                duplicate_window=DUPLICATE_WINDOW.total_seconds(),
+                description="Layby inline images of questions, served by reference",
+            )
+        )
+        await self._ensure(
+            StreamConfig(
+                name=self.names.tickets_stream,
+                subjects=[self.names.tickets_all],
+                retention=RetentionPolicy.LIMITS,
+                storage=StorageType.FILE,
+                num_replicas=self._replicas,
+                max_msgs_per_subject=1,
+                allow_direct=True,
+                duplicate_window=DUPLICATE_WINDOW.total_seconds(),
+                description="Layby callback tickets by hash: interaction id and expiry",
             )
         )
 
@@ -217,6 +251,63 @@ class EventStore:
         ) as exc:
             raise Transient(f"publish to {subject} failed: {type(exc).__name__}") from exc
         return not ack.duplicate
+
+    async def put_media(self, media_id: str, mime: str, payload: bytes) -> None:
+        """Keep an inline image of a question, by reference (inventory A4.45)."""
+        try:
+            await self.js.publish(
+                self.names.media(media_id),
+                payload,
+                headers={"Content-Type": mime, "Nats-Msg-Id": f"media-{media_id}"},
+                timeout=10,
+            )
+        except (nats.errors.Error, nats.js.errors.Error) as exc:
+            raise Transient(f"storing an inline image failed: {type(exc).__name__}") from exc
+
+    async def get_media(self, media_id: str) -> tuple[str, bytes, datetime] | None:
+        """(MIME type, bytes, stored at) of an inline image, or None when unknown or expired."""
+        try:
+            raw = await self.js.get_last_msg(self.names.media_stream, self.names.media(media_id), direct=True)
+        except nats.js.errors.NotFoundError:
+            return None
+        except (nats.errors.TimeoutError, nats.errors.NoRespondersError, nats.js.errors.APIError) as exc:
+            raise Transient(f"read of an inline image failed: {type(exc).__name__}") from exc
+        mime = (raw.headers or {}).get("Content-Type", "application/octet-stream")
+        stored = raw.time or datetime.now(UTC)
+        return mime, raw.data or b"", stored
+
+    async def put_ticket(
+        self, ticket_hash: str, interaction_id: str, expires_at: datetime, *, new: bool
+    ) -> bool:
+        """Record (``new``: only if the hash is unused) or refresh a ticket; False if it was taken."""
+        headers = {"Nats-Expected-Last-Subject-Sequence": "0"} if new else {}
+        payload = f'{{"interaction_id":"{interaction_id}","expires_at":"{expires_at.isoformat()}"}}'.encode()
+        try:
+            await self.js.publish(
+                self.names.ticket(ticket_hash), payload, headers=headers or None, timeout=10
+            )
+        except nats.js.errors.APIError as exc:
+            if exc.err_code == WRONG_LAST_SEQUENCE:
+                return False
+            raise Transient(f"storing a ticket failed: {exc}") from exc
+        except (nats.errors.Error, nats.js.errors.Error) as exc:
+            raise Transient(f"storing a ticket failed: {type(exc).__name__}") from exc
+        return True
+
+    async def get_ticket(self, ticket_hash: str) -> tuple[str, datetime] | None:
+        """(interaction id, expires at) of a ticket hash, or None."""
+        try:
+            raw = await self.js.get_last_msg(
+                self.names.tickets_stream, self.names.ticket(ticket_hash), direct=True
+            )
+        except nats.js.errors.NotFoundError:
+            return None
+        except (nats.errors.TimeoutError, nats.errors.NoRespondersError, nats.js.errors.APIError) as exc:
+            raise Transient(f"read of a ticket failed: {type(exc).__name__}") from exc
+        import json
+
+        body = json.loads(raw.data or b"{}")
+        return body["interaction_id"], datetime.fromisoformat(body["expires_at"])
 
     async def put_secret(self, interaction_id: str, ref: str, payload: bytes) -> None:
         """Keep a sensitive answer for its waiter (idle TTL), outside the event log."""

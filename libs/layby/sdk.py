@@ -9,8 +9,11 @@ it passes, the question is pruned and ``InteractionTimeoutError`` raised. Argume
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import inspect
 import secrets
 import time
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -91,6 +94,31 @@ def _raise_if_cancelled() -> None:
         raise asyncio.CancelledError
 
 
+def check_link(link: object) -> None:
+    """An external question's ``link`` (inventory A2.16): a template or a callable."""
+    if link is None:
+        raise BadInput("answer_format 'external' requires a link", field="link")
+    if isinstance(link, str):
+        if "{callback_url}" not in link:
+            raise BadInput("a link template must contain the literal {callback_url}", field="link")
+        return
+    if not callable(link):
+        raise BadInput("link must be a template string or a callable", field="link")
+
+
+async def build_link(link: Any, callback_url: str) -> str:
+    """The URL to visit. A template is a plain replace (other braces survive); a callable gets the
+    callback URL and must return an http(s) URL. Its exceptions propagate unchanged."""
+    if isinstance(link, str):
+        return link.replace("{callback_url}", callback_url)
+    url = link(callback_url)
+    if inspect.isawaitable(url):
+        url = await url
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        raise BadInput("the link callable must return an http:// or https:// URL", field="link")
+    return url
+
+
 def _schema_of(schema: Any) -> Any:
     """A msgspec Struct type becomes its JSON schema; anything else is validated as given."""
     if isinstance(schema, type) and issubclass(schema, msgspec.Struct):
@@ -101,7 +129,17 @@ def _schema_of(schema: Any) -> Any:
 class Client:
     """A connection to Layby for asking. Use ``layby.connect()``; close with ``await client.close()``."""
 
-    def __init__(self, nc: NATS, *, names: Names, token: str, default_timeout: float, owns: bool) -> None:
+    def __init__(
+        self,
+        nc: NATS,
+        *,
+        names: Names,
+        token: str,
+        default_timeout: float,
+        owns: bool,
+        public_base_url: str | None = None,
+    ) -> None:
+        self._public_base_url = public_base_url
         self._nc = nc
         self._names = names
         self._token = token
@@ -134,24 +172,49 @@ class Client:
         sensitive: bool = False,
         mode: str = "sync",
         expiry_at: datetime | None = None,
+        media: list[Any] | None = None,
+        data: dict[str, Any] | None = None,
+        pages: list[dict[str, Any]] | None = None,
+        link: str | Callable[[str], Any] | None = None,
+        verifier: dict[str, Any] | None = None,
     ) -> Any:
         """Ask a person. ``mode="sync"`` blocks until the answer (or the timeout);
-        ``mode="async"`` parks the run executing this code (see ``layby.Worker``)."""
-        spec = validate_ask(
-            question,
-            answer_format=answer_format,
-            options=options,
-            schema=_schema_of(schema),
-            timeout=timeout,
-            group_id=group_id,
-            audience=audience,
-            sensitive=sensitive,
-            default_timeout=self._default_timeout,
-            mode=mode,
-            expiry_at=expiry_at,
-        )
+        ``mode="async"`` parks the run executing this code (see ``layby.Worker``). ``media``:
+        display-only items (``layby.MediaItem`` or dicts) shown above the answer controls.
+        ``answer_format="external"``: ``link`` is a template with ``{callback_url}`` or a callable
+        (sync or async) that receives the callback URL and returns the URL to visit; the answer
+        is the payload the outside system delivers to that callback."""
+        args: dict[str, Any] = {
+            "answer_format": answer_format,
+            "options": options,
+            "schema": _schema_of(schema),
+            "timeout": timeout,
+            "group_id": group_id,
+            "audience": audience,
+            "sensitive": sensitive,
+            "default_timeout": self._default_timeout,
+            "mode": mode,
+            "expiry_at": expiry_at,
+            "media": media,
+            "data": data,
+            "pages": pages,
+            "verifier": verifier,
+        }
+        ticket_hash = None
+        if answer_format == "external":
+            check_link(link)
+            # Everything else first: the link builder may create an outside resource.
+            validate_ask(question, **args, link_url="https://example.invalid/")
+            ticket = secrets.token_urlsafe(32)
+            ticket_hash = hashlib.sha256(ticket.encode()).hexdigest()
+            callback = f"{self._callback_base()}{ticket}"
+            args["link_url"] = await build_link(link, callback)
+        elif link is not None:
+            raise BadInput("link is only for 'external' questions", field="link")
+        spec = validate_ask(question, **args)
+
         if spec.mode == "async":
-            return await self._park(require_park_context(), spec, answer_format)
+            return await self._park(require_park_context(), spec, answer_format, ticket_hash)
         interaction_id = new_interaction_id()
         deadline = time.monotonic() + spec.timeout
         # The server's deadline decides whether a late-found answer came in time; until the ask
@@ -162,7 +225,9 @@ class Client:
         self._waiting[interaction_id] = woken
         try:
             await self._ensure_wake_subscription()
-            accepted = await self._record(interaction_id, spec.question, answer_format, spec, deadline)
+            accepted = await self._record(
+                interaction_id, spec.question, answer_format, spec, deadline, ticket_hash=ticket_hash
+            )
             server_deadline = datetime.fromisoformat(accepted.timeout_at).timestamp()
             _raise_if_cancelled()
             return await self._wait(woken, interaction_id, deadline, sensitive)
@@ -182,7 +247,16 @@ class Client:
         finally:
             self._waiting.pop(interaction_id, None)
 
-    async def _park(self, ctx: RunContext, spec: Any, fmt: str) -> Any:
+    def _callback_base(self) -> str:
+        if not self._public_base_url:
+            raise BadInput(
+                "external questions need INTERACTIONS_PUBLIC_BASE_URL (an https:// origin) to build "
+                "their callback URL",
+                field="link",
+            )
+        return f"{self._public_base_url}/api/interactions/callback/"
+
+    async def _park(self, ctx: RunContext, spec: Any, fmt: str, ticket_hash: str | None = None) -> Any:
         """Record an async ask of the run ``ctx`` and park the run on it (inventory A7.69).
 
         Replay: when this call already resolved in an earlier execution, its answer (or the
@@ -211,6 +285,7 @@ class Client:
                 time.monotonic() + PARK_RECORD_BUDGET,
                 run_id=ctx.info.run_id,
                 call=call,
+                ticket_hash=ticket_hash,
             )
         finally:
             ctx.recorded()
@@ -323,6 +398,7 @@ class Client:
         *,
         run_id: str | None = None,
         call: int | None = None,
+        ticket_hash: str | None = None,
     ) -> Accepted:
         cmd = Ask(
             token=self._token,
@@ -340,6 +416,12 @@ class Client:
             timeout=None if spec.mode == "async" else spec.timeout,
             run_id=run_id,
             call=call,
+            media=spec.media,
+            data=(spec.format_payload or {}).get("data"),
+            pages=(spec.format_payload or {}).get("pages"),
+            link_url=(spec.format_payload or {}).get("url") if fmt == "external" else None,
+            verifier=(spec.format_payload or {}).get("verifier") if fmt == "external" else None,
+            ticket_hash=ticket_hash,
         )
         payload = _enc.encode(cmd)
         while True:
@@ -432,7 +514,12 @@ async def connect(
         raise RuntimeError("no token: set LAYBY_TOKEN, pass token=, or run `layby up`")
     nc = await connect_nats(url, name="layby-sdk")
     return Client(
-        nc, names=settings.names, token=tok, default_timeout=settings.answer_timeout_seconds, owns=True
+        nc,
+        names=settings.names,
+        token=tok,
+        default_timeout=settings.answer_timeout_seconds,
+        owns=True,
+        public_base_url=settings.public_base_url,
     )
 
 
@@ -451,6 +538,11 @@ async def ask_user(
     sensitive: bool = False,
     mode: str = "sync",
     expiry_at: datetime | None = None,
+    media: list[Any] | None = None,
+    data: dict[str, Any] | None = None,
+    pages: list[dict[str, Any]] | None = None,
+    link: str | Callable[[str], Any] | None = None,
+    verifier: dict[str, Any] | None = None,
 ) -> Any:
     """Ask a person and block until they answer: ``str`` for text/select, ``bool`` for confirm,
     ``dict`` for form. Raises ``InteractionTimeoutError`` when the budget runs out.
@@ -468,6 +560,11 @@ async def ask_user(
         "sensitive": sensitive,
         "mode": mode,
         "expiry_at": expiry_at,
+        "media": media,
+        "data": data,
+        "pages": pages,
+        "link": link,
+        "verifier": verifier,
     }
     ctx = current_context()
     if ctx is not None and ctx.client is not None:
@@ -476,7 +573,14 @@ async def ask_user(
     client = _clients.get(loop)
     if client is None:
         # Validate first so a bad call fails before any connection is opened (inventory A2.13).
-        validate_ask(question, **{**args, "schema": _schema_of(schema)})
+        validate_ask(
+            question,
+            **{k: v for k, v in args.items() if k not in ("link", "schema")},
+            schema=_schema_of(schema),
+            link_url="https://example.invalid/" if answer_format == "external" else None,
+        )
+        if answer_format == "external":
+            check_link(link)
         if mode == "async":
             require_park_context()
         client = _clients[loop] = await connect()

@@ -47,7 +47,11 @@ async def open_resources(
     try:
         await wait_for_jetstream(nc)
         store = EventStore(
-            nc, settings.names, replicas=settings.stream_replicas, idle_ttl_seconds=settings.idle_ttl_seconds
+            nc,
+            settings.names,
+            replicas=settings.stream_replicas,
+            idle_ttl_seconds=settings.idle_ttl_seconds,
+            media_retention_seconds=settings.media_retention_seconds,
         )
         await store.provision()
         if database:

@@ -74,6 +74,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     """LAYBY_CHECKPOINT_RETENTION: how long a parked run's checkpoint is kept (seconds, or a
     duration such as 30d / 12h / 90m); unset or ``forever`` keeps it forever. A park whose
     ``expiry_at`` lies beyond now + retention is refused."""
+    webhook_secrets: str | None = None
+    """LAYBY_WEBHOOK_SECRETS: NAME:SECRET,... — the secrets webhook verifiers name (door only)."""
+    media_retention_seconds: float = 30 * 86400.0
+    """LAYBY_MEDIA_RETENTION_SECONDS: how long inline images of questions are served (default 30
+    days); a question that would outlive it with an inline image is refused."""
     expiry_poll_seconds: float = 0.2
     """LAYBY_EXPIRY_POLL_SECONDS: how often the sweeper looks for async parks past ``expiry_at``."""
     continuation_ack_wait_seconds: float = 30.0
@@ -203,6 +208,8 @@ _FIELDS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "INTERACTIONS_BLOCKING_GRACE_SECONDS": ("blocking_grace_seconds", _positive_float),
     "LAYBY_CHECKPOINT_RETENTION": ("checkpoint_retention_seconds", _retention),
     "LAYBY_EXPIRY_POLL_SECONDS": ("expiry_poll_seconds", _positive_float),
+    "LAYBY_MEDIA_RETENTION_SECONDS": ("media_retention_seconds", _positive_float),
+    "LAYBY_WEBHOOK_SECRETS": ("webhook_secrets", _text),
     "LAYBY_CONTINUATION_ACK_WAIT_SECONDS": ("continuation_ack_wait_seconds", _positive_float),
     "LAYBY_CONTINUATION_MAX_ATTEMPTS": ("continuation_max_attempts", _positive_int),
 }

@@ -19,6 +19,7 @@ import jsonschema
 import msgspec
 import referencing.exceptions
 
+from contracts.events import MediaItem
 from contracts.limits import ANSWER_FORMATS, QUESTION_MAX_CHARS
 from layby.errors import BadInput
 
@@ -40,6 +41,7 @@ class AskSpec(msgspec.Struct, frozen=True, kw_only=True):
     sensitive: bool
     mode: str = "sync"
     expiry_at: datetime | None = None
+    media: list[MediaItem] | None = None
 
 
 def nul_path(value: object) -> str | None:
@@ -175,6 +177,152 @@ def check_schema(schema: object) -> dict[str, Any]:
     return schema
 
 
+PAGE_TITLE_MAX_CHARS = 200
+
+
+def _prop_validator(schema: dict[str, Any], prop: Any) -> jsonschema.Draft202012Validator:
+    """A validator for one top-level property, resolving ``$defs`` of the root schema."""
+    sub = dict(prop) if isinstance(prop, dict) else {}
+    if "$defs" in schema and "$defs" not in sub:
+        sub["$defs"] = schema["$defs"]
+    return jsonschema.Draft202012Validator(sub)
+
+
+def check_form_extras(schema: dict[str, Any], data: object, pages: object) -> dict[str, Any]:
+    """Per-send ``data`` (``values`` prefill, ``options`` choices) and ``pages`` (inventory A5b);
+    every error names the field. Returns the keys to add to the form's format payload."""
+    props = schema.get("properties")
+    props = props if isinstance(props, dict) else {}
+    extra: dict[str, Any] = {}
+    if data is not None:
+        if not isinstance(data, dict):
+            raise BadInput("data must be an object with 'values' and/or 'options'", field="data")
+        for key in data:
+            if key not in ("values", "options"):
+                raise BadInput(f"data has an unknown key {key!r} (values, options)", field=f"data.{key}")
+        values = data.get("values")
+        if values is not None:
+            if not isinstance(values, dict):
+                raise BadInput("data.values must be an object keyed by property name", field="data.values")
+            for name, value in values.items():
+                where = f"data.values.{name}"
+                if name not in props:
+                    raise BadInput(f"{where}: {name!r} is not a property of the schema", field=where)
+                error = jsonschema.exceptions.best_match(
+                    _prop_validator(schema, props[name]).iter_errors(value)
+                )
+                if error is not None:
+                    raise BadInput(
+                        f"{where} does not match its property's schema: {error.message}", field=where
+                    )
+        options = data.get("options")
+        if options is not None:
+            if not isinstance(options, dict):
+                raise BadInput("data.options must be an object keyed by property name", field="data.options")
+            for name, choices in options.items():
+                where = f"data.options.{name}"
+                if name not in props:
+                    raise BadInput(f"{where}: {name!r} is not a property of the schema", field=where)
+                prop = props[name] if isinstance(props[name], dict) else {}
+                if prop.get("type") != "string":
+                    raise BadInput(f"{where}: options are only for string properties", field=where)
+                if not isinstance(choices, list) or not choices:
+                    raise BadInput(f"{where} must be a non-empty list of {{value, label?}}", field=where)
+                loose = _prop_validator(schema, {k: v for k, v in prop.items() if k != "enum"})
+                for i, choice in enumerate(choices):
+                    at = f"{where}[{i}]"
+                    if (
+                        not isinstance(choice, dict)
+                        or set(choice) - {"value", "label"}
+                        or "value" not in choice
+                    ):
+                        raise BadInput(f"{at} must be {{value, label?}}", field=at)
+                    if not isinstance(choice["value"], str):
+                        raise BadInput(f"{at}.value must be a string", field=f"{at}.value")
+                    error = jsonschema.exceptions.best_match(loose.iter_errors(choice["value"]))
+                    if error is not None:
+                        raise BadInput(
+                            f"{at}.value does not match its property's schema: {error.message}",
+                            field=f"{at}.value",
+                        )
+                    label = choice.get("label")
+                    if label is not None and (not isinstance(label, str) or not label.strip()):
+                        raise BadInput(f"{at}.label must be non-blank text", field=f"{at}.label")
+        extra["data"] = data
+    if pages is not None:
+        if not isinstance(pages, list) or not pages:
+            raise BadInput("pages must be a non-empty list of {title, fields}", field="pages")
+        seen: dict[str, str] = {}
+        for i, page in enumerate(pages):
+            at = f"pages[{i}]"
+            if not isinstance(page, dict) or set(page) - {"title", "fields"}:
+                raise BadInput(f"{at} must be {{title, fields}}", field=at)
+            title = page.get("title")
+            if not isinstance(title, str) or not title.strip() or len(title) > PAGE_TITLE_MAX_CHARS:
+                raise BadInput(
+                    f"{at}.title must be non-blank text of at most {PAGE_TITLE_MAX_CHARS} characters",
+                    field=f"{at}.title",
+                )
+            fields = page.get("fields")
+            if not isinstance(fields, list) or not fields:
+                raise BadInput(
+                    f"{at}.fields must be a non-empty list of property names", field=f"{at}.fields"
+                )
+            for j, name in enumerate(fields):
+                where = f"{at}.fields[{j}]"
+                if not isinstance(name, str) or name not in props:
+                    raise BadInput(f"{where}: {name!r} is not a property of the schema", field=where)
+                if name in seen:
+                    raise BadInput(f"{where}: {name!r} repeats (already on {seen[name]})", field=where)
+                seen[name] = at
+        missing = [name for name in props if name not in seen]
+        if missing:
+            raise BadInput(
+                f"pages miss the field {missing[0]!r}: every property appears exactly once", field="pages"
+            )
+        extra["pages"] = pages
+    return extra
+
+
+def external_payload(schema: object, verifier: object, link_url: object) -> dict[str, Any]:
+    """``{"url", "schema"?, "verifier"?}`` of an external question (inventory B2)."""
+    from layby.verifiers import check_binding
+
+    if not isinstance(link_url, str) or not link_url:
+        raise BadInput("answer_format 'external' requires a link", field="link")
+    check_link_url(link_url)
+    payload: dict[str, Any] = {"url": link_url}
+    if schema is not None:
+        payload["schema"] = check_schema(schema)
+    if verifier is not None:
+        payload["verifier"] = check_binding(verifier)
+    return payload
+
+
+def check_link_url(url: str) -> None:
+    """The final URL a person visits: an absolute http(s) URL on one line, at most 8192 chars."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise BadInput("link must produce an absolute http:// or https:// URL", field="link")
+    if len(url) > 8192 or any(c.isspace() or ord(c) < 32 for c in url):
+        raise BadInput("link must be a single-line URL of at most 8192 characters", field="link")
+
+
+def effective_schema(format_payload: dict[str, Any]) -> dict[str, Any]:
+    """The form schema with ``data.options`` values replacing each property's enum (A5b.60)."""
+    schema = format_payload.get("schema")
+    options = ((format_payload.get("data") or {}).get("options")) or {}
+    if not isinstance(schema, dict) or not options:
+        return schema if isinstance(schema, dict) else {}
+    props = dict(schema.get("properties") or {})
+    for name, choices in options.items():
+        if isinstance(props.get(name), dict):
+            props[name] = {**props[name], "enum": [c["value"] for c in choices]}
+    return {**schema, "properties": props}
+
+
 def validate_ask(
     question: object,
     *,
@@ -188,6 +336,11 @@ def validate_ask(
     default_timeout: float = 3600.0,
     mode: object = "sync",
     expiry_at: object = None,
+    media: object = None,
+    data: object = None,
+    pages: object = None,
+    verifier: object = None,
+    link_url: object = None,
 ) -> AskSpec:
     """Validate every argument of an ask; raise ``BadInput`` naming the first bad field."""
     if timeout is not None:
@@ -201,12 +354,6 @@ def validate_ask(
         raise BadInput(f"unknown answer_format: {answer_format!r}", field="answer_format")
     if audience is not None and (not isinstance(audience, str) or not audience.strip()):
         raise BadInput("audience must be a non-empty identity", field="audience")
-    if answer_format == "external":
-        raise BadInput(
-            "answer_format 'external' needs a link and INTERACTIONS_PUBLIC_BASE_URL; "
-            "external questions are not available in this release",
-            field="answer_format",
-        )
     if not isinstance(question, str) or not question.strip():
         raise BadInput("question must be a non-empty string", field="question")
     for name, value in (
@@ -229,9 +376,23 @@ def validate_ask(
     if answer_format == "form":
         if schema is None:
             raise BadInput("answer_format 'form' requires a schema", field="schema")
-        payload = {"schema": check_schema(schema)}
+        checked = check_schema(schema)
+        for name, value in (("data", data), ("pages", pages)):
+            where = nul_path(value)
+            if where is not None:
+                raise BadInput(f"{name} must not contain NUL characters", field=name)
+        payload = {"schema": checked, **check_form_extras(checked, data, pages)}
+    elif data is not None or pages is not None:
+        raise BadInput(
+            f"{'data' if data is not None else 'pages'} is only for 'form', not for {answer_format!r}",
+            field="data" if data is not None else "pages",
+        )
+    elif answer_format == "external":
+        payload = external_payload(schema, verifier, link_url)
     elif schema is not None:
-        raise BadInput(f"schema is only for 'form', not for {answer_format!r}", field="schema")
+        raise BadInput(f"schema is only for 'form' or 'external', not for {answer_format!r}", field="schema")
+    if answer_format != "external" and verifier is not None:
+        raise BadInput("verifier is only for 'external' questions", field="verifier")
     if checked_options is not None:
         payload = {"options": checked_options}
     if group_id is not None and (
@@ -244,6 +405,9 @@ def validate_ask(
     if not isinstance(sensitive, bool):
         raise BadInput("sensitive must be a boolean", field="sensitive")
     expiry = check_wait(mode, timeout, expiry_at)
+    from layby.media import validate_media  # media imports validation's neighbours only
+
+    checked_media = validate_media(media)
     if mode == "async" and sensitive:
         raise BadInput(
             "sensitive is not available with mode='async': a park's answer is kept in its run's "
@@ -260,6 +424,7 @@ def validate_ask(
         sensitive=sensitive,
         mode=str(mode),
         expiry_at=expiry,
+        media=checked_media,
     )
 
 
@@ -287,7 +452,7 @@ def validate_answer(answer_format: str, format_payload: dict[str, Any] | None, a
             raise BadInput(f"answer must be one of {options!r}")
         return answer
     if answer_format == "form":
-        schema = (format_payload or {}).get("schema")
+        schema = effective_schema(format_payload or {}) or None
         if not isinstance(schema, dict):
             raise BadInput("question schema is invalid: missing or non-object schema")
         if not isinstance(answer, dict):

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import math
+import re
+import secrets
 import uuid
 from datetime import datetime, timedelta
 
 import msgspec
 
 from contracts.commands import Accepted, Ask, Prune, PruneResult, Refused
-from contracts.events import InteractionAnswered, InteractionAsked, InteractionRemoved
+from contracts.events import InteractionAnswered, InteractionAsked, InteractionRemoved, MediaItem
+from contracts.limits import MEDIA_ROUTE_PREFIX
 from layby.auth import Authenticator, Principal, clamp_audience
 from layby.clock import Clock
 from layby.errors import (
@@ -22,6 +26,7 @@ from layby.errors import (
 )
 from layby.eventstore import EventStore
 from layby.logs import get_logger
+from layby.media import decode_data_image
 from layby.settings import Settings
 from layby.validation import (
     call_interaction_id,
@@ -34,6 +39,13 @@ from services.ask.admission import Admitter
 from services.ask.runs import RunHandlers
 
 log = get_logger("layby.ask")
+TICKET_MARGIN_SECONDS = 60.0
+"""An async park's ticket outlives its expiry_at by this much (inventory A17.157)."""
+_HASH_RE = re.compile(r"^[0-9a-f]{64}$")
+
+
+def _is_hash(value: object) -> bool:
+    return isinstance(value, str) and bool(_HASH_RE.match(value))
 
 
 class AskHandlers:
@@ -112,9 +124,20 @@ class AskHandlers:
                 default_timeout=self._settings.answer_timeout_seconds,
                 mode=cmd.mode,
                 expiry_at=cmd.expiry_at,
+                media=cmd.media,
+                data=cmd.data,
+                pages=cmd.pages,
+                verifier=cmd.verifier,
+                link_url=cmd.link_url,
             )
         except BadInput as exc:
             return Refused(kind="invalid", message=exc.message, field=exc.field)
+        if spec.answer_format == "external" and not _is_hash(cmd.ticket_hash):
+            return Refused(
+                kind="invalid",
+                message="an external question needs its ticket's SHA-256 (64 hex)",
+                field="ticket_hash",
+            )
         if spec.mode == "async":
             assert spec.expiry_at is not None
             acting = await self._park_principal(cmd, principal)
@@ -152,6 +175,7 @@ class AskHandlers:
             expiry_at=spec.expiry_at,
             run_id=cmd.run_id if spec.mode == "async" else None,
             call=cmd.call if spec.mode == "async" else None,
+            media=spec.media,
         )
         if event.run_id is not None:
             # A replayed or duplicated execution re-asks under the same id: the question exists
@@ -168,11 +192,39 @@ class AskHandlers:
                 return Refused(
                     kind="invalid", message="interaction_id is already in use", field="interaction_id"
                 )
+        if spec.answer_format == "external":
+            assert cmd.ticket_hash is not None
+            margin = timedelta(seconds=TICKET_MARGIN_SECONDS) if spec.mode == "async" else timedelta()
+            seconds = max(1, math.ceil((timeout_at - now).total_seconds()))
+            expires = now + timedelta(seconds=seconds) + margin
+            try:
+                fresh = await self._store.put_ticket(cmd.ticket_hash, cmd.interaction_id, expires, new=True)
+            except Transient as exc:
+                return Refused(kind="unavailable", message=str(exc))
+            if not fresh:
+                return Refused(kind="invalid", message="ticket_hash is already in use", field="ticket_hash")
+        inline = [i for i, m in enumerate(spec.media or []) if m.url.startswith("data:")]
+        if inline and event.timeout_at > now + timedelta(seconds=self._settings.media_retention_seconds):
+            return Refused(
+                kind="invalid",
+                message=(
+                    f"media[{inline[0]}].url: an inline image is served for "
+                    f"LAYBY_MEDIA_RETENTION_SECONDS={self._settings.media_retention_seconds:g}s, and this "
+                    "question would outlive it; link an https image instead"
+                ),
+                field=f"media[{inline[0]}].url",
+            )
         if not await self._admitter.admit(event.interaction_id, event.timeout_at):
             return Refused(
                 kind="limit",
                 message=f"ask_user refused: already at the max_concurrent limit ({self._admitter.cap})",
             )
+        if inline:
+            try:
+                event = msgspec.structs.replace(event, media=await self._store_inline(spec.media or []))
+            except Transient as exc:
+                await self._admitter.release(event.interaction_id)
+                return Refused(kind="unavailable", message=str(exc))
         recorded = await self._record(event)
         if isinstance(recorded, Refused):
             return recorded
@@ -188,6 +240,20 @@ class AskHandlers:
             group_id=event.group_id,
             timeout_at=event.timeout_at.isoformat(),
         )
+
+    async def _store_inline(self, media: list[MediaItem]) -> list[MediaItem]:
+        """Store each ``data:image`` by reference (inventory A4.45): the record keeps the served
+        ``/api/interactions/media/<id>`` url, never the bytes."""
+        out: list[MediaItem] = []
+        for index, item in enumerate(media):
+            if not item.url.startswith("data:"):
+                out.append(item)
+                continue
+            mime, raw = decode_data_image(item.url, f"media[{index}].url")
+            media_id = secrets.token_urlsafe(32)
+            await self._store.put_media(media_id, mime, raw)
+            out.append(msgspec.structs.replace(item, url=MEDIA_ROUTE_PREFIX + media_id))
+        return out
 
     async def _record(self, event: InteractionAsked) -> InteractionAsked | Refused:
         """Append the asked event; the slot is released only when the log surely lacks it."""

@@ -18,8 +18,10 @@ from layby.settings import Settings
 from services.door.deps import DoorState
 from services.door.errors import EXCEPTION_HANDLERS
 from services.door.routes.answer import answer_door
+from services.door.routes.callback import callback_get, callback_post
 from services.door.routes.health import healthz, readyz
 from services.door.routes.inbox import list_door
+from services.door.routes.media import media_door
 from services.door.routes.page import inbox_page, static_file
 from services.door.routes.runs import run_door, runs_door
 from services.door.routes.stream import stream_door
@@ -64,6 +66,9 @@ def create_app(settings: Settings, *, clock: Clock | None = None, run_projection
             readyz,
             inbox_page,
             static_file,
+            media_door,
+            callback_post,
+            callback_get,
         ],
         lifespan=[lifespan],
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]

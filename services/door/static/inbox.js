@@ -390,7 +390,14 @@ function buildControl(card) {
   }
   if (fmt === "form") return buildForm(card, payload);
   if (fmt === "external") {
-    return el("p", { class: "hint", text: "Answered on an outside surface (its callback link)." });
+    const wrap = el("div", { class: "external" });
+    if (payload.url) {
+      wrap.append(el("a", { href: payload.url, target: "_blank", rel: "noopener noreferrer", text: "Open the page to act on" }));
+    }
+    wrap.append(el("p", { class: "hint", text: item.server_verified
+      ? "The answer arrives from the outside system (signature verified)."
+      : "The answer arrives from the outside system." }));
+    return wrap;
   }
   // text, with suggested replies as one-tap chips
   const form = el("form", { novalidate: true });

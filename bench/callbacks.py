@@ -1,0 +1,137 @@
+"""Benchmark: the public callback door (issue 4, "How fast").
+
+    python bench/callbacks.py [--questions 2000] [--callers 50]
+
+Starts `layby up` with a public base URL and a webhook secret, asks ``--questions`` external
+questions without a verifier and as many bound to the `stripe` verifier (the SDK's `ask_user`,
+blocking until answered), then delivers every callback from ``--callers`` concurrent keep-alive
+connections and reports answers/s and callback latency p50/p99 for each kind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import hmac
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from _http import Conn
+from _up import free_port, pct, start_up
+
+from layby.sdk import connect
+from layby.settings import load_settings
+
+SECRET = "whsec_bench_0123456789"
+
+
+def stripe_header(body: bytes) -> str:
+    stamp = int(time.time())
+    return (
+        f"t={stamp},v1={hmac.new(SECRET.encode(), f'{stamp}.'.encode() + body, hashlib.sha256).hexdigest()}"
+    )
+
+
+async def deliver(
+    host: str, port: int, paths: list[str], callers: int, signed: bool
+) -> tuple[float, list[float]]:
+    queue: asyncio.Queue[str] = asyncio.Queue()
+    for p in paths:
+        queue.put_nowait(p)
+    lat: list[float] = []
+
+    async def caller() -> None:
+        conn = await Conn(host, port, "").open()
+        try:
+            while not queue.empty():
+                path = queue.get_nowait()
+                body = json.dumps({"type": "checkout.session.completed", "ref": path[-8:]}).encode()
+                extra = {"Stripe-Signature": stripe_header(body)} if signed else {}
+                t = time.perf_counter()
+                status, _ = await conn.request("POST", path, body, raw=True, headers=extra)
+                lat.append(time.perf_counter() - t)
+                assert status == 200, status
+        finally:
+            await conn.close()
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(caller() for _ in range(callers)))
+    return len(paths) / (time.perf_counter() - t0), lat
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    up = start_up(
+        LAYBY_HTTP_PORT=str(port),
+        INTERACTIONS_PUBLIC_BASE_URL=base,
+        LAYBY_WEBHOOK_SECRETS=f"payments:{SECRET}",
+    )
+    out: dict[str, Any] = {}
+    try:
+        settings = load_settings({}, max_concurrent=None, public_base_url=base)
+        client = await connect(nats_url=up.nats_url, token=up.token, settings=settings)
+        callbacks: dict[str, list[str]] = {"plain": [], "stripe": []}
+
+        def link_for(kind: str) -> Any:
+            def link(callback_url: str) -> str:
+                callbacks[kind].append(urlsplit(callback_url).path)
+                return f"https://pay.example/{kind}"
+
+            return link
+
+        verifier = {"name": "stripe", "config": {"secret": "payments"}}
+        waiting = [
+            asyncio.create_task(
+                client.ask_user(f"Pay {i}", answer_format="external", link=link_for("plain"), timeout=3600)
+            )
+            for i in range(args.questions)
+        ] + [
+            asyncio.create_task(
+                client.ask_user(
+                    f"Pay signed {i}",
+                    answer_format="external",
+                    link=link_for("stripe"),
+                    verifier=verifier,
+                    timeout=3600,
+                )
+            )
+            for i in range(args.questions)
+        ]
+        while len(callbacks["plain"]) + len(callbacks["stripe"]) < 2 * args.questions:  # noqa: ASYNC110 - polling a counter filled by callbacks
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(3)  # every ask recorded
+        host = urlsplit(base).hostname or "127.0.0.1"
+        for kind in ("plain", "stripe"):
+            rate, lat = await deliver(host, port, callbacks[kind], args.callers, kind == "stripe")
+            out[kind] = (rate, pct(lat, 0.5), pct(lat, 0.99))
+        await asyncio.wait_for(asyncio.gather(*waiting), 120)
+        await client.close()
+    finally:
+        up.stop()
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--questions", type=int, default=2000)
+    parser.add_argument("--callers", type=int, default=50)
+    args = parser.parse_args()
+    r = asyncio.run(run(args))
+    print()
+    print(f"| callbacks ({args.questions} each, {args.callers} concurrent callers) | answers/s | p50 | p99 |")
+    print("|---|---:|---:|---:|")
+    for kind, label in (("plain", "unsigned"), ("stripe", "Stripe-signed (verified)")):
+        rate, p50, p99 = r[kind]
+        print(f"| {label} | {rate:.0f} | {p50:.1f} ms | {p99:.1f} ms |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,228 @@
+"""``POST`` and ``GET /api/interactions/callback/{ticket}``: the public callback doors (A17).
+
+The ticket is the capability (no token). It is looked up by its SHA-256 only, and unknown,
+expired, malformed and pruned tickets all get one byte-identical 404. POST, in order: the size
+cap (413, before any lookup), the ticket, the bound verifier on the raw body (401 bad signature,
+500 broken binding; nothing recorded, the ticket not consumed), already answered (200
+``already_answered``), the payload (a JSON object body, or the query parameters when the body is
+empty), the question's schema (400, before the claim), then the claim: the same log-decided
+append as the answer door, so the first resolution wins. GET never mutates: it serves
+byte-constant pages that interpolate nothing from the request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import uuid
+from datetime import timedelta
+from typing import Any
+
+import msgspec
+from litestar import Request, Response, get, post
+from litestar.params import FromPath
+
+from contracts.events import InteractionAnswered, InteractionAsked, InteractionRemoved
+from contracts.limits import ANSWERED_BY_EXTERNAL
+from layby.errors import BadInput, Conflict
+from layby.eventstore import Stored
+from layby.validation import nul_path, validate_answer
+from layby.verifiers import (
+    POST_ONLY,
+    VerificationFailed,
+    VerifierError,
+    parse_secrets,
+    verify,
+)
+from layby.verifiers import (
+    Request as SignedRequest,
+)
+from services.door.deps import DoorState, door, read_capped_body
+from services.door.errors import PayloadTooLarge
+
+TICKET_RE = re.compile(r"^[A-Za-z0-9_-]{43}$")
+BASE_HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
+PAGE_HEADERS = {
+    **BASE_HEADERS,
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+}
+_STYLE = (
+    "<style>body{font-family:system-ui,sans-serif;max-width:32rem;margin:3rem auto;padding:0 1rem}</style>"
+)
+DONE_PAGE = (
+    "<!doctype html><html lang=en><meta charset=utf-8><meta name=viewport content='width=device-width'>"
+    f"<title>Done</title>{_STYLE}<h1>Done</h1><p>This interaction has already been answered.</p></html>"
+).encode()
+CONFIRM_PAGE = (
+    "<!doctype html><html lang=en><meta charset=utf-8><meta name=viewport content='width=device-width'>"
+    f"<title>Confirm</title>{_STYLE}<h1>Confirm</h1><p>Press the button to confirm.</p>"
+    "<form method=post><button type=submit>Confirm</button></form></html>"
+).encode()
+AWAITING_PAGE = (
+    "<!doctype html><html lang=en><meta charset=utf-8><meta name=viewport content='width=device-width'>"
+    f"<title>Awaiting your reply</title>{_STYLE}<h1>Awaiting your reply</h1>"
+    "<p>Please answer in the conversation where you received this question.</p></html>"
+).encode()
+
+
+def _json(status: int, body: dict[str, Any]) -> Response[bytes]:
+    return Response(
+        msgspec.json.encode(body), status_code=status, media_type="application/json", headers=BASE_HEADERS
+    )
+
+
+NOT_FOUND_JSON = (404, {"error": "not found"})
+
+
+def _page(status: int, body: bytes, media_type: str = "text/html; charset=utf-8") -> Response[bytes]:
+    return Response(body, status_code=status, media_type=media_type, headers=PAGE_HEADERS)
+
+
+def _not_found_text() -> Response[bytes]:
+    return Response(
+        b"Not Found", status_code=404, media_type="text/plain; charset=utf-8", headers=BASE_HEADERS
+    )
+
+
+async def _resolve(
+    state: DoorState, ticket: str, leader: bool = False
+) -> tuple[InteractionAsked, Stored] | None:
+    """The question behind a live ticket and its last event; None for the uniform 404."""
+    if not TICKET_RE.match(ticket):
+        return None
+    found = await state.store.get_ticket(hashlib.sha256(ticket.encode()).hexdigest())
+    if found is None:
+        return None
+    interaction_id, expires_at = found
+    if expires_at <= state.clock.now():
+        return None
+    subject = state.store.names.ix(interaction_id)
+    last = await state.store.last(subject, leader=leader)
+    if last is None or isinstance(last.event, InteractionRemoved):
+        return None
+    if isinstance(last.event, InteractionAsked):
+        return last.event, last
+    first = await state.store.first(subject)
+    if first is None or not isinstance(first.event, InteractionAsked):
+        return None
+    return first.event, last
+
+
+def _query_answer(request: Request[Any, Any, Any]) -> dict[str, Any]:
+    """Query parameters as the answer: a repeated key maps to a list, in order (no last-wins)."""
+    out: dict[str, Any] = {}
+    for key, value in request.query_params.multi_items():
+        if key in out:
+            out[key] = [*out[key], value] if isinstance(out[key], list) else [out[key], value]
+        else:
+            out[key] = value
+    return out
+
+
+@post(
+    "/api/interactions/callback/{ticket:str}", status_code=200, summary="Deliver an external answer (public)"
+)
+async def callback_post(request: Request[Any, Any, Any], ticket: FromPath[str]) -> Response[bytes]:
+    state = door(request)
+    limit = state.settings.max_body_bytes
+    if len(request.scope.get("query_string", b"")) > limit:
+        raise PayloadTooLarge("payload too large")
+    raw = await read_capped_body(request, limit)
+    resolved = await _resolve(state, ticket)
+    if resolved is None:
+        return _json(*NOT_FOUND_JSON)
+    asked, last = resolved
+    payload = asked.format_payload or {}
+    binding = payload.get("verifier")
+    if binding is not None:
+        signed = SignedRequest(
+            body=raw,
+            headers={k.lower(): v for k, v in request.headers.items()},
+            now=state.clock.now().timestamp(),
+        )
+        try:
+            verify(binding, signed, parse_secrets(state.settings.webhook_secrets))
+        except VerificationFailed:
+            return _json(401, {"error": "webhook verification failed"})
+        except VerifierError as exc:
+            from layby.logs import get_logger
+
+            get_logger("layby.door.callback").error("callback.verifier_error", error=str(exc))
+            return _json(500, {"error": "webhook verification error"})
+    if isinstance(last.event, InteractionAnswered):
+        return _json(200, {"data": {"status": "already_answered"}})
+    if asked.answer_format != "external":
+        return _json(*NOT_FOUND_JSON)  # tickets are minted for external questions only (channels later)
+    if not raw.strip():
+        if binding is not None and binding.get("name") in POST_ONLY:
+            return _json(400, {"error": "verified callback requires a signed request body"})
+        answer: Any = _query_answer(request)
+    else:
+        try:
+            answer = msgspec.json.decode(raw)
+        except (msgspec.DecodeError, RecursionError):
+            return _json(400, {"error": "body must be a JSON object"})
+        if not isinstance(answer, dict):
+            return _json(400, {"error": "body must be a JSON object"})
+    if nul_path(answer) is not None:
+        return _json(400, {"error": "answer must not contain NUL characters"})
+    schema = payload.get("schema")
+    if schema is not None:
+        try:
+            validate_answer("form", {"schema": schema}, answer)
+        except BadInput as exc:
+            return _json(400, {"error": exc.message})
+    return await _claim(state, ticket, asked, last, answer)
+
+
+async def _claim(
+    state: DoorState, ticket: str, asked: InteractionAsked, last: Stored, answer: Any
+) -> Response[bytes]:
+    store = state.store
+    subject = store.names.ix(asked.interaction_id)
+    event = InteractionAnswered(
+        interaction_id=asked.interaction_id,
+        group_id=asked.group_id,
+        audience=asked.audience,
+        answered_by=ANSWERED_BY_EXTERNAL,
+        answered_at=state.clock.now(),
+        answer=answer,
+        waiter=asked.waiter,
+        run_id=asked.run_id,
+    )
+    try:
+        await store.append(
+            subject,
+            event,
+            msg_id=f"answered-{asked.interaction_id}-{uuid.uuid4().hex}",
+            expected_seq=last.seq,
+        )
+    except Conflict:
+        return _json(200, {"data": {"status": "already_answered"}})
+    # Provider retries keep getting the idempotent 200 for the idle TTL (A17.157).
+    expires = state.clock.now() + timedelta(seconds=state.settings.idle_ttl_seconds)
+    await store.put_ticket(
+        hashlib.sha256(ticket.encode()).hexdigest(), asked.interaction_id, expires, new=False
+    )
+    return _json(200, {"data": {"interaction_id": asked.interaction_id, "status": "answered"}})
+
+
+@get(
+    "/api/interactions/callback/{ticket:str}",
+    summary="The page behind a callback link (public, never mutates)",
+)
+async def callback_get(request: Request[Any, Any, Any], ticket: FromPath[str]) -> Response[bytes]:
+    state = door(request)
+    resolved = await _resolve(state, ticket)
+    if resolved is None:
+        return _not_found_text()
+    asked, last = resolved
+    if (asked.format_payload or {}).get("verifier") is not None:
+        return _not_found_text()  # a verifier-bound question is answered by its provider only
+    if isinstance(last.event, InteractionAnswered):
+        return _page(200, DONE_PAGE)
+    if asked.answer_format in ("external", "confirm"):
+        return _page(200, CONFIRM_PAGE)
+    return _page(200, AWAITING_PAGE)

@@ -1,0 +1,311 @@
+"""External questions and the public callback doors (issue 4; inventory A2.16-17, A17).
+
+Real services. The asker's link builder creates a "checkout" on a local HTTP server that plays a
+payment provider; the provider later POSTs a Stripe-signed event to the callback URL and the
+asker wakes with the payload. The security properties are tested, not assumed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+
+from layby.errors import BadInput
+from layby.settings import Settings
+from tests.conftest import System
+
+SECRET = "whsec_test_0123456789"
+pytestmark = pytest.mark.settings(
+    public_base_url="http://127.0.0.1:1",  # replaced per test by the door's own URL, see `base`
+    webhook_secrets=f"payments:{SECRET},hub:gh-secret-value",
+)
+STRIPE = {"name": "stripe", "config": {"secret": "payments"}}
+
+
+def stripe_sign(body: bytes, secret: str = SECRET, at: int | None = None) -> str:
+    stamp = int(time.time()) if at is None else at
+    sig = hmac.new(secret.encode(), f"{stamp}.".encode() + body, hashlib.sha256).hexdigest()
+    return f"t={stamp},v1={sig}"
+
+
+@pytest.fixture
+async def client(system: System) -> Any:
+    from layby.sdk import connect
+
+    settings = Settings(**{**_fields(system.settings), "public_base_url": system.url})
+    c = await connect(nats_url=system.settings.nats_url, token="op-token-0123456789abcdef", settings=settings)
+    system.clients.append(c)
+    return c
+
+
+def _fields(settings: Settings) -> dict[str, Any]:
+    import msgspec
+
+    return msgspec.structs.asdict(settings)
+
+
+async def callback_of(system: System, question: str) -> tuple[str, str]:
+    """(interaction id, callback URL) of a pending external question, from the list door."""
+    async with system.http() as http:
+        for _ in range(200):
+            items = (await http.get("/api/interactions")).json()["data"]["items"]
+            for item in items:
+                if item["question"] == question:
+                    url = item["format_payload"]["url"]
+                    return item["interaction_id"], url.split("cb=")[1] if "cb=" in url else url
+            await asyncio.sleep(0.05)
+    raise AssertionError("the question never appeared")
+
+
+class Provider:
+    """A local HTTP server that plays a payment provider: checkouts are created over HTTP."""
+
+    def __init__(self) -> None:
+        self.checkouts: dict[str, str] = {}
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = int(
+            next(
+                (ln.split(b":")[1] for ln in head.split(b"\r\n") if ln.lower().startswith(b"content-length")),
+                b"0",
+            )
+        )
+        body = json.loads(await reader.readexactly(length))
+        checkout = f"cs_{uuid.uuid4().hex[:12]}"
+        self.checkouts[checkout] = body["callback_url"]
+        out = json.dumps({"id": checkout, "url": f"https://pay.example/{checkout}"}).encode()
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+            % (len(out), out)
+        )
+        await writer.drain()
+        writer.close()
+
+
+@pytest.fixture
+async def provider() -> AsyncIterator[tuple[Provider, str]]:
+    p = Provider()
+    server = await asyncio.start_server(p.handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    yield p, f"http://127.0.0.1:{port}"
+    server.close()
+    await server.wait_closed()
+
+
+async def test_a_payment_provider_posts_a_stripe_signed_event_and_the_asker_wakes_with_it(
+    system: System, client: Any, provider: tuple[Provider, str]
+) -> None:
+    prov, prov_url = provider
+
+    async def create_checkout(callback_url: str) -> str:
+        async with httpx.AsyncClient() as http:
+            resp = await http.post(
+                f"{prov_url}/checkouts", json={"amount": 4200, "callback_url": callback_url}
+            )
+        return resp.json()["url"]
+
+    schema = {
+        "type": "object",
+        "properties": {"type": {"const": "checkout.session.completed"}},
+        "required": ["type"],
+    }
+    ask = asyncio.create_task(
+        client.ask_user(
+            "Pay the invoice",
+            answer_format="external",
+            link=create_checkout,
+            schema=schema,
+            verifier=STRIPE,
+            timeout=30,
+        )
+    )
+    for _ in range(200):
+        if prov.checkouts:
+            break
+        await asyncio.sleep(0.05)
+    [(checkout, callback)] = prov.checkouts.items()
+    assert callback.startswith(f"{system.url}/api/interactions/callback/")
+    async with system.http() as http:
+        items = (await http.get("/api/interactions")).json()["data"]["items"]
+    [item] = items
+    assert item["format_payload"]["url"] == f"https://pay.example/{checkout}"
+    assert item["server_verified"] is True and "verifier" not in item["format_payload"]
+    assert callback.rsplit("/", 1)[1] not in json.dumps(items)  # the ticket is in no frame
+    event = json.dumps(
+        {"type": "checkout.session.completed", "data": {"id": checkout, "amount": 4200}}
+    ).encode()
+    async with httpx.AsyncClient() as http:
+        forged = await http.post(
+            callback, content=event, headers={"Stripe-Signature": stripe_sign(event, "wrong")}
+        )
+        assert forged.status_code == 401 and forged.json() == {"error": "webhook verification failed"}
+        stale = await http.post(
+            callback, content=event, headers={"Stripe-Signature": stripe_sign(event, at=1)}
+        )
+        assert stale.status_code == 401
+        good = await http.post(callback, content=event, headers={"Stripe-Signature": stripe_sign(event)})
+        assert good.status_code == 200, good.text
+        assert good.json()["data"]["status"] == "answered"
+        replay = await http.post(callback, content=event, headers={"Stripe-Signature": stripe_sign(event)})
+        assert replay.status_code == 200 and replay.json() == {"data": {"status": "already_answered"}}
+        assert (
+            replay.headers["cache-control"] == "no-store"
+            and replay.headers["x-content-type-options"] == "nosniff"
+        )
+    assert await asyncio.wait_for(ask, 10) == json.loads(event)
+
+
+async def test_a_template_link_carries_the_callback_and_query_parameters_answer_a_get_confirm_flow(
+    system: System, client: Any
+) -> None:
+    ask = asyncio.create_task(
+        client.ask_user(
+            "Sign the NDA",
+            answer_format="external",
+            link="https://sign.example/{x}?cb={callback_url}",
+            timeout=30,
+        )
+    )
+    _, callback = await callback_of(system, "Sign the NDA")
+    async with httpx.AsyncClient() as http:
+        # A link scanner's GETs change nothing and see a byte-constant page.
+        first = await http.get(callback + "?status=signed")
+        second = await http.get(callback)
+        assert first.status_code == second.status_code == 200 and first.content == second.content
+        assert b"signed" not in first.content and b"<form method=post>" in first.content
+        assert "default-src 'none'" in first.headers["content-security-policy"]
+        # The person presses the button: an empty POST, the query string is the answer.
+        done = await http.post(callback + "?status=signed&tag=a&tag=b")
+        assert done.status_code == 200
+        after = await http.get(callback)
+        assert b"already been answered" in after.content
+    assert await asyncio.wait_for(ask, 10) == {"status": "signed", "tag": ["a", "b"]}
+
+
+async def test_unknown_expired_malformed_and_pruned_tickets_get_one_byte_identical_404(
+    system: System, client: Any
+) -> None:
+    ask = asyncio.create_task(
+        client.ask_user(
+            "Short-lived", answer_format="external", link="https://x.example/?cb={callback_url}", timeout=0.5
+        )
+    )
+    _, callback = await callback_of(system, "Short-lived")
+    with pytest.raises(Exception, match=r"pruned|gone|recorded"):
+        await asyncio.wait_for(ask, 10)
+    base = callback.rsplit("/", 1)[0]
+    async with httpx.AsyncClient() as http:
+        posts = [
+            await http.post(url, json={"a": 1})
+            for url in (callback, f"{base}/{'A' * 43}", f"{base}/short", f"{base}/{'<script>' * 6}")
+        ]
+        gets = [await http.get(url) for url in (callback, f"{base}/{'A' * 43}", f"{base}/short")]
+    assert {r.status_code for r in posts} == {404} and len({r.content for r in posts}) == 1
+    assert posts[0].json() == {"error": "not found"}
+    assert {r.status_code for r in gets} == {404} and {r.content for r in gets} == {b"Not Found"}
+
+
+async def test_the_schema_is_checked_before_the_claim_and_a_bad_payload_leaves_the_ticket_usable(
+    system: System, client: Any
+) -> None:
+    schema = {"type": "object", "properties": {"amount": {"const": 4200}}, "required": ["amount"]}
+    ask = asyncio.create_task(
+        client.ask_user(
+            "Pay",
+            answer_format="external",
+            link="https://x.example/?cb={callback_url}",
+            schema=schema,
+            timeout=30,
+        )
+    )
+    _, callback = await callback_of(system, "Pay")
+    async with httpx.AsyncClient() as http:
+        wrong = await http.post(callback, json={"amount": 1})
+        assert wrong.status_code == 400 and "field" not in wrong.json()
+        not_object = await http.post(callback, content=b"[1,2]")
+        assert not_object.status_code == 400 and not_object.json() == {"error": "body must be a JSON object"}
+        ok = await http.post(callback, json={"amount": 4200})
+        assert ok.status_code == 200
+    assert await asyncio.wait_for(ask, 10) == {"amount": 4200}
+
+
+async def test_an_oversized_body_is_413_before_the_ticket_is_looked_up(system: System) -> None:
+    async def chunks() -> AsyncIterator[bytes]:
+        for _ in range(10):
+            yield b"x" * 8192
+
+    async with httpx.AsyncClient() as http:
+        resp = await http.post(
+            f"{system.url}/api/interactions/callback/{'A' * 43}",
+            content=chunks(),  # streamed: the door counts actual bytes, never a declared length
+        )
+    assert resp.status_code == 413 and resp.json() == {"error": "payload too large"}
+
+
+async def test_a_broken_verifier_binding_fails_closed_with_500_and_consumes_nothing(
+    system: System, client: Any
+) -> None:
+    ask = asyncio.create_task(
+        client.ask_user(
+            "Webhook",
+            answer_format="external",
+            link="https://x.example/?cb={callback_url}",
+            verifier={"name": "github", "config": {"secret": "not-configured"}},
+            timeout=30,
+        )
+    )
+    _, callback = await callback_of(system, "Webhook")
+    async with httpx.AsyncClient() as http:
+        body = b'{"action":"approved"}'
+        resp = await http.post(callback, content=body)
+        assert resp.status_code == 500 and resp.json() == {"error": "webhook verification error"}
+        assert (await http.get(callback)).content == b"Not Found"  # bound: GET reveals nothing
+    ask.cancel()
+
+
+async def test_external_ask_rules_name_the_field_before_anything_is_stored(
+    system: System, client: Any
+) -> None:
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({"link": "https://x.example/no-placeholder"}, "link"),
+        ({}, "link"),
+        ({"link": 42}, "link"),
+        (
+            {
+                "link": "https://x.example/{callback_url}",
+                "verifier": {"name": "nope", "config": {"secret": "s"}},
+            },
+            "verifier.name",
+        ),
+        ({"link": "https://x.example/{callback_url}", "options": ["a"]}, "options"),
+        ({"link": lambda cb: "ftp://x.example/"}, "link"),
+    ]
+    for kwargs, field in cases:
+        with pytest.raises(BadInput) as info:
+            await client.ask_user("Ext?", answer_format="external", timeout=5, **kwargs)
+        assert info.value.field == field, (kwargs, info.value)
+    with pytest.raises(BadInput) as info:
+        await client.ask_user("Text?", link="https://x.example/{callback_url}", timeout=5)
+    assert info.value.field == "link"
+    async with system.http() as http:
+        assert (await http.get("/api/interactions")).json()["data"]["total"] == 0
+
+
+async def test_without_a_public_base_url_an_external_ask_raises_naming_the_variable(system: System) -> None:
+    from layby.sdk import connect
+
+    settings = Settings(**{**_fields(system.settings), "public_base_url": None})
+    c = await connect(nats_url=system.settings.nats_url, token="op-token-0123456789abcdef", settings=settings)
+    system.clients.append(c)
+    with pytest.raises(BadInput, match="INTERACTIONS_PUBLIC_BASE_URL"):
+        await c.ask_user("Ext?", answer_format="external", link="https://x.example/{callback_url}", timeout=5)

@@ -1,0 +1,152 @@
+"""Media rules (inventory A4), each cap at and one past its limit; nothing is stored on error."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import pytest
+
+from contracts.events import MediaItem
+from contracts.limits import (
+    MEDIA_CAPTION_MAX_CHARS,
+    MEDIA_DATA_URI_MAX_CHARS,
+    MEDIA_MAX_ITEMS,
+    MEDIA_TOTAL_URI_CHARS,
+    MEDIA_URL_MAX_CHARS,
+)
+from layby.errors import BadInput
+from layby.media import decode_data_image, sniff_image, validate_media
+
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
+PNG_URI = "data:image/png;base64," + base64.b64encode(PNG).decode()
+SERVED = "/api/interactions/media/" + "a" * 43
+
+
+def refused(media: Any) -> BadInput:
+    with pytest.raises(BadInput) as info:
+        validate_media(media)
+    return info.value
+
+
+def test_five_kinds_each_with_its_own_url_rules_are_accepted() -> None:
+    items = validate_media(
+        [
+            {"kind": "image", "url": PNG_URI, "caption": "logo"},
+            {"kind": "image", "url": "https://cdn.example.com/a.png"},
+            {"kind": "document", "url": SERVED, "filename": "spec.pdf"},
+            {"kind": "video", "url": "https://v.example.com/clip.mp4"},
+            MediaItem(kind="audio", url="https://127.0.0.1/x.ogg"),
+            {"kind": "link", "url": "http://intranet.example/page?a=1#b", "caption": "Page"},
+            {"kind": "image", "url": "http://localhost/api/interactions/media/" + "b" * 43},
+        ]
+    )
+    assert items is not None and [i.kind for i in items][:6] == [
+        "image",
+        "image",
+        "document",
+        "video",
+        "audio",
+        "link",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("item", "field"),
+    [
+        ({"kind": "gif", "url": "https://x.example/a"}, "media[0].kind"),
+        ({"kind": "image", "url": "http://x.example/a.png"}, "media[0].url"),
+        ({"kind": "document", "url": PNG_URI}, "media[0].url"),
+        ({"kind": "link", "url": SERVED}, "media[0].url"),
+        ({"kind": "link", "url": "ftp://x.example/a"}, "media[0].url"),
+        ({"kind": "image", "url": "https://x.example/a b"}, "media[0].url"),
+        ({"kind": "image", "url": "https://x.example/\u202ea"}, "media[0].url"),
+        ({"kind": "image", "url": "https://user@x.example/a"}, "media[0].url"),
+        ({"kind": "image", "url": "https://x.example/%41"}, "media[0].url"),
+        ({"kind": "image", "url": "https://x.example:70000/a"}, "media[0].url"),
+        ({"kind": "image", "url": "https://bücher.example/a"}, "media[0].url"),
+        ({"kind": "image", "url": "https://-bad-.example/a"}, "media[0].url"),
+        ({"kind": "image", "url": "https://example.123/a"}, "media[0].url"),
+        ({"kind": "image", "url": "/api/interactions/media/short"}, "media[0].url"),
+        ({"kind": "image", "url": "https://x.example/a", "caption": "  "}, "media[0].caption"),
+        ({"kind": "image", "url": "https://x.example/a", "filename": "a.png"}, "media[0].filename"),
+        ({"kind": "document", "url": SERVED, "filename": "../etc/passwd"}, "media[0].filename"),
+        ({"kind": "image", "url": "https://x.example/a", "size": 3}, "media[0].size"),
+        ("not an item", "media[0]"),
+    ],
+)
+def test_a_bad_item_is_refused_naming_its_field(item: Any, field: str) -> None:
+    assert refused([item]).field == field
+
+
+def test_an_empty_list_and_a_non_list_are_refused() -> None:
+    assert refused([]).message == "media must be a non-empty list when present"
+    assert refused("https://x.example/a").field == "media"
+
+
+def test_item_count_at_and_one_past_the_cap() -> None:
+    one = {"kind": "link", "url": "https://x.example/"}
+    assert validate_media([one] * MEDIA_MAX_ITEMS) is not None
+    assert refused([one] * (MEDIA_MAX_ITEMS + 1)).field == "media"
+
+
+def test_url_length_at_and_one_past_the_cap() -> None:
+    base = "https://x.example/"
+    at = base + "a" * (MEDIA_URL_MAX_CHARS - len(base))
+    assert validate_media([{"kind": "link", "url": at}]) is not None
+    assert refused([{"kind": "link", "url": at + "a"}]).field == "media[0].url"
+
+
+def test_caption_at_and_one_past_the_cap() -> None:
+    item = {"kind": "link", "url": "https://x.example/"}
+    assert validate_media([{**item, "caption": "c" * MEDIA_CAPTION_MAX_CHARS}]) is not None
+    assert refused([{**item, "caption": "c" * (MEDIA_CAPTION_MAX_CHARS + 1)}]).field == "media[0].caption"
+
+
+def test_data_uri_at_and_one_past_the_cap() -> None:
+    prefix = "data:image/png;base64,"
+    room = MEDIA_DATA_URI_MAX_CHARS - len(prefix)
+    payload_len = (room // 4) * 3
+    raw = PNG + b"\x00" * (payload_len - len(PNG))
+    at = prefix + base64.b64encode(raw).decode()
+    assert len(at) <= MEDIA_DATA_URI_MAX_CHARS
+    assert validate_media([{"kind": "image", "url": at}]) is not None
+    over = at + "A" * (MEDIA_DATA_URI_MAX_CHARS - len(at) + 1)
+    assert refused([{"kind": "image", "url": over}]).field == "media[0].url"
+
+
+def test_total_url_budget_is_checked_on_the_raw_list_before_any_image_is_decoded() -> None:
+    """Two inline images at the data-URI cap plus one more character of link pass the 1 MiB budget:
+    refused as a whole (field ``media``) before either image is looked at."""
+    image = {"kind": "image", "url": "data:image/png;base64," + "A" * (MEDIA_DATA_URI_MAX_CHARS - 22)}
+    link = {"kind": "link", "url": "https://x.example/" + "a" * 8}
+    total = 2 * MEDIA_DATA_URI_MAX_CHARS + len(link["url"])
+    assert total > MEDIA_TOTAL_URI_CHARS
+    assert refused([image, image, link]).field == "media"
+
+
+@pytest.mark.parametrize(
+    ("uri", "message"),
+    [
+        ("data:image/svg+xml;base64,PHN2Zz4=", "not accepted"),
+        ("data:image/png,rawbytes", "data:image/<type>;base64"),
+        ("data:image/png;base64,@@@@", "strict base64"),
+        ("data:image/png;base64,", "empty image"),
+        (
+            "data:image/jpeg;base64," + base64.b64encode(PNG).decode(),
+            "declares image/jpeg but its bytes are image/png",
+        ),
+        ("data:image/gif;base64," + base64.b64encode(b"<script>").decode(), "not a png, jpeg, gif or webp"),
+    ],
+)
+def test_data_images_must_be_strict_base64_of_the_declared_sniffed_type(uri: str, message: str) -> None:
+    with pytest.raises(BadInput, match=message):
+        decode_data_image(uri, "media[0].url")
+
+
+def test_sniffing_knows_the_four_image_types() -> None:
+    assert sniff_image(PNG) == "image/png"
+    assert sniff_image(b"\xff\xd8\xff\xe0rest") == "image/jpeg"
+    assert sniff_image(b"GIF89a...") == "image/gif"
+    assert sniff_image(b"RIFF\x00\x00\x00\x00WEBPVP8 ") == "image/webp"
+    assert sniff_image(b"<svg>") is None
