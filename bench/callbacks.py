@@ -4,8 +4,9 @@
 
 Starts `layby up` with a public base URL and a webhook secret, asks ``--questions`` external
 questions without a verifier and as many bound to the `stripe` verifier (the SDK's `ask_user`,
-blocking until answered), then delivers every callback from ``--callers`` concurrent keep-alive
-connections and reports answers/s and callback latency p50/p99 for each kind.
+blocking until answered), then delivers the callbacks from ``--callers`` concurrent keep-alive
+connections — half at full speed, half at a steady ``--rate`` — and reports answers/s and
+callback latency p50/p99 for each kind.
 """
 
 from __future__ import annotations
@@ -40,18 +41,27 @@ def stripe_header(body: bytes) -> str:
 
 
 async def deliver(
-    host: str, port: int, paths: list[str], callers: int, signed: bool
+    host: str, port: int, paths: list[str], callers: int, signed: bool, rate: float | None = None
 ) -> tuple[float, list[float]]:
+    """Deliver every callback from ``callers`` connections, at full speed or ``rate`` per second."""
     queue: asyncio.Queue[str] = asyncio.Queue()
     for p in paths:
         queue.put_nowait(p)
     lat: list[float] = []
+    start = time.perf_counter()
+    issued = 0
 
     async def caller() -> None:
+        nonlocal issued
         conn = await Conn(host, port, "").open()
         try:
             while not queue.empty():
                 path = queue.get_nowait()
+                if rate:
+                    issued += 1
+                    delay = start + issued / rate - time.perf_counter()
+                    if delay > 0:
+                        await asyncio.sleep(delay)
                 body = json.dumps({"type": "checkout.session.completed", "ref": path[-8:]}).encode()
                 extra = {"Stripe-Signature": stripe_header(body)} if signed else {}
                 t = time.perf_counter()
@@ -107,11 +117,26 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         ]
         while len(callbacks["plain"]) + len(callbacks["stripe"]) < 2 * args.questions:  # noqa: ASYNC110 - polling a counter filled by callbacks
             await asyncio.sleep(0.1)
-        await asyncio.sleep(3)  # every ask recorded
         host = urlsplit(base).hostname or "127.0.0.1"
+        conn = await Conn(host, port, up.token).open()
+        try:  # every ask recorded and projected, so the callbacks meet a quiet system
+            while True:
+                _, body = await conn.request("GET", "/api/interactions?pageSize=1")
+                if json.loads(body)["data"]["total"] >= 2 * args.questions:
+                    break
+                await asyncio.sleep(0.2)
+        finally:
+            await conn.close()
+        await asyncio.sleep(2)
+        half = args.questions // 2
         for kind in ("plain", "stripe"):
-            rate, lat = await deliver(host, port, callbacks[kind], args.callers, kind == "stripe")
+            paths = callbacks[kind]
+            rate, lat = await deliver(host, port, paths[:half], args.callers, kind == "stripe")
             out[kind] = (rate, pct(lat, 0.5), pct(lat, 0.99))
+            rate, lat = await deliver(
+                host, port, paths[half:], args.callers, kind == "stripe", rate=args.rate
+            )
+            out[kind + "@rate"] = (rate, pct(lat, 0.5), pct(lat, 0.99))
         await asyncio.wait_for(asyncio.gather(*waiting), 120)
         await client.close()
     finally:
@@ -123,14 +148,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--questions", type=int, default=2000)
     parser.add_argument("--callers", type=int, default=50)
+    parser.add_argument("--rate", type=float, default=500.0, help="callbacks/s of the paced half")
     args = parser.parse_args()
     r = asyncio.run(run(args))
     print()
     print(f"| callbacks ({args.questions} each, {args.callers} concurrent callers) | answers/s | p50 | p99 |")
     print("|---|---:|---:|---:|")
     for kind, label in (("plain", "unsigned"), ("stripe", "Stripe-signed (verified)")):
-        rate, p50, p99 = r[kind]
-        print(f"| {label} | {rate:.0f} | {p50:.1f} ms | {p99:.1f} ms |")
+        for key, how in ((kind, "full speed"), (kind + "@rate", f"at {args.rate:.0f}/s")):
+            rate, p50, p99 = r[key]
+            print(f"| {label}, {how} | {rate:.0f} | {p50:.1f} ms | {p99:.1f} ms |")
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from litestar.params import FromPath
 
 from contracts.events import InteractionAnswered, InteractionAsked, InteractionRemoved
 from contracts.limits import ANSWERED_BY_EXTERNAL
-from layby.errors import BadInput, Conflict
+from layby.errors import BadInput, Conflict, Transient
 from layby.eventstore import Stored
 from layby.validation import nul_path, validate_answer
 from layby.verifiers import (
@@ -203,9 +203,12 @@ async def _claim(
         return _json(200, {"data": {"status": "already_answered"}})
     # Provider retries keep getting the idempotent 200 for the idle TTL (A17.157).
     expires = state.clock.now() + timedelta(seconds=state.settings.idle_ttl_seconds)
-    await store.put_ticket(
-        hashlib.sha256(ticket.encode()).hexdigest(), asked.interaction_id, expires, new=False
-    )
+    try:
+        await store.put_ticket(
+            hashlib.sha256(ticket.encode()).hexdigest(), asked.interaction_id, expires, new=False
+        )
+    except Transient:
+        pass  # the answer is recorded; only the retry window keeps its original length
     return _json(200, {"data": {"interaction_id": asked.interaction_id, "status": "answered"}})
 
 
