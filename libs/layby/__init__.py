@@ -13,6 +13,7 @@ from layby.errors import (
     NonDeterministicRunError,
     ParkExpiryExceedsRetentionError,
 )
+from layby.external import ask_external
 from layby.runs import RunInfo, Suspended, current_run
 from layby.sdk import Client, SecretValue, ask_user, connect
 from layby.worker import Worker
@@ -30,6 +31,7 @@ __all__ = [
     "SecretValue",
     "Suspended",
     "Worker",
+    "ask_external",
     "ask_user",
     "connect",
     "current_run",

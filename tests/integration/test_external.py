@@ -309,3 +309,140 @@ async def test_without_a_public_base_url_an_external_ask_raises_naming_the_varia
     system.clients.append(c)
     with pytest.raises(BadInput, match="INTERACTIONS_PUBLIC_BASE_URL"):
         await c.ask_user("Ext?", answer_format="external", link="https://x.example/{callback_url}", timeout=5)
+
+
+async def test_ask_external_wraps_a_tool_that_takes_a_callback_url(system: System, client: Any) -> None:
+    """Inventory A1.8: the composed tool hides callback_url and adds question, answer_schema and
+    timeout; the verifier comes from the author only; bad tools are refused when wrapped."""
+    import inspect
+
+    import layby
+
+    created: list[tuple[str, str]] = []
+
+    async def create_envelope(document: str, callback_url: str) -> str:
+        created.append((document, callback_url))
+        return f"https://sign.example/envelopes/{len(created)}"
+
+    sign = layby.ask_external(create_envelope, client=client)
+    params = inspect.signature(sign).parameters
+    assert "callback_url" not in params and {"question", "answer_schema", "timeout", "document"} <= set(
+        params
+    )
+    ask = asyncio.create_task(
+        sign("Sign the contract", document="nda.pdf", answer_schema={"type": "object"}, timeout=30)
+    )
+    for _ in range(200):
+        if created:
+            break
+        await asyncio.sleep(0.05)
+    [(document, callback)] = created
+    assert document == "nda.pdf"
+    async with httpx.AsyncClient() as http:
+        assert (await http.post(callback, json={"signed": True})).status_code == 200
+    assert await asyncio.wait_for(ask, 10) == {"signed": True}
+    with pytest.raises(BadInput, match="callback_url is supplied"):
+        await sign("Again", callback_url="https://evil.example/")
+
+    def no_callback(document: str) -> str:
+        return "https://x.example/"
+
+    def control(question: str, callback_url: str) -> str:
+        return "https://x.example/"
+
+    def star(*args: Any, callback_url: str) -> str:
+        return "https://x.example/"
+
+    def kwargs(callback_url: str, **rest: Any) -> str:
+        return "https://x.example/"
+
+    for bad in (no_callback, control, star, kwargs):
+        with pytest.raises(BadInput):
+            layby.ask_external(bad)
+    with pytest.raises(BadInput) as info:
+        layby.ask_external(create_envelope, verifier={"name": "nope", "config": {"secret": "s"}})
+    assert info.value.field == "verifier.name"
+
+
+async def test_cli_asks_an_external_question_with_a_link_and_media(
+    system: System, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from layby import cli
+
+    for key, value in {
+        "LAYBY_URL": system.url,
+        "LAYBY_TOKEN": "op-token-0123456789abcdef",
+        "LAYBY_NATS_URL": system.settings.nats_url or "",
+        "LAYBY_NAMESPACE": system.settings.namespace,
+        "INTERACTIONS_PUBLIC_BASE_URL": system.url,
+    }.items():
+        monkeypatch.setenv(key, value)
+    media = json.dumps([{"kind": "link", "url": "https://docs.example/nda", "caption": "The NDA"}])
+    run = asyncio.create_task(
+        asyncio.to_thread(
+            cli.main,
+            [
+                "ask",
+                "Sign it",
+                "--format",
+                "external",
+                "--link",
+                "https://sign.example/?cb={callback_url}",
+                "--media",
+                media,
+                "--timeout",
+                "30",
+            ],
+        )
+    )
+    _, callback = await callback_of(system, "Sign it")
+    async with system.http() as http:
+        [item] = (await http.get("/api/interactions")).json()["data"]["items"]
+    assert item["media"] == [{"kind": "link", "url": "https://docs.example/nda", "caption": "The NDA"}]
+    async with httpx.AsyncClient() as http:
+        assert (await http.post(callback, json={"signed": "yes"})).status_code == 200
+    assert await asyncio.wait_for(run, 15) == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1]) == {"signed": "yes"}
+
+
+async def test_an_expired_ticket_is_the_same_404_as_an_unknown_one(
+    settings: Settings, store: Any, db: Any
+) -> None:
+    """The ticket lives for the question's budget (A17.157): once that passed on the door's clock,
+    the callback is refused exactly like an unknown ticket, even before the sweeper prunes."""
+    from datetime import UTC, datetime
+
+    import msgspec
+
+    from layby.clock import ManualClock
+    from layby.sdk import connect
+    from tests.conftest import start_system, stop_system
+
+    clock = ManualClock(datetime.now(UTC))
+    system = await start_system(settings, clock)
+    try:
+        fields = msgspec.structs.asdict(settings)
+        c = await connect(
+            nats_url=settings.nats_url,
+            token="op-token-0123456789abcdef",
+            settings=Settings(**{**fields, "public_base_url": system.url}),
+        )
+        system.clients.append(c)
+        ask = asyncio.create_task(
+            c.ask_user(
+                "Expiring", answer_format="external", link="https://x.example/?cb={callback_url}", timeout=600
+            )
+        )
+        _, callback = await callback_of(system, "Expiring")
+        base = callback.rsplit("/", 1)[0]
+        clock.advance(601)
+        async with httpx.AsyncClient() as http:
+            expired = await http.post(callback, json={"late": True})
+            unknown = await http.post(f"{base}/{'Z' * 43}", json={"late": True})
+            expired_get = await http.get(callback)
+        assert expired.status_code == unknown.status_code == 404
+        assert expired.content == unknown.content
+        assert expired_get.content == b"Not Found"
+        ask.cancel()
+    finally:
+        await stop_system(system)
