@@ -135,6 +135,7 @@ async def test_a_payment_provider_posts_a_stripe_signed_event_and_the_asker_wake
         await asyncio.sleep(0.05)
     [(checkout, callback)] = prov.checkouts.items()
     assert callback.startswith(f"{system.url}/api/interactions/callback/")
+    await callback_of(system, "Pay the invoice")  # recorded and projected (the link is built first)
     async with system.http() as http:
         items = (await http.get("/api/interactions")).json()["data"]["items"]
     [item] = items
@@ -338,6 +339,7 @@ async def test_ask_external_wraps_a_tool_that_takes_a_callback_url(system: Syste
         await asyncio.sleep(0.05)
     [(document, callback)] = created
     assert document == "nda.pdf"
+    await callback_of(system, "Sign the contract")  # the link is built before the ask is recorded
     async with httpx.AsyncClient() as http:
         assert (await http.post(callback, json={"signed": True})).status_code == 200
     assert await asyncio.wait_for(ask, 10) == {"signed": True}
