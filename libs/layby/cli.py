@@ -87,13 +87,15 @@ def _table(items: list[dict[str, Any]]) -> str:
     return "\n".join("  ".join(c.ljust(widths[i]) if i < 4 else c for i, c in enumerate(r)) for r in rows)
 
 
+def _paged(path: str, args: argparse.Namespace, **filters: Any) -> str:
+    """``path`` with the set ``--page``/``--page-size`` (and filters) as its query."""
+    query = {k: v for k, v in filters.items() if v is not None}
+    query.update({k: v for k, v in (("page", args.page), ("pageSize", args.page_size)) if v is not None})
+    return path + (f"?{urlencode(query)}" if query else "")
+
+
 def cmd_list(settings: Settings, args: argparse.Namespace) -> int:
-    query: dict[str, int] = {}
-    if args.page is not None:
-        query["page"] = args.page
-    if args.page_size is not None:
-        query["pageSize"] = args.page_size
-    status, body = _request(settings, "GET", "/api/interactions" + (f"?{urlencode(query)}" if query else ""))
+    status, body = _request(settings, "GET", _paged("/api/interactions", args))
     if status != 200:
         return _fail(status, body)
     if args.json:
@@ -235,14 +237,7 @@ def _run_table(items: list[dict[str, Any]]) -> str:
 
 
 def cmd_runs_list(settings: Settings, args: argparse.Namespace) -> int:
-    query: dict[str, Any] = {}
-    if args.status is not None:
-        query["status"] = args.status
-    if args.page is not None:
-        query["page"] = args.page
-    if args.page_size is not None:
-        query["pageSize"] = args.page_size
-    status, body = _request(settings, "GET", "/api/runs" + (f"?{urlencode(query)}" if query else ""))
+    status, body = _request(settings, "GET", _paged("/api/runs", args, status=args.status))
     if status != 200:
         return _fail(status, body)
     data = body["data"]

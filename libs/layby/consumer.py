@@ -72,24 +72,29 @@ async def _reconcile_filter(store: EventStore, durable: str, filter_subject: str
     return start
 
 
+def _config(deliver_all: bool, start: int | None, **fields: str) -> ConsumerConfig:
+    """The settings every durable of the event log shares; ``start`` resumes a recreated one."""
+    config = ConsumerConfig(
+        ack_policy=AckPolicy.EXPLICIT,
+        deliver_policy=DeliverPolicy.ALL if deliver_all else DeliverPolicy.NEW,
+        ack_wait=30,
+        max_ack_pending=20000,
+        max_deliver=-1,
+        **fields,  # type: ignore[arg-type]
+    )
+    if start is not None:
+        config.deliver_policy = DeliverPolicy.BY_START_SEQUENCE
+        config.opt_start_seq = start
+    return config
+
+
 async def ensure_consumer(
     store: EventStore, role: str, *, deliver_all: bool, filter_subject: str | None = None
 ) -> str:
     durable = store.names.durable(role)
     subject = filter_subject or store.names.events_all
     start = await _reconcile_filter(store, durable, subject)
-    config = ConsumerConfig(
-        durable_name=durable,
-        ack_policy=AckPolicy.EXPLICIT,
-        deliver_policy=DeliverPolicy.ALL if deliver_all else DeliverPolicy.NEW,
-        filter_subject=subject,
-        ack_wait=30,
-        max_ack_pending=20000,
-        max_deliver=-1,
-    )
-    if start is not None:
-        config.deliver_policy = DeliverPolicy.BY_START_SEQUENCE
-        config.opt_start_seq = start
+    config = _config(deliver_all, start, durable_name=durable, filter_subject=subject)
     try:
         await store.js.consumer_info(store.names.events_stream, durable)
     except nats.js.errors.NotFoundError:
@@ -285,16 +290,7 @@ async def consume_push(
         running.add(task)
         task.add_done_callback(running.discard)
 
-    config = ConsumerConfig(
-        ack_policy=AckPolicy.EXPLICIT,
-        deliver_policy=DeliverPolicy.ALL if deliver_all else DeliverPolicy.NEW,
-        ack_wait=30,
-        max_ack_pending=20000,
-        max_deliver=-1,
-    )
-    if start is not None:
-        config.deliver_policy = DeliverPolicy.BY_START_SEQUENCE
-        config.opt_start_seq = start
+    config = _config(deliver_all, start)
     sub = await store.js.subscribe(
         store.names.events_all,
         queue=durable,

@@ -12,6 +12,7 @@ import asyncio
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+import msgspec
 import nats
 import nats.errors
 import nats.js.errors
@@ -304,9 +305,7 @@ class EventStore:
             return None
         except (nats.errors.TimeoutError, nats.errors.NoRespondersError, nats.js.errors.APIError) as exc:
             raise Transient(f"read of a ticket failed: {type(exc).__name__}") from exc
-        import json
-
-        body = json.loads(raw.data or b"{}")
+        body = msgspec.json.decode(raw.data or b"{}")
         return body["interaction_id"], datetime.fromisoformat(body["expires_at"])
 
     async def put_secret(self, interaction_id: str, ref: str, payload: bytes) -> None:

@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 import jsonschema
 import msgspec
@@ -22,6 +23,8 @@ import referencing.exceptions
 from contracts.events import MediaItem
 from contracts.limits import ANSWER_FORMATS, QUESTION_MAX_CHARS
 from layby.errors import BadInput
+from layby.media import validate_media
+from layby.verifiers import check_binding
 
 GROUP_ID_MAX_CHARS = 256
 OPTION_MAX_CHARS = 1000
@@ -286,8 +289,6 @@ def check_form_extras(schema: dict[str, Any], data: object, pages: object) -> di
 
 def external_payload(schema: object, verifier: object, link_url: object) -> dict[str, Any]:
     """``{"url", "schema"?, "verifier"?}`` of an external question (inventory B2)."""
-    from layby.verifiers import check_binding
-
     if not isinstance(link_url, str) or not link_url:
         raise BadInput("answer_format 'external' requires a link", field="link")
     check_link_url(link_url)
@@ -301,8 +302,6 @@ def external_payload(schema: object, verifier: object, link_url: object) -> dict
 
 def check_link_url(url: str) -> None:
     """The final URL a person visits: an absolute http(s) URL on one line, at most 8192 chars."""
-    from urllib.parse import urlsplit
-
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise BadInput("link must produce an absolute http:// or https:// URL", field="link")
@@ -405,8 +404,6 @@ def validate_ask(
     if not isinstance(sensitive, bool):
         raise BadInput("sensitive must be a boolean", field="sensitive")
     expiry = check_wait(mode, timeout, expiry_at)
-    from layby.media import validate_media  # media imports validation's neighbours only
-
     checked_media = validate_media(media)
     if mode == "async" and sensitive:
         raise BadInput(

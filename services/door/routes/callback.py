@@ -26,20 +26,14 @@ from contracts.events import InteractionAnswered, InteractionAsked, InteractionR
 from contracts.limits import ANSWERED_BY_EXTERNAL
 from layby.errors import BadInput, Conflict, Transient
 from layby.eventstore import Stored
+from layby.logs import get_logger
 from layby.validation import nul_path, validate_answer
-from layby.verifiers import (
-    POST_ONLY,
-    VerificationFailed,
-    VerifierError,
-    parse_secrets,
-    verify,
-)
-from layby.verifiers import (
-    Request as SignedRequest,
-)
+from layby.verifiers import POST_ONLY, VerificationFailed, VerifierError, parse_secrets, verify
+from layby.verifiers import Request as SignedRequest
 from services.door.deps import DoorState, door, read_capped_body
 from services.door.errors import PayloadTooLarge
 
+log = get_logger("layby.door.callback")
 TICKET_RE = re.compile(r"^[A-Za-z0-9_-]{43}$")
 BASE_HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
 PAGE_HEADERS = {
@@ -147,9 +141,7 @@ async def callback_post(request: Request[Any, Any, Any], ticket: FromPath[str]) 
         except VerificationFailed:
             return _json(401, {"error": "webhook verification failed"})
         except VerifierError as exc:
-            from layby.logs import get_logger
-
-            get_logger("layby.door.callback").error("callback.verifier_error", error=str(exc))
+            log.error("callback.verifier_error", error=str(exc))
             return _json(500, {"error": "webhook verification error"})
     if isinstance(last.event, InteractionAnswered):
         return _json(200, {"data": {"status": "already_answered"}})
