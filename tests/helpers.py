@@ -1,16 +1,21 @@
-"""Test helpers: an SSE reader over httpx, and polling of the list door."""
+"""Test helpers: an SSE reader over httpx, polling of the list door, minted callback tickets."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
+import secrets
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
 
+from layby.eventstore import EventStore
+from layby.sdk import Client
 from tests.conftest import OPERATOR, System
 
 
@@ -103,3 +108,36 @@ async def wait_total(
             if loop.time() > deadline:
                 raise AssertionError(f"expected {total} pending, saw {body['data']['total']}")
             await asyncio.sleep(0.02)
+
+
+async def pending(
+    system: System, client: Client, question: str, **kwargs: Any
+) -> tuple[asyncio.Task[Any], str]:
+    """Ask through the SDK, then mint the question's ticket; (the asker's task, the callback URL)."""
+    ask = asyncio.create_task(client.ask_user(question, timeout=30, **kwargs))
+    async with system.http() as http:
+        for _ in range(200):
+            items = (await http.get("/api/interactions")).json()["data"]["items"]
+            found = [i["interaction_id"] for i in items if i["question"] == question]
+            if found:
+                break
+            await asyncio.sleep(0.02)
+        else:
+            raise AssertionError("the question never appeared")
+    url = await mint(system, found[0])
+    ASKED[url] = found[0]
+    return ask, url
+
+
+ASKED: dict[str, str] = {}
+"""Callback URL -> interaction id, for the assertions on the log."""
+
+
+async def mint(system: System, interaction_id: str) -> str:
+    ticket = secrets.token_urlsafe(32)
+    store = EventStore(system.clients[0]._nc, system.settings.names)
+    expires = datetime.now(UTC) + timedelta(seconds=60)
+    assert await store.put_ticket(
+        hashlib.sha256(ticket.encode()).hexdigest(), interaction_id, expires, new=True
+    )
+    return f"{system.url}/api/interactions/callback/{ticket}"

@@ -287,6 +287,48 @@ def check_form_extras(schema: dict[str, Any], data: object, pages: object) -> di
     return extra
 
 
+SCALAR_TYPES = ("string", "boolean", "integer", "number")
+
+
+def check_form_subset(schema: object) -> None:
+    """The renderable subset of a channel form (inventory A5.51); raises naming the property or rule.
+
+    The callback form page renders exactly this subset; extra constraint keywords next to a
+    scalar ``type`` are not rendered but are enforced when the answer is validated.
+    """
+    if not isinstance(schema, dict) or schema.get("type") != "object":
+        raise BadInput('a channel form schema must have {"type": "object"} at its root', field="schema")
+    props = schema.get("properties")
+    if not isinstance(props, dict) or not props:
+        raise BadInput("a channel form schema needs a non-empty properties map", field="schema.properties")
+    for name, prop in props.items():
+        where = f"schema.properties.{name}"
+        kind = prop.get("type") if isinstance(prop, dict) else None
+        if not isinstance(kind, str) or kind not in SCALAR_TYPES:
+            raise BadInput(
+                f"{where}: a channel form property must have a scalar type "
+                f"({', '.join(SCALAR_TYPES)}); nested objects, arrays, anyOf/oneOf/$ref and a missing "
+                "type cannot be rendered",
+                field=where,
+            )
+        if "enum" in prop:
+            enum = prop["enum"]
+            if kind != "string":
+                raise BadInput(f"{where}: enum is allowed only on string properties", field=f"{where}.enum")
+            if not isinstance(enum, list) or not enum or not all(isinstance(v, str) for v in enum):
+                raise BadInput(f"{where}: enum must be a non-empty list of strings", field=f"{where}.enum")
+    required = schema.get("required")
+    if required is not None:
+        if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
+            raise BadInput("schema.required must be a list of property names", field="schema.required")
+        for name in required:
+            if name not in props:
+                raise BadInput(
+                    f"schema.required names {name!r}, which is not a declared property",
+                    field="schema.required",
+                )
+
+
 def external_payload(schema: object, verifier: object, link_url: object) -> dict[str, Any]:
     """``{"url", "schema"?, "verifier"?}`` of an external question (inventory B2)."""
     if not isinstance(link_url, str) or not link_url:

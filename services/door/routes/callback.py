@@ -22,7 +22,7 @@ import msgspec
 from litestar import Request, Response, get, post
 from litestar.params import FromPath
 
-from contracts.events import InteractionAnswered, InteractionAsked, InteractionRemoved
+from contracts.events import EXPIRY_KEY, InteractionAnswered, InteractionAsked, InteractionRemoved
 from contracts.limits import ANSWERED_BY_EXTERNAL
 from layby.errors import BadInput, Conflict, Transient
 from layby.eventstore import Stored
@@ -30,6 +30,7 @@ from layby.logs import get_logger
 from layby.validation import nul_path, validate_answer
 from layby.verifiers import POST_ONLY, VerificationFailed, VerifierError, parse_secrets, verify
 from layby.verifiers import Request as SignedRequest
+from services.door.callback_pages import AWAITING_PAGE, CONFIRM_PAGE, DONE_PAGE, Unrenderable, form_page
 from services.door.deps import DoorState, door, read_capped_body
 from services.door.errors import PayloadTooLarge
 
@@ -38,27 +39,17 @@ TICKET_RE = re.compile(r"^[A-Za-z0-9_-]{43}$")
 BASE_HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
 PAGE_HEADERS = {
     **BASE_HEADERS,
-    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'",
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'",
     "X-Frame-Options": "DENY",
     "Referrer-Policy": "no-referrer",
 }
-_STYLE = (
-    "<style>body{font-family:system-ui,sans-serif;max-width:32rem;margin:3rem auto;padding:0 1rem}</style>"
-)
-DONE_PAGE = (
-    "<!doctype html><html lang=en><meta charset=utf-8><meta name=viewport content='width=device-width'>"
-    f"<title>Done</title>{_STYLE}<h1>Done</h1><p>This interaction has already been answered.</p></html>"
-).encode()
-CONFIRM_PAGE = (
-    "<!doctype html><html lang=en><meta charset=utf-8><meta name=viewport content='width=device-width'>"
-    f"<title>Confirm</title>{_STYLE}<h1>Confirm</h1><p>Press the button to confirm.</p>"
-    "<form method=post><button type=submit>Confirm</button></form></html>"
-).encode()
-AWAITING_PAGE = (
-    "<!doctype html><html lang=en><meta charset=utf-8><meta name=viewport content='width=device-width'>"
-    f"<title>Awaiting your reply</title>{_STYLE}<h1>Awaiting your reply</h1>"
-    "<p>Please answer in the conversation where you received this question.</p></html>"
-).encode()
+FORM_PAGE_HEADERS = {
+    **PAGE_HEADERS,
+    "Content-Security-Policy": (
+        "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; "
+        "connect-src 'self'; form-action 'self'"
+    ),
+}
 
 
 def _json(status: int, body: dict[str, Any]) -> Response[bytes]:
@@ -70,13 +61,22 @@ def _json(status: int, body: dict[str, Any]) -> Response[bytes]:
 NOT_FOUND_JSON = (404, {"error": "not found"})
 
 
-def _page(status: int, body: bytes, media_type: str = "text/html; charset=utf-8") -> Response[bytes]:
-    return Response(body, status_code=status, media_type=media_type, headers=PAGE_HEADERS)
+def _page(status: int, body: bytes, headers: dict[str, str] = PAGE_HEADERS) -> Response[bytes]:
+    return Response(body, status_code=status, media_type="text/html; charset=utf-8", headers=headers)
 
 
 def _not_found_text() -> Response[bytes]:
     return Response(
         b"Not Found", status_code=404, media_type="text/plain; charset=utf-8", headers=BASE_HEADERS
+    )
+
+
+def _server_error_text() -> Response[bytes]:
+    return Response(
+        b"Internal Server Error",
+        status_code=500,
+        media_type="text/plain; charset=utf-8",
+        headers=BASE_HEADERS,
     )
 
 
@@ -146,7 +146,7 @@ async def callback_post(request: Request[Any, Any, Any], ticket: FromPath[str]) 
     if isinstance(last.event, InteractionAnswered):
         return _json(200, {"data": {"status": "already_answered"}})
     if asked.answer_format != "external":
-        return _json(*NOT_FOUND_JSON)  # tickets are minted for external questions only (channels later)
+        return await _channel_answer(state, ticket, asked, last, raw)
     if not raw.strip():
         if binding is not None and binding.get("name") in POST_ONLY:
             return _json(400, {"error": "verified callback requires a signed request body"})
@@ -169,19 +169,76 @@ async def callback_post(request: Request[Any, Any, Any], ticket: FromPath[str]) 
     return await _claim(state, ticket, asked, last, answer)
 
 
+async def _channel_answer(
+    state: DoorState, ticket: str, asked: InteractionAsked, last: Stored, raw: bytes
+) -> Response[bytes]:
+    """Step 5a (A17.166): a channel-delivered text/confirm/select/form question.
+
+    The body is ``{"answer": <value>}``, validated exactly as at the answer door; an empty body
+    confirms a ``confirm`` question (its page's button posts nothing). Query parameters never
+    carry the answer here.
+    """
+    if not raw.strip():
+        if asked.answer_format != "confirm":
+            return _json(400, {"error": "body must contain 'answer'"})
+        answer: Any = True
+    else:
+        try:
+            body = msgspec.json.decode(raw)
+        except (msgspec.DecodeError, RecursionError):
+            return _json(400, {"error": "body must be a JSON object"})
+        if not isinstance(body, dict):
+            return _json(400, {"error": "body must be a JSON object"})
+        if "answer" not in body:
+            return _json(400, {"error": "body must contain 'answer'"})
+        answer = body["answer"]
+        if isinstance(answer, dict) and EXPIRY_KEY in answer:
+            return _json(
+                400,
+                {
+                    "error": f"answer must not carry the reserved key {EXPIRY_KEY!r}",
+                    "field": EXPIRY_KEY,
+                },
+            )
+        where = nul_path(answer)
+        if where is not None:
+            fault: dict[str, Any] = {"error": "answer must not contain NUL characters"}
+            if where:
+                fault["field"] = where
+            return _json(400, fault)
+    try:
+        typed = validate_answer(asked.answer_format, asked.format_payload, answer)
+    except BadInput as exc:
+        fault = {"error": exc.message}
+        if exc.field:
+            fault["field"] = exc.field
+        return _json(400, fault)
+    return await _claim(state, ticket, asked, last, typed)
+
+
 async def _claim(
     state: DoorState, ticket: str, asked: InteractionAsked, last: Stored, answer: Any
 ) -> Response[bytes]:
     store = state.store
     subject = store.names.ix(asked.interaction_id)
+    secret_ref = None
+    if asked.sensitive:
+        # As at the answer door: the value lives in its own message, never in the log event.
+        secret_ref = uuid.uuid4().hex
+        try:
+            await store.put_secret(asked.interaction_id, secret_ref, msgspec.json.encode(answer))
+        except Transient:
+            return _json(503, {"error": "service temporarily unavailable; retry"})
     event = InteractionAnswered(
         interaction_id=asked.interaction_id,
         group_id=asked.group_id,
         audience=asked.audience,
         answered_by=ANSWERED_BY_EXTERNAL,
         answered_at=state.clock.now(),
-        answer=answer,
+        sensitive=asked.sensitive,
+        answer=None if asked.sensitive else answer,
         waiter=asked.waiter,
+        secret_ref=secret_ref,
         run_id=asked.run_id,
     )
     try:
@@ -218,6 +275,12 @@ async def callback_get(request: Request[Any, Any, Any], ticket: FromPath[str]) -
         return _not_found_text()  # a verifier-bound question is answered by its provider only
     if isinstance(last.event, InteractionAnswered):
         return _page(200, DONE_PAGE)
+    if asked.answer_format == "form":
+        try:
+            return _page(200, form_page(asked), FORM_PAGE_HEADERS)
+        except Unrenderable as exc:
+            log.error("callback.form_unrenderable", interaction_id=asked.interaction_id, reason=str(exc))
+            return _server_error_text()
     if asked.answer_format in ("external", "confirm"):
         return _page(200, CONFIRM_PAGE)
     return _page(200, AWAITING_PAGE)

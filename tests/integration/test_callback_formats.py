@@ -1,0 +1,225 @@
+"""The callback door for channel-delivered text, confirm, select and form questions (issue 4;
+inventory A17.166, A17.170-174).
+
+Real services. A channel question's ticket is minted by whoever hands the question to the person;
+here the test mints it in the real ticket store, exactly as a delivery does, for a question the
+SDK recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+
+from contracts.events import InteractionAnswered
+from layby.eventstore import EventStore
+from layby.sdk import Client, SecretValue
+from tests.conftest import System
+from tests.helpers import ASKED, pending
+
+FORM_CSP = (
+    "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; "
+    "connect-src 'self'; form-action 'self'"
+)
+PAGE_CSP = "default-src 'none'; style-src 'unsafe-inline'"
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "title": "Your <b>name</b>"},
+        "age": {"type": "integer", "minimum": 18},
+        "ratio": {"type": "number"},
+        "agree": {"type": "boolean"},
+        "tier": {"type": "string", "enum": ["gold", "silver"]},
+    },
+    "required": ["name", "age", "agree"],
+}
+
+
+@pytest.fixture
+async def client(system: System) -> Client:
+    return await system.sdk()
+
+
+async def answered_event(store: EventStore, callback: str) -> InteractionAnswered:
+    last = await store.last(store.names.ix(ASKED[callback]))
+    assert last is not None and isinstance(last.event, InteractionAnswered)
+    return last.event
+
+
+async def test_an_empty_post_confirms_a_confirm_question_with_true(system: System, client: Client) -> None:
+    """inventory A17.166: the confirm page's button posts an empty body, which records true."""
+    ask, callback = await pending(system, client, "Ship it?", answer_format="confirm")
+    async with httpx.AsyncClient() as http:
+        page = await http.get(callback)
+        assert b"<form method=post>" in page.content
+        done = await http.post(callback)
+        assert done.status_code == 200
+        assert done.json()["data"]["status"] == "answered"
+        again = await http.post(callback)
+        assert again.json() == {"data": {"status": "already_answered"}}
+        assert b"already been answered" in (await http.get(callback)).content
+    assert await asyncio.wait_for(ask, 10) is True
+
+
+async def test_text_select_and_form_need_a_json_object_body_with_an_answer(
+    system: System, client: Client
+) -> None:
+    """inventory A17.166: empty body, non-object body and a missing ``answer`` are 400s with the
+    door's exact messages; query parameters never carry the answer; nothing is consumed."""
+    ask, callback = await pending(system, client, "Your name?", answer_format="text")
+    async with httpx.AsyncClient() as http:
+        empty = await http.post(callback + "?answer=sneaky")
+        assert empty.status_code == 400
+        assert empty.json() == {"error": "body must contain 'answer'"}
+        assert empty.headers["cache-control"] == "no-store"
+        assert empty.headers["x-content-type-options"] == "nosniff"
+        listed = await http.post(callback, content=b'["Ada"]')
+        assert listed.json() == {"error": "body must be a JSON object"}
+        broken = await http.post(callback, content=b"{not json")
+        assert broken.json() == {"error": "body must be a JSON object"}
+        missing = await http.post(callback, json={"reply": "Ada"})
+        assert missing.json() == {"error": "body must contain 'answer'"}
+        wrong_type = await http.post(callback, json={"answer": 7})
+        assert wrong_type.status_code == 400 and wrong_type.json() == {"error": "answer must be a string"}
+        ok = await http.post(callback, json={"answer": "Ada"})
+        assert ok.status_code == 200
+    assert await asyncio.wait_for(ask, 10) == "Ada"
+
+
+async def test_a_select_answer_must_be_one_of_the_options(system: System, client: Client) -> None:
+    """inventory A17.166 / A16.151: the value is validated exactly as at the answer door."""
+    ask, callback = await pending(system, client, "Colour?", answer_format="select", options=["red", "blue"])
+    async with httpx.AsyncClient() as http:
+        wrong = await http.post(callback, json={"answer": "green"})
+        assert wrong.status_code == 400
+        assert wrong.json() == {"error": "answer must be one of ['red', 'blue']"}
+        assert (await http.post(callback, json={"answer": "blue"})).status_code == 200
+    assert await asyncio.wait_for(ask, 10) == "blue"
+
+
+async def test_a_form_answer_mismatch_is_400_naming_the_field_and_a_root_fault_has_no_field(
+    system: System, client: Client, store: EventStore
+) -> None:
+    """inventory A17.166: the 400 carries ``field``, the dotted path of the failing form field,
+    absent for root-level faults; the typed answer is recorded, by ``external-callback``."""
+    ask, callback = await pending(system, client, "Sign up", answer_format="form", schema=SCHEMA)
+    async with httpx.AsyncClient() as http:
+        young = await http.post(callback, json={"answer": {"name": "Ada", "age": 12, "agree": True}})
+        assert young.status_code == 400
+        assert young.json() == {
+            "error": "answer does not match schema at age: 12 is less than the minimum of 18",
+            "field": "age",
+        }
+        root = await http.post(callback, json={"answer": {"name": "Ada"}})
+        assert root.status_code == 400 and "field" not in root.json()
+        assert root.json()["error"].startswith("answer does not match schema: ")
+        not_object = await http.post(callback, json={"answer": "Ada"})
+        assert not_object.json() == {"error": "answer must be an object"}
+        marker = await http.post(callback, json={"answer": {"layby:interaction_expired": True}})
+        assert marker.status_code == 400 and marker.json()["field"] == "layby:interaction_expired"
+        answer = {"name": "Ada", "age": 36, "agree": False, "tier": "gold"}
+        assert (await http.post(callback, json={"answer": answer})).status_code == 200
+    assert await asyncio.wait_for(ask, 10) == answer
+    event = await answered_event(store, callback)
+    assert event.answered_by == "external-callback" and event.answer == answer
+
+
+async def test_a_sensitive_channel_answer_is_kept_out_of_the_log(
+    system: System, client: Client, store: EventStore
+) -> None:
+    """A sensitive question answered through its callback is stored like the answer door stores
+    it: the value in its own secret message, never in the answered event."""
+    ask, callback = await pending(system, client, "PIN?", answer_format="text", sensitive=True)
+    async with httpx.AsyncClient() as http:
+        assert (await http.post(callback, json={"answer": "4711"})).status_code == 200
+    value = await asyncio.wait_for(ask, 10)
+    assert isinstance(value, SecretValue) and value.reveal() == "4711"
+    event = await answered_event(store, callback)
+    assert event.sensitive and event.answer is None and event.secret_ref
+
+
+async def test_the_form_page_renders_the_schema_with_its_own_csp_and_never_mutates(
+    system: System, client: Client
+) -> None:
+    """inventory A17.172-173: text input, select with a leading blank, checkbox never required,
+    integer step 1, number step any, escaped labels, ``required``; the form CSP; GET twice leaves
+    the question pending and reflects nothing from the request."""
+    ask, callback = await pending(system, client, "Sign up <now>", answer_format="form", schema=SCHEMA)
+    async with httpx.AsyncClient() as http:
+        page = await http.get(callback)
+        probed = await http.get(callback + "?name=%3Cscript%3Ealert(1)%3C/script%3E")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert page.headers["content-security-policy"] == FORM_CSP
+    assert page.headers["x-frame-options"] == "DENY"
+    assert page.headers["referrer-policy"] == "no-referrer"
+    assert page.headers["cache-control"] == "no-store"
+    html = page.text
+    assert probed.content == page.content
+    assert "Sign up &lt;now&gt;" in html
+    assert '<label for=f0>Your &lt;b&gt;name&lt;/b&gt;</label><input type=text id=f0 name="name"' in html
+    assert 'name="age" data-kind=integer required' in html and "type=number step=1" in html
+    assert "type=number step=any id=f2" in html
+    assert '<input type=checkbox id=f3 name="agree" data-kind=boolean>' in html
+    assert '<select id=f4 name="tier" data-kind=string><option value="">\u2014</option>' in html
+    assert "<script>" in html and "JSON.stringify({answer:a})" in html
+    assert not ask.done()
+    ask.cancel()
+
+
+async def test_the_form_page_prefills_values_and_labels_per_send_options(
+    system: System, client: Client
+) -> None:
+    """inventory A5b: ``data.values`` prefill the controls and ``data.options`` label the choices."""
+    schema = {"type": "object", "properties": {"city": {"type": "string"}, "room": {"type": "string"}}}
+    ask, callback = await pending(
+        system,
+        client,
+        "Where?",
+        answer_format="form",
+        schema=schema,
+        data={
+            "values": {"city": "Oslo"},
+            "options": {"room": [{"value": "r1", "label": "Room <1>"}, {"value": "r2"}]},
+        },
+        pages=[{"title": "Place", "fields": ["city"]}, {"title": "Room", "fields": ["room"]}],
+    )
+    async with httpx.AsyncClient() as http:
+        html = (await http.get(callback)).text
+    assert 'name="city" data-kind=string value="Oslo"' in html
+    assert '<option value="r1">Room &lt;1&gt;</option><option value="r2">r2</option>' in html
+    assert "<fieldset><legend>Place</legend>" in html and "<fieldset><legend>Room</legend>" in html
+    ask.cancel()
+
+
+async def test_a_form_schema_outside_the_renderable_subset_is_a_500_not_half_a_page(
+    system: System, client: Client
+) -> None:
+    """inventory A17.174: an inbox-style schema (nested object) cannot be rendered: 500 text."""
+    schema = {"type": "object", "properties": {"address": {"type": "object", "properties": {}}}}
+    ask, callback = await pending(system, client, "Address?", answer_format="form", schema=schema)
+    async with httpx.AsyncClient() as http:
+        resp = await http.get(callback)
+    assert resp.status_code == 500
+    assert resp.content == b"Internal Server Error"
+    assert resp.headers["content-type"].startswith("text/plain")
+    assert resp.headers["cache-control"] == "no-store"
+    ask.cancel()
+
+
+async def test_text_and_select_get_the_byte_constant_awaiting_page_with_no_form(
+    system: System, client: Client
+) -> None:
+    """inventory A17.170-172: the awaiting page is identical across tickets and requests."""
+    first, one = await pending(system, client, "Why?", answer_format="text")
+    second, two = await pending(system, client, "Which?", answer_format="select", options=["a", "b"])
+    async with httpx.AsyncClient() as http:
+        a = await http.get(one)
+        b = await http.get(two + "?q=%3Cb%3E")
+    assert a.status_code == b.status_code == 200
+    assert a.content == b.content and b"Awaiting your reply" in a.content and b"<form" not in a.content
+    assert a.headers["content-security-policy"] == PAGE_CSP
+    assert not first.done() and not second.done()
+    first.cancel()
+    second.cancel()
