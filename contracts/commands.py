@@ -40,6 +40,10 @@ class Ask(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True,
     ticket_hash: str | None = None
     """external: SHA-256 (hex) of the callback ticket; the ticket itself never reaches a service."""
     verifier: dict[str, Any] | None = None
+    channel: str | None = None
+    """A registered channel delivers the question (the delivery service mints its ticket)."""
+    recipient: str | None = None
+    """Where on the channel (a chat id, a phone number); the channel's default when unset."""
 
 
 class Prune(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag="cmd.prune.v1"):
@@ -128,6 +132,7 @@ class Wake(msgspec.Struct, frozen=True, kw_only=True):
     answered_by: str | None = None
     answered_at: str | None = None
     reason: str | None = None
+    detail: str | None = None
 
 
 WAKE_DECODER: msgspec.json.Decoder[Wake] = msgspec.json.Decoder(Wake)

@@ -77,6 +77,8 @@ class InteractionRemoved(msgspec.Struct, frozen=True, kw_only=True, tag="interac
     removed_at: datetime
     waiter: str | None = None
     run_id: str | None = None
+    detail: str | None = None
+    """delivery_failed: why the channel could not deliver (for the asker's error; no client sees it)."""
 
 
 class ParkedAsk(msgspec.Struct, frozen=True, kw_only=True):
@@ -95,6 +97,8 @@ class Resolution(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     question: str
     answer: Any = None
     answered_by: str | None = None
+    detail: str | None = None
+    """``system:delivery_failed``: why the channel could not deliver the question."""
 
 
 class RunStarted(msgspec.Struct, frozen=True, kw_only=True, tag="run.started.v1"):

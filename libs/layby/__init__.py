@@ -6,6 +6,7 @@ approved = await ask_user("Deploy v2 to production?", answer_format="confirm", t
 """
 
 from contracts.events import EXPIRY_ANSWER, MediaItem
+from layby.channels import ChannelDelivery, ChannelDeliveryError, ChannelInputError
 from layby.errors import (
     CrossIdentityAudienceError,
     InteractionLimitError,
@@ -20,6 +21,9 @@ from layby.worker import Worker
 
 __all__ = [
     "EXPIRY_ANSWER",
+    "ChannelDelivery",
+    "ChannelDeliveryError",
+    "ChannelInputError",
     "Client",
     "CrossIdentityAudienceError",
     "InteractionLimitError",

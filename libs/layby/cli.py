@@ -205,6 +205,8 @@ def cmd_ask(settings: Settings, args: argparse.Namespace) -> int:
                 audience=args.audience,
                 media=media,
                 link=args.link,
+                channel=args.channel,
+                recipient=args.recipient,
             )
 
     try:
@@ -386,6 +388,8 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("question")
     ask.add_argument("--format", default="text", choices=["text", "confirm", "select", "form", "external"])
     ask.add_argument("--link", help="external: the URL to visit, a template containing {callback_url}")
+    ask.add_argument("--channel", help="deliver through this channel of LAYBY_CHANNELS")
+    ask.add_argument("--recipient", help="with --channel: where to deliver (chat id, phone number)")
     ask.add_argument("--option", action="append", help="a choice (select) or suggested reply (text)")
     ask.add_argument("--schema", help="JSON schema of a form answer")
     ask.add_argument("--timeout", type=float)

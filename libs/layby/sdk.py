@@ -39,6 +39,7 @@ from contracts.commands import (
 )
 from contracts.events import ParkedAsk
 from contracts.subjects import Names
+from layby.channels import ChannelDeliveryError
 from layby.errors import (
     BadInput,
     CrossIdentityAudienceError,
@@ -177,13 +178,18 @@ class Client:
         pages: list[dict[str, Any]] | None = None,
         link: str | Callable[[str], Any] | None = None,
         verifier: dict[str, Any] | None = None,
+        channel: str | None = None,
+        recipient: str | None = None,
     ) -> Any:
         """Ask a person. ``mode="sync"`` blocks until the answer (or the timeout);
         ``mode="async"`` parks the run executing this code (see ``layby.Worker``). ``media``:
         display-only items (``layby.MediaItem`` or dicts) shown above the answer controls.
         ``answer_format="external"``: ``link`` is a template with ``{callback_url}`` or a callable
         (sync or async) that receives the callback URL and returns the URL to visit; the answer
-        is the payload the outside system delivers to that callback."""
+        is the payload the outside system delivers to that callback. ``channel``: a channel named
+        in ``LAYBY_CHANNELS`` delivers the question (to ``recipient``, or its default) with a
+        callback URL the reply comes back through; a failed delivery raises
+        ``ChannelDeliveryError``."""
         args: dict[str, Any] = {
             "answer_format": answer_format,
             "options": options,
@@ -199,9 +205,20 @@ class Client:
             "data": data,
             "pages": pages,
             "verifier": verifier,
+            "channel": channel,
+            "recipient": recipient,
         }
         ticket_hash = None
-        if answer_format == "external":
+        if channel is not None:
+            # The delivery service mints the ticket and hands the callback URL to the channel.
+            spec = validate_ask(question, **args, link_url=link)
+            if not self._public_base_url:
+                raise BadInput(
+                    "channel questions need INTERACTIONS_PUBLIC_BASE_URL (an https:// origin) for their "
+                    "callback URL",
+                    field="channel",
+                )
+        elif answer_format == "external":
             check_link(link)
             # Everything else first: the link builder may create an outside resource.
             validate_ask(question, **args, link_url="https://example.invalid/")
@@ -211,7 +228,8 @@ class Client:
             args["link_url"] = await build_link(link, callback)
         elif link is not None:
             raise BadInput("link is only for 'external' questions", field="link")
-        spec = validate_ask(question, **args)
+        if channel is None:
+            spec = validate_ask(question, **args)
 
         if spec.mode == "async":
             return await self._park(require_park_context(), spec, answer_format, ticket_hash)
@@ -251,7 +269,7 @@ class Client:
         if not self._public_base_url:
             raise BadInput(
                 "external questions need INTERACTIONS_PUBLIC_BASE_URL (an https:// origin) to build "
-                "their callback URL",
+                "their callback URL (so do channel questions)",
                 field="link",
             )
         return f"{self._public_base_url}/api/interactions/callback/"
@@ -272,6 +290,11 @@ class Client:
                     f"run {ctx.info.run_id} asked {spec.question!r} at call {call}, but that call "
                     f"was recorded as {known.question!r}: a flow must ask the same questions in the "
                     "same order on every execution"
+                )
+            if known.answered_by == "system:delivery_failed":
+                raise ChannelDeliveryError(
+                    f"interaction {known.interaction_id} could not be delivered: "
+                    f"{known.detail or 'no reason given'}"
                 )
             return known.answer
         interaction_id = call_interaction_id(ctx.info.run_id, call)
@@ -422,6 +445,8 @@ class Client:
             link_url=(spec.format_payload or {}).get("url") if fmt == "external" else None,
             verifier=(spec.format_payload or {}).get("verifier") if fmt == "external" else None,
             ticket_hash=ticket_hash,
+            channel=spec.channel,
+            recipient=spec.recipient,
         )
         payload = _enc.encode(cmd)
         while True:
@@ -459,6 +484,10 @@ class Client:
         wake = woken.result()
         if wake.outcome == "answered":
             return SecretValue(wake.answer) if sensitive else wake.answer
+        if wake.reason == "delivery_failed":
+            raise ChannelDeliveryError(
+                f"interaction {interaction_id} could not be delivered: {wake.detail or 'no reason given'}"
+            )
         raise InteractionTimeoutError(
             f"interaction {interaction_id} was removed before it was answered ({wake.reason})",
             interaction_id=interaction_id,
@@ -543,6 +572,8 @@ async def ask_user(
     pages: list[dict[str, Any]] | None = None,
     link: str | Callable[[str], Any] | None = None,
     verifier: dict[str, Any] | None = None,
+    channel: str | None = None,
+    recipient: str | None = None,
 ) -> Any:
     """Ask a person and block until they answer: ``str`` for text/select, ``bool`` for confirm,
     ``dict`` for form. Raises ``InteractionTimeoutError`` when the budget runs out.
@@ -565,6 +596,8 @@ async def ask_user(
         "pages": pages,
         "link": link,
         "verifier": verifier,
+        "channel": channel,
+        "recipient": recipient,
     }
     ctx = current_context()
     if ctx is not None and ctx.client is not None:

@@ -86,6 +86,13 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     reports progress within this time is redelivered to another worker."""
     continuation_max_attempts: int = 5
     """LAYBY_CONTINUATION_MAX_ATTEMPTS: executions of a raising continuation before the run fails."""
+    channels: str | None = None
+    """LAYBY_CHANNELS: JSON {"<name>": {"plugin": "webhook" or "module:attr", ...config}} (see
+    docs/channels.md); the ask service checks asks against it, the delivery service sends."""
+    delivery_max_attempts: int = 3
+    """INTERACTIONS_DELIVERY_MAX_ATTEMPTS: send attempts per channel question (retryable faults only)."""
+    delivery_backoff_seconds: float = 1.0
+    """LAYBY_DELIVERY_BACKOFF_SECONDS: the first retry's pause; each later one doubles it."""
 
     @property
     def names(self) -> Names:
@@ -183,6 +190,16 @@ def _text(_var: str, raw: str) -> str:
     return raw
 
 
+def _channels(var: str, raw: str) -> str:
+    from layby.channels import parse_channels
+
+    try:
+        parse_channels(raw)
+    except ValueError as exc:
+        raise SettingsError(f"{var} {exc}") from None
+    return raw
+
+
 _FIELDS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "LAYBY_NATS_URL": ("nats_url", _text),
     "LAYBY_DATABASE_URL": ("database_url", _text),
@@ -212,6 +229,9 @@ _FIELDS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "LAYBY_WEBHOOK_SECRETS": ("webhook_secrets", _text),
     "LAYBY_CONTINUATION_ACK_WAIT_SECONDS": ("continuation_ack_wait_seconds", _positive_float),
     "LAYBY_CONTINUATION_MAX_ATTEMPTS": ("continuation_max_attempts", _positive_int),
+    "LAYBY_CHANNELS": ("channels", _channels),
+    "INTERACTIONS_DELIVERY_MAX_ATTEMPTS": ("delivery_max_attempts", _positive_int),
+    "LAYBY_DELIVERY_BACKOFF_SECONDS": ("delivery_backoff_seconds", _positive_float),
 }
 
 

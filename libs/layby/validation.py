@@ -45,6 +45,31 @@ class AskSpec(msgspec.Struct, frozen=True, kw_only=True):
     mode: str = "sync"
     expiry_at: datetime | None = None
     media: list[MediaItem] | None = None
+    channel: str | None = None
+    recipient: str | None = None
+
+
+RECIPIENT_MAX_CHARS = 512
+
+
+def check_channel(channel: object, recipient: object, link: object, verifier: object) -> None:
+    """The channel rules that need no registry (inventory A2.16-19), naming the field."""
+    if recipient is not None:
+        if channel is None:
+            raise BadInput("recipient requires a channel", field="recipient")
+        if not isinstance(recipient, str) or not recipient.strip() or len(recipient) > RECIPIENT_MAX_CHARS:
+            raise BadInput(
+                f"recipient must be non-blank text of at most {RECIPIENT_MAX_CHARS} characters",
+                field="recipient",
+            )
+    if channel is None:
+        return
+    if not isinstance(channel, str) or not channel.strip():
+        raise BadInput("channel must name a registered channel", field="channel")
+    if link is not None:
+        raise BadInput("link is not allowed with a channel: the channel delivers the callback", field="link")
+    if verifier is not None:
+        raise BadInput("verifier is not allowed with a channel", field="verifier")
 
 
 def nul_path(value: object) -> str | None:
@@ -329,12 +354,17 @@ def check_form_subset(schema: object) -> None:
                 )
 
 
-def external_payload(schema: object, verifier: object, link_url: object) -> dict[str, Any]:
-    """``{"url", "schema"?, "verifier"?}`` of an external question (inventory B2)."""
-    if not isinstance(link_url, str) or not link_url:
-        raise BadInput("answer_format 'external' requires a link", field="link")
-    check_link_url(link_url)
-    payload: dict[str, Any] = {"url": link_url}
+def external_payload(
+    schema: object, verifier: object, link_url: object, channel: object = None
+) -> dict[str, Any]:
+    """``{"url"?, "schema"?, "verifier"?}`` of an external question (inventory B2); a channel
+    question has no link (the channel delivers the callback URL itself)."""
+    payload: dict[str, Any] = {}
+    if channel is None:
+        if not isinstance(link_url, str) or not link_url:
+            raise BadInput("answer_format 'external' requires a link (or a channel)", field="link")
+        check_link_url(link_url)
+        payload["url"] = link_url
     if schema is not None:
         payload["schema"] = check_schema(schema)
     if verifier is not None:
@@ -382,6 +412,8 @@ def validate_ask(
     pages: object = None,
     verifier: object = None,
     link_url: object = None,
+    channel: object = None,
+    recipient: object = None,
 ) -> AskSpec:
     """Validate every argument of an ask; raise ``BadInput`` naming the first bad field."""
     if timeout is not None:
@@ -412,6 +444,7 @@ def validate_ask(
         raise BadInput(
             f"question is {len(question)} characters; the limit is {QUESTION_MAX_CHARS}", field="question"
         )
+    check_channel(channel, recipient, link_url, verifier)
     checked_options = _check_options(answer_format, options)
     payload: dict[str, Any] | None = None
     if answer_format == "form":
@@ -429,7 +462,7 @@ def validate_ask(
             field="data" if data is not None else "pages",
         )
     elif answer_format == "external":
-        payload = external_payload(schema, verifier, link_url)
+        payload = external_payload(schema, verifier, link_url, channel)
     elif schema is not None:
         raise BadInput(f"schema is only for 'form' or 'external', not for {answer_format!r}", field="schema")
     if answer_format != "external" and verifier is not None:
@@ -464,6 +497,8 @@ def validate_ask(
         mode=str(mode),
         expiry_at=expiry,
         media=checked_media,
+        channel=channel if isinstance(channel, str) else None,
+        recipient=recipient if isinstance(recipient, str) else None,
     )
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import math
 import re
 import secrets
 import uuid
@@ -15,6 +14,7 @@ from contracts.commands import Accepted, Ask, Prune, PruneResult, Refused
 from contracts.events import InteractionAnswered, InteractionAsked, InteractionRemoved, MediaItem
 from contracts.limits import MEDIA_ROUTE_PREFIX
 from layby.auth import Authenticator, Principal, clamp_audience
+from layby.channels import check_channel_ask, load_channels
 from layby.clock import Clock
 from layby.errors import (
     BadInput,
@@ -28,19 +28,20 @@ from layby.eventstore import EventStore
 from layby.logs import get_logger
 from layby.media import decode_data_image
 from layby.settings import Settings
+from layby.tickets import ticket_expires_at
 from layby.validation import (
+    AskSpec,
     call_interaction_id,
     is_interaction_id,
     is_waiter,
     new_interaction_id,
     validate_ask,
 )
+from layby.verifiers import parse_secrets
 from services.ask.admission import Admitter
 from services.ask.runs import RunHandlers
 
 log = get_logger("layby.ask")
-TICKET_MARGIN_SECONDS = 60.0
-"""An async park's ticket outlives its expiry_at by this much (inventory A17.157)."""
 _HASH_RE = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -58,6 +59,7 @@ class AskHandlers:
         self._auth = auth
         self._clock = clock
         self.runs = RunHandlers(settings, store, auth, clock)
+        self._channels = load_channels(settings.channels, parse_secrets(settings.webhook_secrets))
 
     async def _park_principal(self, cmd: Ask, principal: Principal) -> Principal | Refused:
         """For an async ask: the run it parks and the identity it asks as (the run's, A7.74)."""
@@ -100,6 +102,19 @@ class AskHandlers:
             field="expiry_at",
         )
 
+    def _check_channel(self, spec: AskSpec) -> None:
+        """The registry-dependent channel rules (inventory A3 step 6, A22.204)."""
+        if spec.channel is None:
+            return
+        if not self._settings.public_base_url:
+            raise BadInput(
+                "channel questions need INTERACTIONS_PUBLIC_BASE_URL (an https:// origin) for their "
+                "callback URL; it is not set on the ask service",
+                field="channel",
+            )
+        schema = (spec.format_payload or {}).get("schema")
+        check_channel_ask(self._channels, spec.channel, spec.answer_format, spec.question, schema)
+
     async def ask(self, cmd: Ask) -> Accepted | Refused:
         try:
             principal = self._auth.principal(cmd.token)
@@ -129,10 +144,13 @@ class AskHandlers:
                 pages=cmd.pages,
                 verifier=cmd.verifier,
                 link_url=cmd.link_url,
+                channel=cmd.channel,
+                recipient=cmd.recipient,
             )
+            self._check_channel(spec)
         except BadInput as exc:
             return Refused(kind="invalid", message=exc.message, field=exc.field)
-        if spec.answer_format == "external" and not _is_hash(cmd.ticket_hash):
+        if spec.answer_format == "external" and spec.channel is None and not _is_hash(cmd.ticket_hash):
             return Refused(
                 kind="invalid",
                 message="an external question needs its ticket's SHA-256 (64 hex)",
@@ -176,6 +194,8 @@ class AskHandlers:
             run_id=cmd.run_id if spec.mode == "async" else None,
             call=cmd.call if spec.mode == "async" else None,
             media=spec.media,
+            channel=spec.channel,
+            recipient=spec.recipient,
         )
         if event.run_id is not None:
             # A replayed or duplicated execution re-asks under the same id: the question exists
@@ -192,11 +212,10 @@ class AskHandlers:
                 return Refused(
                     kind="invalid", message="interaction_id is already in use", field="interaction_id"
                 )
-        if spec.answer_format == "external":
+        if spec.answer_format == "external" and spec.channel is None:
+            # A channel question's ticket is minted by the delivery service, per delivery.
             assert cmd.ticket_hash is not None
-            margin = timedelta(seconds=TICKET_MARGIN_SECONDS) if spec.mode == "async" else timedelta()
-            seconds = max(1, math.ceil((timeout_at - now).total_seconds()))
-            expires = now + timedelta(seconds=seconds) + margin
+            expires = ticket_expires_at(now, timeout_at, spec.mode)
             try:
                 fresh = await self._store.put_ticket(cmd.ticket_hash, cmd.interaction_id, expires, new=True)
             except Transient as exc:

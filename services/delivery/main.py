@@ -1,49 +1,65 @@
 """The delivery service: hands recorded questions to their channel. ``layby serve delivery``.
 
-Channels (Slack, Telegram, WhatsApp/SMS) arrive in a later release. Today every question is
-delivered to the inbox, which needs no push: this service consumes the asks through its
-durable consumer, records one canonical log line per question, and acknowledges it, so the
-consumer position is real and channel delivery can start from it.
+A question without a channel is delivered by being in the inbox (the projection and the
+stream), which needs no push: it is only logged. A channel question is sent by its plugin
+(``services/delivery/deliver.py``), each one concurrently, and acknowledged only after its
+outcome is settled — sent, or removed as ``delivery_failed`` — so a crash redelivers it (the
+person may then get the question twice; ``interaction_id`` lets a medium de-duplicate).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 from contracts.events import InteractionAsked
+from layby.channels import load_channels
 from layby.clock import Clock
 from layby.consumer import consume
 from layby.eventstore import Stored
 from layby.logs import get_logger
 from layby.service import open_resources, run_main
 from layby.settings import Settings, load_settings
+from layby.verifiers import parse_secrets
+from services.delivery.deliver import Deliverer
 
 log = get_logger("layby.delivery")
 
 
 async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None = None) -> None:
+    channels = load_channels(settings.channels, parse_secrets(settings.webhook_secrets))
     async with open_resources(settings, name="delivery", clock=clock, database=False) as res:
+        deliverer = Deliverer(res.store, settings, res.clock, channels)
 
         async def handle(batch: list[Stored]) -> None:
+            sends = []
             for stored in batch:
                 ev = stored.event
-                if isinstance(ev, InteractionAsked):
-                    log.debug(
-                        "delivery.inbox",
-                        interaction_id=ev.interaction_id,
-                        channel=ev.channel or "inbox",
-                        seq=stored.seq,
-                    )
+                if not isinstance(ev, InteractionAsked):
+                    continue
+                if ev.channel is None:
+                    log.debug("delivery.inbox", interaction_id=ev.interaction_id, seq=stored.seq)
+                else:
+                    sends.append(deliverer.on_asked(stored))
+            if sends:
+                await asyncio.gather(*sends)
 
-        log.info("delivery.ready", namespace=settings.namespace)
-        await consume(
-            res.store,
-            role="delivery",
-            handler=handle,
-            stop=stop,
-            linger=0.02,
-            filter_subject=res.store.names.ix_all,
-        )
+        log.info("delivery.ready", namespace=settings.namespace, channels=sorted(channels))
+        try:
+            await consume(
+                res.store,
+                role="delivery",
+                handler=handle,
+                stop=stop,
+                linger=0.02,
+                filter_subject=res.store.names.ix_all,
+            )
+        finally:
+            for channel in channels.values():
+                close = getattr(channel, "aclose", None)
+                if close is not None:
+                    with contextlib.suppress(Exception):
+                        await close()
 
 
 def main() -> None:

@@ -47,7 +47,7 @@ async def wake_for(store: EventStore, stored: Stored) -> Wake | None:
             answered_at=ev.answered_at.isoformat(),
         )
     if isinstance(ev, InteractionRemoved) and ev.run_id is None:
-        return Wake(interaction_id=ev.interaction_id, outcome="removed", reason=ev.reason)
+        return Wake(interaction_id=ev.interaction_id, outcome="removed", reason=ev.reason, detail=ev.detail)
     return None
 
 

@@ -119,6 +119,7 @@ class Resumer:
                     question=ask.question,
                     answer=EXPIRY_ANSWER,
                     answered_by=f"system:{ev.reason}",
+                    detail=ev.detail,
                 )
             else:
                 return  # still pending: its own resolution triggers the next evaluation

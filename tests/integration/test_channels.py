@@ -1,0 +1,374 @@
+"""Channel-delivered questions (inventory A2.18-19, A5.51-53, A6.65-68, A17.156, A19).
+
+Real services. The built-in ``webhook`` channel posts each delivery to a local HTTP server that
+plays a chat bridge: it records what arrived (and checks the signature), answers with the status
+the test scripted, and relays the person's reply to the callback URL, as a real bridge would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import msgspec
+import pytest
+
+from layby.channels import ChannelDeliveryError
+from layby.errors import BadInput
+from layby.sdk import Client
+from layby.settings import Settings
+from tests.conftest import System, start_system, stop_system
+
+BRIDGE_SECRET = "bridge-secret-0123456789"
+
+
+@dataclass
+class Bridge:
+    """A local HTTP endpoint: records deliveries; answers each with the next scripted status."""
+
+    url: str = ""
+    deliveries: list[dict[str, Any]] = field(default_factory=list)
+    signatures: list[str] = field(default_factory=list)
+    statuses: list[tuple[int, dict[str, str]]] = field(default_factory=list)
+    arrived: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        headers = {
+            k.strip().lower(): v.strip()
+            for k, _, v in (ln.decode().partition(":") for ln in head.split(b"\r\n")[1:] if ln)
+        }
+        body = await reader.readexactly(int(headers.get("content-length", "0")))
+        self.deliveries.append(json.loads(body))
+        self.signatures.append(headers.get("x-layby-signature-256", ""))
+        expected = hmac.new(BRIDGE_SECRET.encode(), body, hashlib.sha256).hexdigest()
+        assert hmac.compare_digest(self.signatures[-1], f"sha256={expected}")
+        status, extra = self.statuses.pop(0) if self.statuses else (200, {})
+        lines = "".join(f"{k}: {v}\r\n" for k, v in extra.items())
+        writer.write(f"HTTP/1.1 {status} X\r\nContent-Length: 0\r\nConnection: close\r\n{lines}\r\n".encode())
+        await writer.drain()
+        writer.close()
+        self.arrived.set()
+
+    async def next_delivery(self, count: int = 1) -> dict[str, Any]:
+        for _ in range(500):
+            if len(self.deliveries) >= count:
+                return self.deliveries[count - 1]
+            self.arrived.clear()
+            try:
+                await asyncio.wait_for(self.arrived.wait(), 0.05)
+            except TimeoutError:
+                pass
+        raise AssertionError(f"expected {count} deliveries, got {len(self.deliveries)}")
+
+
+def channels_json(bridge_url: str) -> str:
+    return json.dumps(
+        {
+            "ops": {"plugin": "webhook", "url": bridge_url, "secret": "bridge"},
+            "sms": {"plugin": "webhook", "url": bridge_url, "secret": "bridge", "forms": False},
+            "stuck": {"plugin": "tests.channel_plugins:HangingChannel"},
+            "buggy": {"plugin": "tests.channel_plugins:CrashingChannel", "max_fields": 2},
+        }
+    )
+
+
+@pytest.fixture
+async def bridge() -> AsyncIterator[Bridge]:
+    b = Bridge()
+    server = await asyncio.start_server(b.handle, "127.0.0.1", 0)
+    b.url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/layby"
+    yield b
+    server.close()
+    await server.wait_closed()
+
+
+@pytest.fixture
+async def chan(settings: Settings, store: Any, db: Any, bridge: Bridge) -> AsyncIterator[System]:
+    configured = msgspec.structs.replace(
+        settings,
+        channels=channels_json(bridge.url),
+        public_base_url=f"http://127.0.0.1:{settings.http_port}",
+        webhook_secrets=f"bridge:{BRIDGE_SECRET}",
+        delivery_backoff_seconds=0.02,
+    )
+    system = await start_system(configured)
+    try:
+        yield system
+    finally:
+        await stop_system(system)
+
+
+@pytest.fixture
+async def client(chan: System) -> Client:
+    return await chan.sdk()
+
+
+async def test_a_channel_question_reaches_the_channel_and_the_relayed_reply_answers_the_asker(
+    chan: System, client: Client, bridge: Bridge
+) -> None:
+    """inventory A19.181-182, A17.156: the delivery carries the question and a callback URL under
+    the public base URL; the reply POSTed to it is the asker's answer. The ticket is in no frame."""
+    ask = asyncio.create_task(
+        client.ask_user("Deploy window?", channel="ops", recipient="#deploys", options=["now"], timeout=30)
+    )
+    delivery = await bridge.next_delivery()
+    assert delivery["question"] == "Deploy window?" and delivery["answer_format"] == "text"
+    assert delivery["recipient"] == "#deploys" and delivery["suggested_replies"] == ["now"]
+    callback = delivery["callback_url"]
+    ticket = callback.rsplit("/", 1)[1]
+    assert callback == f"{chan.url}/api/interactions/callback/{ticket}" and len(ticket) == 43
+    async with chan.http() as http:
+        listed = (await http.get("/api/interactions")).json()["data"]["items"]
+    assert listed[0]["channel"] == "ops" and listed[0]["recipient"] == "#deploys"
+    assert ticket not in json.dumps(listed)
+    async with httpx.AsyncClient() as http:
+        assert (await http.post(callback, json={"answer": "after 18:00"})).status_code == 200
+    assert await asyncio.wait_for(ask, 10) == "after 18:00"
+
+
+async def test_media_reach_the_channel_as_absolute_urls(chan: System, client: Client, bridge: Bridge) -> None:
+    """inventory A4.48 (S000): media are forwarded; an inline image is sent as its absolute
+    served URL under the public base URL, which the public media door serves."""
+    from tests.integration.test_media import PNG, PNG_URI
+
+    media = [
+        {"kind": "image", "url": PNG_URI, "caption": "A dot"},
+        {"kind": "link", "url": "https://x.example/a"},
+    ]
+    ask = asyncio.create_task(client.ask_user("See this?", channel="ops", media=media, timeout=30))
+    delivery = await bridge.next_delivery()
+    image, link = delivery["media"]
+    assert image["url"].startswith(f"{chan.url}/api/interactions/media/") and image["caption"] == "A dot"
+    assert link == {"kind": "link", "url": "https://x.example/a"}
+    async with httpx.AsyncClient() as http:
+        assert (await http.get(image["url"])).content == PNG
+        assert (await http.post(delivery["callback_url"], json={"answer": "yes"})).status_code == 200
+    assert await asyncio.wait_for(ask, 10) == "yes"
+
+
+async def test_select_confirm_and_form_questions_carry_their_payload_and_take_typed_replies(
+    chan: System, client: Client, bridge: Bridge
+) -> None:
+    """inventory B7: options exactly for select, schema exactly for form; a confirm tap (empty
+    POST) records true; the form's callback page renders its schema."""
+    schema = {"type": "object", "properties": {"seats": {"type": "integer"}}, "required": ["seats"]}
+    pick = asyncio.create_task(
+        client.ask_user("Region?", channel="ops", answer_format="select", options=["eu", "us"], timeout=30)
+    )
+    picked = await bridge.next_delivery(1)
+    confirm = asyncio.create_task(client.ask_user("Go?", channel="ops", answer_format="confirm", timeout=30))
+    confirmed = await bridge.next_delivery(2)
+    form = asyncio.create_task(
+        client.ask_user("Seats?", channel="ops", answer_format="form", schema=schema, timeout=30)
+    )
+    formed = await bridge.next_delivery(3)
+    assert picked["options"] == ["eu", "us"] and "schema" not in picked
+    assert formed["schema"] == schema and "options" not in formed
+    assert "options" not in confirmed and "schema" not in confirmed
+    async with httpx.AsyncClient() as http:
+        assert (await http.post(picked["callback_url"], json={"answer": "mars"})).status_code == 400
+        assert (await http.post(picked["callback_url"], json={"answer": "eu"})).status_code == 200
+        assert (await http.post(confirmed["callback_url"])).status_code == 200
+        page = await http.get(formed["callback_url"])
+        assert 'name="seats" data-kind=integer required' in page.text
+        assert (await http.post(formed["callback_url"], json={"answer": {"seats": 3}})).status_code == 200
+    assert await asyncio.wait_for(pick, 10) == "eu"
+    assert await asyncio.wait_for(confirm, 10) is True
+    assert await asyncio.wait_for(form, 10) == {"seats": 3}
+
+
+async def test_retryable_failures_are_retried_until_the_channel_accepts(
+    chan: System, client: Client, bridge: Bridge
+) -> None:
+    """inventory A6.66: a retryable failure (503, 429) is retried with backoff; the third
+    attempt succeeds, every attempt carries the same interaction id."""
+    bridge.statuses = [(503, {}), (429, {"Retry-After": "0"})]
+    ask = asyncio.create_task(client.ask_user("Retry me?", channel="ops", timeout=30))
+    third = await bridge.next_delivery(3)
+    assert len({d["interaction_id"] for d in bridge.deliveries}) == 1
+    async with httpx.AsyncClient() as http:
+        assert (await http.post(third["callback_url"], json={"answer": "ok"})).status_code == 200
+    assert await asyncio.wait_for(ask, 10) == "ok"
+
+
+async def test_a_final_failure_raises_to_the_asker_and_its_ticket_answers_the_uniform_404(
+    chan: System, client: Client, bridge: Bridge
+) -> None:
+    """inventory A6.66-67: a non-retryable status fails on the first attempt; the question is
+    pruned, the ask raises ChannelDeliveryError naming the channel, the ticket is dead."""
+    bridge.statuses = [(400, {})]
+    with pytest.raises(ChannelDeliveryError, match=r"webhook 'ops': the endpoint answered 400"):
+        await asyncio.wait_for(client.ask_user("Refused?", channel="ops", timeout=30), 10)
+    assert len(bridge.deliveries) == 1
+    async with httpx.AsyncClient() as http:
+        dead = await http.post(bridge.deliveries[0]["callback_url"], json={"answer": "late"})
+    assert dead.status_code == 404 and dead.json() == {"error": "not found"}
+    async with chan.http() as http:
+        assert (await http.get("/api/interactions")).json()["data"]["total"] == 0
+
+
+async def test_retries_stop_at_the_attempt_limit_and_never_outrun_the_budget(
+    chan: System, client: Client, bridge: Bridge
+) -> None:
+    """inventory A6.66: at most 3 attempts in total; a retry_after longer than the remaining
+    budget ends the retries at once."""
+    bridge.statuses = [(503, {})] * 5
+    with pytest.raises(ChannelDeliveryError, match="503"):
+        await asyncio.wait_for(client.ask_user("Down?", channel="ops", timeout=30), 10)
+    assert len(bridge.deliveries) == 3
+    bridge.statuses = [(429, {"Retry-After": "3600"})]
+    with pytest.raises(ChannelDeliveryError, match="429"):
+        await asyncio.wait_for(client.ask_user("Busy?", channel="ops", timeout=30), 10)
+    assert len(bridge.deliveries) == 4
+
+
+async def test_a_hung_send_is_cut_at_the_budget_and_an_untyped_plugin_fault_is_final(
+    chan: System, client: Client
+) -> None:
+    """inventory A6.66: a hung deliver is cut at the remaining budget; a plugin raising anything
+    but ChannelDeliveryError fails on the first attempt and the service keeps running."""
+    with pytest.raises(ChannelDeliveryError, match=r"KeyError: 'recipient_id'"):
+        await asyncio.wait_for(client.ask_user("Crash?", channel="buggy", timeout=30), 10)
+    with pytest.raises(Exception, match=r"stuck|did not finish|removed|timed out|no answer"):
+        await asyncio.wait_for(client.ask_user("Hang?", channel="stuck", timeout=1), 10)
+    assert not chan.tasks["delivery"].done()
+
+
+async def test_channel_ask_rules_name_the_field_before_anything_is_stored(
+    chan: System, client: Client
+) -> None:
+    """inventory A2.18-19, A3(6), A5.51-53: unknown channel, link or verifier with a channel,
+    a form to a channel without form delivery, a form outside the subset or refused by the
+    plugin's hook, a recipient without a channel: each raises naming the field; nothing stored."""
+    nested = {"type": "object", "properties": {"a": {"type": "object"}}}
+    flat = {"type": "object", "properties": {k: {"type": "string"} for k in "abc"}}
+    cases: list[tuple[dict[str, Any], str, str]] = [
+        ({"channel": "nope"}, "channel", "unknown channel 'nope'"),
+        ({"recipient": "+4712345678"}, "recipient", "recipient requires a channel"),
+        ({"channel": "ops", "recipient": "  "}, "recipient", "recipient must be non-blank"),
+        (
+            {"channel": "ops", "answer_format": "external", "link": "https://x/{callback_url}"},
+            "link",
+            "link is not allowed with a channel",
+        ),
+        (
+            {"channel": "ops", "answer_format": "external", "verifier": {"name": "stripe"}},
+            "verifier",
+            "verifier is not allowed with a channel",
+        ),
+        (
+            {"channel": "sms", "answer_format": "form", "schema": flat},
+            "channel",
+            "channel 'sms' does not deliver form questions",
+        ),
+        ({"channel": "ops", "answer_format": "form", "schema": nested}, "schema.properties.a", "scalar type"),
+        (
+            {"channel": "buggy", "answer_format": "form", "schema": flat},
+            "schema",
+            "channel 'buggy' refuses this form: at most 2 fields fit on this medium",
+        ),
+    ]
+    for kwargs, where, message in cases:
+        with pytest.raises(BadInput) as err:
+            await client.ask_user("Rules?", timeout=5, **kwargs)
+        assert err.value.field == where, kwargs
+        assert message in err.value.message, (kwargs, err.value.message)
+    async with chan.http() as http:
+        assert (await http.get("/api/interactions")).json()["data"]["total"] == 0
+
+
+async def test_an_external_question_on_a_channel_needs_no_link_and_its_tap_confirms(
+    chan: System, client: Client, bridge: Bridge
+) -> None:
+    """inventory A2.16: external requires a link unless a channel is set; the person taps the
+    callback link, the confirm page posts back, and the query parameters are the answer."""
+    ask = asyncio.create_task(
+        client.ask_user("Approve in the portal", channel="ops", answer_format="external")
+    )
+    delivery = await bridge.next_delivery()
+    assert delivery["answer_format"] == "external"
+    async with httpx.AsyncClient() as http:
+        page = await http.get(delivery["callback_url"] + "?approved=yes")
+        assert b"<form method=post>" in page.content
+        assert (await http.post(delivery["callback_url"] + "?approved=yes")).status_code == 200
+    assert await asyncio.wait_for(ask, 10) == {"approved": "yes"}
+
+
+async def test_a_parked_run_is_answered_through_its_channel_and_a_failed_delivery_raises_in_the_run(
+    chan: System, bridge: Bridge, db: Any
+) -> None:
+    """inventory A7.69, A6.68: an async ask over a channel parks the run; the relayed reply
+    resumes it. When delivery fails, the run resumes and the ask raises ChannelDeliveryError
+    there, so the flow takes its own failure branch instead of waiting forever."""
+    from datetime import UTC, datetime, timedelta
+
+    import layby
+    from tests.integration.test_parks import Workers, wait_status
+
+    later = datetime.now(UTC) + timedelta(hours=1)
+
+    def register(w: layby.Worker) -> None:
+        @w.flow("page")
+        async def page(who: str) -> dict[str, Any]:
+            try:
+                ok = await layby.ask_user(
+                    f"Approve {who}?", answer_format="confirm", channel="ops", mode="async", expiry_at=later
+                )
+            except ChannelDeliveryError as exc:
+                return {"undeliverable": str(exc)}
+            return {"approved": ok}
+
+    workers = Workers(chan)
+    try:
+        worker = await workers.new(register)
+        await workers.serve(worker)
+        run_id = await worker.start("page", "ada")
+        delivery = await bridge.next_delivery()
+        assert delivery["timeout_at"].startswith(later.strftime("%Y-%m-%dT%H:%M"))
+        async with httpx.AsyncClient() as http:
+            assert (await http.post(delivery["callback_url"])).status_code == 200
+        row = await wait_status(db, run_id, "finished")
+        assert json.loads(row["result"]) == {"approved": True}
+
+        bridge.statuses = [(403, {})]
+        refused = await worker.start("page", "bob")
+        row = await wait_status(db, refused, "finished")
+        result = json.loads(row["result"])
+        assert "could not be delivered: webhook 'ops': the endpoint answered 403" in result["undeliverable"]
+    finally:
+        await workers.stop_all()
+
+
+async def test_the_cli_asks_through_a_channel_and_reports_a_failed_delivery(
+    chan: System, bridge: Bridge, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``layby ask --channel --recipient`` delivers; the relayed reply is printed. A failed
+    delivery exits 1 with the channel's reason on stderr."""
+    from layby import cli
+
+    for key, value in {
+        "LAYBY_URL": chan.url,
+        "LAYBY_TOKEN": "op-token-0123456789abcdef",
+        "LAYBY_NATS_URL": chan.settings.nats_url or "",
+        "LAYBY_NAMESPACE": chan.settings.namespace,
+        "INTERACTIONS_PUBLIC_BASE_URL": chan.url,
+    }.items():
+        monkeypatch.setenv(key, value)
+    argv = ["ask", "Which host?", "--channel", "ops", "--recipient", "+4712345678", "--timeout", "30"]
+    run = asyncio.create_task(asyncio.to_thread(cli.main, argv))
+    delivery = await bridge.next_delivery()
+    assert delivery["recipient"] == "+4712345678"
+    async with httpx.AsyncClient() as http:
+        assert (await http.post(delivery["callback_url"], json={"answer": "db-2"})).status_code == 200
+    assert await asyncio.wait_for(run, 15) == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1]) == "db-2"
+    bridge.statuses = [(410, {})]
+    assert await asyncio.wait_for(asyncio.to_thread(cli.main, [*argv[:1], "Gone?", *argv[2:]]), 15) == 1
+    assert "could not be delivered: webhook 'ops': the endpoint answered 410" in capsys.readouterr().err

@@ -1,0 +1,59 @@
+"""Channel configuration fails at start-up, naming the variable and the channel (CONVENTIONS 8)."""
+
+from __future__ import annotations
+
+import pytest
+
+from layby.channel_webhook import WebhookChannel
+from layby.channels import load_channels
+from layby.settings import SettingsError, load_settings
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ("{not json", "LAYBY_CHANNELS must be a JSON object of channels"),
+        ("[]", "LAYBY_CHANNELS must be a JSON object"),
+        ('{"ops": "webhook"}', "LAYBY_CHANNELS channel 'ops' needs {\"plugin\""),
+        ('{"ops": {"url": "https://x"}}', "LAYBY_CHANNELS channel 'ops' needs {\"plugin\""),
+        ('{"a b": {"plugin": "webhook"}}', "LAYBY_CHANNELS channel name 'a b' must be 1-64 letters"),
+    ],
+)
+def test_a_malformed_channels_setting_stops_start_up_naming_the_variable(raw: str, message: str) -> None:
+    with pytest.raises(SettingsError) as err:
+        load_settings({"LAYBY_CHANNELS": raw})
+    assert message in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ('{"ops": {"plugin": "no.such.module:X"}}', "channel 'ops': cannot load plugin 'no.such.module:X'"),
+        ('{"ops": {"plugin": "layby.channels:Nope"}}', "cannot load plugin 'layby.channels:Nope'"),
+        ('{"ops": {"plugin": "webhook"}}', "channel 'ops': webhook needs url, an absolute http(s) URL"),
+        ('{"ops": {"plugin": "webhook", "url": "ftp://x"}}', "webhook needs url"),
+        (
+            '{"ops": {"plugin": "webhook", "url": "https://x", "secret": "s"}}',
+            "'s' is not in LAYBY_WEBHOOK_SECRETS",
+        ),
+        ('{"ops": {"plugin": "webhook", "url": "https://x", "urls": 1}}', "unknown webhook option 'urls'"),
+        ('{"ops": {"plugin": "webhook", "url": "https://x", "timeout": 0}}', "timeout must be a positive"),
+        ('{"ops": {"plugin": "layby.channels:parse_channels"}}', "channel 'ops': "),
+        ('{"ops": {"plugin": "layby.tickets:ASYNC_MARGIN_SECONDS"}}', "channel 'ops': "),
+    ],
+)
+def test_a_plugin_that_cannot_be_loaded_or_configured_is_refused_naming_the_channel(
+    raw: str, message: str
+) -> None:
+    with pytest.raises(ValueError) as err:
+        load_channels(raw, {})
+    assert message in str(err.value)
+
+
+def test_the_webhook_channel_takes_its_options() -> None:
+    raw = '{"ops": {"plugin": "webhook", "url": "https://bridge.example/x", "secret": "b", "forms": false}}'
+    [(name, channel)] = load_channels(raw, {"b": b"secret"}).items()
+    assert name == "ops" and isinstance(channel, WebhookChannel)
+    assert channel.url == "https://bridge.example/x" and channel.supports_form_delivery is False
