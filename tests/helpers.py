@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
-import secrets
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -16,6 +14,7 @@ import httpx
 
 from layby.eventstore import EventStore
 from layby.sdk import Client
+from layby.tickets import new_ticket
 from tests.conftest import OPERATOR, System
 
 
@@ -134,10 +133,8 @@ ASKED: dict[str, str] = {}
 
 
 async def mint(system: System, interaction_id: str) -> str:
-    ticket = secrets.token_urlsafe(32)
+    ticket, digest = new_ticket()
     store = EventStore(system.clients[0]._nc, system.settings.names)
     expires = datetime.now(UTC) + timedelta(seconds=60)
-    assert await store.put_ticket(
-        hashlib.sha256(ticket.encode()).hexdigest(), interaction_id, expires, new=True
-    )
+    assert await store.put_ticket(digest, interaction_id, expires, new=True)
     return f"{system.url}/api/interactions/callback/{ticket}"

@@ -9,7 +9,6 @@ it passes, the question is pruned and ``InteractionTimeoutError`` raised. Argume
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import inspect
 import secrets
 import time
@@ -55,6 +54,7 @@ from layby.logs import get_logger
 from layby.runs import RunContext, Suspended, current_context, require_park_context
 from layby.runtime import data_dir, read_runtime
 from layby.settings import Settings, load_settings
+from layby.tickets import callback_url, new_ticket
 from layby.validation import call_interaction_id, is_flow_name, new_interaction_id, validate_ask
 
 _enc = msgspec.json.Encoder()
@@ -222,9 +222,8 @@ class Client:
             check_link(link)
             # Everything else first: the link builder may create an outside resource.
             validate_ask(question, **args, link_url="https://example.invalid/")
-            ticket = secrets.token_urlsafe(32)
-            ticket_hash = hashlib.sha256(ticket.encode()).hexdigest()
-            callback = f"{self._callback_base()}{ticket}"
+            ticket, ticket_hash = new_ticket()
+            callback = callback_url(self._callback_base(), ticket)
             args["link_url"] = await build_link(link, callback)
         elif link is not None:
             raise BadInput("link is only for 'external' questions", field="link")
@@ -272,7 +271,7 @@ class Client:
                 "their callback URL (so do channel questions)",
                 field="link",
             )
-        return f"{self._public_base_url}/api/interactions/callback/"
+        return self._public_base_url
 
     async def _park(self, ctx: RunContext, spec: Any, fmt: str, ticket_hash: str | None = None) -> Any:
         """Record an async ask of the run ``ctx`` and park the run on it (inventory A7.69).

@@ -12,7 +12,6 @@ byte-constant pages that interpolate nothing from the request.
 
 from __future__ import annotations
 
-import hashlib
 import re
 import uuid
 from datetime import timedelta
@@ -27,6 +26,7 @@ from contracts.limits import ANSWERED_BY_EXTERNAL
 from layby.errors import BadInput, Conflict, Transient
 from layby.eventstore import Stored
 from layby.logs import get_logger
+from layby.tickets import ticket_hash
 from layby.validation import nul_path, validate_answer
 from layby.verifiers import POST_ONLY, VerificationFailed, VerifierError, parse_secrets, verify
 from layby.verifiers import Request as SignedRequest
@@ -86,7 +86,7 @@ async def _resolve(
     """The question behind a live ticket and its last event; None for the uniform 404."""
     if not TICKET_RE.match(ticket):
         return None
-    found = await state.store.get_ticket(hashlib.sha256(ticket.encode()).hexdigest())
+    found = await state.store.get_ticket(ticket_hash(ticket))
     if found is None:
         return None
     interaction_id, expires_at = found
@@ -253,9 +253,7 @@ async def _claim(
     # Provider retries keep getting the idempotent 200 for the idle TTL (A17.157).
     expires = state.clock.now() + timedelta(seconds=state.settings.idle_ttl_seconds)
     try:
-        await store.put_ticket(
-            hashlib.sha256(ticket.encode()).hexdigest(), asked.interaction_id, expires, new=False
-        )
+        await store.put_ticket(ticket_hash(ticket), asked.interaction_id, expires, new=False)
     except Transient:
         pass  # the answer is recorded; only the retry window keeps its original length
     return _json(200, {"data": {"interaction_id": asked.interaction_id, "status": "answered"}})
