@@ -46,6 +46,20 @@ class Ask(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True,
     """Where on the channel (a chat id, a phone number); the channel's default when unset."""
 
 
+class ReserveTicket(
+    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag="cmd.ticket.reserve.v1"
+):
+    """Bind an external question's ticket before its link is built (ADR 0010), so a callback
+    that reaches the door before the question is recorded waits for it instead of a 404."""
+
+    token: str
+    interaction_id: str
+    ticket_hash: str
+    mode: Literal["sync", "async"] = "sync"
+    timeout: float | None = None
+    expiry_at: datetime | None = None
+
+
 class Prune(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag="cmd.prune.v1"):
     """Remove a pending sync question whose waiter gave up (timeout or cancellation)."""
 
@@ -87,7 +101,7 @@ class EndRun(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     resume_id: str | None = None
 
 
-Command = Ask | Prune | StartRun | ParkRun | EndRun
+Command = Ask | ReserveTicket | Prune | StartRun | ParkRun | EndRun
 COMMAND_DECODER: msgspec.json.Decoder[Command] = msgspec.json.Decoder(Command)
 
 
@@ -114,12 +128,18 @@ class PruneResult(msgspec.Struct, frozen=True, kw_only=True, tag="pruned"):
     sensitive: bool = False
 
 
+class Reserved(msgspec.Struct, frozen=True, kw_only=True, tag="reserved"):
+    """The ticket is bound; ``existing``: the question was recorded already (keep its link)."""
+
+    existing: bool = False
+
+
 class RunAccepted(msgspec.Struct, frozen=True, kw_only=True, tag="run"):
     run_id: str
     seq: int
 
 
-Reply = Accepted | Refused | PruneResult | RunAccepted
+Reply = Accepted | Refused | PruneResult | Reserved | RunAccepted
 REPLY_DECODER: msgspec.json.Decoder[Reply] = msgspec.json.Decoder(Reply)
 
 

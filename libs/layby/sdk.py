@@ -32,11 +32,13 @@ from contracts.commands import (
     Prune,
     PruneResult,
     Refused,
+    Reserved,
+    ReserveTicket,
     RunAccepted,
     StartRun,
     Wake,
 )
-from contracts.events import ParkedAsk
+from contracts.events import ParkedAsk, Resolution
 from contracts.subjects import Names
 from layby.channels import ChannelDeliveryError
 from layby.errors import (
@@ -51,7 +53,7 @@ from layby.errors import (
 )
 from layby.eventstore import connect_nats
 from layby.logs import get_logger
-from layby.runs import RunContext, Suspended, current_context, require_park_context
+from layby.runs import RunContext, current_context, require_park_context
 from layby.runtime import data_dir, read_runtime
 from layby.settings import Settings, load_settings
 from layby.tickets import callback_url, new_ticket
@@ -93,6 +95,25 @@ def _raise_if_cancelled() -> None:
     task = asyncio.current_task()
     if task is not None and task.cancelling():
         raise asyncio.CancelledError
+
+
+LINK_PLACEHOLDER = "https://example.invalid/"
+"""Stands in for an external link while the rest of the ask is validated (before it is built)."""
+
+
+def _replayed(ctx: RunContext, call: int, known: Resolution, question: str) -> Any:
+    """An ask whose call resolved in an earlier execution: its answer, at once (replay)."""
+    if known.question != question:
+        raise NonDeterministicRunError(
+            f"run {ctx.info.run_id} asked {question!r} at call {call}, but that call was recorded "
+            f"as {known.question!r}: a flow must ask the same questions in the same order on every "
+            "execution"
+        )
+    if known.answered_by == "system:delivery_failed":
+        raise ChannelDeliveryError(
+            f"interaction {known.interaction_id} could not be delivered: {known.detail or 'no reason given'}"
+        )
+    return known.answer
 
 
 def check_link(link: object) -> None:
@@ -208,7 +229,7 @@ class Client:
             "channel": channel,
             "recipient": recipient,
         }
-        ticket_hash = None
+        external = answer_format == "external" and channel is None
         if channel is not None:
             # The delivery service mints the ticket and hands the callback URL to the channel.
             spec = validate_ask(question, **args, link_url=link)
@@ -218,21 +239,63 @@ class Client:
                     "callback URL",
                     field="channel",
                 )
-        elif answer_format == "external":
+        elif external:
             check_link(link)
+            self._callback_base()
             # Everything else first: the link builder may create an outside resource.
-            validate_ask(question, **args, link_url="https://example.invalid/")
-            ticket, ticket_hash = new_ticket()
-            callback = callback_url(self._callback_base(), ticket)
-            args["link_url"] = await build_link(link, callback)
+            spec = validate_ask(question, **args, link_url=LINK_PLACEHOLDER)
         elif link is not None:
             raise BadInput("link is only for 'external' questions", field="link")
-        if channel is None:
+        else:
             spec = validate_ask(question, **args)
 
+        ctx: RunContext | None = None
+        call = 0
         if spec.mode == "async":
-            return await self._park(require_park_context(), spec, answer_format, ticket_hash)
-        interaction_id = new_interaction_id()
+            ctx = require_park_context()
+            call = ctx.next_call()
+            known = ctx.answers.get(str(call))
+            if known is not None:
+                return _replayed(ctx, call, known, spec.question)
+            interaction_id = call_interaction_id(ctx.info.run_id, call)
+            ctx.recording()  # asks raised together join one park, however long their links take
+        else:
+            interaction_id = new_interaction_id()
+        ticket_hash = None
+        recorded = False
+        try:
+            if external:
+                # The ticket is bound before the link exists, so a callback that beats the ask to
+                # the door waits for it; a question recorded by an earlier execution of this run
+                # keeps its link, and the link builder is not run again.
+                ticket, ticket_hash = new_ticket()
+                recorded = await self._reserve(interaction_id, ticket_hash, spec)
+                if not recorded:
+                    url = await build_link(link, callback_url(self._callback_base(), ticket))
+                    spec = validate_ask(question, **args, link_url=url)
+            if ctx is not None and not recorded:
+                await self._record(
+                    interaction_id,
+                    spec.question,
+                    answer_format,
+                    spec,
+                    time.monotonic() + PARK_RECORD_BUDGET,
+                    run_id=ctx.info.run_id,
+                    call=call,
+                    ticket_hash=ticket_hash,
+                )
+        finally:
+            if ctx is not None:
+                ctx.recorded()
+        if ctx is not None:
+            # The driver ends this execution at the park; the code after the ask runs when the
+            # run resumes (inventory A7.69).
+            assert spec.expiry_at is not None
+            return await ctx.suspend(
+                ParkedAsk(
+                    interaction_id=interaction_id, call=call, question=spec.question, expiry_at=spec.expiry_at
+                )
+            )
         deadline = time.monotonic() + spec.timeout
         # The server's deadline decides whether a late-found answer came in time; until the ask
         # is accepted, the local clock stands in for it.
@@ -264,6 +327,33 @@ class Client:
         finally:
             self._waiting.pop(interaction_id, None)
 
+    async def _reserve(self, interaction_id: str, ticket_hash: str, spec: Any) -> bool:
+        """Bind an external question's ticket before its link is built (ADR 0010). True when an
+        earlier execution of this run already recorded the question (its link stands)."""
+        cmd = ReserveTicket(
+            token=self._token,
+            interaction_id=interaction_id,
+            ticket_hash=ticket_hash,
+            mode=spec.mode,
+            timeout=None if spec.mode == "async" else spec.timeout,
+            expiry_at=spec.expiry_at,
+        )
+        try:
+            msg = await self._nc.request(self._names.cmd_ask, _enc.encode(cmd), timeout=REQUEST_TIMEOUT)
+        except nats.errors.NoRespondersError:
+            raise Unavailable(
+                f"no ask service answers on {self._names.cmd_ask}: start Layby with `layby up` "
+                "or `layby serve ask`"
+            ) from None
+        except nats.errors.TimeoutError:
+            raise Unavailable(f"the ask service did not answer on {self._names.cmd_ask}") from None
+        reply = REPLY_DECODER.decode(msg.data)
+        if isinstance(reply, Refused):
+            if reply.message.startswith("malformed command"):
+                return False  # an ask service from before reservations: the ask binds the ticket
+            self._raise_refusal(reply, interaction_id)
+        return isinstance(reply, Reserved) and reply.existing
+
     def _callback_base(self) -> str:
         if not self._public_base_url:
             raise BadInput(
@@ -272,55 +362,6 @@ class Client:
                 field="link",
             )
         return self._public_base_url
-
-    async def _park(self, ctx: RunContext, spec: Any, fmt: str, ticket_hash: str | None = None) -> Any:
-        """Record an async ask of the run ``ctx`` and park the run on it (inventory A7.69).
-
-        Replay: when this call already resolved in an earlier execution, its answer (or the
-        expiry marker) is returned at once. Otherwise the question is recorded under the call's
-        stable id and the ``Suspended`` sentinel goes to the driver, which ends the execution
-        at the park; the code after this call runs when the run resumes.
-        """
-        call = ctx.next_call()
-        known = ctx.answers.get(str(call))
-        if known is not None:
-            if known.question != spec.question:
-                raise NonDeterministicRunError(
-                    f"run {ctx.info.run_id} asked {spec.question!r} at call {call}, but that call "
-                    f"was recorded as {known.question!r}: a flow must ask the same questions in the "
-                    "same order on every execution"
-                )
-            if known.answered_by == "system:delivery_failed":
-                raise ChannelDeliveryError(
-                    f"interaction {known.interaction_id} could not be delivered: "
-                    f"{known.detail or 'no reason given'}"
-                )
-            return known.answer
-        interaction_id = call_interaction_id(ctx.info.run_id, call)
-        ctx.recording()
-        try:
-            await self._record(
-                interaction_id,
-                spec.question,
-                fmt,
-                spec,
-                time.monotonic() + PARK_RECORD_BUDGET,
-                run_id=ctx.info.run_id,
-                call=call,
-                ticket_hash=ticket_hash,
-            )
-        finally:
-            ctx.recorded()
-        assert spec.expiry_at is not None
-        sentinel = Suspended(interaction_id, spec.expiry_at)
-        return await ctx.suspend(
-            ParkedAsk(
-                interaction_id=sentinel.interaction_id,
-                call=call,
-                question=spec.question,
-                expiry_at=sentinel.expiry_at,
-            )
-        )
 
     async def start_run(self, flow: str, input: Any = None, *, run_id: str | None = None) -> str:
         """Start a run of ``flow``; a worker hosting the flow executes it. Returns the run id.

@@ -93,6 +93,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     """INTERACTIONS_DELIVERY_MAX_ATTEMPTS: send attempts per channel question (retryable faults only)."""
     delivery_backoff_seconds: float = 1.0
     """LAYBY_DELIVERY_BACKOFF_SECONDS: the first retry's pause; each later one doubles it."""
+    callback_ask_wait_seconds: float = 5.0
+    """LAYBY_CALLBACK_ASK_WAIT_SECONDS: how long a callback on a bound ticket waits for its
+    question to be recorded (an outside system may call back before the ask lands)."""
 
     @property
     def names(self) -> Names:
@@ -232,6 +235,7 @@ _FIELDS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "LAYBY_CHANNELS": ("channels", _channels),
     "INTERACTIONS_DELIVERY_MAX_ATTEMPTS": ("delivery_max_attempts", _positive_int),
     "LAYBY_DELIVERY_BACKOFF_SECONDS": ("delivery_backoff_seconds", _positive_float),
+    "LAYBY_CALLBACK_ASK_WAIT_SECONDS": ("callback_ask_wait_seconds", _positive_float),
 }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import re
 import secrets
 import uuid
@@ -10,7 +11,7 @@ from datetime import datetime, timedelta
 
 import msgspec
 
-from contracts.commands import Accepted, Ask, Prune, PruneResult, Refused
+from contracts.commands import Accepted, Ask, Prune, PruneResult, Refused, Reserved, ReserveTicket
 from contracts.events import InteractionAnswered, InteractionAsked, InteractionRemoved, MediaItem
 from contracts.limits import MEDIA_ROUTE_PREFIX
 from layby.auth import Authenticator, Principal, clamp_audience
@@ -32,6 +33,7 @@ from layby.tickets import ticket_expires_at
 from layby.validation import (
     AskSpec,
     call_interaction_id,
+    check_wait,
     is_interaction_id,
     is_waiter,
     new_interaction_id,
@@ -101,6 +103,62 @@ class AskHandlers:
             ),
             field="expiry_at",
         )
+
+    async def _bind_ticket(self, ticket_hash: str, interaction_id: str, expires: datetime) -> bool:
+        """Store a ticket for this question, or refresh the one its reservation stored; False when
+        the hash belongs to another question."""
+        if await self._store.put_ticket(ticket_hash, interaction_id, expires, new=True):
+            return True
+        found = await self._store.get_ticket(ticket_hash)
+        if found is None or found[0] != interaction_id:
+            return False
+        await self._store.put_ticket(ticket_hash, interaction_id, expires, new=False)
+        return True
+
+    async def reserve(self, cmd: ReserveTicket) -> Reserved | Refused:
+        """Bind an external question's ticket before its link is built (ADR 0010)."""
+        try:
+            principal = self._auth.principal(cmd.token)
+        except Unauthorized as exc:
+            return Refused(kind="unauthorized", message=str(exc), field="token")
+        if not is_interaction_id(cmd.interaction_id):
+            return Refused(
+                kind="invalid", message="interaction_id must be a uuid4 string", field="interaction_id"
+            )
+        if not _is_hash(cmd.ticket_hash):
+            return Refused(
+                kind="invalid", message="ticket_hash must be a SHA-256 (64 hex)", field="ticket_hash"
+            )
+        try:
+            expiry = check_wait(cmd.mode, cmd.timeout, cmd.expiry_at)
+        except BadInput as exc:
+            return Refused(kind="invalid", message=exc.message, field=exc.field)
+        if cmd.timeout is not None and (not math.isfinite(cmd.timeout) or cmd.timeout <= 0):
+            return Refused(
+                kind="invalid", message=f"timeout must be positive, got {cmd.timeout}", field="timeout"
+            )
+        first = await self._store.first(self._store.names.ix(cmd.interaction_id))
+        if first is not None:
+            asked = first.event
+            if not isinstance(asked, InteractionAsked):
+                return Refused(
+                    kind="invalid", message="interaction_id is already in use", field="interaction_id"
+                )
+            if principal.restricted and asked.asked_by != principal.identity:
+                return Refused(kind="audience", message="this question belongs to another identity")
+            return Reserved(existing=True)  # recorded by an earlier execution: its link stands
+        now = self._clock.now()
+        timeout = cmd.timeout if cmd.timeout is not None else self._settings.answer_timeout_seconds
+        timeout_at = expiry if expiry is not None else now + timedelta(seconds=timeout)
+        try:
+            bound = await self._bind_ticket(
+                cmd.ticket_hash, cmd.interaction_id, ticket_expires_at(now, timeout_at, cmd.mode)
+            )
+        except Transient as exc:
+            return Refused(kind="unavailable", message=str(exc))
+        if not bound:
+            return Refused(kind="invalid", message="ticket_hash is already in use", field="ticket_hash")
+        return Reserved()
 
     def _check_channel(self, spec: AskSpec) -> None:
         """The registry-dependent channel rules (inventory A3 step 6, A22.204)."""
@@ -217,10 +275,10 @@ class AskHandlers:
             assert cmd.ticket_hash is not None
             expires = ticket_expires_at(now, timeout_at, spec.mode)
             try:
-                fresh = await self._store.put_ticket(cmd.ticket_hash, cmd.interaction_id, expires, new=True)
+                bound = await self._bind_ticket(cmd.ticket_hash, cmd.interaction_id, expires)
             except Transient as exc:
                 return Refused(kind="unavailable", message=str(exc))
-            if not fresh:
+            if not bound:
                 return Refused(kind="invalid", message="ticket_hash is already in use", field="ticket_hash")
         inline = [i for i, m in enumerate(spec.media or []) if m.url.startswith("data:")]
         if inline and event.timeout_at > now + timedelta(seconds=self._settings.media_retention_seconds):

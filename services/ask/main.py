@@ -7,7 +7,7 @@ import asyncio
 import msgspec
 from nats.aio.msg import Msg
 
-from contracts.commands import COMMAND_DECODER, Ask, EndRun, ParkRun, Prune, Refused, StartRun
+from contracts.commands import COMMAND_DECODER, Ask, EndRun, ParkRun, Prune, Refused, ReserveTicket, StartRun
 from layby.auth import Authenticator
 from layby.clock import Clock
 from layby.errors import Forbidden
@@ -42,6 +42,8 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
                     match cmd:
                         case Ask():
                             reply = await handlers.ask(cmd)
+                        case ReserveTicket():
+                            reply = await handlers.reserve(cmd)
                         case Prune():
                             reply = await handlers.prune(cmd)
                         case StartRun():

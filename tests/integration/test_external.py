@@ -27,6 +27,7 @@ SECRET = "whsec_test_0123456789"
 pytestmark = pytest.mark.settings(
     public_base_url="http://127.0.0.1:1",  # replaced per test by the door's own URL, see `base`
     webhook_secrets=f"payments:{SECRET},hub:gh-secret-value",
+    callback_ask_wait_seconds=2.0,
 )
 STRIPE = {"name": "stripe", "config": {"secret": "payments"}}
 
@@ -448,3 +449,132 @@ async def test_an_expired_ticket_is_the_same_404_as_an_unknown_one(
         ask.cancel()
     finally:
         await stop_system(system)
+
+
+async def test_a_callback_that_beats_the_ask_to_the_door_waits_for_it_and_is_not_lost(
+    system: System, client: Any
+) -> None:
+    """ADR 0010: the ticket is bound before the link is built, so a provider that calls back
+    while the asker is still recording the question gets its 200, not a 404 it may never retry."""
+    early: list[asyncio.Task[httpx.Response]] = []
+
+    async def instant_provider(callback_url: str) -> str:
+        async def call_back() -> httpx.Response:
+            async with httpx.AsyncClient() as http:
+                return await http.post(callback_url, json={"paid": True})
+
+        early.append(asyncio.create_task(call_back()))
+        await asyncio.sleep(0.2)  # the provider answers the checkout request only after calling back
+        return "https://pay.example/cs_1"
+
+    answer = await asyncio.wait_for(
+        client.ask_user("Pay now", answer_format="external", link=instant_provider, timeout=30), 10
+    )
+    assert answer == {"paid": True}
+    [resp] = [await t for t in early]
+    assert resp.status_code == 200 and resp.json()["data"]["status"] == "answered"
+
+
+async def test_a_bound_ticket_whose_question_never_lands_is_the_uniform_404_after_the_wait(
+    system: System, client: Any
+) -> None:
+    """A link builder that fails leaves its bound ticket without a question: callbacks on it wait
+    at most LAYBY_CALLBACK_ASK_WAIT_SECONDS and then get the uniform 404; nothing is recorded."""
+    seen: list[str] = []
+
+    def broken(callback_url: str) -> str:
+        seen.append(callback_url)
+        raise RuntimeError("the provider is down")
+
+    with pytest.raises(RuntimeError, match="the provider is down"):
+        await client.ask_user("Pay later", answer_format="external", link=broken, timeout=30)
+    base = seen[0].rsplit("/", 1)[0]
+    async with httpx.AsyncClient() as http:
+        bound = await http.post(seen[0], json={"paid": True})
+        unknown = await http.post(f"{base}/{'Q' * 43}", json={"paid": True})
+        page = await http.get(seen[0])
+    assert bound.status_code == unknown.status_code == 404 and bound.content == unknown.content
+    assert page.status_code == 404 and page.content == b"Not Found"
+    async with system.http() as http:
+        assert (await http.get("/api/interactions")).json()["data"]["total"] == 0
+
+
+async def test_a_resumed_run_never_builds_its_external_link_again(system: System, db: Any) -> None:
+    """inventory A7 with A2.16: the link builder creates an outside resource once per question;
+    replaying the flow after the callback resumes it returns the recorded answer without
+    running the builder again."""
+    from datetime import UTC, datetime, timedelta
+
+    import layby
+    from tests.integration.test_parks import Workers, wait_status
+
+    built: list[str] = []
+
+    async def create_checkout(callback_url: str) -> str:
+        built.append(callback_url)
+        return f"https://pay.example/cs_{len(built)}"
+
+    def register(w: layby.Worker) -> None:
+        @w.flow("checkout")
+        async def checkout(amount: int) -> dict[str, Any]:
+            paid = await layby.ask_user(
+                f"Pay {amount}",
+                answer_format="external",
+                link=create_checkout,
+                mode="async",
+                expiry_at=datetime.now(UTC) + timedelta(hours=1),
+            )
+            return {"paid": paid}
+
+    workers = Workers(system)
+    try:
+        worker = await workers.new(register)
+        await workers.serve(worker)
+        run_id = await worker.start("checkout", 42)
+        await wait_status(db, run_id, "parked")
+        assert len(built) == 1
+        ticket = built[0].rsplit("/", 1)[1]
+        async with httpx.AsyncClient() as http:
+            resp = await http.post(f"{system.url}/api/interactions/callback/{ticket}", json={"ok": 1})
+        assert resp.status_code == 200
+        row = await wait_status(db, run_id, "finished")
+        assert json.loads(row["result"]) == {"paid": {"ok": 1}}
+        assert len(built) == 1
+    finally:
+        await workers.stop_all()
+
+
+async def test_a_ticket_reservation_is_refused_naming_the_field(system: System, client: Any) -> None:
+    """The reserve command is checked like an ask: token, id, hash and deadline, each refusal
+    naming its field; a hash bound to one question cannot be bound to another."""
+    import msgspec
+
+    from contracts.commands import REPLY_DECODER, Refused, Reserved, ReserveTicket
+
+    async def send(**fields: Any) -> Any:
+        base: dict[str, Any] = {
+            "token": "op-token-0123456789abcdef",
+            "interaction_id": str(uuid.uuid4()),
+            "ticket_hash": "a" * 64,
+            "timeout": 30.0,
+        }
+        cmd = ReserveTicket(**{**base, **fields})
+        msg = await client._nc.request(system.settings.names.cmd_ask, msgspec.json.encode(cmd), timeout=5)
+        return REPLY_DECODER.decode(msg.data)
+
+    cases = [
+        ({"token": "nope"}, "token"),
+        ({"interaction_id": "x"}, "interaction_id"),
+        ({"ticket_hash": "zz"}, "ticket_hash"),
+        ({"timeout": -1.0}, "timeout"),
+        ({"mode": "async", "timeout": None}, "expiry_at"),
+    ]
+    for fields, where in cases:
+        reply = await send(**fields)
+        assert isinstance(reply, Refused) and reply.field == where, (fields, reply)
+    first = str(uuid.uuid4())
+    assert await send(interaction_id=first, ticket_hash="b" * 64) == Reserved()
+    assert await send(interaction_id=first, ticket_hash="b" * 64) == Reserved()  # idempotent
+    taken = await send(ticket_hash="b" * 64)
+    assert isinstance(taken, Refused) and taken.field == "ticket_hash"
+    assert taken.message == "ticket_hash is already in use"

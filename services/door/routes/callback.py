@@ -12,6 +12,7 @@ byte-constant pages that interpolate nothing from the request.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import uuid
 from datetime import timedelta
@@ -94,6 +95,8 @@ async def _resolve(
         return None
     subject = state.store.names.ix(interaction_id)
     last = await state.store.last(subject, leader=leader)
+    if last is None:
+        last = await _await_ask(state, subject)
     if last is None or isinstance(last.event, InteractionRemoved):
         return None
     if isinstance(last.event, InteractionAsked):
@@ -102,6 +105,22 @@ async def _resolve(
     if first is None or not isinstance(first.event, InteractionAsked):
         return None
     return first.event, last
+
+
+async def _await_ask(state: DoorState, subject: str) -> Stored | None:
+    """A bound ticket whose question is not recorded yet: the SDK binds the ticket before it
+    builds the link, so an outside system may call back before the ask lands. Wait for it
+    (bounded); only a holder of a real ticket ever waits, so the wait reveals nothing."""
+    loop = asyncio.get_running_loop()  # a bound on this request's real time, not business time
+    deadline = loop.time() + state.settings.callback_ask_wait_seconds
+    pause = 0.01
+    while loop.time() < deadline:
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, 0.1)
+        last = await state.store.last(subject, leader=True)
+        if last is not None:
+            return last
+    return None
 
 
 def _query_answer(request: Request[Any, Any, Any]) -> dict[str, Any]:
