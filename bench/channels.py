@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import hashlib
 import hmac
 import json
@@ -121,6 +122,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         }
     finally:
         relay.cancel()
+        with contextlib.suppress(asyncio.CancelledError, ConnectionError):
+            await relay
         up.stop()
         server.close()
 

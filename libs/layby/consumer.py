@@ -35,6 +35,7 @@ MAX_DELIVER = 20
 NAK_DELAY_SECONDS = 1.0
 NAK_DELAY_MAX_SECONDS = 30.0
 FETCH_BATCH = 256
+ACK_WAIT_SECONDS = 30.0
 
 Handler = Callable[[list[Stored]], Awaitable[None]]
 
@@ -77,7 +78,7 @@ def _config(deliver_all: bool, start: int | None, **fields: str) -> ConsumerConf
     config = ConsumerConfig(
         ack_policy=AckPolicy.EXPLICIT,
         deliver_policy=DeliverPolicy.ALL if deliver_all else DeliverPolicy.NEW,
-        ack_wait=30,
+        ack_wait=ACK_WAIT_SECONDS,
         max_ack_pending=20000,
         max_deliver=-1,
         **fields,  # type: ignore[arg-type]
@@ -192,16 +193,34 @@ async def consume(
     deliver_all: bool = False,
     linger: float = 0.0,
     filter_subject: str | None = None,
+    concurrency: int = 0,
 ) -> None:
     """Run ``handler`` over batches until ``stop`` is set. Survives NATS restarts.
 
     ``linger`` (seconds) trades latency for throughput: after a batch smaller than the fetch size
     the loop waits that long before fetching again, so messages arriving one by one are taken
     in batches (fewer pull requests, one transaction per batch).
+
+    ``concurrency`` > 0 is for handlers that wait on the outside world (a channel's send): each
+    message is handled on its own, up to that many at once, acknowledged when its handler
+    returns, and kept in progress (``+WPI``) while it runs, so a slow one neither holds back the
+    next fetch nor gets redelivered while it is still being handled.
     """
     durable = await ensure_consumer(store, role, deliver_all=deliver_all, filter_subject=filter_subject)
     sub = await store.js.pull_subscribe_bind(durable, store.names.events_stream)
     try:
+        if concurrency > 0:
+            await _loop_concurrent(
+                store,
+                sub,
+                role=role,
+                handler=handler,
+                stop=stop,
+                deliver_all=deliver_all,
+                filter_subject=filter_subject,
+                concurrency=concurrency,
+            )
+            return
         await _loop(
             store,
             sub,
@@ -231,17 +250,10 @@ async def _loop(
     filter_subject: str | None,
 ) -> None:
     while not stop.is_set():
-        try:
-            msgs = await sub.fetch(FETCH_BATCH, timeout=1.0)
-        except (TimeoutError, nats.errors.TimeoutError):
-            continue
-        except (nats.errors.Error, nats.js.errors.Error) as exc:
-            log.warning("consumer.fetch_failed", role=role, error=str(exc))
-            await asyncio.sleep(0.5)
-            try:
-                await ensure_consumer(store, role, deliver_all=deliver_all, filter_subject=filter_subject)
-            except (nats.errors.Error, nats.js.errors.Error):
-                pass
+        msgs = await _fetch(
+            store, sub, FETCH_BATCH, role=role, deliver_all=deliver_all, filter_subject=filter_subject
+        )
+        if not msgs:
             continue
         good: list[Msg] = []
         batch: list[Stored] = []
@@ -254,6 +266,73 @@ async def _loop(
             await handle_and_settle(handler, good, batch, role)
         if linger and len(msgs) < FETCH_BATCH:
             await asyncio.sleep(linger)
+
+
+async def _fetch(
+    store: EventStore, sub: Any, size: int, *, role: str, deliver_all: bool, filter_subject: str | None
+) -> list[Msg]:
+    """One pull; an empty list on a quiet timeout or after recovering from a NATS fault."""
+    try:
+        return list(await sub.fetch(size, timeout=1.0))
+    except (TimeoutError, nats.errors.TimeoutError):
+        return []
+    except (nats.errors.Error, nats.js.errors.Error) as exc:
+        log.warning("consumer.fetch_failed", role=role, error=str(exc))
+        await asyncio.sleep(0.5)
+        try:
+            await ensure_consumer(store, role, deliver_all=deliver_all, filter_subject=filter_subject)
+        except (nats.errors.Error, nats.js.errors.Error):
+            pass
+        return []
+
+
+async def _in_progress(msg: Msg) -> None:
+    """Tell the server a long-running message is still being handled (resets its ack wait)."""
+    while True:
+        await asyncio.sleep(ACK_WAIT_SECONDS / 3)
+        with contextlib.suppress(nats.errors.Error, nats.js.errors.Error):
+            await msg.in_progress()
+
+
+async def _loop_concurrent(
+    store: EventStore,
+    sub: Any,
+    *,
+    role: str,
+    handler: Handler,
+    stop: asyncio.Event,
+    deliver_all: bool,
+    filter_subject: str | None,
+    concurrency: int,
+) -> None:
+    running: set[asyncio.Task[None]] = set()
+
+    async def one(msg: Msg, stored: Stored) -> None:
+        beat = asyncio.create_task(_in_progress(msg))
+        try:
+            await handle_and_settle(handler, [msg], [stored], role)
+        finally:
+            beat.cancel()
+
+    try:
+        while not stop.is_set():
+            if len(running) >= concurrency:
+                await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                continue
+            size = min(FETCH_BATCH, concurrency - len(running))
+            msgs = await _fetch(
+                store, sub, size, role=role, deliver_all=deliver_all, filter_subject=filter_subject
+            )
+            for msg in msgs:
+                stored = await _decode(msg, role)
+                if stored is not None:
+                    task = asyncio.create_task(one(msg, stored))
+                    running.add(task)
+                    task.add_done_callback(running.discard)
+    finally:
+        if running:
+            # Let in-flight handlers settle; what does not finish is redelivered after ack wait.
+            await asyncio.wait(running, timeout=10)
 
 
 async def consume_push(

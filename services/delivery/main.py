@@ -2,9 +2,10 @@
 
 A question without a channel is delivered by being in the inbox (the projection and the
 stream), which needs no push: it is only logged. A channel question is sent by its plugin
-(``services/delivery/deliver.py``), each one concurrently, and acknowledged only after its
-outcome is settled — sent, or removed as ``delivery_failed`` — so a crash redelivers it (the
-person may then get the question twice; ``interaction_id`` lets a medium de-duplicate).
+(``services/delivery/deliver.py``). Questions are handled concurrently and each is acknowledged
+only after its outcome is settled — sent, or removed as ``delivery_failed`` — so a slow medium
+holds back no other question, and a crash redelivers it (the person may then get the question
+twice; ``interaction_id`` lets a medium de-duplicate).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from layby.verifiers import parse_secrets
 from services.delivery.deliver import Deliverer
 
 log = get_logger("layby.delivery")
+CONCURRENCY = 256
+"""Questions handed to their channels at once; each is acknowledged when its outcome is settled."""
 
 
 async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None = None) -> None:
@@ -51,8 +54,8 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
                 role="delivery",
                 handler=handle,
                 stop=stop,
-                linger=0.02,
                 filter_subject=res.store.names.ix_all,
+                concurrency=CONCURRENCY,
             )
         finally:
             for channel in channels.values():

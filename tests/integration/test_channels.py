@@ -372,3 +372,20 @@ async def test_the_cli_asks_through_a_channel_and_reports_a_failed_delivery(
     bridge.statuses = [(410, {})]
     assert await asyncio.wait_for(asyncio.to_thread(cli.main, [*argv[:1], "Gone?", *argv[2:]]), 15) == 1
     assert "could not be delivered: webhook 'ops': the endpoint answered 410" in capsys.readouterr().err
+
+
+async def test_a_hung_channel_holds_back_no_other_question(
+    chan: System, client: Client, bridge: Bridge
+) -> None:
+    """Deliveries are handled concurrently and acknowledged one by one: while one medium hangs
+    (for as long as its question's budget), questions for other channels are delivered."""
+    stuck = asyncio.create_task(client.ask_user("Hang for long?", channel="stuck", timeout=60))
+    await asyncio.sleep(0.2)  # the hung send has started
+    ask = asyncio.create_task(client.ask_user("Meanwhile?", channel="ops", timeout=30))
+    delivery = await bridge.next_delivery()
+    assert delivery["question"] == "Meanwhile?"
+    async with httpx.AsyncClient() as http:
+        assert (await http.post(delivery["callback_url"], json={"answer": "fine"})).status_code == 200
+    assert await asyncio.wait_for(ask, 10) == "fine"
+    assert not stuck.done()
+    stuck.cancel()
