@@ -58,6 +58,9 @@ class ReserveTicket(
     mode: Literal["sync", "async"] = "sync"
     timeout: float | None = None
     expiry_at: datetime | None = None
+    run_id: str | None = None
+    """async: the run whose call this question will be (checked like the ask itself)."""
+    call: int | None = None
 
 
 class Prune(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag="cmd.prune.v1"):
@@ -126,6 +129,9 @@ class PruneResult(msgspec.Struct, frozen=True, kw_only=True, tag="pruned"):
     answer: Any = None
     answered_at: str | None = None
     sensitive: bool = False
+    reason: str | None = None
+    """gone: why it was removed (``delivery_failed`` lets a waiter whose wake was lost raise right)."""
+    detail: str | None = None
 
 
 class Reserved(msgspec.Struct, frozen=True, kw_only=True, tag="reserved"):

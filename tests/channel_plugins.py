@@ -1,12 +1,17 @@
-"""Channel plugins loaded by ``module:attr`` in the channel tests (a plugin is user code)."""
+"""Channel test support: plugins loaded by ``module:attr`` (a plugin is user code), and a
+local HTTP bridge the built-in ``webhook`` channel posts to, as a chat bridge would receive it."""
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
+import json
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
-from layby.channels import ChannelDelivery
+from layby.channels import ChannelDelivery, ChannelDeliveryError
 
 
 class HangingChannel:
@@ -18,6 +23,16 @@ class HangingChannel:
     async def deliver(self, delivery: ChannelDelivery) -> None:
         self.calls += 1
         await asyncio.Event().wait()
+
+
+class LeakyChannel:
+    """A plugin whose error quotes the callback URL it was given (as a careless one might)."""
+
+    def __init__(self, *, name: str, config: dict[str, Any], secrets: Mapping[str, bytes]) -> None:
+        pass
+
+    async def deliver(self, delivery: ChannelDelivery) -> None:
+        raise ChannelDeliveryError(f"the medium refused the button {delivery.callback_url}")
 
 
 class CrashingChannel:
@@ -34,3 +49,58 @@ class CrashingChannel:
 
     async def deliver(self, delivery: ChannelDelivery) -> None:
         raise KeyError("recipient_id")
+
+
+BRIDGE_SECRET = "bridge-secret-0123456789"
+
+
+@dataclass
+class Bridge:
+    """A local HTTP endpoint: records deliveries; answers each with the next scripted status."""
+
+    url: str = ""
+    deliveries: list[dict[str, Any]] = field(default_factory=list)
+    signatures: list[str] = field(default_factory=list)
+    statuses: list[tuple[int, dict[str, str]]] = field(default_factory=list)
+    arrived: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        headers = {
+            k.strip().lower(): v.strip()
+            for k, _, v in (ln.decode().partition(":") for ln in head.split(b"\r\n")[1:] if ln)
+        }
+        body = await reader.readexactly(int(headers.get("content-length", "0")))
+        self.deliveries.append(json.loads(body))
+        self.signatures.append(headers.get("x-layby-signature-256", ""))
+        expected = hmac.new(BRIDGE_SECRET.encode(), body, hashlib.sha256).hexdigest()
+        assert hmac.compare_digest(self.signatures[-1], f"sha256={expected}")
+        status, extra = self.statuses.pop(0) if self.statuses else (200, {})
+        lines = "".join(f"{k}: {v}\r\n" for k, v in extra.items())
+        writer.write(f"HTTP/1.1 {status} X\r\nContent-Length: 0\r\nConnection: close\r\n{lines}\r\n".encode())
+        await writer.drain()
+        writer.close()
+        self.arrived.set()
+
+    async def next_delivery(self, count: int = 1) -> dict[str, Any]:
+        for _ in range(500):
+            if len(self.deliveries) >= count:
+                return self.deliveries[count - 1]
+            self.arrived.clear()
+            try:
+                await asyncio.wait_for(self.arrived.wait(), 0.05)
+            except TimeoutError:
+                pass
+        raise AssertionError(f"expected {count} deliveries, got {len(self.deliveries)}")
+
+
+def channels_json(bridge_url: str) -> str:
+    return json.dumps(
+        {
+            "ops": {"plugin": "webhook", "url": bridge_url, "secret": "bridge"},
+            "sms": {"plugin": "webhook", "url": bridge_url, "secret": "bridge", "forms": False},
+            "stuck": {"plugin": "tests.channel_plugins:HangingChannel"},
+            "buggy": {"plugin": "tests.channel_plugins:CrashingChannel", "max_fields": 2},
+            "leaky": {"plugin": "tests.channel_plugins:LeakyChannel"},
+        }
+    )

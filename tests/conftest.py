@@ -11,6 +11,7 @@ from typing import Any
 
 import asyncpg
 import httpx
+import msgspec
 import pytest
 import uvicorn
 
@@ -19,6 +20,7 @@ from layby.embedded import EmbeddedNats, free_port
 from layby.eventstore import EventStore, connect_nats
 from layby.sdk import Client, connect
 from layby.settings import Settings, load_settings
+from tests.channel_plugins import BRIDGE_SECRET, Bridge, channels_json
 from tests.infra import database_url, nats_url
 
 OPERATOR = "op-token-0123456789abcdef"
@@ -209,3 +211,31 @@ async def system(settings: Settings, store: EventStore, db: asyncpg.Pool) -> Asy
         yield sys_
     finally:
         await stop_system(sys_)
+
+
+@pytest.fixture
+async def bridge() -> AsyncIterator[Bridge]:
+    b = Bridge()
+    server = await asyncio.start_server(b.handle, "127.0.0.1", 0)
+    b.url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/layby"
+    yield b
+    server.close()
+    await server.wait_closed()
+
+
+@pytest.fixture
+async def chan(
+    settings: Settings, store: EventStore, db: asyncpg.Pool, bridge: Bridge
+) -> AsyncIterator[System]:
+    configured = msgspec.structs.replace(
+        settings,
+        channels=channels_json(bridge.url),
+        public_base_url=f"http://127.0.0.1:{settings.http_port}",
+        webhook_secrets=f"bridge:{BRIDGE_SECRET}",
+        delivery_backoff_seconds=0.02,
+    )
+    system = await start_system(configured)
+    try:
+        yield system
+    finally:
+        await stop_system(system)

@@ -15,6 +15,7 @@ import httpx
 from layby.eventstore import EventStore
 from layby.sdk import Client
 from layby.tickets import new_ticket
+from tests.channel_plugins import Bridge
 from tests.conftest import OPERATOR, System
 
 
@@ -110,31 +111,25 @@ async def wait_total(
 
 
 async def pending(
-    system: System, client: Client, question: str, **kwargs: Any
+    system: System, client: Client, bridge: Bridge, question: str, **kwargs: Any
 ) -> tuple[asyncio.Task[Any], str]:
-    """Ask through the SDK, then mint the question's ticket; (the asker's task, the callback URL)."""
-    ask = asyncio.create_task(client.ask_user(question, timeout=30, **kwargs))
-    async with system.http() as http:
-        for _ in range(200):
-            items = (await http.get("/api/interactions")).json()["data"]["items"]
-            found = [i["interaction_id"] for i in items if i["question"] == question]
-            if found:
-                break
-            await asyncio.sleep(0.02)
-        else:
-            raise AssertionError("the question never appeared")
-    url = await mint(system, found[0])
-    ASKED[url] = found[0]
-    return ask, url
+    """Ask over the test channel ``ops`` (the built-in webhook channel posting to ``bridge``, see
+    the ``chan`` fixture); (the asker's task, the callback URL the channel delivered)."""
+    seen = len(bridge.deliveries)
+    ask = asyncio.create_task(client.ask_user(question, timeout=30, channel="ops", **kwargs))
+    delivery = await bridge.next_delivery(seen + 1)
+    assert delivery["question"] == question
+    ASKED[delivery["callback_url"]] = delivery["interaction_id"]
+    return ask, str(delivery["callback_url"])
 
 
 ASKED: dict[str, str] = {}
 """Callback URL -> interaction id, for the assertions on the log."""
 
 
-async def mint(system: System, interaction_id: str) -> str:
+async def mint(system: System, store: EventStore, interaction_id: str) -> str:
+    """Bind a fresh ticket to a question directly in the ticket store (as a delivery would)."""
     ticket, digest = new_ticket()
-    store = EventStore(system.clients[0]._nc, system.settings.names)
     expires = datetime.now(UTC) + timedelta(seconds=60)
     assert await store.put_ticket(digest, interaction_id, expires, new=True)
     return f"{system.url}/api/interactions/callback/{ticket}"

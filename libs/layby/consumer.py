@@ -314,10 +314,11 @@ async def _loop_concurrent(
         finally:
             beat.cancel()
 
+    stopping = asyncio.create_task(stop.wait())
     try:
         while not stop.is_set():
             if len(running) >= concurrency:
-                await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait({*running, stopping}, return_when=asyncio.FIRST_COMPLETED)
                 continue
             size = min(FETCH_BATCH, concurrency - len(running))
             msgs = await _fetch(
@@ -330,9 +331,14 @@ async def _loop_concurrent(
                     running.add(task)
                     task.add_done_callback(running.discard)
     finally:
+        stopping.cancel()
         if running:
-            # Let in-flight handlers settle; what does not finish is redelivered after ack wait.
+            # Let in-flight handlers settle; the rest are cancelled unacknowledged (never settled
+            # as failures), so the server redelivers them to a replica that is still running.
             await asyncio.wait(running, timeout=10)
+            for task in running:
+                task.cancel()
+            await asyncio.gather(*running, return_exceptions=True)
 
 
 async def consume_push(

@@ -269,7 +269,7 @@ class Client:
                 # the door waits for it; a question recorded by an earlier execution of this run
                 # keeps its link, and the link builder is not run again.
                 ticket, ticket_hash = new_ticket()
-                recorded = await self._reserve(interaction_id, ticket_hash, spec)
+                recorded = await self._reserve(interaction_id, ticket_hash, spec, ctx, call)
                 if not recorded:
                     url = await build_link(link, callback_url(self._callback_base(), ticket))
                     spec = validate_ask(question, **args, link_url=url)
@@ -327,7 +327,9 @@ class Client:
         finally:
             self._waiting.pop(interaction_id, None)
 
-    async def _reserve(self, interaction_id: str, ticket_hash: str, spec: Any) -> bool:
+    async def _reserve(
+        self, interaction_id: str, ticket_hash: str, spec: Any, ctx: RunContext | None, call: int
+    ) -> bool:
         """Bind an external question's ticket before its link is built (ADR 0010). True when an
         earlier execution of this run already recorded the question (its link stands)."""
         cmd = ReserveTicket(
@@ -337,19 +339,30 @@ class Client:
             mode=spec.mode,
             timeout=None if spec.mode == "async" else spec.timeout,
             expiry_at=spec.expiry_at,
+            run_id=ctx.info.run_id if ctx is not None else None,
+            call=call if ctx is not None else None,
         )
-        try:
-            msg = await self._nc.request(self._names.cmd_ask, _enc.encode(cmd), timeout=REQUEST_TIMEOUT)
-        except nats.errors.NoRespondersError:
-            raise Unavailable(
-                f"no ask service answers on {self._names.cmd_ask}: start Layby with `layby up` "
-                "or `layby serve ask`"
-            ) from None
-        except nats.errors.TimeoutError:
-            raise Unavailable(f"the ask service did not answer on {self._names.cmd_ask}") from None
+        payload = _enc.encode(cmd)
+        deadline = time.monotonic() + (PARK_RECORD_BUDGET if spec.mode == "async" else spec.timeout)
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise Unavailable(f"the ask service did not answer on {self._names.cmd_ask}")
+            try:
+                msg = await self._nc.request(
+                    self._names.cmd_ask, payload, timeout=min(remaining, REQUEST_TIMEOUT)
+                )
+                break
+            except nats.errors.NoRespondersError:
+                raise Unavailable(
+                    f"no ask service answers on {self._names.cmd_ask}: start Layby with `layby up` "
+                    "or `layby serve ask`"
+                ) from None
+            except nats.errors.TimeoutError:
+                continue  # a reservation is idempotent: the same id and hash again
         reply = REPLY_DECODER.decode(msg.data)
         if isinstance(reply, Refused):
-            if reply.message.startswith("malformed command"):
+            if reply.message.startswith("malformed command") and "cmd.ticket.reserve" in reply.message:
                 return False  # an ask service from before reservations: the ask binds the ticket
             self._raise_refusal(reply, interaction_id)
         return isinstance(reply, Reserved) and reply.existing
@@ -556,6 +569,10 @@ class Client:
                 f"no answer to interaction {interaction_id} within {budget:g}s; "
                 "an answer was recorded after the budget and was not returned",
                 interaction_id=interaction_id,
+            )
+        if result.outcome == "gone" and result.reason == "delivery_failed":
+            raise ChannelDeliveryError(
+                f"interaction {interaction_id} could not be delivered: {result.detail or 'no reason given'}"
             )
         if result.outcome == "gone":
             raise InteractionTimeoutError(

@@ -44,6 +44,8 @@ from services.ask.admission import Admitter
 from services.ask.runs import RunHandlers
 
 log = get_logger("layby.ask")
+RESERVATION_SECONDS = 600.0
+"""How long a reserved ticket lives before its ask binds it (the link builder's time)."""
 _HASH_RE = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -63,7 +65,7 @@ class AskHandlers:
         self.runs = RunHandlers(settings, store, auth, clock)
         self._channels = load_channels(settings.channels, parse_secrets(settings.webhook_secrets))
 
-    async def _park_principal(self, cmd: Ask, principal: Principal) -> Principal | Refused:
+    async def _park_principal(self, cmd: Ask | ReserveTicket, principal: Principal) -> Principal | Refused:
         """For an async ask: the run it parks and the identity it asks as (the run's, A7.74)."""
         if cmd.run_id is None or cmd.call is None:
             return Refused(
@@ -137,6 +139,17 @@ class AskHandlers:
             return Refused(
                 kind="invalid", message=f"timeout must be positive, got {cmd.timeout}", field="timeout"
             )
+        if cmd.mode == "async":
+            # A park's id is derived from its run: only the run's identity (or an operator) may
+            # bind a ticket to it, exactly as only they may ask it.
+            acting = await self._park_principal(cmd, principal)
+            if isinstance(acting, Refused):
+                return acting
+            principal = acting
+        elif cmd.run_id is not None or cmd.call is not None:
+            return Refused(
+                kind="invalid", message="run_id and call belong to async asks only", field="run_id"
+            )
         first = await self._store.first(self._store.names.ix(cmd.interaction_id))
         if first is not None:
             asked = first.event
@@ -150,10 +163,13 @@ class AskHandlers:
         now = self._clock.now()
         timeout = cmd.timeout if cmd.timeout is not None else self._settings.answer_timeout_seconds
         timeout_at = expiry if expiry is not None else now + timedelta(seconds=timeout)
+        # Until the ask binds it for the question's whole life, a reservation lives only as long
+        # as a link may take to build: one that is never followed by its ask soon expires.
+        expires = min(
+            ticket_expires_at(now, timeout_at, cmd.mode), now + timedelta(seconds=RESERVATION_SECONDS)
+        )
         try:
-            bound = await self._bind_ticket(
-                cmd.ticket_hash, cmd.interaction_id, ticket_expires_at(now, timeout_at, cmd.mode)
-            )
+            bound = await self._bind_ticket(cmd.ticket_hash, cmd.interaction_id, expires)
         except Transient as exc:
             return Refused(kind="unavailable", message=str(exc))
         if not bound:
@@ -403,8 +419,10 @@ class AskHandlers:
                     continue  # the ask landed meanwhile: prune it
                 return PruneResult(outcome="gone")
             match last.event:
-                case InteractionRemoved():
-                    return PruneResult(outcome="gone")
+                case InteractionRemoved() as removed_before:
+                    return PruneResult(
+                        outcome="gone", reason=removed_before.reason, detail=removed_before.detail
+                    )
                 case InteractionAnswered() as ans:
                     if principal.restricted:
                         asked_event = await self._store.first(subject)

@@ -31,6 +31,16 @@ from layby.tickets import callback_url, new_ticket, ticket_expires_at
 log = get_logger("layby.delivery")
 
 
+def _redacted(error: ChannelDeliveryError, url: str) -> ChannelDeliveryError:
+    """A plugin's message may quote the URL it was given: the ticket never reaches a log line,
+    an event or the asker."""
+    ticket = url.rsplit("/", 1)[-1]
+    text = str(error).replace(url, "<callback_url>").replace(ticket, "<ticket>")
+    if text == str(error):
+        return error
+    return ChannelDeliveryError(text, retryable=error.retryable, retry_after=error.retry_after)
+
+
 class Deliverer:
     def __init__(
         self, store: EventStore, settings: Settings, clock: Clock, channels: Mapping[str, Channel]
@@ -44,8 +54,7 @@ class Deliverer:
         ev = stored.event
         assert isinstance(ev, InteractionAsked)
         assert ev.channel is not None
-        last = await self._store.last(self._store.names.ix(ev.interaction_id))
-        if last is None or last.seq != stored.seq:
+        if not await self._pending(ev, stored.seq):
             return  # answered or removed already (a redelivery after the fact): nothing to send
         if ev.timeout_at <= self._clock.now():
             log.info("delivery.skipped_late", interaction_id=ev.interaction_id, channel=ev.channel)
@@ -62,8 +71,9 @@ class Deliverer:
         ticket, digest = new_ticket()
         expires = ticket_expires_at(ev.created_at, ev.timeout_at, ev.mode)
         await self._store.put_ticket(digest, ev.interaction_id, expires, new=True)
-        delivery = self._delivery(ev, callback_url(self._settings.public_base_url, ticket))
-        attempts, error = await self._attempts(plugin, delivery, ev)
+        url = callback_url(self._settings.public_base_url, ticket)
+        delivery = self._delivery(ev, url)
+        attempts, error = await self._attempts(plugin, delivery, ev, stored.seq)
         if error is None:
             log.info("delivery.sent", interaction_id=ev.interaction_id, channel=ev.channel, attempts=attempts)
             return
@@ -91,8 +101,14 @@ class Deliverer:
             pages=payload.get("pages"),
         )
 
+    async def _pending(self, ev: InteractionAsked, asked_seq: int) -> bool:
+        """The question is still waiting for its answer (read from the stream's leader: a lagging
+        replica must never make a recorded question look resolved)."""
+        last = await self._store.last(self._store.names.ix(ev.interaction_id), leader=True)
+        return last is not None and last.seq == asked_seq
+
     async def _attempts(
-        self, plugin: Channel, delivery: ChannelDelivery, ev: InteractionAsked
+        self, plugin: Channel, delivery: ChannelDelivery, ev: InteractionAsked, asked_seq: int
     ) -> tuple[int, ChannelDeliveryError | None]:
         limit = self._settings.delivery_max_attempts
         attempt = 0
@@ -116,6 +132,7 @@ class Deliverer:
                 )
             except Exception as exc:  # noqa: BLE001 - an untyped fault is final (A6.66), never a crash
                 error = ChannelDeliveryError(f"channel {ev.channel!r} failed: {type(exc).__name__}: {exc}")
+            error = _redacted(error, delivery.callback_url)
             log.warning(
                 "delivery.attempt_failed",
                 interaction_id=ev.interaction_id,
@@ -132,6 +149,8 @@ class Deliverer:
             if delay >= (ev.timeout_at - self._clock.now()).total_seconds():
                 return attempt, error
             await asyncio.sleep(delay)
+            if not await self._pending(ev, asked_seq):
+                return attempt, None  # answered, cancelled or pruned meanwhile: no more sends
 
     async def _fail(
         self, ev: InteractionAsked, asked_seq: int, error: ChannelDeliveryError, *, attempts: int

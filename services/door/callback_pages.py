@@ -42,17 +42,20 @@ AWAITING_PAGE = (
 
 # Constant. Collects every [data-kind] control, coerces numbers and booleans, omits empty
 # optional fields (the browser enforces `required` before submit), and POSTs to this same URL.
+# It reaches the form only through document-level methods: a form's own members can be shadowed
+# by controls named after them (a property called "addEventListener" or "hidden").
 FORM_SCRIPT = (
-    "const f=document.getElementById('f'),s=document.getElementById('s');"
-    "f.addEventListener('submit',async e=>{e.preventDefault();const a={};"
-    "for(const el of f.querySelectorAll('[data-kind]')){const k=el.dataset.kind;"
+    "const w=document.getElementById('w'),s=document.getElementById('s'),"
+    "b=document.querySelector('#f button');"
+    "document.addEventListener('submit',async e=>{e.preventDefault();const a={};"
+    "for(const el of document.querySelectorAll('#f [data-kind]')){const k=el.dataset.kind;"
     "if(k==='boolean'){a[el.name]=el.checked;continue}"
     "if(el.value===''){continue}"
     "a[el.name]=(k==='integer'||k==='number')?Number(el.value):el.value}"
-    "const b=f.querySelector('button');b.disabled=true;s.textContent='Sending\\u2026';"
+    "b.disabled=true;s.textContent='Sending\\u2026';"
     "try{const r=await fetch(location.href,{method:'POST',headers:{'Content-Type':'application/json'},"
     "body:JSON.stringify({answer:a})});let j={};try{j=await r.json()}catch(x){}"
-    "if(r.ok){f.hidden=true;s.textContent='Done'}"
+    "if(r.ok){w.hidden=true;s.textContent='Done'}"
     "else{s.textContent=(j&&typeof j.error==='string')?j.error:('Error '+r.status);b.disabled=false}}"
     "catch(x){s.textContent='Could not send the answer; please try again.';b.disabled=false}});"
 )
@@ -122,7 +125,7 @@ def form_page(asked: InteractionAsked) -> bytes:
             parts.append(controls)
     body = (
         f"{_HEAD}<title>Answer</title>{_STYLE}<h1>Your answer</h1><p>{_esc(asked.question)}</p>"
-        f"<form id=f>{''.join(parts)}<button type=submit>Submit</button></form>"
+        f"<div id=w><form id=f method=post>{''.join(parts)}<button type=submit>Submit</button></form></div>"
         f"<p id=s role=status aria-live=polite></p><script>{FORM_SCRIPT}</script></html>"
     )
     return body.encode()

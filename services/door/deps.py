@@ -24,6 +24,8 @@ class DoorState:
     auth: Authenticator
     clock: Clock
     asked: AskedCache = field(default_factory=AskedCache)
+    ask_waits: int = 0
+    """Callbacks now waiting for their question to be recorded (the callback door bounds it)."""
 
 
 def door(request: Request[Any, Any, Any]) -> DoorState:

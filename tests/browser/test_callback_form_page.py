@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.browser.conftest import expect
+from tests.channel_plugins import Bridge
 from tests.conftest import System
 from tests.helpers import pending
 
@@ -32,7 +33,7 @@ SCHEMA = {
 
 
 @pytest.fixture
-async def page(browser: Any, system: System) -> AsyncIterator[Any]:
+async def page(browser: Any, chan: System) -> AsyncIterator[Any]:
     context = await browser.new_context()
     p = await context.new_page()
     errors: list[str] = []
@@ -42,11 +43,13 @@ async def page(browser: Any, system: System) -> AsyncIterator[Any]:
     await context.close()
 
 
-async def test_the_form_page_posts_the_typed_answer_and_shows_done(page: Any, system: System) -> None:
+async def test_the_form_page_posts_the_typed_answer_and_shows_done(
+    page: Any, chan: System, bridge: Bridge
+) -> None:
     """inventory A17.173: numbers and booleans are coerced, empty optional fields omitted, and
     the asker wakes with exactly that object; the page then says Done."""
-    client = await system.sdk()
-    ask, callback = await pending(system, client, "Book a table", answer_format="form", schema=SCHEMA)
+    client = await chan.sdk()
+    ask, callback = await pending(chan, client, bridge, "Book a table", answer_format="form", schema=SCHEMA)
     await page.goto(callback)
     await page.fill("#f0", "Ada")
     await page.fill("#f1", "4")
@@ -66,11 +69,11 @@ async def test_the_form_page_posts_the_typed_answer_and_shows_done(page: Any, sy
 
 
 async def test_the_form_page_shows_the_doors_error_and_lets_the_person_correct_it(
-    page: Any, system: System
+    page: Any, chan: System, bridge: Bridge
 ) -> None:
     """inventory A17.173: on 400 the page shows the door's error text; a corrected submit wins."""
-    client = await system.sdk()
-    ask, callback = await pending(system, client, "Seats?", answer_format="form", schema=SCHEMA)
+    client = await chan.sdk()
+    ask, callback = await pending(chan, client, bridge, "Seats?", answer_format="form", schema=SCHEMA)
     await page.goto(callback)
     await page.fill("#f0", "Ada")
     await page.fill("#f1", "0")
@@ -82,3 +85,24 @@ async def test_the_form_page_shows_the_doors_error_and_lets_the_person_correct_i
     await page.click("button[type=submit]")
     await expect(page.locator("#s")).to_have_text("Done")
     assert await asyncio.wait_for(ask, 10) == {"name": "Ada", "seats": 2, "urgent": False}
+
+
+async def test_properties_named_like_form_members_do_not_break_the_page(
+    page: Any, chan: System, bridge: Bridge
+) -> None:
+    """A form's members can be shadowed by controls named after them; the page's script reaches
+    the form through the document only, so such names still submit (and JS-less submits POST)."""
+    schema = {
+        "type": "object",
+        "properties": {"addEventListener": {"type": "string"}, "hidden": {"type": "integer"}},
+        "required": ["addEventListener"],
+    }
+    client = await chan.sdk()
+    ask, callback = await pending(chan, client, bridge, "Odd names", answer_format="form", schema=schema)
+    await page.goto(callback)
+    assert await page.get_attribute("#f", "method") == "post"
+    await page.fill("#f0", "yes")
+    await page.fill("#f1", "3")
+    await page.click("button[type=submit]")
+    await expect(page.locator("#s")).to_have_text("Done")
+    assert await asyncio.wait_for(ask, 10) == {"addEventListener": "yes", "hidden": 3}

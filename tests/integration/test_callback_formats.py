@@ -1,23 +1,25 @@
 """The callback door for channel-delivered text, confirm, select and form questions (issue 4;
 inventory A17.166, A17.170-174).
 
-Real services. A channel question's ticket is minted by whoever hands the question to the person;
-here the test mints it in the real ticket store, exactly as a delivery does, for a question the
-SDK recorded.
+Real services with the built-in ``webhook`` channel posting to a local bridge (the ``chan``
+fixture): questions are asked over the channel and answered through the callback URL it delivered.
 """
 
 from __future__ import annotations
 
 import asyncio
+import uuid
+from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
 
-from contracts.events import InteractionAnswered
+from contracts.events import InteractionAnswered, InteractionAsked
 from layby.eventstore import EventStore
 from layby.sdk import Client, SecretValue
+from tests.channel_plugins import Bridge
 from tests.conftest import System
-from tests.helpers import ASKED, pending
+from tests.helpers import ASKED, mint, pending
 
 FORM_CSP = (
     "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; "
@@ -38,8 +40,8 @@ SCHEMA = {
 
 
 @pytest.fixture
-async def client(system: System) -> Client:
-    return await system.sdk()
+async def client(chan: System) -> Client:
+    return await chan.sdk()
 
 
 async def answered_event(store: EventStore, callback: str) -> InteractionAnswered:
@@ -48,9 +50,11 @@ async def answered_event(store: EventStore, callback: str) -> InteractionAnswere
     return last.event
 
 
-async def test_an_empty_post_confirms_a_confirm_question_with_true(system: System, client: Client) -> None:
+async def test_an_empty_post_confirms_a_confirm_question_with_true(
+    chan: System, client: Client, bridge: Bridge
+) -> None:
     """inventory A17.166: the confirm page's button posts an empty body, which records true."""
-    ask, callback = await pending(system, client, "Ship it?", answer_format="confirm")
+    ask, callback = await pending(chan, client, bridge, "Ship it?", answer_format="confirm")
     async with httpx.AsyncClient() as http:
         page = await http.get(callback)
         assert b"<form method=post>" in page.content
@@ -64,11 +68,11 @@ async def test_an_empty_post_confirms_a_confirm_question_with_true(system: Syste
 
 
 async def test_text_select_and_form_need_a_json_object_body_with_an_answer(
-    system: System, client: Client
+    chan: System, client: Client, bridge: Bridge
 ) -> None:
     """inventory A17.166: empty body, non-object body and a missing ``answer`` are 400s with the
     door's exact messages; query parameters never carry the answer; nothing is consumed."""
-    ask, callback = await pending(system, client, "Your name?", answer_format="text")
+    ask, callback = await pending(chan, client, bridge, "Your name?", answer_format="text")
     async with httpx.AsyncClient() as http:
         empty = await http.post(callback + "?answer=sneaky")
         assert empty.status_code == 400
@@ -88,9 +92,13 @@ async def test_text_select_and_form_need_a_json_object_body_with_an_answer(
     assert await asyncio.wait_for(ask, 10) == "Ada"
 
 
-async def test_a_select_answer_must_be_one_of_the_options(system: System, client: Client) -> None:
+async def test_a_select_answer_must_be_one_of_the_options(
+    chan: System, client: Client, bridge: Bridge
+) -> None:
     """inventory A17.166 / A16.151: the value is validated exactly as at the answer door."""
-    ask, callback = await pending(system, client, "Colour?", answer_format="select", options=["red", "blue"])
+    ask, callback = await pending(
+        chan, client, bridge, "Colour?", answer_format="select", options=["red", "blue"]
+    )
     async with httpx.AsyncClient() as http:
         wrong = await http.post(callback, json={"answer": "green"})
         assert wrong.status_code == 400
@@ -100,11 +108,11 @@ async def test_a_select_answer_must_be_one_of_the_options(system: System, client
 
 
 async def test_a_form_answer_mismatch_is_400_naming_the_field_and_a_root_fault_has_no_field(
-    system: System, client: Client, store: EventStore
+    chan: System, client: Client, bridge: Bridge, store: EventStore
 ) -> None:
     """inventory A17.166: the 400 carries ``field``, the dotted path of the failing form field,
     absent for root-level faults; the typed answer is recorded, by ``external-callback``."""
-    ask, callback = await pending(system, client, "Sign up", answer_format="form", schema=SCHEMA)
+    ask, callback = await pending(chan, client, bridge, "Sign up", answer_format="form", schema=SCHEMA)
     async with httpx.AsyncClient() as http:
         young = await http.post(callback, json={"answer": {"name": "Ada", "age": 12, "agree": True}})
         assert young.status_code == 400
@@ -127,11 +135,11 @@ async def test_a_form_answer_mismatch_is_400_naming_the_field_and_a_root_fault_h
 
 
 async def test_a_sensitive_channel_answer_is_kept_out_of_the_log(
-    system: System, client: Client, store: EventStore
+    chan: System, client: Client, bridge: Bridge, store: EventStore
 ) -> None:
     """A sensitive question answered through its callback is stored like the answer door stores
     it: the value in its own secret message, never in the answered event."""
-    ask, callback = await pending(system, client, "PIN?", answer_format="text", sensitive=True)
+    ask, callback = await pending(chan, client, bridge, "PIN?", answer_format="text", sensitive=True)
     async with httpx.AsyncClient() as http:
         assert (await http.post(callback, json={"answer": "4711"})).status_code == 200
     value = await asyncio.wait_for(ask, 10)
@@ -141,12 +149,12 @@ async def test_a_sensitive_channel_answer_is_kept_out_of_the_log(
 
 
 async def test_the_form_page_renders_the_schema_with_its_own_csp_and_never_mutates(
-    system: System, client: Client
+    chan: System, client: Client, bridge: Bridge
 ) -> None:
     """inventory A17.172-173: text input, select with a leading blank, checkbox never required,
     integer step 1, number step any, escaped labels, ``required``; the form CSP; GET twice leaves
     the question pending and reflects nothing from the request."""
-    ask, callback = await pending(system, client, "Sign up <now>", answer_format="form", schema=SCHEMA)
+    ask, callback = await pending(chan, client, bridge, "Sign up <now>", answer_format="form", schema=SCHEMA)
     async with httpx.AsyncClient() as http:
         page = await http.get(callback)
         probed = await http.get(callback + "?name=%3Cscript%3Ealert(1)%3C/script%3E")
@@ -169,13 +177,14 @@ async def test_the_form_page_renders_the_schema_with_its_own_csp_and_never_mutat
 
 
 async def test_the_form_page_prefills_values_and_labels_per_send_options(
-    system: System, client: Client
+    chan: System, client: Client, bridge: Bridge
 ) -> None:
     """inventory A5b: ``data.values`` prefill the controls and ``data.options`` label the choices."""
     schema = {"type": "object", "properties": {"city": {"type": "string"}, "room": {"type": "string"}}}
     ask, callback = await pending(
-        system,
+        chan,
         client,
+        bridge,
         "Where?",
         answer_format="form",
         schema=schema,
@@ -194,26 +203,64 @@ async def test_the_form_page_prefills_values_and_labels_per_send_options(
 
 
 async def test_a_form_schema_outside_the_renderable_subset_is_a_500_not_half_a_page(
-    system: System, client: Client
+    chan: System, store: EventStore
 ) -> None:
-    """inventory A17.174: an inbox-style schema (nested object) cannot be rendered: 500 text."""
-    schema = {"type": "object", "properties": {"address": {"type": "object", "properties": {}}}}
-    ask, callback = await pending(system, client, "Address?", answer_format="form", schema=schema)
+    """inventory A17.174: a stored channel form whose schema cannot be rendered (written before
+    the ask-time subset check, say) gets a plain 500 text, never half a page."""
+    now = datetime.now(UTC)
+    asked = InteractionAsked(
+        interaction_id=str(uuid.uuid4()),
+        group_id=str(uuid.uuid4()),
+        question="Address?",
+        answer_format="form",
+        format_payload={"schema": {"type": "object", "properties": {"address": {"type": "object"}}}},
+        created_at=now,
+        timeout_at=now + timedelta(minutes=5),
+        asked_by="ops",
+        channel="ops",
+    )
+    await store.append(
+        store.names.ix(asked.interaction_id), asked, msg_id=asked.interaction_id, expected_seq=0
+    )
+    callback = await mint(chan, store, asked.interaction_id)
     async with httpx.AsyncClient() as http:
         resp = await http.get(callback)
     assert resp.status_code == 500
     assert resp.content == b"Internal Server Error"
     assert resp.headers["content-type"].startswith("text/plain")
     assert resp.headers["cache-control"] == "no-store"
+
+
+async def test_a_ticket_bound_to_an_inbox_question_reaches_nothing(
+    chan: System, client: Client, store: EventStore
+) -> None:
+    """Only external and channel questions have tickets: a ticket somehow bound to an inbox
+    question (an attacker who guessed a park's id, say) gets the uniform 404 on every door."""
+    ask = asyncio.create_task(client.ask_user("Inbox only?", timeout=30))
+    async with chan.http() as http:
+        for _ in range(200):
+            items = (await http.get("/api/interactions")).json()["data"]["items"]
+            if items:
+                break
+            await asyncio.sleep(0.02)
+    callback = await mint(chan, store, items[0]["interaction_id"])
+    base = callback.rsplit("/", 1)[0]
+    async with httpx.AsyncClient() as http:
+        posted = await http.post(callback, json={"answer": "forged"})
+        unknown = await http.post(f"{base}/{'U' * 43}", json={"answer": "forged"})
+        page = await http.get(callback)
+    assert posted.status_code == 404 and posted.content == unknown.content
+    assert page.status_code == 404 and page.content == b"Not Found"
+    assert not ask.done()
     ask.cancel()
 
 
 async def test_text_and_select_get_the_byte_constant_awaiting_page_with_no_form(
-    system: System, client: Client
+    chan: System, client: Client, bridge: Bridge
 ) -> None:
     """inventory A17.170-172: the awaiting page is identical across tickets and requests."""
-    first, one = await pending(system, client, "Why?", answer_format="text")
-    second, two = await pending(system, client, "Which?", answer_format="select", options=["a", "b"])
+    first, one = await pending(chan, client, bridge, "Why?", answer_format="text")
+    second, two = await pending(chan, client, bridge, "Which?", answer_format="select", options=["a", "b"])
     async with httpx.AsyncClient() as http:
         a = await http.get(one)
         b = await http.get(two + "?q=%3Cb%3E")

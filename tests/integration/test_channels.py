@@ -8,101 +8,17 @@ the test scripted, and relays the person's reply to the callback URL, as a real 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import hmac
 import json
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-import msgspec
 import pytest
 
 from layby.channels import ChannelDeliveryError
 from layby.errors import BadInput
 from layby.sdk import Client
-from layby.settings import Settings
-from tests.conftest import System, start_system, stop_system
-
-BRIDGE_SECRET = "bridge-secret-0123456789"
-
-
-@dataclass
-class Bridge:
-    """A local HTTP endpoint: records deliveries; answers each with the next scripted status."""
-
-    url: str = ""
-    deliveries: list[dict[str, Any]] = field(default_factory=list)
-    signatures: list[str] = field(default_factory=list)
-    statuses: list[tuple[int, dict[str, str]]] = field(default_factory=list)
-    arrived: asyncio.Event = field(default_factory=asyncio.Event)
-
-    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        head = await reader.readuntil(b"\r\n\r\n")
-        headers = {
-            k.strip().lower(): v.strip()
-            for k, _, v in (ln.decode().partition(":") for ln in head.split(b"\r\n")[1:] if ln)
-        }
-        body = await reader.readexactly(int(headers.get("content-length", "0")))
-        self.deliveries.append(json.loads(body))
-        self.signatures.append(headers.get("x-layby-signature-256", ""))
-        expected = hmac.new(BRIDGE_SECRET.encode(), body, hashlib.sha256).hexdigest()
-        assert hmac.compare_digest(self.signatures[-1], f"sha256={expected}")
-        status, extra = self.statuses.pop(0) if self.statuses else (200, {})
-        lines = "".join(f"{k}: {v}\r\n" for k, v in extra.items())
-        writer.write(f"HTTP/1.1 {status} X\r\nContent-Length: 0\r\nConnection: close\r\n{lines}\r\n".encode())
-        await writer.drain()
-        writer.close()
-        self.arrived.set()
-
-    async def next_delivery(self, count: int = 1) -> dict[str, Any]:
-        for _ in range(500):
-            if len(self.deliveries) >= count:
-                return self.deliveries[count - 1]
-            self.arrived.clear()
-            try:
-                await asyncio.wait_for(self.arrived.wait(), 0.05)
-            except TimeoutError:
-                pass
-        raise AssertionError(f"expected {count} deliveries, got {len(self.deliveries)}")
-
-
-def channels_json(bridge_url: str) -> str:
-    return json.dumps(
-        {
-            "ops": {"plugin": "webhook", "url": bridge_url, "secret": "bridge"},
-            "sms": {"plugin": "webhook", "url": bridge_url, "secret": "bridge", "forms": False},
-            "stuck": {"plugin": "tests.channel_plugins:HangingChannel"},
-            "buggy": {"plugin": "tests.channel_plugins:CrashingChannel", "max_fields": 2},
-        }
-    )
-
-
-@pytest.fixture
-async def bridge() -> AsyncIterator[Bridge]:
-    b = Bridge()
-    server = await asyncio.start_server(b.handle, "127.0.0.1", 0)
-    b.url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/layby"
-    yield b
-    server.close()
-    await server.wait_closed()
-
-
-@pytest.fixture
-async def chan(settings: Settings, store: Any, db: Any, bridge: Bridge) -> AsyncIterator[System]:
-    configured = msgspec.structs.replace(
-        settings,
-        channels=channels_json(bridge.url),
-        public_base_url=f"http://127.0.0.1:{settings.http_port}",
-        webhook_secrets=f"bridge:{BRIDGE_SECRET}",
-        delivery_backoff_seconds=0.02,
-    )
-    system = await start_system(configured)
-    try:
-        yield system
-    finally:
-        await stop_system(system)
+from tests.channel_plugins import Bridge
+from tests.conftest import System
 
 
 @pytest.fixture
@@ -389,3 +305,18 @@ async def test_a_hung_channel_holds_back_no_other_question(
     assert await asyncio.wait_for(ask, 10) == "fine"
     assert not stuck.done()
     stuck.cancel()
+
+
+async def test_a_plugin_error_that_quotes_the_callback_url_never_carries_the_ticket(
+    chan: System, client: Client, store: Any
+) -> None:
+    """inventory A17.155: the ticket appears in no event and reaches no asker, even when a
+    plugin's failure message quotes the URL it was given."""
+    with pytest.raises(ChannelDeliveryError) as err:
+        await asyncio.wait_for(client.ask_user("Leak?", channel="leaky", timeout=30), 10)
+    assert "the medium refused the button <callback_url>" in str(err.value)
+    assert "/callback/" not in str(err.value)
+    info = await store.js.stream_info(store.names.events_stream)
+    for seq in range(1, info.state.last_seq + 1):
+        raw = (await store.js.get_msg(store.names.events_stream, seq)).data or b""
+        assert b"/callback/" not in raw

@@ -578,3 +578,37 @@ async def test_a_ticket_reservation_is_refused_naming_the_field(system: System, 
     taken = await send(ticket_hash="b" * 64)
     assert isinstance(taken, Refused) and taken.field == "ticket_hash"
     assert taken.message == "ticket_hash is already in use"
+
+
+async def test_only_a_runs_own_identity_may_bind_a_ticket_to_its_park(system: System) -> None:
+    """A park's interaction id is derived from its run (guessable by anyone who learns the run
+    id): a restricted identity may not bind a ticket to another identity's park."""
+    from datetime import UTC, datetime, timedelta
+
+    import msgspec
+
+    from contracts.commands import REPLY_DECODER, Refused, Reserved, ReserveTicket
+    from layby.validation import call_interaction_id
+    from tests.conftest import ALICE, BOB
+
+    bob = await system.sdk(BOB)
+    run_id = await bob.start_run("payroll")
+
+    async def reserve(token: str, digest: str) -> Any:
+        cmd = ReserveTicket(
+            token=token,
+            interaction_id=call_interaction_id(run_id, 0),
+            ticket_hash=digest,
+            mode="async",
+            expiry_at=datetime.now(UTC) + timedelta(hours=1),
+            run_id=run_id,
+            call=0,
+        )
+        msg = await bob._nc.request(system.settings.names.cmd_ask, msgspec.json.encode(cmd), timeout=5)
+        return REPLY_DECODER.decode(msg.data)
+
+    stolen = await reserve(ALICE, "c" * 64)
+    assert isinstance(stolen, Refused) and stolen.kind == "audience"
+    assert await reserve(BOB, "d" * 64) == Reserved()
+    unbound = await reserve(BOB, "e" * 64)  # a different hash for the same park is fine: its own
+    assert unbound == Reserved()

@@ -37,6 +37,8 @@ from services.door.errors import PayloadTooLarge
 
 log = get_logger("layby.door.callback")
 TICKET_RE = re.compile(r"^[A-Za-z0-9_-]{43}$")
+MAX_ASK_WAITS = 256
+"""Callbacks that may wait for their question at once (per door process)."""
 BASE_HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
 PAGE_HEADERS = {
     **BASE_HEADERS,
@@ -100,27 +102,37 @@ async def _resolve(
     if last is None or isinstance(last.event, InteractionRemoved):
         return None
     if isinstance(last.event, InteractionAsked):
-        return last.event, last
-    first = await state.store.first(subject)
-    if first is None or not isinstance(first.event, InteractionAsked):
-        return None
-    return first.event, last
+        asked = last.event
+    else:
+        first = await state.store.first(subject)
+        if first is None or not isinstance(first.event, InteractionAsked):
+            return None
+        asked = first.event
+    if asked.answer_format != "external" and asked.channel is None:
+        return None  # only external and channel questions have tickets: nothing else is reachable
+    return asked, last
 
 
 async def _await_ask(state: DoorState, subject: str) -> Stored | None:
     """A bound ticket whose question is not recorded yet: the SDK binds the ticket before it
     builds the link, so an outside system may call back before the ask lands. Wait for it
     (bounded); only a holder of a real ticket ever waits, so the wait reveals nothing."""
-    loop = asyncio.get_running_loop()  # a bound on this request's real time, not business time
-    deadline = loop.time() + state.settings.callback_ask_wait_seconds
-    pause = 0.01
-    while loop.time() < deadline:
-        await asyncio.sleep(pause)
-        pause = min(pause * 2, 0.1)
-        last = await state.store.last(subject, leader=True)
-        if last is not None:
-            return last
-    return None
+    if state.ask_waits >= MAX_ASK_WAITS:
+        return None  # bounded: a flood of callbacks on bound tickets cannot pile up here
+    state.ask_waits += 1
+    try:
+        loop = asyncio.get_running_loop()  # a bound on this request's real time, not business time
+        deadline = loop.time() + state.settings.callback_ask_wait_seconds
+        pause = 0.01
+        while loop.time() < deadline:
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 0.1)
+            last = await state.store.last(subject, leader=True)
+            if last is not None:
+                return last
+        return None
+    finally:
+        state.ask_waits -= 1
 
 
 def _query_answer(request: Request[Any, Any, Any]) -> dict[str, Any]:
@@ -268,6 +280,12 @@ async def _claim(
             expected_seq=last.seq,
         )
     except Conflict:
+        # Another resolution won. An answer: the idempotent 200. A removal (timeout, prune,
+        # failed delivery): the question is gone, the uniform 404 (a channel then bridges the
+        # reply into the conversation instead of dropping it, A19.183).
+        latest = await store.last(subject, leader=True)
+        if latest is not None and isinstance(latest.event, InteractionRemoved):
+            return _json(*NOT_FOUND_JSON)
         return _json(200, {"data": {"status": "already_answered"}})
     # Provider retries keep getting the idempotent 200 for the idle TTL (A17.157).
     expires = state.clock.now() + timedelta(seconds=state.settings.idle_ttl_seconds)
