@@ -9,7 +9,7 @@ import hmac
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from layby.channels import ChannelDelivery, ChannelDeliveryError
 
@@ -33,6 +33,19 @@ class LeakyChannel:
 
     async def deliver(self, delivery: ChannelDelivery) -> None:
         raise ChannelDeliveryError(f"the medium refused the button {delivery.callback_url}")
+
+
+class RetryLaterChannel:
+    """A medium that is always busy (retryable, ``retry_after`` 0.3 s); records every attempt."""
+
+    calls: ClassVar[list[str]] = []
+
+    def __init__(self, *, name: str, config: dict[str, Any], secrets: Mapping[str, bytes]) -> None:
+        pass
+
+    async def deliver(self, delivery: ChannelDelivery) -> None:
+        RetryLaterChannel.calls.append(delivery.interaction_id)
+        raise ChannelDeliveryError("busy", retryable=True, retry_after=0.3)
 
 
 class CrashingChannel:
@@ -102,5 +115,6 @@ def channels_json(bridge_url: str) -> str:
             "stuck": {"plugin": "tests.channel_plugins:HangingChannel"},
             "buggy": {"plugin": "tests.channel_plugins:CrashingChannel", "max_fields": 2},
             "leaky": {"plugin": "tests.channel_plugins:LeakyChannel"},
+            "later": {"plugin": "tests.channel_plugins:RetryLaterChannel"},
         }
     )

@@ -41,6 +41,10 @@ def _redacted(error: ChannelDeliveryError, url: str) -> ChannelDeliveryError:
     return ChannelDeliveryError(text, retryable=error.retryable, retry_after=error.retry_after)
 
 
+RESOLVED = ChannelDeliveryError("resolved before it was delivered")
+"""Returned by the attempts when the question resolved during a retry's pause (not a failure)."""
+
+
 class Deliverer:
     def __init__(
         self, store: EventStore, settings: Settings, clock: Clock, channels: Mapping[str, Channel]
@@ -74,6 +78,8 @@ class Deliverer:
         url = callback_url(self._settings.public_base_url, ticket)
         delivery = self._delivery(ev, url)
         attempts, error = await self._attempts(plugin, delivery, ev, stored.seq)
+        if error is RESOLVED:
+            return
         if error is None:
             log.info("delivery.sent", interaction_id=ev.interaction_id, channel=ev.channel, attempts=attempts)
             return
@@ -150,7 +156,9 @@ class Deliverer:
                 return attempt, error
             await asyncio.sleep(delay)
             if not await self._pending(ev, asked_seq):
-                return attempt, None  # answered, cancelled or pruned meanwhile: no more sends
+                # Answered, cancelled or pruned meanwhile: no more sends, and nothing to fail.
+                log.info("delivery.resolved_before_retry", interaction_id=ev.interaction_id, attempts=attempt)
+                return attempt, RESOLVED
 
     async def _fail(
         self, ev: InteractionAsked, asked_seq: int, error: ChannelDeliveryError, *, attempts: int

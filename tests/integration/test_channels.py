@@ -320,3 +320,32 @@ async def test_a_plugin_error_that_quotes_the_callback_url_never_carries_the_tic
     for seq in range(1, info.state.last_seq + 1):
         raw = (await store.js.get_msg(store.names.events_stream, seq)).data or b""
         assert b"/callback/" not in raw
+
+
+async def test_a_question_answered_during_a_retry_pause_gets_no_further_attempt(
+    chan: System, client: Client
+) -> None:
+    """inventory A6.66: retries are for questions still waiting; once one is answered (here in
+    the inbox during the pause), the pending retry is dropped and the question is not failed."""
+    from tests.channel_plugins import RetryLaterChannel
+
+    ask = asyncio.create_task(client.ask_user("Busy medium?", channel="later", timeout=30))
+    for _ in range(500):
+        if RetryLaterChannel.calls:
+            break
+        await asyncio.sleep(0.01)
+    interaction_id = RetryLaterChannel.calls[-1]
+    async with chan.http() as http:
+        r = await http.post(f"/api/interactions/{interaction_id}/answer", json={"answer": "from the inbox"})
+        assert r.status_code == 200
+    assert await asyncio.wait_for(ask, 10) == "from the inbox"
+    # The delivery settles (acknowledged) once its pause ends and it sees the answer.
+    js = client._nc.jetstream()
+    names = chan.settings.names
+    for _ in range(500):
+        info = await js.consumer_info(names.events_stream, names.durable("delivery"))
+        if info.num_ack_pending == 0 and info.num_pending == 0:
+            break
+        await asyncio.sleep(0.01)
+    assert info.num_ack_pending == 0
+    assert RetryLaterChannel.calls.count(interaction_id) == 1
