@@ -175,23 +175,25 @@ def cmd_answer(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _json_option(name: str, raw: str | None) -> Any:
+    """A JSON-valued option, or None when it was not given."""
+    if raw is None:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise ValueError(f"{name} must be JSON: {exc}") from None
+
+
 def cmd_ask(settings: Settings, args: argparse.Namespace) -> int:
     from layby.sdk import connect
 
-    schema = None
-    if args.schema is not None:
-        try:
-            schema = json.loads(args.schema)
-        except ValueError as exc:
-            print(f"error: --schema must be JSON: {exc}", file=sys.stderr)
-            return 2
-    media = None
-    if args.media is not None:
-        try:
-            media = json.loads(args.media)
-        except ValueError as exc:
-            print(f"error: --media must be JSON: {exc}", file=sys.stderr)
-            return 2
+    try:
+        schema = _json_option("--schema", args.schema)
+        media = _json_option("--media", args.media)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
     async def run() -> Any:
         async with await connect(settings=settings) as client:

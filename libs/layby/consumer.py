@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 import asyncpg
 import msgspec
@@ -38,6 +37,7 @@ FETCH_BATCH = 256
 ACK_WAIT_SECONDS = 30.0
 
 Handler = Callable[[list[Stored]], Awaitable[None]]
+Fetch = Callable[[int], Awaitable[list[Msg]]]
 
 
 async def _reconcile_filter(store: EventStore, durable: str, filter_subject: str) -> int | None:
@@ -208,29 +208,25 @@ async def consume(
     """
     durable = await ensure_consumer(store, role, deliver_all=deliver_all, filter_subject=filter_subject)
     sub = await store.js.pull_subscribe_bind(durable, store.names.events_stream)
+
+    async def fetch(size: int) -> list[Msg]:
+        """One pull; empty on a quiet timeout or after recovering from a NATS fault."""
+        try:
+            return list(await sub.fetch(size, timeout=1.0))
+        except (TimeoutError, nats.errors.TimeoutError):
+            return []
+        except (nats.errors.Error, nats.js.errors.Error) as exc:
+            log.warning("consumer.fetch_failed", role=role, error=str(exc))
+            await asyncio.sleep(0.5)
+            with contextlib.suppress(nats.errors.Error, nats.js.errors.Error):
+                await ensure_consumer(store, role, deliver_all=deliver_all, filter_subject=filter_subject)
+            return []
+
     try:
         if concurrency > 0:
-            await _loop_concurrent(
-                store,
-                sub,
-                role=role,
-                handler=handler,
-                stop=stop,
-                deliver_all=deliver_all,
-                filter_subject=filter_subject,
-                concurrency=concurrency,
-            )
-            return
-        await _loop(
-            store,
-            sub,
-            role=role,
-            handler=handler,
-            stop=stop,
-            deliver_all=deliver_all,
-            linger=linger,
-            filter_subject=filter_subject,
-        )
+            await _loop_concurrent(fetch, role=role, handler=handler, stop=stop, concurrency=concurrency)
+        else:
+            await _loop(fetch, role=role, handler=handler, stop=stop, linger=linger)
     finally:
         try:
             await sub.unsubscribe()
@@ -238,21 +234,9 @@ async def consume(
             pass
 
 
-async def _loop(
-    store: EventStore,
-    sub: Any,
-    *,
-    role: str,
-    handler: Handler,
-    stop: asyncio.Event,
-    deliver_all: bool,
-    linger: float,
-    filter_subject: str | None,
-) -> None:
+async def _loop(fetch: Fetch, *, role: str, handler: Handler, stop: asyncio.Event, linger: float) -> None:
     while not stop.is_set():
-        msgs = await _fetch(
-            store, sub, FETCH_BATCH, role=role, deliver_all=deliver_all, filter_subject=filter_subject
-        )
+        msgs = await fetch(FETCH_BATCH)
         if not msgs:
             continue
         good: list[Msg] = []
@@ -268,24 +252,6 @@ async def _loop(
             await asyncio.sleep(linger)
 
 
-async def _fetch(
-    store: EventStore, sub: Any, size: int, *, role: str, deliver_all: bool, filter_subject: str | None
-) -> list[Msg]:
-    """One pull; an empty list on a quiet timeout or after recovering from a NATS fault."""
-    try:
-        return list(await sub.fetch(size, timeout=1.0))
-    except (TimeoutError, nats.errors.TimeoutError):
-        return []
-    except (nats.errors.Error, nats.js.errors.Error) as exc:
-        log.warning("consumer.fetch_failed", role=role, error=str(exc))
-        await asyncio.sleep(0.5)
-        try:
-            await ensure_consumer(store, role, deliver_all=deliver_all, filter_subject=filter_subject)
-        except (nats.errors.Error, nats.js.errors.Error):
-            pass
-        return []
-
-
 async def _in_progress(msg: Msg) -> None:
     """Tell the server a long-running message is still being handled (resets its ack wait)."""
     while True:
@@ -295,15 +261,7 @@ async def _in_progress(msg: Msg) -> None:
 
 
 async def _loop_concurrent(
-    store: EventStore,
-    sub: Any,
-    *,
-    role: str,
-    handler: Handler,
-    stop: asyncio.Event,
-    deliver_all: bool,
-    filter_subject: str | None,
-    concurrency: int,
+    fetch: Fetch, *, role: str, handler: Handler, stop: asyncio.Event, concurrency: int
 ) -> None:
     running: set[asyncio.Task[None]] = set()
 
@@ -320,10 +278,7 @@ async def _loop_concurrent(
             if len(running) >= concurrency:
                 await asyncio.wait({*running, stopping}, return_when=asyncio.FIRST_COMPLETED)
                 continue
-            size = min(FETCH_BATCH, concurrency - len(running))
-            msgs = await _fetch(
-                store, sub, size, role=role, deliver_all=deliver_all, filter_subject=filter_subject
-            )
+            msgs = await fetch(min(FETCH_BATCH, concurrency - len(running)))
             for msg in msgs:
                 stored = await _decode(msg, role)
                 if stored is not None:

@@ -32,6 +32,7 @@ from contracts.commands import (
     Prune,
     PruneResult,
     Refused,
+    Reply,
     Reserved,
     ReserveTicket,
     RunAccepted,
@@ -342,25 +343,11 @@ class Client:
             run_id=ctx.info.run_id if ctx is not None else None,
             call=call if ctx is not None else None,
         )
-        payload = _enc.encode(cmd)
         deadline = time.monotonic() + (PARK_RECORD_BUDGET if spec.mode == "async" else spec.timeout)
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise Unavailable(f"the ask service did not answer on {self._names.cmd_ask}")
-            try:
-                msg = await self._nc.request(
-                    self._names.cmd_ask, payload, timeout=min(remaining, REQUEST_TIMEOUT)
-                )
-                break
-            except nats.errors.NoRespondersError:
-                raise Unavailable(
-                    f"no ask service answers on {self._names.cmd_ask}: start Layby with `layby up` "
-                    "or `layby serve ask`"
-                ) from None
-            except nats.errors.TimeoutError:
-                continue  # a reservation is idempotent: the same id and hash again
-        reply = REPLY_DECODER.decode(msg.data)
+        try:
+            reply = await self._request_ask(cmd, deadline)  # a reservation is idempotent
+        except TimeoutError:
+            raise Unavailable(f"the ask service did not answer on {self._names.cmd_ask}") from None
         if isinstance(reply, Refused):
             if reply.message.startswith("malformed command") and "cmd.ticket.reserve" in reply.message:
                 return False  # an ask service from before reservations: the ask binds the ticket
@@ -501,28 +488,33 @@ class Client:
             channel=spec.channel,
             recipient=spec.recipient,
         )
+        # TimeoutError past the deadline: the caller prunes, and may find the ask recorded after all.
+        reply = await self._request_ask(cmd, deadline)  # the same interaction id: idempotent
+        if isinstance(reply, Refused):
+            self._raise_refusal(reply, interaction_id)
+        assert isinstance(reply, Accepted)
+        return reply
+
+    async def _request_ask(self, cmd: Ask | ReserveTicket, deadline: float) -> Reply:
+        """Send an idempotent command to the ask service, retrying slow replies until ``deadline``
+        (then ``TimeoutError``); no ask service at all is ``Unavailable`` at once."""
         payload = _enc.encode(cmd)
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise TimeoutError  # pruned by the caller, which may find the ask recorded after all
+                raise TimeoutError
             try:
                 msg = await self._nc.request(
                     self._names.cmd_ask, payload, timeout=min(remaining, REQUEST_TIMEOUT)
                 )
-                break
+                return REPLY_DECODER.decode(msg.data)
             except nats.errors.NoRespondersError:
                 raise Unavailable(
                     f"no ask service answers on {self._names.cmd_ask}: start Layby with `layby up` "
                     "or `layby serve ask`"
                 ) from None
             except nats.errors.TimeoutError:
-                continue  # the same interaction id makes the retry idempotent
-        reply = REPLY_DECODER.decode(msg.data)
-        if isinstance(reply, Refused):
-            self._raise_refusal(reply, interaction_id)
-        assert isinstance(reply, Accepted)
-        return reply
+                continue
 
     async def _wait(
         self, woken: asyncio.Future[Wake], interaction_id: str, deadline: float, sensitive: bool

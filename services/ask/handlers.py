@@ -41,6 +41,7 @@ from layby.validation import (
 )
 from layby.verifiers import parse_secrets
 from services.ask.admission import Admitter
+from services.ask.caller import identify
 from services.ask.runs import RunHandlers
 
 log = get_logger("layby.ask")
@@ -119,14 +120,9 @@ class AskHandlers:
 
     async def reserve(self, cmd: ReserveTicket) -> Reserved | Refused:
         """Bind an external question's ticket before its link is built (ADR 0010)."""
-        try:
-            principal = self._auth.principal(cmd.token)
-        except Unauthorized as exc:
-            return Refused(kind="unauthorized", message=str(exc), field="token")
-        if not is_interaction_id(cmd.interaction_id):
-            return Refused(
-                kind="invalid", message="interaction_id must be a uuid4 string", field="interaction_id"
-            )
+        principal = identify(self._auth, cmd.token, cmd.interaction_id, "interaction_id")
+        if isinstance(principal, Refused):
+            return principal
         if not _is_hash(cmd.ticket_hash):
             return Refused(
                 kind="invalid", message="ticket_hash must be a SHA-256 (64 hex)", field="ticket_hash"
@@ -190,14 +186,10 @@ class AskHandlers:
         check_channel_ask(self._channels, spec.channel, spec.answer_format, spec.question, schema)
 
     async def ask(self, cmd: Ask) -> Accepted | Refused:
-        try:
-            principal = self._auth.principal(cmd.token)
-        except Unauthorized as exc:
-            return Refused(kind="unauthorized", message=str(exc), field="token")
-        if not is_interaction_id(cmd.interaction_id):
-            return Refused(
-                kind="invalid", message="interaction_id must be a uuid4 string", field="interaction_id"
-            )
+        identified = identify(self._auth, cmd.token, cmd.interaction_id, "interaction_id")
+        if isinstance(identified, Refused):
+            return identified
+        principal: Principal = identified
         if cmd.waiter is not None and not is_waiter(cmd.waiter):
             return Refused(kind="invalid", message="waiter must be 8-64 of [A-Za-z0-9_-]", field="waiter")
         try:

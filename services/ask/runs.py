@@ -25,11 +25,12 @@ from contracts.events import (
 from contracts.limits import CHECKPOINT_MAX_BYTES
 from layby.auth import Authenticator, Principal
 from layby.clock import Clock
-from layby.errors import Conflict, Transient, Unauthorized
+from layby.errors import Conflict, Transient
 from layby.eventstore import EventStore, Stored
 from layby.logs import get_logger
 from layby.settings import Settings
-from layby.validation import call_interaction_id, is_flow_name, is_interaction_id, nul_path
+from layby.validation import call_interaction_id, is_flow_name, nul_path
+from services.ask.caller import identify
 
 log = get_logger("layby.runs")
 _enc = msgspec.json.Encoder()
@@ -106,12 +107,9 @@ class RunHandlers:
         return None
 
     async def start(self, cmd: StartRun) -> RunAccepted | Refused:
-        try:
-            principal = self._auth.principal(cmd.token)
-        except Unauthorized as exc:
-            return Refused(kind="unauthorized", message=str(exc), field="token")
-        if not is_interaction_id(cmd.run_id):
-            return Refused(kind="invalid", message="run_id must be a uuid4 string", field="run_id")
+        principal = identify(self._auth, cmd.token, cmd.run_id, "run_id")
+        if isinstance(principal, Refused):
+            return principal
         if not is_flow_name(cmd.flow):
             return Refused(kind="invalid", message="flow must be 1-64 of [A-Za-z0-9_-]", field="flow")
         bad = self._payload_error("input", cmd.input)
@@ -145,12 +143,9 @@ class RunHandlers:
     async def _executing(
         self, token: str, run_id: str, generation: int
     ) -> tuple[RunOwner, Principal] | Refused:
-        try:
-            principal = self._auth.principal(token)
-        except Unauthorized as exc:
-            return Refused(kind="unauthorized", message=str(exc), field="token")
-        if not is_interaction_id(run_id):
-            return Refused(kind="invalid", message="run_id must be a uuid4 string", field="run_id")
+        principal = identify(self._auth, token, run_id, "run_id")
+        if isinstance(principal, Refused):
+            return principal
         found = await self.load(run_id)
         if found is None:
             return Refused(kind="invalid", message=f"run {run_id} does not exist", field="run_id")

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 
 import msgspec
 
-from contracts.events import InteractionAsked, InteractionRemoved, MediaItem
+from contracts.events import InteractionAsked, InteractionRemoved
 from layby.channels import Channel, ChannelDelivery, ChannelDeliveryError
 from layby.clock import Clock
 from layby.errors import Conflict
@@ -102,7 +102,7 @@ class Deliverer:
             options=payload.get("options") if ev.answer_format == "select" else None,
             suggested_replies=payload.get("options") if ev.answer_format == "text" else None,
             schema=payload.get("schema") if ev.answer_format == "form" else None,
-            media=list[MediaItem](media) or None,
+            media=media or None,
             data=payload.get("data"),
             pages=payload.get("pages"),
         )

@@ -35,17 +35,14 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
         deliverer = Deliverer(res.store, settings, res.clock, channels)
 
         async def handle(batch: list[Stored]) -> None:
-            sends = []
-            for stored in batch:
+            for stored in batch:  # one message per call: the consumer runs them concurrently
                 ev = stored.event
                 if not isinstance(ev, InteractionAsked):
                     continue
                 if ev.channel is None:
                     log.debug("delivery.inbox", interaction_id=ev.interaction_id, seq=stored.seq)
                 else:
-                    sends.append(deliverer.on_asked(stored))
-            if sends:
-                await asyncio.gather(*sends)
+                    await deliverer.on_asked(stored)
 
         log.info("delivery.ready", namespace=settings.namespace, channels=sorted(channels))
         try:

@@ -56,6 +56,30 @@ def _check(asked: InteractionAsked, who: Principal, answer: Any) -> Any:
     return validate_answer(asked.answer_format, asked.format_payload, answer)
 
 
+async def answered_event(
+    state: DoorState, asked: InteractionAsked, answered_by: str, typed: Any
+) -> InteractionAnswered:
+    """The resolution a door appends. A sensitive value goes first to its own secret message,
+    never into the log event; one secret per attempt, so a losing concurrent answer never
+    overwrites the winner's."""
+    secret_ref = None
+    if asked.sensitive:
+        secret_ref = uuid.uuid4().hex
+        await state.store.put_secret(asked.interaction_id, secret_ref, _enc.encode(typed))
+    return InteractionAnswered(
+        interaction_id=asked.interaction_id,
+        group_id=asked.group_id,
+        audience=asked.audience,
+        answered_by=answered_by,
+        answered_at=state.clock.now(),
+        sensitive=asked.sensitive,
+        answer=None if asked.sensitive else typed,
+        waiter=asked.waiter,
+        secret_ref=secret_ref,
+        run_id=asked.run_id,
+    )
+
+
 async def submit_answer(state: DoorState, who: Principal, interaction_id: str, answer: Any) -> None:
     store = state.store
     if not is_interaction_id(interaction_id):
@@ -83,23 +107,7 @@ async def submit_answer(state: DoorState, who: Principal, interaction_id: str, a
             if from_cache:
                 continue  # the cache may be stale: a refusal is decided against the log (409 first)
             raise
-        secret_ref = None
-        if asked.sensitive:
-            # One secret per attempt, so a losing concurrent answer never overwrites the winner's.
-            secret_ref = uuid.uuid4().hex
-            await store.put_secret(interaction_id, secret_ref, _enc.encode(typed))
-        event = InteractionAnswered(
-            interaction_id=interaction_id,
-            group_id=asked.group_id,
-            audience=asked.audience,
-            answered_by=who.identity,
-            answered_at=state.clock.now(),
-            sensitive=asked.sensitive,
-            answer=None if asked.sensitive else typed,
-            waiter=asked.waiter,
-            secret_ref=secret_ref,
-            run_id=asked.run_id,
-        )
+        event = await answered_event(state, asked, who.identity, typed)
         try:
             await store.append(
                 subject, event, msg_id=f"answered-{interaction_id}-{uuid.uuid4().hex}", expected_seq=last.seq

@@ -34,6 +34,7 @@ from layby.verifiers import Request as SignedRequest
 from services.door.callback_pages import AWAITING_PAGE, CONFIRM_PAGE, DONE_PAGE, Unrenderable, form_page
 from services.door.deps import DoorState, door, read_capped_body
 from services.door.errors import PayloadTooLarge
+from services.door.routes.answer import answered_event
 
 log = get_logger("layby.door.callback")
 TICKET_RE = re.compile(r"^[A-Za-z0-9_-]{43}$")
@@ -252,26 +253,10 @@ async def _claim(
 ) -> Response[bytes]:
     store = state.store
     subject = store.names.ix(asked.interaction_id)
-    secret_ref = None
-    if asked.sensitive:
-        # As at the answer door: the value lives in its own message, never in the log event.
-        secret_ref = uuid.uuid4().hex
-        try:
-            await store.put_secret(asked.interaction_id, secret_ref, msgspec.json.encode(answer))
-        except Transient:
-            return _json(503, {"error": "service temporarily unavailable; retry"})
-    event = InteractionAnswered(
-        interaction_id=asked.interaction_id,
-        group_id=asked.group_id,
-        audience=asked.audience,
-        answered_by=ANSWERED_BY_EXTERNAL,
-        answered_at=state.clock.now(),
-        sensitive=asked.sensitive,
-        answer=None if asked.sensitive else answer,
-        waiter=asked.waiter,
-        secret_ref=secret_ref,
-        run_id=asked.run_id,
-    )
+    try:
+        event = await answered_event(state, asked, ANSWERED_BY_EXTERNAL, answer)
+    except Transient:
+        return _json(503, {"error": "service temporarily unavailable; retry"})
     try:
         await store.append(
             subject,
