@@ -28,7 +28,7 @@ from _http import Conn
 from _up import free_port, pct, start_up
 
 from layby.sdk import connect
-from layby.settings import load_settings
+from layby_server.settings import load_settings
 
 SECRET = "whsec_bench_0123456789"
 

@@ -23,7 +23,7 @@ sys.path.insert(0, str(HERE))
 from _up import pct, start_up
 
 from layby.sdk import connect
-from layby.settings import load_settings
+from layby_server.settings import load_settings
 
 ARGS = [
     "--no-sandbox",

@@ -39,7 +39,7 @@ from _http import Conn, sse
 from _up import Up, pct, start_up, tree_rss_mb
 
 from layby.sdk import connect
-from layby.settings import load_settings
+from layby_server.settings import load_settings
 
 
 class Bench:

@@ -24,7 +24,7 @@ from _http import Conn, sse
 from _up import pct, start_up, tree_rss_mb
 
 from layby.sdk import connect
-from layby.settings import load_settings
+from layby_server.settings import load_settings
 
 
 async def run_level(url: str, token: str, nats_url: str, n: int, seconds: float, answerers: int = 8) -> dict:

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from layby.channels import ChannelDelivery, ChannelDeliveryError
+from layby_contracts.channels import ChannelDelivery, ChannelDeliveryError
 
 
 class HangingChannel:

@@ -15,11 +15,12 @@ import msgspec
 import pytest
 import uvicorn
 
-from layby.clock import Clock, SystemClock
-from layby.embedded import EmbeddedNats, free_port
-from layby.eventstore import EventStore, connect_nats
+from layby.connection import connect_nats
 from layby.sdk import Client, connect
-from layby.settings import Settings, load_settings
+from layby_domain.clock import Clock, SystemClock
+from layby_server.embedded import EmbeddedNats, free_port
+from layby_server.eventstore import EventStore
+from layby_server.settings import Settings, load_settings
 from tests.channel_plugins import BRIDGE_SECRET, Bridge, channels_json
 from tests.infra import database_url, nats_url
 
@@ -77,7 +78,7 @@ async def store(settings: Settings) -> AsyncIterator[EventStore]:
 
 @pytest.fixture
 async def db(settings: Settings) -> AsyncIterator[asyncpg.Pool]:
-    from layby.db import create_pool
+    from layby_server.db import create_pool
 
     assert settings.database_url
     pool = await create_pool(settings.database_url, settings.db_schema)
@@ -112,7 +113,7 @@ class System:
 
 
 async def _serve_door(settings: Settings, stop: asyncio.Event, clock: Clock) -> None:
-    from services.door.app import create_app
+    from layby_services.door.app import create_app
 
     config = uvicorn.Config(
         create_app(settings, clock=clock),
@@ -130,10 +131,10 @@ async def _serve_door(settings: Settings, stop: asyncio.Event, clock: Clock) -> 
 
 
 async def start_system(settings: Settings, clock: Clock | None = None) -> System:
-    from services.ask.main import serve as ask
-    from services.delivery.main import serve as delivery
-    from services.resume.main import serve as resume
-    from services.sweeper.main import serve as sweeper
+    from layby_services.ask.main import serve as ask
+    from layby_services.delivery.main import serve as delivery
+    from layby_services.resume.main import serve as resume
+    from layby_services.sweeper.main import serve as sweeper
 
     clock = clock or SystemClock()
     system = System(settings=settings, url=f"http://127.0.0.1:{settings.http_port}")

@@ -12,9 +12,9 @@ from typing import Any
 
 import httpx
 
-from layby.eventstore import EventStore
 from layby.sdk import Client
-from layby.tickets import new_ticket
+from layby_domain.tickets import new_ticket
+from layby_server.eventstore import EventStore
 from tests.channel_plugins import Bridge
 from tests.conftest import OPERATOR, System
 

@@ -17,7 +17,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from layby.embedded import EmbeddedNats, EmbeddedPostgres
+from layby_server.embedded import EmbeddedNats, EmbeddedPostgres
 
 
 def _docker_works() -> bool:

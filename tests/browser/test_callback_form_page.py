@@ -1,4 +1,4 @@
-"""The schema-rendered callback form page in real headless Chromium (inventory A17.172-173).
+"""The schema-rendered callback form page in real headless Chromium (docs/doors/callback.md#form-page).
 
 Its one inline script runs under the page's own CSP, collects the controls, coerces numbers and
 booleans, omits empty optional fields and POSTs the answer back to the same URL.
@@ -46,7 +46,7 @@ async def page(browser: Any, chan: System) -> AsyncIterator[Any]:
 async def test_the_form_page_posts_the_typed_answer_and_shows_done(
     page: Any, chan: System, bridge: Bridge
 ) -> None:
-    """inventory A17.173: numbers and booleans are coerced, empty optional fields omitted, and
+    """docs/doors/callback.md#form-page: numbers and booleans are coerced, empty optional fields omitted, and
     the asker wakes with exactly that object; the page then says Done."""
     client = await chan.sdk()
     ask, callback = await pending(chan, client, bridge, "Book a table", answer_format="form", schema=SCHEMA)
@@ -71,7 +71,7 @@ async def test_the_form_page_posts_the_typed_answer_and_shows_done(
 async def test_the_form_page_shows_the_doors_error_and_lets_the_person_correct_it(
     page: Any, chan: System, bridge: Bridge
 ) -> None:
-    """inventory A17.173: on 400 the page shows the door's error text; a corrected submit wins."""
+    """docs/doors/callback.md#form-page: on 400 the page shows the door's error text; a corrected submit wins."""
     client = await chan.sdk()
     ask, callback = await pending(chan, client, bridge, "Seats?", answer_format="form", schema=SCHEMA)
     await page.goto(callback)

@@ -155,8 +155,9 @@ async def test_the_page_survives_a_door_restart_and_catches_up_with_last_event_i
     await system.stop_service("door")
     await expect(page.locator("#status")).not_to_have_text("Live")
     # Answered while the door is down (through the log directly, as another door would).
-    from contracts.events import InteractionAnswered, InteractionAsked
-    from layby.eventstore import EventStore, connect_nats
+    from layby.connection import connect_nats
+    from layby_contracts.events import InteractionAnswered, InteractionAsked
+    from layby_server.eventstore import EventStore
 
     nc = await connect_nats(str(system.settings.nats_url), name="test")
     try:
@@ -189,7 +190,7 @@ async def test_the_page_survives_a_door_restart_and_catches_up_with_last_event_i
 
 
 def _clock() -> Any:
-    from layby.clock import SystemClock
+    from layby_domain.clock import SystemClock
 
     return SystemClock()
 
@@ -230,8 +231,9 @@ async def _inject(system: System, **fields: Any) -> str:
     import uuid
     from datetime import UTC, datetime, timedelta
 
-    from contracts.events import InteractionAsked
-    from layby.eventstore import EventStore, connect_nats
+    from layby.connection import connect_nats
+    from layby_contracts.events import InteractionAsked
+    from layby_server.eventstore import EventStore
 
     iid = str(uuid.uuid4())
     now = datetime.now(UTC)
@@ -259,7 +261,7 @@ PIXEL = (
 
 
 async def test_media_renders_above_the_controls_with_captions_as_labels(page: Any, system: System) -> None:
-    from contracts.events import MediaItem
+    from layby_contracts.events import MediaItem
 
     await sign_in(page, system)
     requests: list[str] = []

@@ -1,4 +1,4 @@
-"""Exactly-once resume under crashes (issue 3, DESIGN invariant 3).
+"""Exactly-once resume under crashes (issue 3, docs/aggregates/run.md#resumed-exactly-once).
 
 The services and the workers run as separate processes. Failpoints (``layby.faults``) SIGKILL a
 process at the worst moments: a worker after executing a continuation and before recording
@@ -22,10 +22,10 @@ import httpx
 import msgspec
 import pytest
 
-from contracts.events import RunFinished, RunResumed
-from layby.eventstore import EventStore
-from layby.projector import read_range
-from layby.settings import Settings
+from layby_contracts.events import RunFinished, RunResumed
+from layby_server.eventstore import EventStore
+from layby_server.projector import read_range
+from layby_server.settings import Settings
 from tests.conftest import OPERATOR
 from tests.e2e.park_flows import SCHEMA_SQL
 from tests.e2e.test_processes import SERVICES, service_env, spawn, stop_processes, wait_ready
@@ -172,8 +172,8 @@ async def test_the_resume_service_killed_around_its_publish_resumes_each_run_onc
 async def test_a_nats_restart_under_parked_runs_resumes_each_run_once(
     settings: Settings, tmp_path: Path, effects: asyncpg.Pool
 ) -> None:
-    from layby.embedded import EmbeddedNats
-    from layby.eventstore import connect_nats
+    from layby.connection import connect_nats
+    from layby_server.embedded import EmbeddedNats
 
     server = EmbeddedNats(tmp_path / "nats").start()
     own = msgspec.structs.replace(settings, nats_url=server.url)

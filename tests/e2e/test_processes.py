@@ -16,8 +16,8 @@ import httpx
 import msgspec
 import pytest
 
-from layby.embedded import free_port
-from layby.settings import Settings
+from layby_server.embedded import free_port
+from layby_server.settings import Settings
 from tests.conftest import OPERATOR, TOKENS
 from tests.helpers import SSE
 
@@ -272,8 +272,8 @@ async def test_services_survive_a_restart_of_the_nats_server(
 ) -> None:
     """Stop NATS under the five running services and start it again on the same store: the
     services reconnect and the next ask is answered end to end (nothing needs a restart)."""
-    from layby.embedded import EmbeddedNats
     from layby.sdk import connect
+    from layby_server.embedded import EmbeddedNats
 
     server = EmbeddedNats(tmp_path / "nats").start()
     own = msgspec.structs.replace(settings, nats_url=server.url)

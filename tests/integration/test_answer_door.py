@@ -1,4 +1,4 @@
-"""``POST /api/interactions/{id}/answer`` against the running system (inventory A16, A13)."""
+"""``POST /api/interactions/{id}/answer`` against the running system (docs/doors/answer.md#the-answer-door, docs/doors/common.md#rules-every-door-shares)."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ async def open_question(system: System, token: str = OPERATOR, **kwargs: object)
 
 
 async def test_typed_answers_for_every_in_client_format(system: System) -> None:
-    """text -> str, confirm -> bool, select -> option, form -> dict (inventory A1.4)."""
+    """text -> str, confirm -> bool, select -> option, form -> dict (docs/asking.md#answer-formats)."""
     cases = [
         ({"answer_format": "text"}, "ship it"),
         ({"answer_format": "confirm"}, False),
@@ -75,7 +75,7 @@ async def test_form_schema_may_be_a_msgspec_struct(system: System) -> None:
 
 
 async def test_body_over_65536_actual_bytes_is_413_even_with_a_small_content_length(system: System) -> None:
-    """The cap counts actual bytes, never Content-Length (inventory A13.122, A16.146)."""
+    """The cap counts actual bytes, never Content-Length (docs/doors/common.md#body-size-cap, docs/doors/answer.md#body)."""
     body = b'{"answer":"' + b"x" * 70000 + b'"}'
     async with system.http() as http:
         resp = await http.post(
@@ -114,7 +114,7 @@ async def test_body_of_exactly_65536_bytes_is_read(system: System) -> None:
 async def test_bad_bodies_are_400_before_the_id_is_looked_up(
     system: System, body: bytes, message: str
 ) -> None:
-    """Body checks run before the lookup: an unknown id with a bad body still gets 400 (A16.146)."""
+    """Body checks run before the lookup: an unknown id with a bad body still gets 400 (docs/doors/answer.md#body)."""
     async with system.http() as http:
         resp = await http.post(f"/api/interactions/{uuid.uuid4()}/answer", content=body)
     assert resp.status_code == 400
@@ -122,7 +122,7 @@ async def test_bad_bodies_are_400_before_the_id_is_looked_up(
 
 
 async def test_deeply_nested_answer_is_400_not_500(system: System) -> None:
-    """Deeply nested JSON gives 400, never 500 (inventory A13.123)."""
+    """Deeply nested JSON gives 400, never 500 (docs/doors/common.md#nested-json)."""
     task, iid = await open_question(system, answer_format="form", schema={"type": "object"}, timeout=30)
     nested = b'{"answer":' + b'{"a":' * 5000 + b"1" + b"}" * 5000 + b"}"
     async with system.http() as http:
@@ -135,7 +135,7 @@ async def test_deeply_nested_answer_is_400_not_500(system: System) -> None:
 
 @pytest.mark.parametrize("iid", [str(uuid.uuid4()), "not-a-uuid", "a.b.c", "*", ">"])
 async def test_unknown_id_is_404(system: System, iid: str) -> None:
-    """Unknown ids get 404 'Interaction not found', whatever their shape (inventory A16.147)."""
+    """Unknown ids get 404 'Interaction not found', whatever their shape (docs/doors/answer.md#unknown-questions)."""
     async with system.http() as http:
         resp = await http.post(f"/api/interactions/{iid}/answer", json={"answer": "x"})
     assert resp.status_code == 404
@@ -143,7 +143,7 @@ async def test_unknown_id_is_404(system: System, iid: str) -> None:
 
 
 async def test_pruned_question_is_404(system: System) -> None:
-    """A pruned question answers 404 like an unknown one (inventory A16.147)."""
+    """A pruned question answers 404 like an unknown one (docs/doors/answer.md#unknown-questions)."""
     client = await system.sdk()
     from layby import InteractionTimeoutError
 
@@ -159,7 +159,7 @@ async def test_pruned_question_is_404(system: System) -> None:
 
 
 async def test_second_answer_is_409(system: System) -> None:
-    """Already answered: 409 'Interaction already answered' (inventory A16.149)."""
+    """Already answered: 409 'Interaction already answered' (docs/doors/answer.md#already-answered)."""
     task, iid = await open_question(system, timeout=30)
     async with system.http() as http:
         assert (await http.post(f"/api/interactions/{iid}/answer", json={"answer": "a"})).status_code == 200
@@ -182,7 +182,7 @@ async def race_two_answers(system: System, iid: str) -> str:
 
 
 async def test_two_concurrent_answers_give_exactly_one_200_and_one_409(system: System) -> None:
-    """The first answer wins in the log; a concurrent second gets 409 (inventory A16.149, DESIGN 2)."""
+    """The first answer wins in the log; a concurrent second gets 409 (docs/doors/answer.md#already-answered, docs/aggregates/interaction.md#first-resolution-wins)."""
     for _ in range(10):
         task, iid = await open_question(system, timeout=30)
         winner = await race_two_answers(system, iid)
@@ -190,7 +190,7 @@ async def test_two_concurrent_answers_give_exactly_one_200_and_one_409(system: S
 
 
 async def test_wrong_format_is_400_and_the_question_stays_pending(system: System) -> None:
-    """A 400 leaves the question pending and the caller blocked (inventory A16.151)."""
+    """A 400 leaves the question pending and the caller blocked (docs/doors/answer.md#answer-validation)."""
     task, iid = await open_question(system, answer_format="confirm", timeout=30)
     async with system.http() as http:
         bad = await http.post(f"/api/interactions/{iid}/answer", json={"answer": "yes"})
@@ -202,7 +202,7 @@ async def test_wrong_format_is_400_and_the_question_stays_pending(system: System
 
 
 async def test_form_field_error_names_the_field(system: System) -> None:
-    """A failing form field is named in the message and in `field` (inventory A16.151)."""
+    """A failing form field is named in the message and in `field` (docs/doors/answer.md#answer-validation)."""
     schema = {"type": "object", "properties": {"count": {"type": "integer", "minimum": 1}}}
     task, iid = await open_question(system, answer_format="form", schema=schema, timeout=30)
     async with system.http() as http:
@@ -216,7 +216,7 @@ async def test_form_field_error_names_the_field(system: System) -> None:
 
 
 async def test_restricted_caller_cannot_answer_an_unaddressed_question(system: System) -> None:
-    """Unaddressed question + restricted caller: 403 (inventory A16.150)."""
+    """Unaddressed question + restricted caller: 403 (docs/doors/answer.md#audience)."""
     task, iid = await open_question(system, timeout=30)
     async with system.http(ALICE) as http:
         resp = await http.post(f"/api/interactions/{iid}/answer", json={"answer": "x"})
@@ -226,7 +226,7 @@ async def test_restricted_caller_cannot_answer_an_unaddressed_question(system: S
 
 
 async def test_restricted_caller_cannot_answer_another_identitys_question(system: System) -> None:
-    """Addressed to another identity: 403 (inventory A16.150)."""
+    """Addressed to another identity: 403 (docs/doors/answer.md#audience)."""
     task, iid = await open_question(system, audience="bob", timeout=30)
     async with system.http(ALICE) as alice, system.http(BOB) as bob:
         resp = await alice.post(f"/api/interactions/{iid}/answer", json={"answer": "x"})
@@ -239,7 +239,7 @@ async def test_restricted_caller_cannot_answer_another_identitys_question(system
 
 
 async def test_already_answered_409_comes_before_the_audience_403(system: System) -> None:
-    """The 409 check runs before the audience gate (inventory A16.149, E3.4)."""
+    """The 409 check runs before the audience gate (docs/doors/answer.md#already-answered, docs/doors/answer.md#order-of-checks)."""
     task, iid = await open_question(system, timeout=30)
     async with system.http() as op, system.http(ALICE) as alice:
         assert (await op.post(f"/api/interactions/{iid}/answer", json={"answer": "x"})).status_code == 200
@@ -249,7 +249,7 @@ async def test_already_answered_409_comes_before_the_audience_403(system: System
 
 
 async def test_answered_by_is_the_answerers_identity(system: System) -> None:
-    """answered_by is the caller's user id (inventory A16.153)."""
+    """answered_by is the caller's user id (docs/doors/answer.md#success)."""
     task, iid = await open_question(system, audience="bob", timeout=30)
     async with system.http(BOB) as bob:
         assert (await bob.post(f"/api/interactions/{iid}/answer", json={"answer": "ok"})).status_code == 200
@@ -259,7 +259,8 @@ async def test_answered_by_is_the_answerers_identity(system: System) -> None:
 
 
 async def _last_event(system: System, iid: str) -> dict:
-    from layby.eventstore import EventStore, connect_nats
+    from layby.connection import connect_nats
+    from layby_server.eventstore import EventStore
 
     assert system.settings.nats_url
     nc = await connect_nats(system.settings.nats_url, name="t")
@@ -274,7 +275,7 @@ async def _last_event(system: System, iid: str) -> dict:
 async def test_concurrent_answers_to_a_sensitive_question_wake_the_asker_with_the_winner(
     system: System,
 ) -> None:
-    """A losing concurrent answer never replaces the winning sensitive answer (inventory A2.20, A16.149)."""
+    """A losing concurrent answer never replaces the winning sensitive answer (docs/aggregates/interaction.md#sensitive-answers, docs/doors/answer.md#already-answered)."""
     for _ in range(5):
         task, iid = await open_question(system, sensitive=True, timeout=30)
         winner = await race_two_answers(system, iid)

@@ -1,4 +1,4 @@
-"""The ask service as the authority: caps, refusals, sweeping, sensitive answers (A2, A3, A6, A12, A23)."""
+"""The ask service as the authority: caps, refusals, sweeping, sensitive answers (docs/asking.md#asking-a-question, docs/asking.md#validated-before-anything-is-stored, docs/aggregates/interaction.md#sync-wait, docs/asking.md#concurrency-cap, docs/aggregates/interaction.md#the-sweeper)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import asyncpg
 import msgspec
 import pytest
 
-from contracts.commands import REPLY_DECODER, Accepted, Ask, Refused
 from layby import CrossIdentityAudienceError, InteractionLimitError, SecretValue
-from layby.clock import ManualClock
-from layby.eventstore import EventStore
-from layby.settings import Settings
+from layby_contracts.commands import REPLY_DECODER, Accepted, Ask, Refused
+from layby_domain.clock import ManualClock
+from layby_server.eventstore import EventStore
+from layby_server.settings import Settings
 from tests.conftest import ALICE, BOB, OPERATOR, System, start_system, stop_system
 from tests.helpers import sse, wait_total
 
@@ -33,7 +33,7 @@ async def raw_ask(system: System, token: str = OPERATOR, **fields: object) -> Ac
 
 @pytest.mark.settings(max_concurrent=5)
 async def test_burst_over_the_cap_admits_exactly_the_cap(system: System) -> None:
-    """A burst of N > cap concurrent asks admits exactly cap and refuses the rest (inventory A12.117)."""
+    """A burst of N > cap concurrent asks admits exactly cap and refuses the rest (docs/asking.md#concurrency-cap)."""
     replies = await asyncio.gather(*(raw_ask(system, timeout=60) for _ in range(40)))
     accepted = [r for r in replies if isinstance(r, Accepted)]
     refused = [r for r in replies if isinstance(r, Refused)]
@@ -44,7 +44,7 @@ async def test_burst_over_the_cap_admits_exactly_the_cap(system: System) -> None
 
 @pytest.mark.settings(max_concurrent=1)
 async def test_sdk_raises_interaction_limit_error_and_answering_frees_the_slot(system: System) -> None:
-    """At the cap ask_user raises InteractionLimitError; answering frees the slot (A12.116, A12.118)."""
+    """At the cap ask_user raises InteractionLimitError; answering frees the slot (docs/asking.md#concurrency-cap)."""
     client = await system.sdk()
     first = asyncio.create_task(client.ask_user("one", timeout=60))
     item = (await wait_total(system, 1))["items"][0]
@@ -66,7 +66,7 @@ async def test_sdk_raises_interaction_limit_error_and_answering_frees_the_slot(s
 
 
 async def test_refused_asks_write_nothing(system: System, store: EventStore) -> None:
-    """Every argument error raises before any state is written (inventory A3.29)."""
+    """Every argument error raises before any state is written (docs/asking.md#validated-before-anything-is-stored)."""
     _, before = await store.bounds()
     bad = [
         {"answer_format": "select"},
@@ -87,7 +87,7 @@ async def test_refused_asks_write_nothing(system: System, store: EventStore) -> 
 
 
 async def test_sdk_argument_errors_raise_value_error_naming_the_field(system: System) -> None:
-    """Argument errors raise ValueError naming the field before anything is stored (A2, A3)."""
+    """Argument errors raise ValueError naming the field before anything is stored (docs/asking.md#asking-a-question, docs/asking.md#validated-before-anything-is-stored)."""
     client = await system.sdk()
     with pytest.raises(ValueError, match="answer_format 'select' requires a non-empty options list"):
         await client.ask_user("q", answer_format="select")
@@ -97,14 +97,14 @@ async def test_sdk_argument_errors_raise_value_error_naming_the_field(system: Sy
 
 
 async def test_restricted_asker_addressing_another_identity_is_refused(system: System) -> None:
-    """A restricted asker may address only itself: CrossIdentityAudienceError (inventory A2.22)."""
+    """A restricted asker may address only itself: CrossIdentityAudienceError (docs/asking.md#audience-clamp)."""
     client = await system.sdk(ALICE)
     with pytest.raises(CrossIdentityAudienceError):
         await client.ask_user("for bob", audience="bob", timeout=5)
 
 
 async def test_restricted_askers_unset_audience_is_clamped_to_itself(system: System) -> None:
-    """A restricted caller's unset audience becomes its own id (inventory A2.22)."""
+    """A restricted caller's unset audience becomes its own id (docs/asking.md#audience-clamp)."""
     client = await system.sdk(ALICE)
     task = asyncio.create_task(client.ask_user("mine", timeout=60))
     item = (await wait_total(system, 1))["items"][0]
@@ -122,7 +122,7 @@ async def test_sdk_with_an_unknown_token_is_refused(system: System) -> None:
 async def test_sensitive_answer_reaches_the_waiter_wrapped_and_is_not_projected(
     system: System, db: asyncpg.Pool
 ) -> None:
-    """Sensitive: the waiter gets a SecretValue; the record keeps no response body (inventory A2.20)."""
+    """Sensitive: the waiter gets a SecretValue; the record keeps no response body (docs/aggregates/interaction.md#sensitive-answers)."""
     client = await system.sdk()
     task = asyncio.create_task(client.ask_user("PIN?", sensitive=True, timeout=60))
     item = (await wait_total(system, 1))["items"][0]
@@ -147,7 +147,7 @@ async def test_sensitive_answer_reaches_the_waiter_wrapped_and_is_not_projected(
 async def test_abandoned_sync_question_is_swept_after_its_deadline(
     settings: Settings, store: EventStore, db: asyncpg.Pool
 ) -> None:
-    """A question whose waiter died is removed once deadline + grace pass (inventory A23.208)."""
+    """A question whose waiter died is removed once deadline + grace pass (docs/aggregates/interaction.md#abandoned-sync-questions)."""
     clock = ManualClock(datetime.now(UTC))
     system = await start_system(settings, clock=clock)
     try:
@@ -166,7 +166,7 @@ async def test_abandoned_sync_question_is_swept_after_its_deadline(
 async def test_list_read_excludes_and_prunes_a_sync_question_past_its_deadline(
     settings: Settings, store: EventStore, db: asyncpg.Pool
 ) -> None:
-    """A sync question past its deadline is pruned during the read with a removed event (A14.127)."""
+    """A sync question past its deadline is pruned during the read with a removed event (docs/doors/list.md#pending-questions-only)."""
     clock = ManualClock(datetime.now(UTC))
     system = await start_system(msgspec.structs.replace(settings, blocking_grace_seconds=3600), clock=clock)
     try:
@@ -224,7 +224,7 @@ async def test_an_answer_racing_the_sweepers_prune_resolves_exactly_once(
     settings: Settings, store: EventStore, db: asyncpg.Pool
 ) -> None:
     """An answer and the sweeper's prune of the same abandoned question race in the log: exactly one
-    of them lands, and the answer door says which (200, or 404 after the prune won) (DESIGN 2)."""
+    of them lands, and the answer door says which (200, or 404 after the prune won) (docs/aggregates/interaction.md#first-resolution-wins)."""
     clock = ManualClock(datetime.now(UTC))
     system = await start_system(settings, clock=clock)
     try:
@@ -250,7 +250,7 @@ async def test_an_answer_racing_the_sweepers_prune_resolves_exactly_once(
 
 
 async def _events_of(store: EventStore, iid: str) -> list[str]:
-    from layby.projector import read_range
+    from layby_server.projector import read_range
 
     _, last = await store.bounds()
     return [
@@ -264,8 +264,8 @@ async def test_a_prune_that_overtakes_its_ask_leaves_a_tombstone_so_the_ask_cann
     system: System,
 ) -> None:
     """Cancelled while recording: the prune arrives first and the late ask is refused, so no orphan
-    question waits in the inbox for a caller that is gone (inventory A6.64)."""
-    from contracts.commands import Prune
+    question waits in the inbox for a caller that is gone (docs/aggregates/interaction.md#cancellation)."""
+    from layby_contracts.commands import Prune
 
     client = await system.sdk()
     iid = str(uuid.uuid4())
@@ -282,7 +282,7 @@ async def test_a_prune_that_overtakes_its_ask_leaves_a_tombstone_so_the_ask_cann
 
 async def test_a_restricted_token_cannot_read_someone_elses_answer_through_prune(system: System) -> None:
     """Prune reports an answer only to its asker (or an operator)."""
-    from contracts.commands import Prune
+    from layby_contracts.commands import Prune
 
     client = await system.sdk()
     task = asyncio.create_task(client.ask_user("Secret plan?", audience="bob", timeout=60))
@@ -317,7 +317,7 @@ async def test_a_poison_event_does_not_hold_its_batch_mates_back(
 ) -> None:
     """An event the projection cannot store is isolated; the events around it are projected at once
     (ADR 0006)."""
-    from contracts.events import InteractionAsked
+    from layby_contracts.events import InteractionAsked
 
     now = datetime.now(UTC)
     poison = InteractionAsked(

@@ -1,5 +1,5 @@
 """The callback door for channel-delivered text, confirm, select and form questions (issue 4;
-inventory A17.166, A17.170-174).
+docs/doors/callback.md#channel-delivered-answers, docs/doors/callback.md#the-pages-behind-a-link).
 
 Real services with the built-in ``webhook`` channel posting to a local bridge (the ``chan``
 fixture): questions are asked over the channel and answered through the callback URL it delivered.
@@ -14,9 +14,9 @@ from datetime import UTC, datetime, timedelta
 import httpx
 import pytest
 
-from contracts.events import InteractionAnswered, InteractionAsked
-from layby.eventstore import EventStore
 from layby.sdk import Client, SecretValue
+from layby_contracts.events import InteractionAnswered, InteractionAsked
+from layby_server.eventstore import EventStore
 from tests.channel_plugins import Bridge
 from tests.conftest import System
 from tests.helpers import ASKED, mint, pending
@@ -53,7 +53,7 @@ async def answered_event(store: EventStore, callback: str) -> InteractionAnswere
 async def test_an_empty_post_confirms_a_confirm_question_with_true(
     chan: System, client: Client, bridge: Bridge
 ) -> None:
-    """inventory A17.166: the confirm page's button posts an empty body, which records true."""
+    """docs/doors/callback.md#channel-delivered-answers: the confirm page's button posts an empty body, which records true."""
     ask, callback = await pending(chan, client, bridge, "Ship it?", answer_format="confirm")
     async with httpx.AsyncClient() as http:
         page = await http.get(callback)
@@ -70,7 +70,7 @@ async def test_an_empty_post_confirms_a_confirm_question_with_true(
 async def test_text_select_and_form_need_a_json_object_body_with_an_answer(
     chan: System, client: Client, bridge: Bridge
 ) -> None:
-    """inventory A17.166: empty body, non-object body and a missing ``answer`` are 400s with the
+    """docs/doors/callback.md#channel-delivered-answers: empty body, non-object body and a missing ``answer`` are 400s with the
     door's exact messages; query parameters never carry the answer; nothing is consumed."""
     ask, callback = await pending(chan, client, bridge, "Your name?", answer_format="text")
     async with httpx.AsyncClient() as http:
@@ -95,7 +95,7 @@ async def test_text_select_and_form_need_a_json_object_body_with_an_answer(
 async def test_a_select_answer_must_be_one_of_the_options(
     chan: System, client: Client, bridge: Bridge
 ) -> None:
-    """inventory A17.166 / A16.151: the value is validated exactly as at the answer door."""
+    """docs/doors/callback.md#channel-delivered-answers / docs/doors/answer.md#answer-validation: the value is validated exactly as at the answer door."""
     ask, callback = await pending(
         chan, client, bridge, "Colour?", answer_format="select", options=["red", "blue"]
     )
@@ -110,7 +110,7 @@ async def test_a_select_answer_must_be_one_of_the_options(
 async def test_a_form_answer_mismatch_is_400_naming_the_field_and_a_root_fault_has_no_field(
     chan: System, client: Client, bridge: Bridge, store: EventStore
 ) -> None:
-    """inventory A17.166: the 400 carries ``field``, the dotted path of the failing form field,
+    """docs/doors/callback.md#channel-delivered-answers: the 400 carries ``field``, the dotted path of the failing form field,
     absent for root-level faults; the typed answer is recorded, by ``external-callback``."""
     ask, callback = await pending(chan, client, bridge, "Sign up", answer_format="form", schema=SCHEMA)
     async with httpx.AsyncClient() as http:
@@ -151,7 +151,7 @@ async def test_a_sensitive_channel_answer_is_kept_out_of_the_log(
 async def test_the_form_page_renders_the_schema_with_its_own_csp_and_never_mutates(
     chan: System, client: Client, bridge: Bridge
 ) -> None:
-    """inventory A17.172-173: text input, select with a leading blank, checkbox never required,
+    """docs/doors/callback.md#form-page: text input, select with a leading blank, checkbox never required,
     integer step 1, number step any, escaped labels, ``required``; the form CSP; GET twice leaves
     the question pending and reflects nothing from the request."""
     ask, callback = await pending(chan, client, bridge, "Sign up <now>", answer_format="form", schema=SCHEMA)
@@ -179,7 +179,7 @@ async def test_the_form_page_renders_the_schema_with_its_own_csp_and_never_mutat
 async def test_the_form_page_prefills_values_and_labels_per_send_options(
     chan: System, client: Client, bridge: Bridge
 ) -> None:
-    """inventory A5b: ``data.values`` prefill the controls and ``data.options`` label the choices."""
+    """docs/asking.md#per-send-form-data-and-pages: ``data.values`` prefill the controls and ``data.options`` label the choices."""
     schema = {"type": "object", "properties": {"city": {"type": "string"}, "room": {"type": "string"}}}
     ask, callback = await pending(
         chan,
@@ -205,7 +205,7 @@ async def test_the_form_page_prefills_values_and_labels_per_send_options(
 async def test_a_form_schema_outside_the_renderable_subset_is_a_500_not_half_a_page(
     chan: System, store: EventStore
 ) -> None:
-    """inventory A17.174: a stored channel form whose schema cannot be rendered (written before
+    """docs/doors/callback.md#unrenderable-schema: a stored channel form whose schema cannot be rendered (written before
     the ask-time subset check, say) gets a plain 500 text, never half a page."""
     now = datetime.now(UTC)
     asked = InteractionAsked(
@@ -258,7 +258,7 @@ async def test_a_ticket_bound_to_an_inbox_question_reaches_nothing(
 async def test_text_and_select_get_the_byte_constant_awaiting_page_with_no_form(
     chan: System, client: Client, bridge: Bridge
 ) -> None:
-    """inventory A17.170-172: the awaiting page is identical across tickets and requests."""
+    """docs/doors/callback.md#constant-pages: the awaiting page is identical across tickets and requests."""
     first, one = await pending(chan, client, bridge, "Why?", answer_format="text")
     second, two = await pending(chan, client, bridge, "Which?", answer_format="select", options=["a", "b"])
     async with httpx.AsyncClient() as http:

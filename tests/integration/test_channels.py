@@ -1,4 +1,4 @@
-"""Channel-delivered questions (inventory A2.18-19, A5.51-53, A6.65-68, A17.156, A19).
+"""Channel-delivered questions (docs/asking.md#channel-checks, docs/aggregates/interaction.md#channel-delivery, docs/doors/callback.md#callback-url).
 
 Real services. The built-in ``webhook`` channel posts each delivery to a local HTTP server that
 plays a chat bridge: it records what arrived (and checks the signature), answers with the status
@@ -14,9 +14,9 @@ from typing import Any
 import httpx
 import pytest
 
-from layby.channels import ChannelDeliveryError
-from layby.errors import BadInput
 from layby.sdk import Client
+from layby_contracts.channels import ChannelDeliveryError
+from layby_contracts.errors import BadInput
 from tests.channel_plugins import Bridge
 from tests.conftest import System
 
@@ -29,7 +29,7 @@ async def client(chan: System) -> Client:
 async def test_a_channel_question_reaches_the_channel_and_the_relayed_reply_answers_the_asker(
     chan: System, client: Client, bridge: Bridge
 ) -> None:
-    """inventory A19.181-182, A17.156: the delivery carries the question and a callback URL under
+    """docs/aggregates/interaction.md#channel-delivery, docs/doors/callback.md#callback-url: the delivery carries the question and a callback URL under
     the public base URL; the reply POSTed to it is the asker's answer. The ticket is in no frame."""
     ask = asyncio.create_task(
         client.ask_user("Deploy window?", channel="ops", recipient="#deploys", options=["now"], timeout=30)
@@ -50,7 +50,7 @@ async def test_a_channel_question_reaches_the_channel_and_the_relayed_reply_answ
 
 
 async def test_media_reach_the_channel_as_absolute_urls(chan: System, client: Client, bridge: Bridge) -> None:
-    """inventory A4.48 (S000): media are forwarded; an inline image is sent as its absolute
+    """docs/asking.md#media-on-channels (S000): media are forwarded; an inline image is sent as its absolute
     served URL under the public base URL, which the public media door serves."""
     from tests.integration.test_media import PNG, PNG_URI
 
@@ -72,7 +72,7 @@ async def test_media_reach_the_channel_as_absolute_urls(chan: System, client: Cl
 async def test_select_confirm_and_form_questions_carry_their_payload_and_take_typed_replies(
     chan: System, client: Client, bridge: Bridge
 ) -> None:
-    """inventory B7: options exactly for select, schema exactly for form; a confirm tap (empty
+    """docs/aggregates/interaction.md#channel-delivery: options exactly for select, schema exactly for form; a confirm tap (empty
     POST) records true; the form's callback page renders its schema."""
     schema = {"type": "object", "properties": {"seats": {"type": "integer"}}, "required": ["seats"]}
     pick = asyncio.create_task(
@@ -103,7 +103,7 @@ async def test_select_confirm_and_form_questions_carry_their_payload_and_take_ty
 async def test_retryable_failures_are_retried_until_the_channel_accepts(
     chan: System, client: Client, bridge: Bridge
 ) -> None:
-    """inventory A6.66: a retryable failure (503, 429) is retried with backoff; the third
+    """docs/aggregates/interaction.md#delivery-attempts: a retryable failure (503, 429) is retried with backoff; the third
     attempt succeeds, every attempt carries the same interaction id."""
     bridge.statuses = [(503, {}), (429, {"Retry-After": "0"})]
     ask = asyncio.create_task(client.ask_user("Retry me?", channel="ops", timeout=30))
@@ -117,7 +117,7 @@ async def test_retryable_failures_are_retried_until_the_channel_accepts(
 async def test_a_final_failure_raises_to_the_asker_and_its_ticket_answers_the_uniform_404(
     chan: System, client: Client, bridge: Bridge
 ) -> None:
-    """inventory A6.66-67: a non-retryable status fails on the first attempt; the question is
+    """docs/aggregates/interaction.md#delivery-failure: a non-retryable status fails on the first attempt; the question is
     pruned, the ask raises ChannelDeliveryError naming the channel, the ticket is dead."""
     bridge.statuses = [(400, {})]
     with pytest.raises(ChannelDeliveryError, match=r"webhook 'ops': the endpoint answered 400"):
@@ -133,7 +133,7 @@ async def test_a_final_failure_raises_to_the_asker_and_its_ticket_answers_the_un
 async def test_retries_stop_at_the_attempt_limit_and_never_outrun_the_budget(
     chan: System, client: Client, bridge: Bridge
 ) -> None:
-    """inventory A6.66: at most 3 attempts in total; a retry_after longer than the remaining
+    """docs/aggregates/interaction.md#delivery-attempts: at most 3 attempts in total; a retry_after longer than the remaining
     budget ends the retries at once."""
     bridge.statuses = [(503, {})] * 5
     with pytest.raises(ChannelDeliveryError, match="503"):
@@ -148,7 +148,7 @@ async def test_retries_stop_at_the_attempt_limit_and_never_outrun_the_budget(
 async def test_a_hung_send_is_cut_at_the_budget_and_an_untyped_plugin_fault_is_final(
     chan: System, client: Client
 ) -> None:
-    """inventory A6.66: a hung deliver is cut at the remaining budget; a plugin raising anything
+    """docs/aggregates/interaction.md#delivery-attempts: a hung deliver is cut at the remaining budget; a plugin raising anything
     but ChannelDeliveryError fails on the first attempt and the service keeps running."""
     with pytest.raises(ChannelDeliveryError, match=r"KeyError: 'recipient_id'"):
         await asyncio.wait_for(client.ask_user("Crash?", channel="buggy", timeout=30), 10)
@@ -160,7 +160,7 @@ async def test_a_hung_send_is_cut_at_the_budget_and_an_untyped_plugin_fault_is_f
 async def test_channel_ask_rules_name_the_field_before_anything_is_stored(
     chan: System, client: Client
 ) -> None:
-    """inventory A2.18-19, A3(6), A5.51-53: unknown channel, link or verifier with a channel,
+    """docs/asking.md#channel-checks, docs/asking.md#validated-before-anything-is-stored, docs/asking.md#channel-checks: unknown channel, link or verifier with a channel,
     a form to a channel without form delivery, a form outside the subset or refused by the
     plugin's hook, a recipient without a channel: each raises naming the field; nothing stored."""
     nested = {"type": "object", "properties": {"a": {"type": "object"}}}
@@ -203,7 +203,7 @@ async def test_channel_ask_rules_name_the_field_before_anything_is_stored(
 async def test_an_external_question_on_a_channel_needs_no_link_and_its_tap_confirms(
     chan: System, client: Client, bridge: Bridge
 ) -> None:
-    """inventory A2.16: external requires a link unless a channel is set; the person taps the
+    """docs/asking.md#links: external requires a link unless a channel is set; the person taps the
     callback link, the confirm page posts back, and the query parameters are the answer."""
     ask = asyncio.create_task(
         client.ask_user("Approve in the portal", channel="ops", answer_format="external")
@@ -220,7 +220,7 @@ async def test_an_external_question_on_a_channel_needs_no_link_and_its_tap_confi
 async def test_a_parked_run_is_answered_through_its_channel_and_a_failed_delivery_raises_in_the_run(
     chan: System, bridge: Bridge, db: Any
 ) -> None:
-    """inventory A7.69, A6.68: an async ask over a channel parks the run; the relayed reply
+    """docs/aggregates/run.md#the-suspension-sentinel, docs/aggregates/interaction.md#delivery-failure: an async ask over a channel parks the run; the relayed reply
     resumes it. When delivery fails, the run resumes and the ask raises ChannelDeliveryError
     there, so the flow takes its own failure branch instead of waiting forever."""
     from datetime import UTC, datetime, timedelta
@@ -310,7 +310,7 @@ async def test_a_hung_channel_holds_back_no_other_question(
 async def test_a_plugin_error_that_quotes_the_callback_url_never_carries_the_ticket(
     chan: System, client: Client, store: Any
 ) -> None:
-    """inventory A17.155: the ticket appears in no event and reaches no asker, even when a
+    """docs/aggregates/interaction.md#tickets: the ticket appears in no event and reaches no asker, even when a
     plugin's failure message quotes the URL it was given."""
     with pytest.raises(ChannelDeliveryError) as err:
         await asyncio.wait_for(client.ask_user("Leak?", channel="leaky", timeout=30), 10)
@@ -325,7 +325,7 @@ async def test_a_plugin_error_that_quotes_the_callback_url_never_carries_the_tic
 async def test_a_question_answered_during_a_retry_pause_gets_no_further_attempt(
     chan: System, client: Client
 ) -> None:
-    """inventory A6.66: retries are for questions still waiting; once one is answered (here in
+    """docs/aggregates/interaction.md#delivery-attempts: retries are for questions still waiting; once one is answered (here in
     the inbox during the pause), the pending retry is dropped and the question is not failed."""
     from tests.channel_plugins import RetryLaterChannel
 

@@ -9,9 +9,9 @@ import asyncpg
 import pytest
 
 from layby import InteractionTimeoutError
-from layby.clock import ManualClock
-from layby.eventstore import EventStore
-from layby.settings import Settings
+from layby_domain.clock import ManualClock
+from layby_server.eventstore import EventStore
+from layby_server.settings import Settings
 from tests.conftest import OPERATOR, System, start_system, stop_system
 
 pytestmark = pytest.mark.integration
@@ -28,7 +28,7 @@ async def wait_listed(system: System, count: int, token: str = OPERATOR) -> list
 
 
 async def test_sync_ask_returns_the_typed_answer_given_at_the_answer_door(system: System) -> None:
-    """A blocked ask wakes with the typed value posted to the answer door (inventory A1.4, A16.153)."""
+    """A blocked ask wakes with the typed value posted to the answer door (docs/asking.md#answer-formats, docs/doors/answer.md#success)."""
     client = await system.sdk()
     task = asyncio.create_task(client.ask_user("Deploy?", answer_format="confirm", timeout=30))
     items = await wait_listed(system, 1)
@@ -42,7 +42,7 @@ async def test_sync_ask_returns_the_typed_answer_given_at_the_answer_door(system
 
 
 async def test_sync_ask_times_out_prunes_and_raises(system: System) -> None:
-    """On timeout the question is pruned and InteractionTimeoutError raised (inventory A6.63)."""
+    """On timeout the question is pruned and InteractionTimeoutError raised (docs/aggregates/interaction.md#sync-timeout)."""
     client = await system.sdk()
     with pytest.raises(InteractionTimeoutError, match="the question was pruned"):
         await client.ask_user("Anyone?", timeout=0.3)
@@ -82,7 +82,7 @@ async def test_module_level_ask_user_connects_from_the_environment(
 async def test_module_level_ask_user_checks_arguments_before_connecting(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A bad argument raises ValueError before any connection is opened (inventory A2.13)."""
+    """A bad argument raises ValueError before any connection is opened (docs/asking.md#timeout)."""
     import layby
 
     monkeypatch.setenv("LAYBY_NATS_URL", "nats://127.0.0.1:1")  # nothing listens: connecting would fail
@@ -95,7 +95,7 @@ async def test_an_answer_recorded_after_the_budget_is_not_returned(
     settings: Settings, store: EventStore, db: asyncpg.Pool
 ) -> None:
     """An answer that lands after the deadline raises InteractionTimeoutError saying so, never a
-    silent default (inventory A6.63)."""
+    silent default (docs/aggregates/interaction.md#sync-timeout)."""
     clock = ManualClock(datetime.now(UTC))
     system = await start_system(settings, clock=clock)
     try:

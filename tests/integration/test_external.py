@@ -1,4 +1,4 @@
-"""External questions and the public callback doors (issue 4; inventory A2.16-17, A17).
+"""External questions and the public callback doors (issue 4; docs/asking.md#external-questions, docs/doors/callback.md#the-callback-doors).
 
 Real services. The asker's link builder creates a "checkout" on a local HTTP server that plays a
 payment provider; the provider later POSTs a Stripe-signed event to the callback URL and the
@@ -19,8 +19,8 @@ from typing import Any
 import httpx
 import pytest
 
-from layby.errors import BadInput
-from layby.settings import Settings
+from layby_contracts.errors import BadInput
+from layby_server.settings import Settings
 from tests.conftest import System
 
 SECRET = "whsec_test_0123456789"
@@ -314,7 +314,7 @@ async def test_without_a_public_base_url_an_external_ask_raises_naming_the_varia
 
 
 async def test_ask_external_wraps_a_tool_that_takes_a_callback_url(system: System, client: Any) -> None:
-    """Inventory A1.8: the composed tool hides callback_url and adds question, answer_schema and
+    """docs/asking.md#ask_external: the composed tool hides callback_url and adds question, answer_schema and
     timeout; the verifier comes from the author only; bad tools are refused when wrapped."""
     import inspect
 
@@ -411,14 +411,14 @@ async def test_cli_asks_an_external_question_with_a_link_and_media(
 async def test_an_expired_ticket_is_the_same_404_as_an_unknown_one(
     settings: Settings, store: Any, db: Any
 ) -> None:
-    """The ticket lives for the question's budget (A17.157): once that passed on the door's clock,
+    """The ticket lives for the question's budget (docs/aggregates/interaction.md#ticket-lifetime): once that passed on the door's clock,
     the callback is refused exactly like an unknown ticket, even before the sweeper prunes."""
     from datetime import UTC, datetime
 
     import msgspec
 
-    from layby.clock import ManualClock
     from layby.sdk import connect
+    from layby_domain.clock import ManualClock
     from tests.conftest import start_system, stop_system
 
     clock = ManualClock(datetime.now(UTC))
@@ -500,7 +500,7 @@ async def test_a_bound_ticket_whose_question_never_lands_is_the_uniform_404_afte
 
 
 async def test_a_resumed_run_never_builds_its_external_link_again(system: System, db: Any) -> None:
-    """inventory A7 with A2.16: the link builder creates an outside resource once per question;
+    """docs/aggregates/run.md#parking with docs/asking.md#links: the link builder creates an outside resource once per question;
     replaying the flow after the callback resumes it returns the recorded answer without
     running the builder again."""
     from datetime import UTC, datetime, timedelta
@@ -549,7 +549,7 @@ async def test_a_ticket_reservation_is_refused_naming_the_field(system: System, 
     naming its field; a hash bound to one question cannot be bound to another."""
     import msgspec
 
-    from contracts.commands import REPLY_DECODER, Refused, Reserved, ReserveTicket
+    from layby_contracts.commands import REPLY_DECODER, Refused, Reserved, ReserveTicket
 
     async def send(**fields: Any) -> Any:
         base: dict[str, Any] = {
@@ -587,8 +587,8 @@ async def test_only_a_runs_own_identity_may_bind_a_ticket_to_its_park(system: Sy
 
     import msgspec
 
-    from contracts.commands import REPLY_DECODER, Refused, Reserved, ReserveTicket
-    from layby.validation import call_interaction_id
+    from layby_contracts.commands import REPLY_DECODER, Refused, Reserved, ReserveTicket
+    from layby_domain.validation import call_interaction_id
     from tests.conftest import ALICE, BOB
 
     bob = await system.sdk(BOB)

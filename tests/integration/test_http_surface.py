@@ -1,4 +1,4 @@
-"""Health, readiness, the OpenAPI document, and errors that never leak internals (A13)."""
+"""Health, readiness, the OpenAPI document, and errors that never leak internals (docs/doors/common.md#rules-every-door-shares)."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ async def test_openapi_document_lists_the_doors(system: System) -> None:
 async def test_every_authenticated_door_refuses_without_a_token(
     system: System, method: str, path: str
 ) -> None:
-    """The three authenticated doors answer 401 without credentials (inventory A13.120)."""
+    """The three authenticated doors answer 401 without credentials (docs/doors/common.md#authentication)."""
     async with system.http(None) as http:
         resp = await http.request(method, path, json={"answer": 1})
     assert resp.status_code == 401

@@ -1,4 +1,4 @@
-"""``GET /api/interactions``: the paged pending list (inventory A14)."""
+"""``GET /api/interactions``: the paged pending list (docs/doors/list.md#the-list-door)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ async def ask_many(system: System, n: int, **kwargs: object) -> list[asyncio.Tas
     ],
 )
 async def test_bad_window_is_400(system: System, query: str, message: str) -> None:
-    """Non-integers, page < 1, pageSize < 1 and page > 1,000,000 give 400 (inventory A14.125)."""
+    """Non-integers, page < 1, pageSize < 1 and page > 1,000,000 give 400 (docs/doors/list.md#paging)."""
     async with system.http() as http:
         resp = await http.get(f"/api/interactions?{query}")
     assert resp.status_code == 400
@@ -36,7 +36,7 @@ async def test_bad_window_is_400(system: System, query: str, message: str) -> No
 
 
 async def test_empty_inbox_page_shape(system: System) -> None:
-    """The page envelope: items, total, page, page_size, next_page, truncated (inventory A14.126)."""
+    """The page envelope: items, total, page, page_size, next_page, truncated (docs/doors/list.md#response)."""
     async with system.http() as http:
         resp = await http.get("/api/interactions")
     assert resp.status_code == 200
@@ -46,7 +46,7 @@ async def test_empty_inbox_page_shape(system: System) -> None:
 
 
 async def test_page_size_over_200_is_capped_not_refused(system: System) -> None:
-    """pageSize > 200 is capped to 200 and echoed as page_size: 200 (inventory A14.125)."""
+    """pageSize > 200 is capped to 200 and echoed as page_size: 200 (docs/doors/list.md#paging)."""
     async with system.http() as http:
         resp = await http.get("/api/interactions?pageSize=5000")
     assert resp.status_code == 200
@@ -54,7 +54,7 @@ async def test_page_size_over_200_is_capped_not_refused(system: System) -> None:
 
 
 async def test_paging_and_next_page(system: System) -> None:
-    """next_page is page+1 iff page * size < total (inventory A14.126)."""
+    """next_page is page+1 iff page * size < total (docs/doors/list.md#response)."""
     tasks = await ask_many(system, 5)
     await wait_total(system, 5)
     async with system.http() as http:
@@ -69,7 +69,7 @@ async def test_paging_and_next_page(system: System) -> None:
 
 
 async def test_item_shape_matches_the_add_frame(system: System) -> None:
-    """Items carry the add-frame keys; optional keys are absent, never null (inventory A14.131, B5)."""
+    """Items carry the add-frame keys; optional keys are absent, never null (docs/doors/list.md#the-item)."""
     client = await system.sdk()
     task = asyncio.create_task(
         client.ask_user("Pick", answer_format="select", options=["a", "b"], timeout=60)
@@ -91,7 +91,7 @@ async def test_item_shape_matches_the_add_frame(system: System) -> None:
 
 
 async def test_groups_are_ordered_by_their_most_recent_question(system: System) -> None:
-    """Groups ascend by their most recent question's created_at, then creation order (A14.128)."""
+    """Groups ascend by their most recent question's created_at, then creation order (docs/doors/list.md#order)."""
     client = await system.sdk()
     tasks = []
     for question, group in [("a1", "A"), ("b1", "B"), ("a2", "A")]:
@@ -104,7 +104,7 @@ async def test_groups_are_ordered_by_their_most_recent_question(system: System) 
 
 
 async def test_restricted_caller_sees_only_its_own_and_total_counts_only_those(system: System) -> None:
-    """The audience filter runs before paging, so total counts only what the caller may see (A14.129)."""
+    """The audience filter runs before paging, so total counts only what the caller may see (docs/doors/list.md#audience-filter)."""
     client = await system.sdk()
     tasks = [
         asyncio.create_task(client.ask_user(f"for {aud}", audience=aud, timeout=60))
@@ -121,7 +121,7 @@ async def test_restricted_caller_sees_only_its_own_and_total_counts_only_those(s
 
 
 async def test_answered_and_pruned_questions_leave_the_list(system: System) -> None:
-    """Items are pending questions only (inventory A14.127)."""
+    """Items are pending questions only (docs/doors/list.md#pending-questions-only)."""
     tasks = await ask_many(system, 2)
     items = (await wait_total(system, 2))["items"]
     q0 = next(i for i in items if i["question"] == "q0")  # asked by tasks[0]
@@ -134,7 +134,7 @@ async def test_answered_and_pruned_questions_leave_the_list(system: System) -> N
 
 
 async def test_unauthenticated_list_is_401(system: System) -> None:
-    """The list door is authenticated (inventory A13.120)."""
+    """The list door is authenticated (docs/doors/common.md#authentication)."""
     async with system.http(None) as http:
         resp = await http.get("/api/interactions")
     assert resp.status_code == 401

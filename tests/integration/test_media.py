@@ -1,4 +1,4 @@
-"""Media on a question through the ask service and the media door (inventory A4, A18).
+"""Media on a question through the ask service and the media door (docs/asking.md#media, docs/doors/media.md#the-media-door).
 
 Real services. ``data:image`` images are stored by reference and served publicly by id; every
 bad item is refused naming its field before anything is stored.
@@ -12,8 +12,8 @@ import base64
 import asyncpg
 import pytest
 
-from layby.errors import BadInput
-from layby.eventstore import EventStore
+from layby_contracts.errors import BadInput
+from layby_server.eventstore import EventStore
 from tests.conftest import System
 from tests.helpers import wait_total
 
@@ -79,8 +79,8 @@ async def test_the_media_door_refuses_a_malformed_id_and_gives_one_404_for_unkno
 async def test_bad_media_is_refused_naming_the_field_and_nothing_is_stored(
     system: System, store: EventStore, db: asyncpg.Pool, media: list[dict[str, str]], field: str
 ) -> None:
-    from contracts.commands import REPLY_DECODER, Ask, Refused
-    from layby.validation import new_interaction_id
+    from layby_contracts.commands import REPLY_DECODER, Ask, Refused
+    from layby_domain.validation import new_interaction_id
     from tests.conftest import OPERATOR
 
     client = await system.sdk()

@@ -1,6 +1,6 @@
 """Durable async parks: exactly-once resume, on any worker, on the answer or the deadline.
 
-Inventory A2.13-15, A7, A8.83-86, A23.205; issue 3. Real NATS and PostgreSQL, the five
+docs/asking.md#mode-and-expiry, docs/aggregates/run.md#parking, docs/aggregates/run.md#deadlines-and-checkpoint-retention, docs/aggregates/interaction.md#expiry-of-async-parks; issue 3. Real NATS and PostgreSQL, the five
 services in-process, workers in-process; deadlines move on an injected clock.
 """
 
@@ -17,9 +17,9 @@ import asyncpg
 import pytest
 
 import layby
-from layby.clock import ManualClock
-from layby.eventstore import EventStore
-from layby.settings import Settings
+from layby_domain.clock import ManualClock
+from layby_server.eventstore import EventStore
+from layby_server.settings import Settings
 from tests.conftest import ALICE, BOB, OPERATOR, System, start_system, stop_system
 
 pytestmark = pytest.mark.timeout(90)
@@ -155,14 +155,14 @@ async def last_event(store: EventStore, subject: str) -> Any:
 
 
 async def count_events(store: EventStore, subject: str, kind: type) -> int:
-    from layby.projector import read_range
+    from layby_server.projector import read_range
 
     first, last = await store.bounds()
     events = await read_range(store, max(first, 1), last)
     return sum(1 for s in events if isinstance(s.event, kind) and getattr(s.event, "run_id", None) == subject)
 
 
-# -- A2.13-15: the wait rules, before anything is stored ---------------------------------
+# -- docs/asking.md#mode-and-expiry: the wait rules, before anything is stored ---------------------------------
 
 
 @pytest.mark.parametrize(
@@ -275,7 +275,7 @@ async def test_park_beyond_the_retention_horizon_is_refused_naming_interaction_e
     assert await last_event(store, store.names.ix(exc.interaction_id)) is None  # type: ignore[attr-defined]
 
 
-# -- A7.74: the continuation runs under the asker's identity -------------------------------
+# -- docs/aggregates/run.md#identities: the continuation runs under the asker's identity -------------------------------
 
 
 async def test_continuation_runs_under_the_askers_identity_never_the_answerers(
@@ -313,7 +313,7 @@ async def test_continuation_runs_under_the_askers_identity_never_the_answerers(
     assert set(seen) == {"alice"}
 
 
-# -- A8.86: parallel fan-out ------------------------------------------------------------
+# -- docs/aggregates/run.md#one-park-several-questions: parallel fan-out ------------------------------------------------------------
 
 
 @pytest.mark.parametrize("order", ["ab!", "a!b", "!ab", "ba!", "b!a", "!ba"])
@@ -363,12 +363,12 @@ async def test_fan_out_of_three_resumes_once_with_every_value_in_any_order_with_
     expected = ["alpha", "beta", {"layby:interaction_expired": True}]
     assert after == [expected]
     assert json.loads(row["result"]) == expected
-    from contracts.events import RunResumed
+    from layby_contracts.events import RunResumed
 
     assert await count_events(store, run_id, RunResumed) == 1
 
 
-# -- A7.76: one resolution per park, whatever races --------------------------------------
+# -- docs/aggregates/interaction.md#first-resolution-wins: one resolution per park, whatever races --------------------------------------
 
 
 async def test_answer_racing_expiry_resumes_each_run_exactly_once(
@@ -398,7 +398,7 @@ async def test_answer_racing_expiry_resumes_each_run_exactly_once(
         expected = "human" if status == 200 else {"layby:interaction_expired": True}
         assert json.loads(row["result"]) == expected
         assert after[run_id] == [expected]  # the code after the ask ran once
-    from contracts.events import RunResumed
+    from layby_contracts.events import RunResumed
 
     for run_id in run_ids:
         assert await count_events(store, run_id, RunResumed) == 1
@@ -458,7 +458,7 @@ async def test_an_expired_park_is_answered_by_system_expiry_and_the_answer_door_
     assert await answer(clocked, ix, "late") == 409
     run = await wait_status(db, run_id, "finished")
     assert json.loads(run["result"]) == {"layby:interaction_expired": True}
-    from contracts.events import InteractionRemoved
+    from layby_contracts.events import InteractionRemoved
 
     assert not isinstance(await last_event(store, store.names.ix(ix)), InteractionRemoved)
 
@@ -518,7 +518,7 @@ async def test_a_continuation_that_raises_is_retried_then_the_run_fails_with_an_
     row = await wait_status(db, run_id, "failed")
     assert attempts == ["it", "it"]
     assert row["error"] == "RuntimeError: cannot handle it"
-    from contracts.events import RunFailed
+    from layby_contracts.events import RunFailed
 
     failed = await last_event(store, store.names.run(run_id))
     assert isinstance(failed, RunFailed) and failed.attempts == 2
@@ -670,7 +670,7 @@ async def test_cli_starts_lists_and_shows_runs(
 async def test_rebuild_reproduces_the_runs_table(
     system: System, workers: Workers, db: asyncpg.Pool, store: EventStore
 ) -> None:
-    from layby.projector import rebuild
+    from layby_server.projector import rebuild
 
     def register(w: layby.Worker) -> None:
         @w.flow("rb")

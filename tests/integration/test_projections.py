@@ -1,4 +1,4 @@
-"""The projector and ``layby projections rebuild`` (DESIGN invariant 1)."""
+"""The projector and ``layby projections rebuild`` (docs/engineering.md#the-event-log-is-the-source-of-truth)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import asyncio
 import asyncpg
 import pytest
 
-from layby.eventstore import EventStore
-from layby.projector import rebuild
+from layby_server.eventstore import EventStore
+from layby_server.projector import rebuild
 from tests.conftest import System
 from tests.helpers import wait_total
 
@@ -30,7 +30,7 @@ async def caught_up(db: asyncpg.Pool, store: EventStore) -> None:
 async def test_rebuild_from_the_log_reproduces_the_live_tables(
     system: System, store: EventStore, db: asyncpg.Pool
 ) -> None:
-    """Dropping the projections and replaying the log yields exactly the live tables (DESIGN 1)."""
+    """Dropping the projections and replaying the log yields exactly the live tables (docs/engineering.md#the-event-log-is-the-source-of-truth)."""
     client = await system.sdk()
     tasks = [
         asyncio.create_task(client.ask_user(f"q{i}", timeout=60, group_id=f"g{i % 2}")) for i in range(6)
@@ -59,8 +59,8 @@ async def test_rebuild_from_the_log_reproduces_the_live_tables(
 async def test_replaying_a_batch_twice_is_a_no_op(
     system: System, store: EventStore, db: asyncpg.Pool
 ) -> None:
-    """A redelivered message changes nothing: rows are guarded by their stream sequence (CONVENTIONS 5)."""
-    from layby.projector import apply_batch, read_range
+    """A redelivered message changes nothing: rows are guarded by their stream sequence (docs/engineering.md#exactly-once-effects)."""
+    from layby_server.projector import apply_batch, read_range
 
     client = await system.sdk()
     task = asyncio.create_task(client.ask_user("q", timeout=60))
@@ -87,9 +87,9 @@ async def test_runs_projection_is_the_same_whatever_order_its_events_are_applied
     import uuid
     from datetime import UTC, datetime, timedelta
 
-    from contracts.events import ParkedAsk, Resolution, RunFinished, RunParked, RunResumed, RunStarted
-    from layby.eventstore import Stored
-    from layby.projector import apply_batch
+    from layby_contracts.events import ParkedAsk, Resolution, RunFinished, RunParked, RunResumed, RunStarted
+    from layby_server.eventstore import Stored
+    from layby_server.projector import apply_batch
 
     t0 = datetime(2030, 1, 1, tzinfo=UTC)
     snapshots = []

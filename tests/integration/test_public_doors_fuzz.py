@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from layby.settings import Settings
+from layby_server.settings import Settings
 from tests.conftest import OPERATOR, System
 
 pytestmark = [

@@ -1,4 +1,4 @@
-"""``GET /api/interactions/stream``: tail-only SSE with Last-Event-ID resume (inventory A15)."""
+"""``GET /api/interactions/stream``: tail-only SSE with Last-Event-ID resume (docs/doors/stream.md#the-stream-door)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ pytestmark = pytest.mark.integration
 
 
 async def test_stream_headers(system: System) -> None:
-    """200 text/event-stream with no-cache, keep-alive and X-Accel-Buffering: no (inventory A15.133)."""
+    """200 text/event-stream with no-cache, keep-alive and X-Accel-Buffering: no (docs/doors/stream.md#request-and-headers)."""
     async with system.http() as http, http.stream("GET", "/api/interactions/stream") as resp:
         assert resp.status_code == 200
         assert resp.headers["content-type"].startswith("text/event-stream")
@@ -23,7 +23,7 @@ async def test_stream_headers(system: System) -> None:
 
 
 async def test_stream_is_tail_only_and_frames_carry_stream_sequence_ids(system: System) -> None:
-    """No backlog on connect; add/answered frames with id: = stream sequence (A15.132, 134, 140)."""
+    """No backlog on connect; add/answered frames with id: = stream sequence (docs/doors/stream.md#tail-only)."""
     client = await system.sdk()
     old = asyncio.create_task(client.ask_user("before connect", timeout=60))
     await wait_total(system, 1)
@@ -45,7 +45,7 @@ async def test_stream_is_tail_only_and_frames_carry_stream_sequence_ids(system: 
 
 
 async def test_cancelled_ask_emits_removed(system: System) -> None:
-    """A cancelled sync ask is pruned and appears as interaction.removed (inventory A6.64, A15.139)."""
+    """A cancelled sync ask is pruned and appears as interaction.removed (docs/aggregates/interaction.md#cancellation, docs/doors/stream.md#expiry-and-removal-frames)."""
     client = await system.sdk()
     async with sse(system) as stream:
         task = asyncio.create_task(client.ask_user("cancel me", timeout=60))
@@ -61,7 +61,7 @@ async def test_cancelled_ask_emits_removed(system: System) -> None:
 
 
 async def test_reconnect_with_last_event_id_receives_the_missed_answered_frame(system: System) -> None:
-    """An answered frame that landed during a disconnect is delivered on reconnect (A15.141)."""
+    """An answered frame that landed during a disconnect is delivered on reconnect (docs/doors/stream.md#resume-with-last-event-id)."""
     client = await system.sdk()
     async with sse(system) as stream:
         task = asyncio.create_task(client.ask_user("while away", timeout=60))
@@ -76,7 +76,7 @@ async def test_reconnect_with_last_event_id_receives_the_missed_answered_frame(s
 
 
 async def test_query_parameter_last_event_id_is_the_fallback(system: System) -> None:
-    """?last_event_id= is accepted when a proxy strips the header (inventory A15.141)."""
+    """?last_event_id= is accepted when a proxy strips the header (docs/doors/stream.md#resume-with-last-event-id)."""
     client = await system.sdk()
     async with sse(system) as stream:
         task = asyncio.create_task(client.ask_user("q", timeout=60))
@@ -88,7 +88,7 @@ async def test_query_parameter_last_event_id_is_the_fallback(system: System) -> 
 
 
 async def test_header_wins_over_the_query_parameter(system: System) -> None:
-    """When both are given, the Last-Event-ID header wins (inventory A15.145)."""
+    """When both are given, the Last-Event-ID header wins (docs/doors/stream.md#header-wins)."""
     client = await system.sdk()
     async with sse(system) as stream:
         t1 = asyncio.create_task(client.ask_user("one", timeout=60))
@@ -106,7 +106,7 @@ async def test_header_wins_over_the_query_parameter(system: System) -> None:
 
 @pytest.mark.parametrize("bad", ["garbage", "-5", "99999999"])
 async def test_malformed_or_unknown_id_falls_back_to_the_tail_and_logs_it(system: System, bad: str) -> None:
-    """A malformed or uncovered id falls back to the tail end and is logged (inventory A15.143)."""
+    """A malformed or uncovered id falls back to the tail end and is logged (docs/doors/stream.md#fallback-to-the-tail)."""
     client = await system.sdk()
     earlier = asyncio.create_task(client.ask_user("earlier", timeout=60))
     await wait_total(system, 1)
@@ -125,7 +125,7 @@ async def test_malformed_or_unknown_id_falls_back_to_the_tail_and_logs_it(system
 
 @pytest.mark.settings(sse_resume_window=2)
 async def test_an_aged_out_id_falls_back_and_logs(system: System) -> None:
-    """An id older than the resume window falls back to the tail and is logged (inventory A15.142-143)."""
+    """An id older than the resume window falls back to the tail and is logged (docs/doors/stream.md#resume-window)."""
     client = await system.sdk()
     async with sse(system) as stream:
         tasks = [asyncio.create_task(client.ask_user(f"q{i}", timeout=60)) for i in range(4)]
@@ -143,7 +143,7 @@ async def test_an_aged_out_id_falls_back_and_logs(system: System) -> None:
 
 
 async def test_fresh_connect_is_not_logged(system: System) -> None:
-    """No id at all is a normal fresh connect and is not logged (inventory A15.144)."""
+    """No id at all is a normal fresh connect and is not logged (docs/doors/stream.md#fresh-connect)."""
     with structlog.testing.capture_logs() as logs:
         async with sse(system) as stream:
             client = await system.sdk()
@@ -154,7 +154,7 @@ async def test_fresh_connect_is_not_logged(system: System) -> None:
 
 
 async def test_restricted_stream_gets_only_its_own_frames(system: System) -> None:
-    """Restricted callers get frames only for questions addressed to them (inventory A15.136)."""
+    """Restricted callers get frames only for questions addressed to them (docs/doors/stream.md#audience-filter)."""
     client = await system.sdk()
     async with sse(system, ALICE) as alice:
         t_bob = asyncio.create_task(client.ask_user("for bob", audience="bob", timeout=60))
@@ -172,7 +172,7 @@ async def test_restricted_stream_gets_only_its_own_frames(system: System) -> Non
 
 @pytest.mark.settings(sse_keepalive_seconds=0.3)
 async def test_keepalive_comment_when_nothing_is_delivered(system: System) -> None:
-    """': keepalive' is sent when the keepalive window passes with no frame (inventory A15.137)."""
+    """': keepalive' is sent when the keepalive window passes with no frame (docs/doors/stream.md#keepalive)."""
     async with sse(system, ALICE) as alice:
         client = await system.sdk(OPERATOR)
         task = asyncio.create_task(client.ask_user("for bob", audience="bob", timeout=60))
@@ -182,7 +182,7 @@ async def test_keepalive_comment_when_nothing_is_delivered(system: System) -> No
 
 
 async def test_unauthenticated_stream_is_401(system: System) -> None:
-    """The stream door is authenticated (inventory A13.120)."""
+    """The stream door is authenticated (docs/doors/common.md#authentication)."""
     async with system.http("wrong-token-0123456789") as http:
         resp = await http.get("/api/interactions/stream")
     assert resp.status_code == 401
@@ -190,7 +190,8 @@ async def test_unauthenticated_stream_is_401(system: System) -> None:
 
 
 async def _bounds(system: System) -> tuple[int, int]:
-    from layby.eventstore import EventStore, connect_nats
+    from layby.connection import connect_nats
+    from layby_server.eventstore import EventStore
 
     assert system.settings.nats_url
     nc = await connect_nats(system.settings.nats_url, name="t")

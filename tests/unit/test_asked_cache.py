@@ -6,9 +6,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from contracts.events import InteractionAnswered, InteractionAsked
-from layby.eventstore import Stored
-from services.door.cache import AskedCache
+from layby_contracts.events import InteractionAnswered, InteractionAsked
+from layby_server.eventstore import Stored
+from layby_services.door.cache import AskedCache
 
 pytestmark = pytest.mark.unit
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

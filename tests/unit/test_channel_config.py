@@ -1,12 +1,12 @@
-"""Channel configuration fails at start-up, naming the variable and the channel (CONVENTIONS 8)."""
+"""Channel configuration fails at start-up, naming the variable and the channel (docs/engineering.md#settings)."""
 
 from __future__ import annotations
 
 import pytest
 
-from layby.channel_webhook import WebhookChannel
-from layby.channels import load_channels
-from layby.settings import SettingsError, load_settings
+from layby_server.channel_webhook import WebhookChannel
+from layby_server.channels import load_channels
+from layby_server.settings import SettingsError, load_settings
 
 pytestmark = pytest.mark.unit
 
@@ -31,7 +31,10 @@ def test_a_malformed_channels_setting_stops_start_up_naming_the_variable(raw: st
     ("raw", "message"),
     [
         ('{"ops": {"plugin": "no.such.module:X"}}', "channel 'ops': cannot load plugin 'no.such.module:X'"),
-        ('{"ops": {"plugin": "layby.channels:Nope"}}', "cannot load plugin 'layby.channels:Nope'"),
+        (
+            '{"ops": {"plugin": "layby_server.channels:Nope"}}',
+            "cannot load plugin 'layby_server.channels:Nope'",
+        ),
         ('{"ops": {"plugin": "webhook"}}', "channel 'ops': webhook needs url, an absolute http(s) URL"),
         ('{"ops": {"plugin": "webhook", "url": "ftp://x"}}', "webhook needs url"),
         (
@@ -40,8 +43,8 @@ def test_a_malformed_channels_setting_stops_start_up_naming_the_variable(raw: st
         ),
         ('{"ops": {"plugin": "webhook", "url": "https://x", "urls": 1}}', "unknown webhook option 'urls'"),
         ('{"ops": {"plugin": "webhook", "url": "https://x", "timeout": 0}}', "timeout must be a positive"),
-        ('{"ops": {"plugin": "layby.channels:parse_channels"}}', "channel 'ops': "),
-        ('{"ops": {"plugin": "layby.tickets:ASYNC_MARGIN_SECONDS"}}', "channel 'ops': "),
+        ('{"ops": {"plugin": "layby_server.channels:parse_channels"}}', "channel 'ops': "),
+        ('{"ops": {"plugin": "layby_domain.tickets:ASYNC_MARGIN_SECONDS"}}', "channel 'ops': "),
     ],
 )
 def test_a_plugin_that_cannot_be_loaded_or_configured_is_refused_naming_the_channel(

@@ -1,4 +1,4 @@
-"""Per-send form refinements: ``data.values``, ``data.options`` and ``pages`` (inventory A5b)."""
+"""Per-send form refinements: ``data.values``, ``data.options`` and ``pages`` (docs/asking.md#per-send-form-data-and-pages)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from layby.errors import BadInput
-from layby.validation import validate_answer, validate_ask
+from layby_contracts.errors import BadInput
+from layby_domain.validation import validate_answer, validate_ask
 
 SCHEMA = {
     "type": "object",

@@ -1,4 +1,4 @@
-"""The renderable subset of a channel form (inventory A5.51): each refusal names the property or rule."""
+"""The renderable subset of a channel form (docs/asking.md#channel-form-subset): each refusal names the property or rule."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from layby.errors import BadInput
-from layby.validation import check_form_subset
+from layby_contracts.errors import BadInput
+from layby_domain.validation import check_form_subset
 
 
 def prop(**p: Any) -> dict[str, Any]:
@@ -40,7 +40,7 @@ def prop(**p: Any) -> dict[str, Any]:
 def test_a_schema_outside_the_subset_is_refused_naming_the_property_or_rule(
     schema: Any, field: str, message: str
 ) -> None:
-    """inventory A5.51: every violation raises naming the offending property or rule."""
+    """docs/asking.md#channel-form-subset: every violation raises naming the offending property or rule."""
     with pytest.raises(BadInput) as err:
         check_form_subset(schema)
     assert err.value.field == field
@@ -48,7 +48,7 @@ def test_a_schema_outside_the_subset_is_refused_naming_the_property_or_rule(
 
 
 def test_scalar_properties_with_extra_constraints_are_in_the_subset() -> None:
-    """inventory A5.51: constraint keywords beside a scalar type are allowed (enforced on the answer)."""
+    """docs/asking.md#channel-form-subset: constraint keywords beside a scalar type are allowed (enforced on the answer)."""
     check_form_subset(
         {
             "type": "object",

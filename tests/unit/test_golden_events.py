@@ -1,4 +1,4 @@
-"""Golden encoded samples of every event decode, so old logs stay readable (CONVENTIONS 3)."""
+"""Golden encoded samples of every event decode, so old logs stay readable (docs/engineering.md#evolving-event-schemas)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from contracts.events import InteractionAnswered, InteractionAsked, InteractionRemoved, decode_event
+from layby_contracts.events import InteractionAnswered, InteractionAsked, InteractionRemoved, decode_event
 
 pytestmark = pytest.mark.unit
 GOLDEN = Path(__file__).parent / "golden"
@@ -33,7 +33,7 @@ def test_golden_sample_decodes_to_its_event(tag: str, cls: type) -> None:
 
 
 def test_unknown_fields_from_newer_writers_are_skipped() -> None:
-    """Events do not forbid unknown fields: an old reader skips a new one (CONVENTIONS 3)."""
+    """Events do not forbid unknown fields: an old reader skips a new one (docs/engineering.md#evolving-event-schemas)."""
     raw = msgspec.json.decode((GOLDEN / "interaction.removed.v1.json").read_bytes())
     raw["added_in_v1_5"] = {"x": 1}
     assert isinstance(decode_event(msgspec.json.encode(raw)), InteractionRemoved)

@@ -1,4 +1,4 @@
-"""Media rules (inventory A4), each cap at and one past its limit; nothing is stored on error."""
+"""Media rules (docs/asking.md#media), each cap at and one past its limit; nothing is stored on error."""
 
 from __future__ import annotations
 
@@ -7,16 +7,16 @@ from typing import Any
 
 import pytest
 
-from contracts.events import MediaItem
-from contracts.limits import (
+from layby_contracts.errors import BadInput
+from layby_contracts.events import MediaItem
+from layby_contracts.limits import (
     MEDIA_CAPTION_MAX_CHARS,
     MEDIA_DATA_URI_MAX_CHARS,
     MEDIA_MAX_ITEMS,
     MEDIA_TOTAL_URI_CHARS,
     MEDIA_URL_MAX_CHARS,
 )
-from layby.errors import BadInput
-from layby.media import decode_data_image, sniff_image, validate_media
+from layby_domain.media import decode_data_image, sniff_image, validate_media
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
 PNG_URI = "data:image/png;base64," + base64.b64encode(PNG).decode()

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from contracts.events import ParkedAsk
-from layby.errors import BadInput
 from layby.runs import RunContext, RunInfo, bind, unbind
-from layby.settings import SettingsError, load_settings
-from layby.validation import call_interaction_id, check_wait, is_interaction_id
 from layby.worker import Finished, Parked, Raised, drive
+from layby_contracts.errors import BadInput
+from layby_contracts.events import ParkedAsk
+from layby_domain.validation import call_interaction_id, check_wait, is_interaction_id
+from layby_server.settings import SettingsError, load_settings
 
 
 def test_expiry_at_is_normalized_to_utc() -> None:
@@ -125,7 +125,7 @@ async def test_a_parked_execution_is_ended_at_the_park_and_runs_no_code_after_it
 
 
 async def test_a_flow_failing_because_layby_is_unavailable_is_not_counted_against_it() -> None:
-    from layby.errors import Unavailable
+    from layby_contracts.errors import Unavailable
 
     async def down(_: Any) -> Any:
         raise Unavailable("no ask service answers")

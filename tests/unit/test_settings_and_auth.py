@@ -1,12 +1,12 @@
-"""Settings load once, fail naming the variable; tokens and the audience clamp (inventory A2.22, A22)."""
+"""Settings load once, fail naming the variable; tokens and the audience clamp (docs/asking.md#audience-clamp, docs/engineering.md#settings)."""
 
 from __future__ import annotations
 
 import pytest
 
-from layby.auth import Authenticator, Principal, clamp_audience
-from layby.errors import CrossIdentityAudienceError, Unauthorized
-from layby.settings import SettingsError, load_settings
+from layby_contracts.errors import CrossIdentityAudienceError, Unauthorized
+from layby_server.auth import Authenticator, Principal, clamp_audience
+from layby_server.settings import SettingsError, load_settings
 
 pytestmark = pytest.mark.unit
 
@@ -15,19 +15,19 @@ pytestmark = pytest.mark.unit
     "url", ["https://layby.example.com", "http://localhost:8000", "http://127.0.0.1", "http://[::1]:8000"]
 )
 def test_public_base_url_accepts_https_and_loopback_http(url: str) -> None:
-    """INTERACTIONS_PUBLIC_BASE_URL is https, or http on loopback hosts only (inventory A22.202)."""
+    """INTERACTIONS_PUBLIC_BASE_URL is https, or http on loopback hosts only (docs/doors/callback.md#callback-url)."""
     assert load_settings({"INTERACTIONS_PUBLIC_BASE_URL": url}).public_base_url == url.rstrip("/")
 
 
 @pytest.mark.parametrize("url", ["http://layby.example.com", "ftp://x", "layby.example.com"])
 def test_public_base_url_refuses_anything_else_at_settings_load(url: str) -> None:
-    """Any other base URL fails when settings load, naming the variable (inventory A22.202)."""
+    """Any other base URL fails when settings load, naming the variable (docs/doors/callback.md#callback-url)."""
     with pytest.raises(SettingsError, match="INTERACTIONS_PUBLIC_BASE_URL must be an https:// origin"):
         load_settings({"INTERACTIONS_PUBLIC_BASE_URL": url})
 
 
 def test_max_concurrent_defaults_to_1000_and_none_means_unlimited() -> None:
-    """INTERACTIONS_MAX_CONCURRENT defaults to 1000; unset/None is unlimited; set must be > 0 (A12.116)."""
+    """INTERACTIONS_MAX_CONCURRENT defaults to 1000; unset/None is unlimited; set must be > 0 (docs/asking.md#concurrency-cap)."""
     assert load_settings({}).max_concurrent == 1000
     assert load_settings({"INTERACTIONS_MAX_CONCURRENT": "none"}).max_concurrent is None
     with pytest.raises(SettingsError, match="INTERACTIONS_MAX_CONCURRENT must be > 0"):
@@ -35,7 +35,7 @@ def test_max_concurrent_defaults_to_1000_and_none_means_unlimited() -> None:
 
 
 def test_invalid_numbers_fail_naming_the_variable() -> None:
-    """Every invalid value fails at start-up naming its variable (CONVENTIONS 8)."""
+    """Every invalid value fails at start-up naming its variable (docs/engineering.md#settings)."""
     with pytest.raises(SettingsError, match="INTERACTIONS_ANSWER_TIMEOUT_SECONDS must be a number"):
         load_settings({"INTERACTIONS_ANSWER_TIMEOUT_SECONDS": "soon"})
     with pytest.raises(SettingsError, match="LAYBY_HTTP_PORT must be a port number"):
@@ -71,18 +71,18 @@ def test_tokens_resolve_to_their_identity_and_role() -> None:
 
 
 def test_restricted_callers_unset_audience_becomes_their_own_id() -> None:
-    """Audience clamp on write: a restricted caller's unset audience becomes its own id (A2.22)."""
+    """Audience clamp on write: a restricted caller's unset audience becomes its own id (docs/asking.md#audience-clamp)."""
     assert clamp_audience(Principal("alice", "user"), None) == "alice"
     assert clamp_audience(Principal("alice", "user"), "alice") == "alice"
 
 
 def test_restricted_caller_addressing_another_identity_is_denied() -> None:
-    """Any other identity raises CrossIdentityAudienceError (inventory A2.22)."""
+    """Any other identity raises CrossIdentityAudienceError (docs/asking.md#audience-clamp)."""
     with pytest.raises(CrossIdentityAudienceError):
         clamp_audience(Principal("alice", "user"), "bob")
 
 
 def test_unrestricted_callers_pass_through_unchanged() -> None:
-    """Unrestricted callers' audience passes through unchanged (inventory A2.22)."""
+    """Unrestricted callers' audience passes through unchanged (docs/asking.md#audience-clamp)."""
     assert clamp_audience(Principal("ops", "operator"), None) is None
     assert clamp_audience(Principal("ops", "operator"), "bob") == "bob"

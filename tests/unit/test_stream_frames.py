@@ -1,4 +1,4 @@
-"""SSE resume points and frames (inventory A15.132-145), pure."""
+"""SSE resume points and frames (docs/doors/stream.md#the-stream-door), pure."""
 
 from __future__ import annotations
 
@@ -6,21 +6,21 @@ from datetime import UTC, datetime
 
 import pytest
 
-from contracts.events import InteractionAnswered, InteractionAsked, encode_event
-from layby.auth import Principal
-from services.door.routes.stream import frame, resume_point
+from layby_contracts.events import InteractionAnswered, InteractionAsked, encode_event
+from layby_server.auth import Principal
+from layby_services.door.routes.stream import frame, resume_point
 
 pytestmark = pytest.mark.unit
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def test_no_id_starts_at_the_live_end_without_a_fallback() -> None:
-    """An absent id is a fresh connect: tail from the end, not logged (inventory A15.144)."""
+    """An absent id is a fresh connect: tail from the end, not logged (docs/doors/stream.md#fresh-connect)."""
     assert resume_point(None, 1, 40, 10000) == (41, None)
 
 
 def test_an_id_inside_the_window_resumes_right_after_it() -> None:
-    """The server resumes the tail after the given id (inventory A15.141)."""
+    """The server resumes the tail after the given id (docs/doors/stream.md#resume-with-last-event-id)."""
     assert resume_point("37", 1, 40, 10000) == (38, None)
     assert resume_point("40", 1, 40, 10000) == (41, None)
 
@@ -30,12 +30,12 @@ def test_an_id_inside_the_window_resumes_right_after_it() -> None:
     [("abc", "malformed"), ("-3", "malformed"), ("", "malformed"), ("99", "ahead_of_log"), ("4", "aged_out")],
 )
 def test_malformed_or_aged_out_ids_fall_back_to_the_tail(raw: str, reason: str) -> None:
-    """A malformed or aged-out id falls back to the tail end with a reason to log (inventory A15.143)."""
+    """A malformed or aged-out id falls back to the tail end with a reason to log (docs/doors/stream.md#fallback-to-the-tail)."""
     assert resume_point(raw, 10, 40, 10000) == (41, reason)
 
 
 def test_an_id_older_than_the_resume_window_is_aged_out() -> None:
-    """The resume window bounds how far back a Last-Event-ID reaches (inventory A15.142)."""
+    """The resume window bounds how far back a Last-Event-ID reaches (docs/doors/stream.md#resume-window)."""
     assert resume_point("10", 1, 40, 20) == (41, "aged_out")
 
 
@@ -53,7 +53,7 @@ def _asked(audience: str | None) -> InteractionAsked:
 
 
 def test_add_frame_carries_the_sequence_id_and_no_ticket() -> None:
-    """Every frame has id: = stream sequence; add data is the pending item, never a ticket (A15.134, 140)."""
+    """Every frame has id: = stream sequence; add data is the pending item, never a ticket (docs/doors/stream.md#frames)."""
     out = frame(7, encode_event(_asked(None)), Principal("ops", "operator"))
     assert out is not None
     lines = out.decode().split("\n")
@@ -66,7 +66,7 @@ def test_add_frame_carries_the_sequence_id_and_no_ticket() -> None:
 
 
 def test_terminal_frames_carry_exactly_id_and_group() -> None:
-    """answered/removed data is exactly {interaction_id, group_id} (inventory A15.134)."""
+    """answered/removed data is exactly {interaction_id, group_id} (docs/doors/stream.md#frames)."""
     ev = InteractionAnswered(
         interaction_id="i1", group_id="g1", answered_by="ops", answered_at=NOW, answer="x"
     )
@@ -75,7 +75,7 @@ def test_terminal_frames_carry_exactly_id_and_group() -> None:
 
 
 def test_restricted_callers_see_only_frames_addressed_to_them() -> None:
-    """Restricted callers get frames only for their own audience (inventory A15.136)."""
+    """Restricted callers get frames only for their own audience (docs/doors/stream.md#audience-filter)."""
     alice = Principal("alice", "user")
     assert frame(1, encode_event(_asked("alice")), alice) is not None
     assert frame(1, encode_event(_asked("bob")), alice) is None
@@ -84,5 +84,5 @@ def test_restricted_callers_see_only_frames_addressed_to_them() -> None:
 
 
 def test_malformed_log_messages_are_skipped() -> None:
-    """Malformed events are skipped without breaking the stream (inventory A15.135)."""
+    """Malformed events are skipped without breaking the stream (docs/doors/stream.md#skipped-events)."""
     assert frame(1, b"{not json", Principal("ops", "operator")) is None

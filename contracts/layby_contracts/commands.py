@@ -1,0 +1,195 @@
+"""Commands: requests that a service may refuse, sent as core-NATS requests
+(docs/engineering.md#events-and-commands).
+
+The SDK sends ``Ask`` and ``Prune`` to the ask service; the resume service publishes ``Wake``
+to a blocked asker. Commands forbid unknown fields: a typo is a refusal, never a silent default.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+import msgspec
+
+from layby_contracts.errors import RefusalKind
+from layby_contracts.events import MediaItem, ParkedAsk, Resolution
+
+
+class Ask(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag="cmd.ask.v1"):
+    """Record a question (the SDK already validated it; the ask service validates again)."""
+
+    token: str
+    interaction_id: str
+    question: str
+    answer_format: str = "text"
+    options: list[str] | None = None
+    schema: dict[str, Any] | None = None
+    timeout: float | None = None
+    group_id: str | None = None
+    audience: str | None = None
+    sensitive: bool = False
+    waiter: str | None = None
+    mode: Literal["sync", "async"] = "sync"
+    expiry_at: datetime | None = None
+    run_id: str | None = None
+    call: int | None = None
+    media: list[MediaItem] | None = None
+    data: dict[str, Any] | None = None
+    pages: list[dict[str, Any]] | None = None
+    link_url: str | None = None
+    """external: the final URL the person visits (the SDK built it around the callback URL)."""
+    ticket_hash: str | None = None
+    """external: SHA-256 (hex) of the callback ticket; the ticket itself never reaches a service."""
+    verifier: dict[str, Any] | None = None
+    channel: str | None = None
+    """A registered channel delivers the question (the delivery service mints its ticket)."""
+    recipient: str | None = None
+    """Where on the channel (a chat id, a phone number); the channel's default when unset."""
+
+
+class ReserveTicket(
+    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag="cmd.ticket.reserve.v1"
+):
+    """Bind an external question's ticket before its link is built (ADR 0010), so a callback
+    that reaches the door before the question is recorded waits for it instead of a 404."""
+
+    token: str
+    interaction_id: str
+    ticket_hash: str
+    mode: Literal["sync", "async"] = "sync"
+    timeout: float | None = None
+    expiry_at: datetime | None = None
+    run_id: str | None = None
+    """async: the run whose call this question will be (checked like the ask itself)."""
+    call: int | None = None
+
+
+class Prune(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag="cmd.prune.v1"):
+    """Remove a pending sync question whose waiter gave up (timeout or cancellation)."""
+
+    token: str
+    interaction_id: str
+    reason: Literal["timeout", "cancelled"] = "timeout"
+
+
+class StartRun(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag="cmd.run.start.v1"):
+    """Start a run of a registered flow; any worker hosting the flow executes it."""
+
+    token: str
+    run_id: str
+    flow: str
+    input: Any = None
+
+
+class ParkRun(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag="cmd.run.park.v1"):
+    """The execution of generation ``generation - 1`` suspended on ``asks``."""
+
+    token: str
+    run_id: str
+    generation: int
+    asks: list[ParkedAsk]
+    answers: dict[str, Resolution] = {}
+    resume_id: str | None = None
+
+
+class EndRun(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag="cmd.run.end.v1"):
+    """The execution of generation ``generation`` returned (finished) or gave up (failed)."""
+
+    token: str
+    run_id: str
+    generation: int
+    outcome: Literal["finished", "failed"]
+    result: Any = None
+    error: str | None = None
+    attempts: int = 0
+    resume_id: str | None = None
+
+
+Command = Ask | ReserveTicket | Prune | StartRun | ParkRun | EndRun
+COMMAND_DECODER: msgspec.json.Decoder[Command] = msgspec.json.Decoder(Command)
+
+
+class Accepted(msgspec.Struct, frozen=True, kw_only=True, tag="ok"):
+    interaction_id: str
+    group_id: str
+    timeout_at: str
+
+
+PROTOCOL = 2
+PROTOCOL_RESERVATIONS = 2
+"""The command protocol this side speaks. 1: the first (absent from its replies); 2: ticket
+reservations (``cmd.ticket.reserve.v1``) and the ``protocol`` field on refusals."""
+
+
+class Refused(msgspec.Struct, frozen=True, kw_only=True, tag="refused"):
+    """``kind`` names the error class the SDK raises (``layby_contracts.refusals``); ``field``
+    names the offending argument; ``protocol`` is the refusing service's (1 when absent: a
+    service from before the field), so the SDK learns what it supports without reading text."""
+
+    kind: RefusalKind
+    message: str
+    field: str | None = None
+    protocol: int = 1
+
+
+class PruneResult(msgspec.Struct, frozen=True, kw_only=True, tag="pruned"):
+    """``outcome``: pruned now, already answered (answer attached when recorded), or gone."""
+
+    outcome: Literal["pruned", "answered", "gone"]
+    answer: Any = None
+    answered_at: str | None = None
+    sensitive: bool = False
+    reason: str | None = None
+    """gone: why it was removed (``delivery_failed`` lets a waiter whose wake was lost raise right)."""
+    detail: str | None = None
+
+
+class Reserved(msgspec.Struct, frozen=True, kw_only=True, tag="reserved"):
+    """The ticket is bound; ``existing``: the question was recorded already (keep its link)."""
+
+    existing: bool = False
+
+
+class RunAccepted(msgspec.Struct, frozen=True, kw_only=True, tag="run"):
+    run_id: str
+    seq: int
+
+
+Reply = Accepted | Refused | PruneResult | Reserved | RunAccepted
+REPLY_DECODER: msgspec.json.Decoder[Reply] = msgspec.json.Decoder(Reply)
+
+
+class Wake(msgspec.Struct, frozen=True, kw_only=True):
+    """Published by the resume service to ``<ns>.wake.<id>`` when a question resolves."""
+
+    interaction_id: str
+    outcome: Literal["answered", "removed"]
+    answer: Any = None
+    answered_by: str | None = None
+    answered_at: str | None = None
+    reason: str | None = None
+    detail: str | None = None
+
+
+WAKE_DECODER: msgspec.json.Decoder[Wake] = msgspec.json.Decoder(Wake)
+
+
+class Continuation(msgspec.Struct, frozen=True, kw_only=True, tag="continuation.v1"):
+    """One resume of a run, on ``<ns>.cont.<flow>.<run>.<generation>`` (generation 0 = the start).
+
+    Published once per (run, generation): the subject must be empty (expected last subject
+    sequence 0) and ``Nats-Msg-Id`` is the resume id. ``identity`` is the asker's, never the
+    answerer's; ``answers`` holds every resolution so far, by call index.
+    """
+
+    run_id: str
+    flow: str
+    generation: int
+    resume_id: str
+    identity: str
+    input: Any = None
+    answers: dict[str, Resolution] = {}
+
+
+CONTINUATION_DECODER: msgspec.json.Decoder[Continuation] = msgspec.json.Decoder(Continuation)

@@ -1,0 +1,187 @@
+"""Events: facts appended to the JetStream log (docs/engineering.md#evolving-event-schemas).
+
+One frozen Struct per event, an explicit versioned tag, and one union per stream. New fields
+get defaults; a change of meaning is a new ``.v2`` tag. Events do not forbid unknown fields.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+import msgspec
+
+from layby_contracts.limits import ANSWERED_BY_EXPIRY
+
+
+class MediaItem(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """Display-only media on a question (docs/asking.md#media, docs/asking.md#media-items)."""
+
+    kind: Literal["image", "document", "video", "audio", "link"]
+    url: str
+    caption: str | None = None
+    filename: str | None = None
+
+
+class InteractionAsked(msgspec.Struct, frozen=True, kw_only=True, tag="interaction.asked.v1"):
+    """A question was validated and recorded by the ask service
+    (docs/aggregates/interaction.md#the-recorded-question)."""
+
+    interaction_id: str
+    group_id: str
+    question: str
+    answer_format: str
+    format_payload: dict[str, Any] | None = None
+    created_at: datetime
+    timeout_at: datetime
+    sensitive: bool = False
+    audience: str | None = None
+    asked_by: str
+    mode: Literal["sync", "async"] = "sync"
+    expiry_at: datetime | None = None
+    media: list[MediaItem] | None = None
+    channel: str | None = None
+    recipient: str | None = None
+    origin: str | None = None
+    waiter: str | None = None
+    """Where a blocked sync asker listens (``<ns>.wake.<waiter>.<id>``); never sent to clients."""
+    run_id: str | None = None
+    """An async park: the run that parked on this question (never sent to clients)."""
+    call: int | None = None
+    """An async park: the ask's call index within its run (replay matches answers by it)."""
+
+
+class InteractionAnswered(msgspec.Struct, frozen=True, kw_only=True, tag="interaction.answered.v1"):
+    """The first answer won the log-decided race. ``answer`` is absent for sensitive questions."""
+
+    interaction_id: str
+    group_id: str
+    audience: str | None = None
+    answered_by: str
+    answered_at: datetime
+    sensitive: bool = False
+    answer: Any = None
+    waiter: str | None = None
+    secret_ref: str | None = None
+    """For a sensitive question: which ``<ns>.secret.<id>.<ref>`` message holds the answer."""
+    run_id: str | None = None
+    """Copied from the Asked event: the parked run this resolution may resume."""
+
+
+class InteractionRemoved(msgspec.Struct, frozen=True, kw_only=True, tag="interaction.removed.v1"):
+    """A pending question was pruned: sync timeout, cancellation or an abandoned waiter."""
+
+    interaction_id: str
+    group_id: str
+    audience: str | None = None
+    reason: Literal["timeout", "cancelled", "abandoned", "delivery_failed"]
+    removed_at: datetime
+    waiter: str | None = None
+    run_id: str | None = None
+    detail: str | None = None
+    """delivery_failed: why the channel could not deliver (for the asker's error; no client sees it)."""
+
+
+class ParkedAsk(msgspec.Struct, frozen=True, kw_only=True):
+    """One async question a run parked on."""
+
+    interaction_id: str
+    call: int
+    question: str
+    expiry_at: datetime
+
+
+class Resolution(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """How one ask of a run resolved: the answer, or the reserved expiry marker."""
+
+    interaction_id: str
+    question: str
+    answer: Any = None
+    answered_by: str | None = None
+    detail: str | None = None
+    """``system:delivery_failed``: why the channel could not deliver the question."""
+
+
+class RunStarted(msgspec.Struct, frozen=True, kw_only=True, tag="run.started.v1"):
+    """A run of a registered flow was started; ``identity`` is the asker every resume runs as."""
+
+    run_id: str
+    flow: str
+    identity: str
+    role: Literal["operator", "user"] = "user"
+    """The starter's role: asks made while resuming are clamped as that identity's would be."""
+    input: Any = None
+    started_at: datetime
+
+
+class RunParked(msgspec.Struct, frozen=True, kw_only=True, tag="run.parked.v1"):
+    """The run suspended on ``asks`` (one park, ``generation`` = how many parks so far).
+
+    ``answers`` is the checkpoint: every resolution of earlier parks, by call index, so a
+    resume replays the flow without reading the log's history.
+    """
+
+    run_id: str
+    generation: int
+    asks: list[ParkedAsk]
+    answers: dict[str, Resolution] = {}
+    parked_at: datetime
+    resume_id: str | None = None
+    """The resume the run was executing when it parked (None for the first execution)."""
+
+
+class RunResumed(msgspec.Struct, frozen=True, kw_only=True, tag="run.resumed.v1"):
+    """The last ask of park ``generation`` resolved: the one resume of that park.
+
+    Appended before the continuation is published, with the park's sequence expected, so it is
+    the exactly-once decision; ``answers`` (every resolution so far) lets the continuation be
+    re-published after a crash.
+    """
+
+    run_id: str
+    generation: int
+    resume_id: str
+    resumed_at: datetime
+    answers: dict[str, Resolution] = {}
+
+
+class RunFinished(msgspec.Struct, frozen=True, kw_only=True, tag="run.finished.v1"):
+    run_id: str
+    generation: int
+    result: Any = None
+    finished_at: datetime
+    resume_id: str | None = None
+
+
+class RunFailed(msgspec.Struct, frozen=True, kw_only=True, tag="run.failed.v1"):
+    """The flow raised on every attempt (or could not be resumed); ``error`` says why."""
+
+    run_id: str
+    generation: int
+    error: str
+    attempts: int = 0
+    failed_at: datetime
+    resume_id: str | None = None
+
+
+InteractionEvent = InteractionAsked | InteractionAnswered | InteractionRemoved
+RunEvent = RunStarted | RunParked | RunResumed | RunFinished | RunFailed
+Event = InteractionAsked | InteractionAnswered | InteractionRemoved | RunEvent
+
+EXPIRY_ANSWER: dict[str, bool] = {"layby:interaction_expired": True}
+"""The reserved marker an expired ask contributes in place of an answer
+(docs/aggregates/interaction.md#expiry-of-async-parks, docs/aggregates/interaction.md#reserved-values)."""
+EXPIRY_ANSWERER = ANSWERED_BY_EXPIRY
+EXPIRY_KEY = "layby:interaction_expired"
+
+EVENT_DECODER: msgspec.json.Decoder[Event] = msgspec.json.Decoder(Event)
+ENCODER = msgspec.json.Encoder()
+
+
+def encode_event(event: Event) -> bytes:
+    return ENCODER.encode(event)
+
+
+def decode_event(data: bytes) -> Event:
+    """Decode one log message; raises ``msgspec.ValidationError``/``DecodeError`` when malformed."""
+    return EVENT_DECODER.decode(data)

@@ -1,0 +1,125 @@
+"""Stream, subject and consumer names, in one place (docs/engineering.md#contracts-are-the-shared-vocabulary).
+
+Every name is derived from a namespace so that tests (and several deployments sharing one
+NATS account) never see each other's traffic. The default namespace is ``layby``.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+
+class Names(msgspec.Struct, frozen=True):
+    """All JetStream and core-NATS names of one namespace."""
+
+    namespace: str = "layby"
+
+    @property
+    def events_stream(self) -> str:
+        """The event log: the source of truth for interactions."""
+        return f"{self.namespace.upper()}_EVENTS"
+
+    @property
+    def secrets_stream(self) -> str:
+        """Short-lived answers of sensitive questions; never projected, never replayed to clients."""
+        return f"{self.namespace.upper()}_SECRETS"
+
+    @property
+    def events_all(self) -> str:
+        return f"{self.namespace}.ev.>"
+
+    @property
+    def ix_all(self) -> str:
+        return f"{self.namespace}.ev.ix.*"
+
+    def ix(self, interaction_id: str) -> str:
+        """The subject of one interaction aggregate."""
+        return f"{self.namespace}.ev.ix.{interaction_id}"
+
+    @property
+    def media_stream(self) -> str:
+        """Inline images of questions, stored by reference and served by the media door."""
+        return f"{self.namespace.upper()}_MEDIA"
+
+    def media(self, media_id: str) -> str:
+        return f"{self.namespace}.media.{media_id}"
+
+    @property
+    def media_all(self) -> str:
+        return f"{self.namespace}.media.*"
+
+    @property
+    def tickets_stream(self) -> str:
+        """Callback tickets, by SHA-256 of the ticket: interaction id and expiry (never the ticket)."""
+        return f"{self.namespace.upper()}_TICKETS"
+
+    def ticket(self, ticket_hash: str) -> str:
+        return f"{self.namespace}.ticket.{ticket_hash}"
+
+    @property
+    def tickets_all(self) -> str:
+        return f"{self.namespace}.ticket.*"
+
+    def run(self, run_id: str) -> str:
+        """The subject of one run aggregate (started, parked, resumed, finished, failed)."""
+        return f"{self.namespace}.ev.run.{run_id}"
+
+    @property
+    def runs_all(self) -> str:
+        return f"{self.namespace}.ev.run.*"
+
+    @property
+    def continuations_stream(self) -> str:
+        """Continuations to run: one message per (run, generation), de-duplicated by key."""
+        return f"{self.namespace.upper()}_CONTINUATIONS"
+
+    def continuation(self, flow: str, run_id: str, generation: int) -> str:
+        return f"{self.namespace}.cont.{flow}.{run_id}.{generation}"
+
+    def continuations_of(self, flow: str) -> str:
+        return f"{self.namespace}.cont.{flow}.>"
+
+    @property
+    def continuations_all(self) -> str:
+        return f"{self.namespace}.cont.>"
+
+    def secret(self, interaction_id: str, ref: str) -> str:
+        return f"{self.namespace}.secret.{interaction_id}.{ref}"
+
+    @property
+    def secrets_all(self) -> str:
+        return f"{self.namespace}.secret.>"
+
+    def wake(self, interaction_id: str, waiter: str | None = None) -> str:
+        """Core-NATS subject on which a blocked asker waits.
+
+        A client that asks often names a ``waiter`` and holds one subscription on
+        ``wake_all(waiter)`` instead of one per question.
+        """
+        if waiter:
+            return f"{self.namespace}.wake.{waiter}.{interaction_id}"
+        return f"{self.namespace}.wake.{interaction_id}"
+
+    def wake_all(self, waiter: str) -> str:
+        return f"{self.namespace}.wake.{waiter}.*"
+
+    @property
+    def cmd_ask(self) -> str:
+        return f"{self.namespace}.cmd.ask"
+
+    @property
+    def cmd_prune(self) -> str:
+        return f"{self.namespace}.cmd.prune"
+
+    @property
+    def cmd_run(self) -> str:
+        """Run commands (start, park, end), answered by the ask service."""
+        return f"{self.namespace}.cmd.run"
+
+    def flow_durable(self, flow: str) -> str:
+        """The durable consumer shared by every worker that hosts ``flow``."""
+        return f"{self.namespace}-flow-{flow}"
+
+    def durable(self, role: str) -> str:
+        """Durable consumer name of a role (shared by that role's replicas)."""
+        return f"{self.namespace}-{role}"

@@ -1,0 +1,657 @@
+"""The SDK: ``await ask_user(...)`` blocks until a person answers (docs/asking.md#asking-a-question,
+docs/aggregates/interaction.md#sync-wait).
+
+A sync ask subscribes to its wake subject *before* it records the question, so an instant
+answer is never lost. One monotonic deadline bounds the whole ask (recording included); when
+it passes, the question is pruned and ``InteractionTimeoutError`` raised. Argument errors raise
+``ValueError`` naming the field before anything leaves the process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import secrets
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+import msgspec
+import nats.errors
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+
+from layby.connection import connect_nats
+from layby.logs import get_logger
+from layby.runs import RunContext, current_context, require_park_context
+from layby.runtime import data_dir, read_runtime
+from layby.settings import ClientSettings, load_client_settings
+from layby_contracts.channels import ChannelDeliveryError
+from layby_contracts.commands import (
+    PROTOCOL_RESERVATIONS as RESERVATIONS,
+)
+from layby_contracts.commands import (
+    REPLY_DECODER,
+    WAKE_DECODER,
+    Accepted,
+    Ask,
+    EndRun,
+    ParkRun,
+    Prune,
+    PruneResult,
+    Refused,
+    Reply,
+    Reserved,
+    ReserveTicket,
+    RunAccepted,
+    StartRun,
+    Wake,
+)
+from layby_contracts.errors import (
+    BadInput,
+    InteractionTimeoutError,
+    LaybyError,
+    NonDeterministicRunError,
+    Unavailable,
+)
+from layby_contracts.events import ParkedAsk, Resolution
+from layby_contracts.refusals import from_refused
+from layby_contracts.subjects import Names
+from layby_domain.tickets import callback_url, new_ticket
+from layby_domain.validation import call_interaction_id, is_flow_name, new_interaction_id, validate_ask
+
+_enc = msgspec.json.Encoder()
+log = get_logger("layby.sdk")
+REQUEST_TIMEOUT = 10.0
+PARK_RECORD_BUDGET = 60.0
+
+
+class SecretValue:
+    """The answer of a ``sensitive`` question: only ``.reveal()`` shows it
+    (docs/aggregates/interaction.md#sensitive-answers)."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: Any) -> None:
+        self._value = value
+
+    def reveal(self) -> Any:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "SecretValue(***)"
+
+    __str__ = __repr__
+
+    def __reduce__(self) -> Any:
+        raise TypeError("a SecretValue cannot be serialized; call .reveal() deliberately")
+
+
+def _raise_if_cancelled() -> None:
+    """Re-raise a cancellation that ``asyncio.wait_for`` swallowed.
+
+    On Python 3.11, ``wait_for`` returns the result when its inner future completes in the same
+    loop iteration as a cancel, and the cancel is lost (fixed in 3.12). nats-py waits with
+    ``wait_for``, so a cancel landing as a reply arrives would leave the asker blocked.
+    """
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
+
+
+LINK_PLACEHOLDER = "https://example.invalid/"
+"""Stands in for an external link while the rest of the ask is validated (before it is built)."""
+
+
+def _replayed(ctx: RunContext, call: int, known: Resolution, question: str) -> Any:
+    """An ask whose call resolved in an earlier execution: its answer, at once (replay)."""
+    if known.question != question:
+        raise NonDeterministicRunError(
+            f"run {ctx.info.run_id} asked {question!r} at call {call}, but that call was recorded "
+            f"as {known.question!r}: a flow must ask the same questions in the same order on every "
+            "execution"
+        )
+    if known.answered_by == "system:delivery_failed":
+        raise ChannelDeliveryError(
+            f"interaction {known.interaction_id} could not be delivered: {known.detail or 'no reason given'}"
+        )
+    return known.answer
+
+
+def check_link(link: object) -> None:
+    """An external question's ``link`` (docs/asking.md#links): a template or a callable."""
+    if link is None:
+        raise BadInput("answer_format 'external' requires a link", field="link")
+    if isinstance(link, str):
+        if "{callback_url}" not in link:
+            raise BadInput("a link template must contain the literal {callback_url}", field="link")
+        return
+    if not callable(link):
+        raise BadInput("link must be a template string or a callable", field="link")
+
+
+async def build_link(link: Any, callback_url: str) -> str:
+    """The URL to visit. A template is a plain replace (other braces survive); a callable gets the
+    callback URL and must return an http(s) URL. Its exceptions propagate unchanged."""
+    if isinstance(link, str):
+        return link.replace("{callback_url}", callback_url)
+    url = link(callback_url)
+    if inspect.isawaitable(url):
+        url = await url
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        raise BadInput("the link callable must return an http:// or https:// URL", field="link")
+    return url
+
+
+def _schema_of(schema: Any) -> Any:
+    """A msgspec Struct type becomes its JSON schema; anything else is validated as given."""
+    if isinstance(schema, type) and issubclass(schema, msgspec.Struct):
+        return msgspec.json.schema(schema)
+    return schema
+
+
+class Client:
+    """A connection to Layby for asking. Use ``layby.connect()``; close with ``await client.close()``."""
+
+    def __init__(
+        self,
+        nc: NATS,
+        *,
+        names: Names,
+        token: str,
+        default_timeout: float,
+        owns: bool,
+        public_base_url: str | None = None,
+    ) -> None:
+        self._public_base_url = public_base_url
+        self._nc = nc
+        self._names = names
+        self._token = token
+        self._default_timeout = default_timeout
+        self._owns = owns
+        self._waiter = secrets.token_urlsafe(12)
+        self._waiting: dict[str, asyncio.Future[Wake]] = {}
+        self._wake_sub: Subscription | None = None
+
+    async def close(self) -> None:
+        if self._owns and not self._nc.is_closed:
+            await self._nc.drain()
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.close()
+
+    async def ask_user(
+        self,
+        question: str,
+        *,
+        answer_format: str = "text",
+        options: list[str] | None = None,
+        schema: Any = None,
+        timeout: float | None = None,
+        group_id: str | None = None,
+        audience: str | None = None,
+        sensitive: bool = False,
+        mode: str = "sync",
+        expiry_at: datetime | None = None,
+        media: list[Any] | None = None,
+        data: dict[str, Any] | None = None,
+        pages: list[dict[str, Any]] | None = None,
+        link: str | Callable[[str], Any] | None = None,
+        verifier: dict[str, Any] | None = None,
+        channel: str | None = None,
+        recipient: str | None = None,
+    ) -> Any:
+        """Ask a person. ``mode="sync"`` blocks until the answer (or the timeout);
+        ``mode="async"`` parks the run executing this code (see ``layby.Worker``). ``media``:
+        display-only items (``layby.MediaItem`` or dicts) shown above the answer controls.
+        ``answer_format="external"``: ``link`` is a template with ``{callback_url}`` or a callable
+        (sync or async) that receives the callback URL and returns the URL to visit; the answer
+        is the payload the outside system delivers to that callback. ``channel``: a channel named
+        in ``LAYBY_CHANNELS`` delivers the question (to ``recipient``, or its default) with a
+        callback URL the reply comes back through; a failed delivery raises
+        ``ChannelDeliveryError``."""
+        args: dict[str, Any] = {
+            "answer_format": answer_format,
+            "options": options,
+            "schema": _schema_of(schema),
+            "timeout": timeout,
+            "group_id": group_id,
+            "audience": audience,
+            "sensitive": sensitive,
+            "default_timeout": self._default_timeout,
+            "mode": mode,
+            "expiry_at": expiry_at,
+            "media": media,
+            "data": data,
+            "pages": pages,
+            "verifier": verifier,
+            "channel": channel,
+            "recipient": recipient,
+        }
+        external = answer_format == "external" and channel is None
+        if channel is not None:
+            # The delivery service mints the ticket and hands the callback URL to the channel.
+            spec = validate_ask(question, **args, link_url=link)
+            if not self._public_base_url:
+                raise BadInput(
+                    "channel questions need INTERACTIONS_PUBLIC_BASE_URL (an https:// origin) for their "
+                    "callback URL",
+                    field="channel",
+                )
+        elif external:
+            check_link(link)
+            self._callback_base()
+            # Everything else first: the link builder may create an outside resource.
+            spec = validate_ask(question, **args, link_url=LINK_PLACEHOLDER)
+        elif link is not None:
+            raise BadInput("link is only for 'external' questions", field="link")
+        else:
+            spec = validate_ask(question, **args)
+
+        ctx: RunContext | None = None
+        call = 0
+        if spec.mode == "async":
+            ctx = require_park_context()
+            call = ctx.next_call()
+            known = ctx.answers.get(str(call))
+            if known is not None:
+                return _replayed(ctx, call, known, spec.question)
+            interaction_id = call_interaction_id(ctx.info.run_id, call)
+            ctx.recording()  # asks raised together join one park, however long their links take
+        else:
+            interaction_id = new_interaction_id()
+        ticket_hash = None
+        recorded = False
+        try:
+            if external:
+                # The ticket is bound before the link exists, so a callback that beats the ask to
+                # the door waits for it; a question recorded by an earlier execution of this run
+                # keeps its link, and the link builder is not run again.
+                ticket, ticket_hash = new_ticket()
+                recorded = await self._reserve(interaction_id, ticket_hash, spec, ctx, call)
+                if not recorded:
+                    url = await build_link(link, callback_url(self._callback_base(), ticket))
+                    spec = validate_ask(question, **args, link_url=url)
+            if ctx is not None and not recorded:
+                await self._record(
+                    interaction_id,
+                    spec.question,
+                    answer_format,
+                    spec,
+                    time.monotonic() + PARK_RECORD_BUDGET,
+                    run_id=ctx.info.run_id,
+                    call=call,
+                    ticket_hash=ticket_hash,
+                )
+        finally:
+            if ctx is not None:
+                ctx.recorded()
+        if ctx is not None:
+            # The driver ends this execution at the park; the code after the ask runs when the
+            # run resumes (docs/aggregates/run.md#the-suspension-sentinel).
+            assert spec.expiry_at is not None
+            return await ctx.suspend(
+                ParkedAsk(
+                    interaction_id=interaction_id, call=call, question=spec.question, expiry_at=spec.expiry_at
+                )
+            )
+        deadline = time.monotonic() + spec.timeout
+        # The server's deadline decides whether a late-found answer came in time; until the ask
+        # is accepted, the local clock stands in for it.
+        server_deadline = time.time() + spec.timeout
+        # Listen before recording, so an instant answer is never lost.
+        woken: asyncio.Future[Wake] = asyncio.get_running_loop().create_future()
+        self._waiting[interaction_id] = woken
+        try:
+            await self._ensure_wake_subscription()
+            accepted = await self._record(
+                interaction_id, spec.question, answer_format, spec, deadline, ticket_hash=ticket_hash
+            )
+            server_deadline = datetime.fromisoformat(accepted.timeout_at).timestamp()
+            _raise_if_cancelled()
+            return await self._wait(woken, interaction_id, deadline, sensitive)
+        except InteractionTimeoutError:
+            raise
+        except TimeoutError:
+            return await self._timed_out(interaction_id, spec.timeout, server_deadline)
+        except asyncio.CancelledError:
+            # Cancelled while recording or waiting: prune, and let the cancellation propagate
+            # (docs/aggregates/interaction.md#cancellation). A prune that arrives before the ask leaves a
+            # tombstone, so the
+            # ask cannot land afterwards. A failed prune never replaces the cancellation.
+            try:
+                await asyncio.shield(self._prune(interaction_id, "cancelled"))
+            except Exception as exc:  # noqa: BLE001 - the cancellation is what must propagate
+                log.warning("sdk.prune_failed", interaction_id=interaction_id, error=repr(exc))
+            raise
+        finally:
+            self._waiting.pop(interaction_id, None)
+
+    async def _reserve(
+        self, interaction_id: str, ticket_hash: str, spec: Any, ctx: RunContext | None, call: int
+    ) -> bool:
+        """Bind an external question's ticket before its link is built (ADR 0010). True when an
+        earlier execution of this run already recorded the question (its link stands)."""
+        cmd = ReserveTicket(
+            token=self._token,
+            interaction_id=interaction_id,
+            ticket_hash=ticket_hash,
+            mode=spec.mode,
+            timeout=None if spec.mode == "async" else spec.timeout,
+            expiry_at=spec.expiry_at,
+            run_id=ctx.info.run_id if ctx is not None else None,
+            call=call if ctx is not None else None,
+        )
+        deadline = time.monotonic() + (PARK_RECORD_BUDGET if spec.mode == "async" else spec.timeout)
+        try:
+            reply = await self._request_ask(cmd, deadline)  # a reservation is idempotent
+        except TimeoutError:
+            raise Unavailable(f"the ask service did not answer on {self._names.cmd_ask}") from None
+        if isinstance(reply, Refused):
+            if reply.protocol < RESERVATIONS and reply.kind == "invalid" and reply.field is None:
+                return False  # an ask service from before reservations: the ask binds the ticket
+            raise from_refused(reply, interaction_id=interaction_id)
+        return isinstance(reply, Reserved) and reply.existing
+
+    def _callback_base(self) -> str:
+        if not self._public_base_url:
+            raise BadInput(
+                "external questions need INTERACTIONS_PUBLIC_BASE_URL (an https:// origin) to build "
+                "their callback URL (so do channel questions)",
+                field="link",
+            )
+        return self._public_base_url
+
+    async def start_run(self, flow: str, input: Any = None, *, run_id: str | None = None) -> str:
+        """Start a run of ``flow``; a worker hosting the flow executes it. Returns the run id.
+
+        Passing your own ``run_id`` (a uuid4 string) makes the start idempotent.
+        """
+        if not is_flow_name(flow):
+            raise BadInput("flow must be 1-64 of [A-Za-z0-9_-]", field="flow")
+        try:
+            msgspec.json.encode(input)
+        except (TypeError, msgspec.EncodeError) as exc:
+            raise BadInput(f"input must be JSON-serializable: {exc}", field="input") from None
+        run_id = run_id or new_interaction_id()
+        reply = await self.run_command(StartRun(token=self._token, run_id=run_id, flow=flow, input=input))
+        if isinstance(reply, LaybyError):
+            raise reply
+        return run_id
+
+    async def run_command(self, cmd: StartRun | ParkRun | EndRun) -> RunAccepted | LaybyError:
+        """Send a run command to the ask service; retried on timeouts (commands are idempotent).
+        A refusal comes back as the error the service raised (not raised: the worker decides)."""
+        payload = _enc.encode(cmd)
+        for attempt in range(6):
+            try:
+                msg = await self._nc.request(self._names.cmd_run, payload, timeout=REQUEST_TIMEOUT)
+                break
+            except nats.errors.MaxPayloadError:
+                return BadInput(
+                    f"the {type(cmd).__name__} command is larger than the NATS server's max payload"
+                )
+            except nats.errors.NoRespondersError:
+                if attempt == 5:
+                    raise Unavailable(
+                        f"no ask service answers on {self._names.cmd_run}: start Layby with `layby up`"
+                    ) from None
+                await asyncio.sleep(0.5 * (attempt + 1))
+            except nats.errors.TimeoutError:
+                if attempt == 5:
+                    raise Unavailable(f"the ask service did not answer on {self._names.cmd_run}") from None
+        reply = REPLY_DECODER.decode(msg.data)
+        if isinstance(reply, Refused):
+            return from_refused(reply)
+        if not isinstance(reply, RunAccepted):
+            raise RuntimeError(f"unexpected reply to a run command: {reply!r}")  # noqa: TRY004
+        return reply
+
+    @property
+    def token(self) -> str:
+        return self._token
+
+    @property
+    def nc(self) -> NATS:
+        return self._nc
+
+    @property
+    def names(self) -> Names:
+        return self._names
+
+    async def _ensure_wake_subscription(self) -> None:
+        """One subscription per client on ``<ns>.wake.<waiter>.*``, created on the first ask."""
+        if self._wake_sub is None:
+            self._wake_sub = await self._nc.subscribe(self._names.wake_all(self._waiter), cb=self._on_wake)
+            await self._nc.flush()  # the server knows the interest before the first ask is sent
+
+    async def _on_wake(self, msg: Msg) -> None:
+        try:
+            wake = WAKE_DECODER.decode(msg.data)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return
+        woken = self._waiting.get(wake.interaction_id)
+        if woken is not None and not woken.done():
+            woken.set_result(wake)
+
+    async def _record(
+        self,
+        interaction_id: str,
+        question: str,
+        fmt: str,
+        spec: Any,
+        deadline: float,
+        *,
+        run_id: str | None = None,
+        call: int | None = None,
+        ticket_hash: str | None = None,
+    ) -> Accepted:
+        cmd = Ask(
+            token=self._token,
+            interaction_id=interaction_id,
+            question=question,
+            answer_format=fmt,
+            options=(spec.format_payload or {}).get("options"),
+            schema=(spec.format_payload or {}).get("schema"),
+            group_id=spec.group_id,
+            audience=spec.audience,
+            sensitive=spec.sensitive,
+            waiter=None if run_id else self._waiter,
+            mode=spec.mode,
+            expiry_at=spec.expiry_at,
+            timeout=None if spec.mode == "async" else spec.timeout,
+            run_id=run_id,
+            call=call,
+            media=spec.media,
+            data=(spec.format_payload or {}).get("data"),
+            pages=(spec.format_payload or {}).get("pages"),
+            link_url=(spec.format_payload or {}).get("url") if fmt == "external" else None,
+            verifier=(spec.format_payload or {}).get("verifier") if fmt == "external" else None,
+            ticket_hash=ticket_hash,
+            channel=spec.channel,
+            recipient=spec.recipient,
+        )
+        # TimeoutError past the deadline: the caller prunes, and may find the ask recorded after all.
+        reply = await self._request_ask(cmd, deadline)  # the same interaction id: idempotent
+        if isinstance(reply, Refused):
+            raise from_refused(reply, interaction_id=interaction_id)
+        assert isinstance(reply, Accepted)
+        return reply
+
+    async def _request_ask(self, cmd: Ask | ReserveTicket, deadline: float) -> Reply:
+        """Send an idempotent command to the ask service, retrying slow replies until ``deadline``
+        (then ``TimeoutError``); no ask service at all is ``Unavailable`` at once."""
+        payload = _enc.encode(cmd)
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError
+            try:
+                msg = await self._nc.request(
+                    self._names.cmd_ask, payload, timeout=min(remaining, REQUEST_TIMEOUT)
+                )
+                return REPLY_DECODER.decode(msg.data)
+            except nats.errors.NoRespondersError:
+                raise Unavailable(
+                    f"no ask service answers on {self._names.cmd_ask}: start Layby with `layby up` "
+                    "or `layby serve ask`"
+                ) from None
+            except nats.errors.TimeoutError:
+                continue
+
+    async def _wait(
+        self, woken: asyncio.Future[Wake], interaction_id: str, deadline: float, sensitive: bool
+    ) -> Any:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError
+        # asyncio.wait neither swallows a cancel (wait_for on 3.11 can) nor cancels the task.
+        await asyncio.wait({woken}, timeout=remaining)
+        if not woken.done():
+            raise TimeoutError
+        wake = woken.result()
+        if wake.outcome == "answered":
+            return SecretValue(wake.answer) if sensitive else wake.answer
+        if wake.reason == "delivery_failed":
+            raise ChannelDeliveryError(
+                f"interaction {interaction_id} could not be delivered: {wake.detail or 'no reason given'}"
+            )
+        raise InteractionTimeoutError(
+            f"interaction {interaction_id} was removed before it was answered ({wake.reason})",
+            interaction_id=interaction_id,
+        )
+
+    async def _prune(self, interaction_id: str, reason: str) -> PruneResult:
+        cmd = Prune(token=self._token, interaction_id=interaction_id, reason=reason)  # type: ignore[arg-type]
+        msg = await self._nc.request(self._names.cmd_prune, _enc.encode(cmd), timeout=REQUEST_TIMEOUT)
+        reply = REPLY_DECODER.decode(msg.data)
+        if not isinstance(reply, PruneResult):
+            raise RuntimeError(  # noqa: TRY004 - a refusal from the service, not a caller's type error
+                f"prune of interaction {interaction_id} was refused: {reply}"
+            )
+        return reply
+
+    async def _timed_out(self, interaction_id: str, budget: float, server_deadline: float) -> Any:
+        result = await self._prune(interaction_id, "timeout")
+        if result.outcome == "answered":
+            answered_at = (
+                datetime.fromisoformat(result.answered_at).timestamp() if result.answered_at else None
+            )
+            if answered_at is not None and answered_at <= server_deadline:
+                # Answered in time, but the wake was lost (a reconnect): the log has the answer.
+                return SecretValue(result.answer) if result.sensitive else result.answer
+            raise InteractionTimeoutError(
+                f"no answer to interaction {interaction_id} within {budget:g}s; "
+                "an answer was recorded after the budget and was not returned",
+                interaction_id=interaction_id,
+            )
+        if result.outcome == "gone" and result.reason == "delivery_failed":
+            raise ChannelDeliveryError(
+                f"interaction {interaction_id} could not be delivered: {result.detail or 'no reason given'}"
+            )
+        if result.outcome == "gone":
+            raise InteractionTimeoutError(
+                f"no answer to interaction {interaction_id} within {budget:g}s; "
+                "the question was already gone",
+                interaction_id=interaction_id,
+            )
+        raise InteractionTimeoutError(
+            f"no answer to interaction {interaction_id} within {budget:g}s; the question was pruned",
+            interaction_id=interaction_id,
+        )
+
+
+async def connect(
+    *, nats_url: str | None = None, token: str | None = None, settings: ClientSettings | None = None
+) -> Client:
+    """Connect explicitly; unset values come from ``LAYBY_NATS_URL`` / ``LAYBY_TOKEN`` or ``layby up``."""
+    settings = settings or load_client_settings()
+    runtime = read_runtime(data_dir(settings))
+    url = nats_url or settings.nats_url or (runtime.nats_url if runtime else None)
+    tok = token or settings.token or (runtime.token if runtime else None)
+    if not url:
+        raise RuntimeError("no NATS URL: set LAYBY_NATS_URL, pass nats_url=, or run `layby up`")
+    if not tok:
+        raise RuntimeError("no token: set LAYBY_TOKEN, pass token=, or run `layby up`")
+    nc = await connect_nats(url, name="layby-sdk")
+    return Client(
+        nc,
+        names=settings.names,
+        token=tok,
+        default_timeout=settings.answer_timeout_seconds,
+        owns=True,
+        public_base_url=settings.public_base_url,
+    )
+
+
+_clients: dict[asyncio.AbstractEventLoop, Client] = {}
+
+
+async def ask_user(
+    question: str,
+    *,
+    answer_format: str = "text",
+    options: list[str] | None = None,
+    schema: Any = None,
+    timeout: float | None = None,
+    group_id: str | None = None,
+    audience: str | None = None,
+    sensitive: bool = False,
+    mode: str = "sync",
+    expiry_at: datetime | None = None,
+    media: list[Any] | None = None,
+    data: dict[str, Any] | None = None,
+    pages: list[dict[str, Any]] | None = None,
+    link: str | Callable[[str], Any] | None = None,
+    verifier: dict[str, Any] | None = None,
+    channel: str | None = None,
+    recipient: str | None = None,
+) -> Any:
+    """Ask a person and block until they answer: ``str`` for text/select, ``bool`` for confirm,
+    ``dict`` for form. Raises ``InteractionTimeoutError`` when the budget runs out.
+
+    ``mode="async"`` with a timezone-aware ``expiry_at`` parks the flow run executing this
+    code instead (``layby.Worker``); the run resumes with the answer, or with
+    ``{"layby:interaction_expired": True}`` when ``expiry_at`` passes first."""
+    args: dict[str, Any] = {
+        "answer_format": answer_format,
+        "options": options,
+        "schema": schema,
+        "timeout": timeout,
+        "group_id": group_id,
+        "audience": audience,
+        "sensitive": sensitive,
+        "mode": mode,
+        "expiry_at": expiry_at,
+        "media": media,
+        "data": data,
+        "pages": pages,
+        "link": link,
+        "verifier": verifier,
+        "channel": channel,
+        "recipient": recipient,
+    }
+    ctx = current_context()
+    if ctx is not None and ctx.client is not None:
+        return await ctx.client.ask_user(question, **args)
+    loop = asyncio.get_running_loop()
+    client = _clients.get(loop)
+    if client is None:
+        # Validate first so a bad call fails before any connection is opened (docs/asking.md#timeout).
+        validate_ask(
+            question,
+            **{k: v for k, v in args.items() if k not in ("link", "schema")},
+            schema=_schema_of(schema),
+            link_url="https://example.invalid/" if answer_format == "external" else None,
+        )
+        if answer_format == "external":
+            check_link(link)
+        if mode == "async":
+            require_park_context()
+        client = _clients[loop] = await connect()
+    return await client.ask_user(question, **args)

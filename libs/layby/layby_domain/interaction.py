@@ -1,0 +1,242 @@
+"""The interaction aggregate: one question's life, decided without I/O.
+
+An interaction is asked once, then resolved once: answered (by a person, a callback, a channel
+reply or the expiry of an async park) or removed (timed out, cancelled, abandoned by its waiter,
+or undeliverable). ``evolve`` applies a recorded event to the state; the ``decide_*`` functions
+look at a state and return the one event to append, or the reason nothing is appended. The event
+store appends what they return with the state's sequence expected, so a concurrent resolution
+makes the append fail and the decision is taken again on the newer state
+(docs/aggregates/interaction.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any, Literal, assert_never
+
+import msgspec
+
+from layby_contracts.errors import BadInput, Conflict, Forbidden, NotFound
+from layby_contracts.events import (
+    EXPIRY_ANSWER,
+    EXPIRY_ANSWERER,
+    InteractionAnswered,
+    InteractionAsked,
+    InteractionEvent,
+    InteractionRemoved,
+)
+from layby_domain.validation import validate_answer
+
+Status = Literal["absent", "pending", "answered", "removed"]
+RemovalReason = Literal["timeout", "cancelled", "abandoned", "delivery_failed"]
+NOT_FOUND = "Interaction not found"
+ALREADY_ANSWERED = "Interaction already answered"
+
+
+class Facts(msgspec.Struct, frozen=True, kw_only=True):
+    """What every resolution copies from the question it resolves: where the answer must go
+    (``waiter``, ``run_id``), who may see it (``audience``) and whether it is secret."""
+
+    interaction_id: str
+    group_id: str
+    audience: str | None = None
+    waiter: str | None = None
+    run_id: str | None = None
+    sensitive: bool = False
+
+
+def facts_of(asked: InteractionAsked) -> Facts:
+    return Facts(
+        interaction_id=asked.interaction_id,
+        group_id=asked.group_id,
+        audience=asked.audience,
+        waiter=asked.waiter,
+        run_id=asked.run_id,
+        sensitive=asked.sensitive,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Interaction:
+    """The state of one interaction as far as its log has been read.
+
+    ``seq`` is the stream sequence of the last event applied: the expected sequence of the next
+    append. ``asked`` is None when only a resolution was read (its question is then known by
+    ``facts`` alone, or not at all) or when a pending state was built from a projection row.
+    """
+
+    seq: int = 0
+    facts: Facts | None = None
+    asked: InteractionAsked | None = None
+    answered: InteractionAnswered | None = None
+    removed: InteractionRemoved | None = None
+
+    @property
+    def status(self) -> Status:
+        if self.answered is not None:
+            return "answered"
+        if self.removed is not None:
+            return "removed"
+        if self.facts is not None:
+            return "pending"
+        return "absent"
+
+    @classmethod
+    def pending(cls, facts: Facts, seq: int) -> Interaction:
+        """A pending question known from a read model (its Asked event at ``seq``)."""
+        return cls(seq=seq, facts=facts)
+
+
+def evolve(state: Interaction, event: InteractionEvent, seq: int) -> Interaction:
+    """Apply one recorded event (at stream sequence ``seq``)."""
+    match event:
+        case InteractionAsked():
+            return Interaction(seq=seq, facts=facts_of(event), asked=event)
+        case InteractionAnswered():
+            return replace(state, seq=seq, answered=event)
+        case InteractionRemoved():
+            return replace(state, seq=seq, removed=event)
+        case _:
+            assert_never(event)
+
+
+def answered_event(
+    facts: Facts, *, by: str, at: datetime, answer: Any, secret_ref: str | None = None
+) -> InteractionAnswered:
+    """The one way an answer is recorded: a sensitive answer's value never enters the log (it is
+    kept under ``secret_ref``)."""
+    return InteractionAnswered(
+        interaction_id=facts.interaction_id,
+        group_id=facts.group_id,
+        audience=facts.audience,
+        answered_by=by,
+        answered_at=at,
+        sensitive=facts.sensitive,
+        answer=None if facts.sensitive else answer,
+        waiter=facts.waiter,
+        secret_ref=secret_ref,
+        run_id=facts.run_id,
+    )
+
+
+def removed_event(
+    facts: Facts, *, reason: RemovalReason, at: datetime, detail: str | None = None
+) -> InteractionRemoved:
+    """The one way a removal is recorded."""
+    return InteractionRemoved(
+        interaction_id=facts.interaction_id,
+        group_id=facts.group_id,
+        audience=facts.audience,
+        reason=reason,
+        removed_at=at,
+        waiter=facts.waiter,
+        run_id=facts.run_id,
+        detail=detail,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Append:
+    """Append ``event`` expecting the state's sequence. ``secret`` (an answer's value) is stored
+    under the event's ``secret_ref`` before the append, never in the log."""
+
+    event: InteractionEvent
+    secret: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class Keep:
+    """Append nothing: the state already says how this ends (``why`` tells the caller)."""
+
+    why: Status
+
+
+Decision = Append | Keep
+
+
+def check_answerable(state: Interaction) -> InteractionAsked:
+    """An answer needs a pending question whose Asked event was read; otherwise the door's
+    refusal: a missing or removed question is not found, an answered one a conflict."""
+    if state.status == "answered":
+        raise Conflict(ALREADY_ANSWERED)
+    if state.status != "pending" or state.asked is None:
+        raise NotFound(NOT_FOUND)
+    return state.asked
+
+
+def decide_answer(state: Interaction, *, by: str, restricted: bool, answer: Any, now: datetime) -> Append:
+    """A person answers through the answer door. Raises the refusal (in the door's order: not
+    found, already answered, external, audience, format); returns the Answered event."""
+    asked = check_answerable(state)
+    if asked.answer_format == "external":
+        raise BadInput("external interactions are answered via their callback URL")
+    if restricted:
+        if asked.audience is None:
+            raise Forbidden("restricted identities may answer only interactions addressed to them")
+        if asked.audience != by:
+            raise Forbidden("interaction is addressed to another identity")
+    typed = validate_answer(asked.answer_format, asked.format_payload, answer)
+    return _answer(facts_of(asked), by=by, answer=typed, now=now)
+
+
+def decide_claim(state: Interaction, *, by: str, answer: Any, now: datetime) -> Decision:
+    """A callback (external provider or channel reply) claims the question with an answer that
+    was already checked. An answered question keeps its answer (the idempotent success); a
+    removed one stays removed."""
+    if state.status in ("answered", "removed", "absent"):
+        return Keep(state.status)
+    assert state.facts is not None
+    return _answer(state.facts, by=by, answer=answer, now=now)
+
+
+def decide_expire(state: Interaction, *, now: datetime) -> Decision:
+    """An async park's deadline passed with no answer: it resolves with the reserved marker,
+    answered by the system, through the same race as a person's answer."""
+    if state.status != "pending":
+        return Keep(state.status)
+    assert state.facts is not None
+    # The marker is no secret, even on a sensitive question: the run must read it.
+    facts = msgspec.structs.replace(state.facts, sensitive=False)
+    return Append(answered_event(facts, by=EXPIRY_ANSWERER, at=now, answer=EXPIRY_ANSWER))
+
+
+def decide_remove(
+    state: Interaction, *, reason: RemovalReason, now: datetime, detail: str | None = None
+) -> Decision:
+    """Remove a pending question (timeout, cancellation, abandoned waiter, failed delivery).
+    A resolved question keeps its resolution: an answer that won stands."""
+    if state.status != "pending":
+        return Keep(state.status)
+    assert state.facts is not None
+    return Append(removed_event(state.facts, reason=reason, at=now, detail=detail))
+
+
+def decide_prune(
+    state: Interaction,
+    *,
+    interaction_id: str,
+    reason: RemovalReason,
+    now: datetime,
+    restricted_to: str | None,
+) -> Decision:
+    """A waiter that gave up prunes its question. Nothing recorded yet: a tombstone, so an ask
+    of this id that arrives late fails and leaves no orphan question behind. A restricted
+    identity (``restricted_to``) may prune only its own question."""
+    asker = state.asked.asked_by if state.asked is not None else None
+    if state.status == "pending" and restricted_to is not None and asker != restricted_to:
+        raise Forbidden("only the asker may prune its question")
+    if state.status == "absent":
+        return Append(
+            InteractionRemoved(interaction_id=interaction_id, group_id="", reason=reason, removed_at=now)
+        )
+    return decide_remove(state, reason=reason, now=now)
+
+
+def _answer(facts: Facts, *, by: str, answer: Any, now: datetime) -> Append:
+    """A sensitive answer goes into ``secret``; the store files it under a fresh reference before
+    it appends the event (one reference per attempt, so a losing answer never overwrites the
+    winner's)."""
+    if facts.sensitive:
+        return Append(answered_event(facts, by=by, at=now, answer=None), secret=answer)
+    return Append(answered_event(facts, by=by, at=now, answer=answer))

@@ -1,0 +1,186 @@
+"""The run aggregate: one run's life, decided without I/O (docs/aggregates/run.md).
+
+A run is started (generation 0 executes), then alternates between parked (generation g waits for
+its questions) and resumed (generation g executes again), until it finishes or fails. Every
+event is appended expecting the previous one's sequence, so exactly one execution moves a run
+on. This module is the one place that reads a run's state from its events: the ask service
+decides parks and ends with it, the resume service resumes with it, and the worker asks it
+whether a continuation is the one to execute now.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal, assert_never
+
+from layby_contracts.errors import Conflict
+from layby_contracts.events import (
+    EXPIRY_ANSWER,
+    InteractionAnswered,
+    InteractionRemoved,
+    ParkedAsk,
+    Resolution,
+    RunEvent,
+    RunFailed,
+    RunFinished,
+    RunParked,
+    RunResumed,
+    RunStarted,
+)
+
+RunStatus = Literal["absent", "running", "parked", "finished", "failed"]
+MOVED_ON = "another execution of this run already moved it on"
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """A run as far as its last event: ``seq`` is that event's stream sequence (the expected
+    sequence of the next append)."""
+
+    seq: int = 0
+    last: RunEvent | None = None
+
+    @property
+    def status(self) -> RunStatus:
+        match self.last:
+            case None:
+                return "absent"
+            case RunStarted() | RunResumed():
+                return "running"
+            case RunParked():
+                return "parked"
+            case RunFinished():
+                return "finished"
+            case RunFailed():
+                return "failed"
+            case _:
+                assert_never(self.last)
+
+    @property
+    def executing(self) -> int | None:
+        """The generation being executed now, or None when no execution may run."""
+        match self.last:
+            case RunStarted():
+                return 0
+            case RunResumed():
+                return self.last.generation
+            case _:
+                return None
+
+
+def evolve(_state: Run, event: RunEvent, seq: int) -> Run:
+    """Every run event replaces the one before it: the last event is the state."""
+    return Run(seq=seq, last=event)
+
+
+def is_current(state: Run, generation: int) -> bool | None:
+    """Whether the execution of ``generation`` is the one to run now: None when the run's log
+    has not caught up yet (nothing recorded), False for a duplicate of an earlier execution."""
+    if state.last is None:
+        return None
+    return state.executing == generation
+
+
+def decide_park(
+    state: Run,
+    *,
+    generation: int,
+    asks: list[ParkedAsk],
+    answers: dict[str, Resolution],
+    now: datetime,
+    resume_id: str | None,
+) -> RunParked | None:
+    """The execution of ``generation - 1`` parks as ``generation``. None: this very park is
+    already recorded (a retry). Raises ``Conflict`` when another execution moved the run on."""
+    if state.executing != generation - 1:
+        if isinstance(state.last, RunParked) and state.last.generation == generation:
+            return None
+        raise Conflict(MOVED_ON)
+    return RunParked(
+        run_id=_run_id(state),
+        generation=generation,
+        asks=asks,
+        answers=answers,
+        parked_at=now,
+        resume_id=resume_id,
+    )
+
+
+def decide_end(
+    state: Run,
+    *,
+    generation: int,
+    outcome: Literal["finished", "failed"],
+    result: Any = None,
+    error: str = "",
+    attempts: int = 0,
+    now: datetime,
+    resume_id: str | None,
+) -> RunFinished | RunFailed | None:
+    """The execution of ``generation`` finishes or fails the run. None: an end of this
+    generation is already recorded (a retry). Raises ``Conflict`` when another execution moved
+    the run on."""
+    if state.executing != generation:
+        if isinstance(state.last, RunFinished | RunFailed) and state.last.generation == generation:
+            return None
+        raise Conflict(MOVED_ON)
+    run_id = _run_id(state)
+    if outcome == "finished":
+        return RunFinished(
+            run_id=run_id, generation=generation, result=result, finished_at=now, resume_id=resume_id
+        )
+    return RunFailed(
+        run_id=run_id,
+        generation=generation,
+        error=error,
+        attempts=attempts,
+        failed_at=now,
+        resume_id=resume_id,
+    )
+
+
+def resolution(ask: ParkedAsk, event: object) -> Resolution | None:
+    """How one parked ask resolved, from its question's last event; None while it is pending.
+    A removed question can never be answered, so it resolves like an expiry (the reserved
+    marker), answered by ``system:<reason>``."""
+    if isinstance(event, InteractionAnswered):
+        return Resolution(
+            interaction_id=ask.interaction_id,
+            question=ask.question,
+            answer=event.answer,
+            answered_by=event.answered_by,
+        )
+    if isinstance(event, InteractionRemoved):
+        return Resolution(
+            interaction_id=ask.interaction_id,
+            question=ask.question,
+            answer=EXPIRY_ANSWER,
+            answered_by=f"system:{event.reason}",
+            detail=event.detail,
+        )
+    return None
+
+
+def decide_resume(
+    state: Run, resolved: list[Resolution | None], *, now: datetime, resume_id: str
+) -> RunResumed | None:
+    """Resume a parked run once every one of its asks (in ``park.asks`` order) has resolved;
+    None while the run is not parked or a question is still pending."""
+    park = state.last
+    if not isinstance(park, RunParked):
+        return None
+    answers = dict(park.answers)
+    for ask, found in zip(park.asks, resolved, strict=True):
+        if found is None:
+            return None  # still pending: its own resolution triggers the next evaluation
+        answers[str(ask.call)] = found
+    return RunResumed(
+        run_id=park.run_id, generation=park.generation, resume_id=resume_id, resumed_at=now, answers=answers
+    )
+
+
+def _run_id(state: Run) -> str:
+    if state.last is None:
+        raise Conflict("the run has no recorded start")
+    return state.last.run_id

@@ -1,0 +1,92 @@
+"""The built-in ``webhook`` channel: POST each delivery as JSON to an endpoint you run.
+
+A bridge to any medium Layby has no plugin for (an internal chat bot, a pager, a ticket system):
+the endpoint receives the question and its callback URL and relays the person's reply to that
+URL as ``{"answer": <value>}``. Configuration (``LAYBY_CHANNELS``)::
+
+    {"ops": {"plugin": "webhook", "url": "https://bridge.internal/layby", "secret": "bridge"}}
+
+``secret`` names an entry of ``LAYBY_WEBHOOK_SECRETS``; with it every request carries
+``X-Layby-Signature-256: sha256=<hex HMAC-SHA256 of the body>`` so the endpoint can refuse
+forgeries. ``forms`` (default true) advertises form delivery; the endpoint may simply hand the
+person the callback URL, whose page renders the form. 2xx is success; 408, 425, 429 and 5xx
+(with ``Retry-After`` honoured) and network faults are retryable; any other status is final.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import msgspec
+
+from layby_contracts.channels import ChannelDelivery, ChannelDeliveryError
+
+RETRYABLE_STATUSES = frozenset({408, 425, 429})
+SIGNATURE_HEADER = "X-Layby-Signature-256"
+
+
+def _retry_after(value: str | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None  # an HTTP date: the backoff decides
+
+
+class WebhookChannel:
+    def __init__(self, *, name: str, config: dict[str, Any], secrets: Mapping[str, bytes]) -> None:
+        unknown = set(config) - {"url", "secret", "forms", "timeout"}
+        if unknown:
+            raise ValueError(f"unknown webhook option {sorted(unknown)[0]!r} (url, secret, forms, timeout)")
+        url = config.get("url")
+        parts = urlsplit(url) if isinstance(url, str) else None
+        if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError("webhook needs url, an absolute http(s) URL")
+        secret_name = config.get("secret")
+        if secret_name is not None and secret_name not in secrets:
+            raise ValueError(f"webhook secret {secret_name!r} is not in LAYBY_WEBHOOK_SECRETS")
+        timeout = config.get("timeout", 10)
+        if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0:
+            raise ValueError("webhook timeout must be a positive number of seconds")
+        forms = config.get("forms", True)
+        if not isinstance(forms, bool):
+            raise ValueError("webhook forms must be true or false")  # noqa: TRY004 - a config error
+        self.name = name
+        self.url: str = url  # type: ignore[assignment]
+        self.supports_form_delivery = forms
+        self._secret = secrets[secret_name] if secret_name is not None else None
+        self._timeout = float(timeout)
+        self._http: httpx.AsyncClient | None = None
+
+    async def deliver(self, delivery: ChannelDelivery) -> None:
+        body = msgspec.json.encode(delivery)
+        headers = {"Content-Type": "application/json"}
+        if self._secret is not None:
+            digest = hmac.new(self._secret, body, hashlib.sha256).hexdigest()
+            headers[SIGNATURE_HEADER] = f"sha256={digest}"
+        if self._http is None:
+            self._http = httpx.AsyncClient(timeout=self._timeout, follow_redirects=False)
+        try:
+            resp = await self._http.post(self.url, content=body, headers=headers)
+        except httpx.HTTPError as exc:
+            raise ChannelDeliveryError(
+                f"webhook {self.name!r}: {type(exc).__name__} posting to the endpoint", retryable=True
+            ) from None
+        if resp.is_success:
+            return
+        retryable = resp.status_code in RETRYABLE_STATUSES or resp.status_code >= 500
+        raise ChannelDeliveryError(
+            f"webhook {self.name!r}: the endpoint answered {resp.status_code}",
+            retryable=retryable,
+            retry_after=_retry_after(resp.headers.get("retry-after")),
+        )
+
+    async def aclose(self) -> None:
+        if self._http is not None:
+            await self._http.aclose()

@@ -1,0 +1,97 @@
+"""Channels: how a question reaches a person outside the inbox
+(docs/aggregates/interaction.md#channel-delivery).
+
+A channel plugin is registered under a name in ``LAYBY_CHANNELS``, a JSON object mapping each
+name to ``{"plugin": "<built-in name or module:attr>", ...config}``. The plugin factory is called
+with the config (every key but ``plugin``) and returns an object with:
+
+- ``async deliver(delivery: ChannelDelivery) -> None``: **one** send attempt. Success returns
+  nothing; every failure raises ``ChannelDeliveryError(retryable=..., retry_after=...)``. The
+  delivery service retries only retryable failures, within the question's own budget.
+- optional capability flags (absent means False): ``supports_form_delivery``.
+- an optional hook ``validate_form_schema(schema, question)`` that raises ``ValueError`` to refuse
+  a form at ask time (the medium's own limits).
+
+The person's reply comes back through the callback URL in the delivery: ``{"answer": <value>}``
+POSTed to it, or, for confirm and external questions, a tap on the link (its page posts back).
+The ticket inside the URL is minted per delivery and stored only as a hash.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import msgspec
+
+from layby_contracts.channels import Channel
+from layby_contracts.errors import BadInput
+from layby_domain.validation import check_form_subset
+
+Factory = Callable[..., Channel]
+BUILTIN: dict[str, str] = {"webhook": "layby_server.channel_webhook:WebhookChannel"}
+
+
+def parse_channels(raw: str | None) -> dict[str, dict[str, Any]]:
+    """``LAYBY_CHANNELS`` as ``{name: {"plugin": ..., **config}}``; raises naming what is wrong."""
+    if not raw:
+        return {}
+    try:
+        value = msgspec.json.decode(raw.encode())
+    except msgspec.DecodeError as exc:
+        raise ValueError(f"must be a JSON object of channels: {exc}") from None
+    if not isinstance(value, dict):
+        raise ValueError(  # noqa: TRY004 - a setting's value error
+            'must be a JSON object: {"<name>": {"plugin": "<plugin>", ...config}}'
+        )
+    for name, config in value.items():
+        if not name or not name.replace("-", "").replace("_", "").isalnum() or len(name) > 64:
+            raise ValueError(f"channel name {name!r} must be 1-64 letters, digits, '-' or '_'")
+        if not isinstance(config, dict) or not isinstance(config.get("plugin"), str) or not config["plugin"]:
+            raise ValueError(f'channel {name!r} needs {{"plugin": "<built-in name or module:attr>"}}')
+    return value
+
+
+def load_channels(raw: str | None, secrets: Mapping[str, bytes]) -> dict[str, Channel]:
+    """Instantiate every configured channel. A plugin that cannot be loaded fails start-up."""
+    loaded: dict[str, Channel] = {}
+    for name, config in parse_channels(raw).items():
+        target = BUILTIN.get(config["plugin"], config["plugin"])
+        module_name, _, attr = target.partition(":")
+        try:
+            factory = getattr(importlib.import_module(module_name), attr)
+        except (ImportError, AttributeError, ValueError) as exc:
+            raise ValueError(f"channel {name!r}: cannot load plugin {config['plugin']!r}: {exc}") from None
+        options = {k: v for k, v in config.items() if k != "plugin"}
+        try:
+            channel = factory(name=name, config=options, secrets=secrets)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"channel {name!r}: {exc}") from None
+        if not isinstance(channel, Channel):
+            raise ValueError(  # noqa: TRY004 - a setting's value error
+                f"channel {name!r}: plugin {config['plugin']!r} has no async deliver(delivery)"
+            )
+        loaded[name] = channel
+    return loaded
+
+
+def check_channel_ask(
+    channels: Mapping[str, Channel], channel: str, answer_format: str, question: str, schema: Any
+) -> None:
+    """The registry-dependent ask-time rules (docs/asking.md#channel-checks), naming the field."""
+    plugin = channels.get(channel)
+    if plugin is None:
+        known = ", ".join(sorted(channels)) or "none are configured in LAYBY_CHANNELS"
+        raise BadInput(f"unknown channel {channel!r} (known: {known})", field="channel")
+    if answer_format != "form":
+        return
+    if not getattr(plugin, "supports_form_delivery", False):
+        raise BadInput(f"channel {channel!r} does not deliver form questions", field="channel")
+    check_form_subset(schema)
+    hook = getattr(plugin, "validate_form_schema", None)
+    if hook is not None:
+        try:
+            hook(schema, question)
+        except ValueError as exc:
+            raise BadInput(f"channel {channel!r} refuses this form: {exc}", field="schema") from None

@@ -1,0 +1,351 @@
+"""The consumer loop: durable consumers shared by replicas (docs/engineering.md#consumer-loops, ADR 0006).
+
+This is the one module that maps errors to ack / nak-with-delay / terminate:
+- a malformed message, or one of an event version this build does not know, is never acked:
+  malformed ones are terminated and logged, unknown versions are nakked for a later replica;
+- a transient failure (the database or NATS unreachable, ``Transient``) naks with a growing
+  delay and never terminates, however long the outage lasts;
+- any other failure of a batch is retried message by message, so one poison message cannot
+  take its batch-mates with it; a message that keeps failing on its own is terminated and
+  logged at error after ``MAX_DELIVER`` deliveries.
+The handler gets whole batches; acks are sent only after it returns (after commit).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+
+import asyncpg
+import msgspec
+import nats.errors
+import nats.js.errors
+from nats.aio.msg import Msg
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+from layby.logs import get_logger
+from layby_contracts.errors import Permanent, Transient
+from layby_contracts.events import decode_event
+from layby_server.eventstore import EventStore, Stored
+
+log = get_logger("layby_server.consumer")
+MAX_DELIVER = 20
+NAK_DELAY_SECONDS = 1.0
+NAK_DELAY_MAX_SECONDS = 30.0
+FETCH_BATCH = 256
+ACK_WAIT_SECONDS = 30.0
+
+Handler = Callable[[list[Stored]], Awaitable[None]]
+Fetch = Callable[[int], Awaitable[list[Msg]]]
+
+
+async def _reconcile_filter(store: EventStore, durable: str, filter_subject: str) -> int | None:
+    """When a durable from an earlier release filters other subjects, replace it.
+
+    NATS 2.9 cannot change a consumer's filter, so the consumer is deleted and recreated from
+    the old one's ack floor: nothing it had not acknowledged is skipped. Returns that start
+    sequence, or None when the consumer is absent or already right.
+    """
+    try:
+        info = await store.js.consumer_info(store.names.events_stream, durable)
+    except nats.js.errors.NotFoundError:
+        return None
+    if info.config.filter_subject == filter_subject:
+        return None
+    start = int(info.ack_floor.stream_seq if info.ack_floor else 0) + 1
+    # Events the old filter left out may lie below its ack floor (a rolling upgrade appends run
+    # events before every consumer is recreated): start no later than the first of them. The
+    # handlers are idempotent, so what the old consumer did see is merely seen twice.
+    with contextlib.suppress(nats.js.errors.NotFoundError, nats.js.errors.APIError):
+        first_new = await store.js.get_msg(
+            store.names.events_stream, seq=1, subject=store.names.runs_all, next=True
+        )
+        if first_new.seq is not None:
+            start = min(start, int(first_new.seq))
+    log.warning(
+        "consumer.refilter", durable=durable, old=info.config.filter_subject, new=filter_subject, start=start
+    )
+    try:
+        await store.js.delete_consumer(store.names.events_stream, durable)
+    except nats.js.errors.NotFoundError:
+        pass
+    return start
+
+
+def _config(deliver_all: bool, start: int | None, **fields: str) -> ConsumerConfig:
+    """The settings every durable of the event log shares; ``start`` resumes a recreated one."""
+    config = ConsumerConfig(
+        ack_policy=AckPolicy.EXPLICIT,
+        deliver_policy=DeliverPolicy.ALL if deliver_all else DeliverPolicy.NEW,
+        ack_wait=ACK_WAIT_SECONDS,
+        max_ack_pending=20000,
+        max_deliver=-1,
+        **fields,  # type: ignore[arg-type]
+    )
+    if start is not None:
+        config.deliver_policy = DeliverPolicy.BY_START_SEQUENCE
+        config.opt_start_seq = start
+    return config
+
+
+async def ensure_consumer(
+    store: EventStore, role: str, *, deliver_all: bool, filter_subject: str | None = None
+) -> str:
+    durable = store.names.durable(role)
+    subject = filter_subject or store.names.events_all
+    start = await _reconcile_filter(store, durable, subject)
+    config = _config(deliver_all, start, durable_name=durable, filter_subject=subject)
+    try:
+        await store.js.consumer_info(store.names.events_stream, durable)
+    except nats.js.errors.NotFoundError:
+        try:
+            await store.js.add_consumer(store.names.events_stream, config)
+        except nats.js.errors.BadRequestError:
+            pass  # a sibling replica created it first
+    return durable
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Failures that say nothing about the message: retry it, never drop it."""
+    return isinstance(
+        exc,
+        Transient
+        | OSError
+        | TimeoutError
+        | asyncpg.PostgresConnectionError
+        | asyncpg.InterfaceError
+        | asyncpg.exceptions.CannotConnectNowError
+        | asyncpg.exceptions.TooManyConnectionsError
+        | asyncpg.exceptions.AdminShutdownError
+        | nats.errors.Error,
+    )
+
+
+def _backoff(msg: Msg) -> float:
+    return float(min(NAK_DELAY_SECONDS * 2 ** max(msg.metadata.num_delivered - 1, 0), NAK_DELAY_MAX_SECONDS))
+
+
+async def _settle(msgs: list[Msg], ok: bool, *, transient: bool = True, role: str = "") -> None:
+    for msg in msgs:
+        try:
+            if ok:
+                await msg.ack()
+            elif not transient and msg.metadata.num_delivered >= MAX_DELIVER:
+                log.error(
+                    "consumer.gave_up", role=role, seq=msg.metadata.sequence.stream, subject=msg.subject
+                )
+                await msg.term()
+            else:
+                await msg.nak(delay=_backoff(msg))
+        except (nats.errors.Error, nats.js.errors.Error) as exc:
+            log.warning("consumer.settle_failed", error=str(exc))
+
+
+async def _decode(msg: Msg, role: str) -> Stored | None:
+    """The stored event, or None after settling a message this build cannot use."""
+    try:
+        return Stored(seq=msg.metadata.sequence.stream, event=decode_event(msg.data))
+    except msgspec.ValidationError as exc:
+        if str(exc).startswith("Invalid value") and str(exc).endswith("`$.type`"):
+            # An event tag from a newer release (rolling upgrade): leave it for a replica that knows it.
+            log.warning("consumer.unknown_version", role=role, subject=msg.subject, error=str(exc))
+            await msg.nak(delay=NAK_DELAY_MAX_SECONDS)
+            return None
+        log.error("consumer.malformed", role=role, subject=msg.subject, error=str(exc))
+    except msgspec.DecodeError as exc:
+        log.error("consumer.malformed", role=role, subject=msg.subject, error=str(exc))
+    await msg.term()
+    return None
+
+
+async def handle_and_settle(handler: Handler, msgs: list[Msg], batch: list[Stored], role: str) -> None:
+    """Run the handler over a batch and settle every message according to the outcome."""
+    try:
+        await handler(batch)
+    except Permanent as exc:
+        log.error("consumer.permanent", role=role, error=str(exc), first_seq=batch[0].seq)
+        for msg in msgs:
+            await msg.term()
+        return
+    except Exception as exc:  # noqa: BLE001 - classified below; nothing is dropped silently
+        if is_transient(exc):
+            log.warning("consumer.retry", role=role, error=repr(exc), first_seq=batch[0].seq)
+            await _settle(msgs, ok=False, role=role)
+            return
+        if len(batch) > 1:
+            # Isolate the message that fails, so its batch-mates are not held hostage.
+            for msg, stored in zip(msgs, batch, strict=True):
+                await handle_and_settle(handler, [msg], [stored], role)
+            return
+        log.warning("consumer.failed", role=role, error=repr(exc), seq=batch[0].seq)
+        await _settle(msgs, ok=False, transient=False, role=role)
+        return
+    await _settle(msgs, ok=True)
+
+
+async def consume(
+    store: EventStore,
+    *,
+    role: str,
+    handler: Handler,
+    stop: asyncio.Event,
+    deliver_all: bool = False,
+    linger: float = 0.0,
+    filter_subject: str | None = None,
+    concurrency: int = 0,
+) -> None:
+    """Run ``handler`` over batches until ``stop`` is set. Survives NATS restarts.
+
+    ``linger`` (seconds) trades latency for throughput: after a batch smaller than the fetch size
+    the loop waits that long before fetching again, so messages arriving one by one are taken
+    in batches (fewer pull requests, one transaction per batch).
+
+    ``concurrency`` > 0 is for handlers that wait on the outside world (a channel's send): each
+    message is handled on its own, up to that many at once, acknowledged when its handler
+    returns, and kept in progress (``+WPI``) while it runs, so a slow one neither holds back the
+    next fetch nor gets redelivered while it is still being handled.
+    """
+    durable = await ensure_consumer(store, role, deliver_all=deliver_all, filter_subject=filter_subject)
+    sub = await store.js.pull_subscribe_bind(durable, store.names.events_stream)
+
+    async def fetch(size: int) -> list[Msg]:
+        """One pull; empty on a quiet timeout or after recovering from a NATS fault."""
+        try:
+            return list(await sub.fetch(size, timeout=1.0))
+        except (TimeoutError, nats.errors.TimeoutError):
+            return []
+        except (nats.errors.Error, nats.js.errors.Error) as exc:
+            log.warning("consumer.fetch_failed", role=role, error=str(exc))
+            await asyncio.sleep(0.5)
+            with contextlib.suppress(nats.errors.Error, nats.js.errors.Error):
+                await ensure_consumer(store, role, deliver_all=deliver_all, filter_subject=filter_subject)
+            return []
+
+    try:
+        if concurrency > 0:
+            await _loop_concurrent(fetch, role=role, handler=handler, stop=stop, concurrency=concurrency)
+        else:
+            await _loop(fetch, role=role, handler=handler, stop=stop, linger=linger)
+    finally:
+        try:
+            await sub.unsubscribe()
+        except (nats.errors.Error, nats.js.errors.Error):
+            pass
+
+
+async def _loop(fetch: Fetch, *, role: str, handler: Handler, stop: asyncio.Event, linger: float) -> None:
+    while not stop.is_set():
+        msgs = await fetch(FETCH_BATCH)
+        if not msgs:
+            continue
+        good: list[Msg] = []
+        batch: list[Stored] = []
+        for msg in msgs:
+            stored = await _decode(msg, role)
+            if stored is not None:
+                batch.append(stored)
+                good.append(msg)
+        if batch:
+            await handle_and_settle(handler, good, batch, role)
+        if linger and len(msgs) < FETCH_BATCH:
+            await asyncio.sleep(linger)
+
+
+async def _in_progress(msg: Msg) -> None:
+    """Tell the server a long-running message is still being handled (resets its ack wait)."""
+    while True:
+        await asyncio.sleep(ACK_WAIT_SECONDS / 3)
+        with contextlib.suppress(nats.errors.Error, nats.js.errors.Error):
+            await msg.in_progress()
+
+
+async def _loop_concurrent(
+    fetch: Fetch, *, role: str, handler: Handler, stop: asyncio.Event, concurrency: int
+) -> None:
+    running: set[asyncio.Task[None]] = set()
+
+    async def one(msg: Msg, stored: Stored) -> None:
+        beat = asyncio.create_task(_in_progress(msg))
+        try:
+            await handle_and_settle(handler, [msg], [stored], role)
+        finally:
+            beat.cancel()
+
+    stopping = asyncio.create_task(stop.wait())
+    try:
+        while not stop.is_set():
+            if len(running) >= concurrency:
+                await asyncio.wait({*running, stopping}, return_when=asyncio.FIRST_COMPLETED)
+                continue
+            msgs = await fetch(min(FETCH_BATCH, concurrency - len(running)))
+            for msg in msgs:
+                stored = await _decode(msg, role)
+                if stored is not None:
+                    task = asyncio.create_task(one(msg, stored))
+                    running.add(task)
+                    task.add_done_callback(running.discard)
+    finally:
+        stopping.cancel()
+        if running:
+            # Let in-flight handlers settle; the rest are cancelled unacknowledged (never settled
+            # as failures), so the server redelivers them to a replica that is still running.
+            await asyncio.wait(running, timeout=10)
+            for task in running:
+                task.cancel()
+            await asyncio.gather(*running, return_exceptions=True)
+
+
+async def consume_push(
+    store: EventStore,
+    *,
+    role: str,
+    handler: Handler,
+    stop: asyncio.Event,
+    deliver_all: bool = False,
+    concurrency: int = 1,
+) -> None:
+    """Like ``consume``, for latency-critical roles: a durable *push* consumer with a deliver
+    group shared by the role's replicas. The server sends each message as it is stored (no pull
+    round trips); each is handled as a batch of one and acknowledged after the handler returns."""
+    durable = store.names.durable(role)
+    start = await _reconcile_filter(store, durable, store.names.events_all)
+
+    slots = asyncio.Semaphore(concurrency)
+    running: set[asyncio.Task[None]] = set()
+
+    async def settle_one(msg: Msg, stored: Stored) -> None:
+        try:
+            await handle_and_settle(handler, [msg], [stored], role)
+        finally:
+            slots.release()
+
+    async def on_message(msg: Msg) -> None:
+        stored = await _decode(msg, role)
+        if stored is None:
+            return
+        # Messages are handled concurrently (up to ``concurrency``); each is acked on its own.
+        await slots.acquire()
+        task = asyncio.create_task(settle_one(msg, stored))
+        running.add(task)
+        task.add_done_callback(running.discard)
+
+    config = _config(deliver_all, start)
+    sub = await store.js.subscribe(
+        store.names.events_all,
+        queue=durable,
+        durable=durable,
+        stream=store.names.events_stream,
+        cb=on_message,
+        manual_ack=True,
+        config=config,
+    )
+    try:
+        await stop.wait()
+    finally:
+        try:
+            await sub.unsubscribe()
+        except (nats.errors.Error, nats.js.errors.Error):
+            pass
+        if running:
+            await asyncio.wait(running, timeout=5)

@@ -1,0 +1,353 @@
+"""The JetStream event store (docs/engineering.md#one-writer-per-aggregate,
+docs/engineering.md#exactly-once-effects).
+
+Streams are provisioned idempotently at start-up. Each aggregate has its own subject; an
+append carries ``Nats-Msg-Id`` (server-side de-duplication of retries) and, for aggregates,
+``Nats-Expected-Last-Subject-Sequence`` so the log decides every race. Only features present
+in NATS 2.9 are used (see docs/decisions/0002-jetstream-durability.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+import msgspec
+import nats
+import nats.errors
+import nats.js.errors
+from nats.aio.client import Client as NATS
+from nats.js import JetStreamContext
+from nats.js.api import (
+    DiscardPolicy,
+    RetentionPolicy,
+    StorageType,
+    StreamConfig,
+)
+
+from layby.connection import NO_MESSAGE_FOUND
+from layby_contracts.errors import Conflict, Transient
+from layby_contracts.events import Event, decode_event, encode_event
+from layby_contracts.subjects import Names
+from layby_domain.interaction import Decision, Interaction
+from layby_server.resolve import Resolved, resolve
+
+WRONG_LAST_SEQUENCE = 10071
+STREAM_NOT_FOUND = 10059
+DUPLICATE_WINDOW = timedelta(minutes=2)
+CONTINUATION_MAX_AGE = timedelta(days=30)
+
+
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """One event as read back from the log, with its stream sequence."""
+
+    seq: int
+    event: Event
+
+
+class EventStore:
+    def __init__(
+        self,
+        nc: NATS,
+        names: Names,
+        *,
+        replicas: int = 1,
+        idle_ttl_seconds: float = 86400.0,
+        media_retention_seconds: float = 30 * 86400.0,
+    ) -> None:
+        self.nc = nc
+        self.js: JetStreamContext = nc.jetstream(timeout=10)
+        self.names = names
+        self._replicas = replicas
+        self._idle_ttl = idle_ttl_seconds
+        self.media_retention = media_retention_seconds
+
+    async def provision(self) -> None:
+        """Create or update the streams; safe to run from every replica at every start."""
+        await self._ensure(
+            StreamConfig(
+                name=self.names.events_stream,
+                subjects=[self.names.events_all],
+                retention=RetentionPolicy.LIMITS,
+                storage=StorageType.FILE,
+                discard=DiscardPolicy.OLD,
+                num_replicas=self._replicas,
+                duplicate_window=DUPLICATE_WINDOW.total_seconds(),
+                allow_direct=True,
+                description="Layby event log: the source of truth",
+            )
+        )
+        await self._ensure(
+            StreamConfig(
+                name=self.names.secrets_stream,
+                subjects=[self.names.secrets_all],
+                retention=RetentionPolicy.LIMITS,
+                storage=StorageType.FILE,
+                num_replicas=self._replicas,
+                max_age=self._idle_ttl,
+                allow_direct=True,
+                max_msgs_per_subject=1,
+                duplicate_window=DUPLICATE_WINDOW.total_seconds(),
+                description="Layby answers of sensitive questions, kept for the idle TTL only",
+            )
+        )
+
+        await self._ensure(
+            StreamConfig(
+                name=self.names.continuations_stream,
+                subjects=[self.names.continuations_all],
+                retention=RetentionPolicy.LIMITS,
+                storage=StorageType.FILE,
+                num_replicas=self._replicas,
+                max_age=CONTINUATION_MAX_AGE.total_seconds(),
+                max_msgs_per_subject=1,
+                allow_direct=True,
+                duplicate_window=DUPLICATE_WINDOW.total_seconds(),
+                description="Layby continuations: one per (run, generation), consumed by workers",
+            )
+        )
+        await self._ensure(
+            StreamConfig(
+                name=self.names.media_stream,
+                subjects=[self.names.media_all],
+                retention=RetentionPolicy.LIMITS,
+                storage=StorageType.FILE,
+                num_replicas=self._replicas,
+                max_age=self.media_retention,
+                max_msgs_per_subject=1,
+                allow_direct=True,
+                duplicate_window=DUPLICATE_WINDOW.total_seconds(),
+                description="Layby inline images of questions, served by reference",
+            )
+        )
+        await self._ensure(
+            StreamConfig(
+                name=self.names.tickets_stream,
+                subjects=[self.names.tickets_all],
+                retention=RetentionPolicy.LIMITS,
+                storage=StorageType.FILE,
+                num_replicas=self._replicas,
+                max_msgs_per_subject=1,
+                allow_direct=True,
+                duplicate_window=DUPLICATE_WINDOW.total_seconds(),
+                description="Layby callback tickets by hash: interaction id and expiry",
+            )
+        )
+
+    async def _ensure(self, config: StreamConfig) -> None:
+        assert config.name is not None
+        try:
+            await self.js.stream_info(config.name)
+        except nats.js.errors.NotFoundError:
+            try:
+                await self.js.add_stream(config)
+                return
+            except nats.js.errors.BadRequestError:
+                pass  # another replica created it between our two calls
+        await self.js.update_stream(config)
+
+    async def append(self, subject: str, event: Event, *, msg_id: str, expected_seq: int | None) -> int:
+        """Append one event; returns its stream sequence.
+
+        Raises ``Conflict`` when ``expected_seq`` is no longer the subject's last sequence (a
+        lost race: re-read and re-decide) and ``Transient`` when the server is unreachable.
+        """
+        headers = {"Nats-Msg-Id": msg_id}
+        if expected_seq is not None:
+            headers["Nats-Expected-Last-Subject-Sequence"] = str(expected_seq)
+        try:
+            ack = await self.js.publish(subject, encode_event(event), headers=headers, timeout=10)
+        except nats.js.errors.APIError as exc:
+            if exc.err_code == WRONG_LAST_SEQUENCE:
+                raise Conflict(f"{subject} moved on past sequence {expected_seq}") from None
+            raise Transient(f"append to {subject} failed: {exc}") from exc
+        except (
+            nats.errors.TimeoutError,
+            nats.errors.NoRespondersError,
+            nats.errors.ConnectionClosedError,
+        ) as exc:
+            raise Transient(f"append to {subject} failed: {type(exc).__name__}") from exc
+        if ack.duplicate and expected_seq:
+            # The server de-duplicated on Nats-Msg-Id before checking the expected sequence: an
+            # identical append already landed, so this one did not decide anything.
+            raise Conflict(f"{subject}: duplicate of an earlier append")
+        return int(ack.seq)
+
+    async def resolve(
+        self,
+        interaction_id: str,
+        decide: Callable[[Interaction], Decision],
+        *,
+        seed: Interaction | None = None,
+        trusted: bool = True,
+        retry: bool = True,
+    ) -> Resolved:
+        """Read, decide, compare-and-set, re-read on a lost race (``layby_server.resolve``)."""
+        return await resolve(self, interaction_id, decide, seed=seed, trusted=trusted, retry=retry)
+
+    async def last(self, subject: str, *, leader: bool = False) -> Stored | None:
+        """The last event on a subject, or ``None`` when the subject is empty.
+
+        By default this is a direct get, which any replica may serve (fast, possibly a moment
+        stale on a cluster). Decisions never rest on it alone: they append with the read
+        sequence expected, and after a lost race they re-read with ``leader=True``.
+        """
+        # A single-replica stream has no followers: its direct get is the leader's answer, and
+        # it costs the server far less than the JetStream API's JSON form.
+        direct = not leader or self._replicas == 1
+        try:
+            raw = await self.js.get_last_msg(self.names.events_stream, subject, direct=direct)
+        except nats.js.errors.NotFoundError:
+            return None
+        except nats.js.errors.APIError as exc:
+            if exc.err_code == NO_MESSAGE_FOUND:
+                return None
+            raise Transient(f"read of {subject} failed: {exc}") from exc
+        except (nats.errors.TimeoutError, nats.errors.NoRespondersError) as exc:
+            raise Transient(f"read of {subject} failed: {type(exc).__name__}") from exc
+        assert raw.data is not None
+        assert raw.seq is not None
+        return Stored(seq=int(raw.seq), event=decode_event(raw.data))
+
+    async def first(self, subject: str) -> Stored | None:
+        """The first event on a subject (for an interaction: its ``asked`` event), from the leader."""
+        try:
+            raw = await self.js.get_msg(
+                self.names.events_stream, seq=1, subject=subject, next=True, direct=self._replicas == 1
+            )
+        except nats.js.errors.NotFoundError:
+            return None
+        except (nats.errors.TimeoutError, nats.errors.NoRespondersError, nats.js.errors.APIError) as exc:
+            raise Transient(f"read of {subject} failed: {type(exc).__name__}") from exc
+        assert raw.data is not None
+        assert raw.seq is not None
+        return Stored(seq=int(raw.seq), event=decode_event(raw.data))
+
+    async def detect_replicas(self) -> None:
+        """Read the event log's replica count (a client that did not provision the streams)."""
+        info = await self.js.stream_info(self.names.events_stream)
+        self._replicas = int(info.config.num_replicas or 1)
+
+    async def bounds(self) -> tuple[int, int]:
+        """(first, last) sequence of the event log."""
+        info = await self.js.stream_info(self.names.events_stream)
+        return int(info.state.first_seq), int(info.state.last_seq)
+
+    async def publish_once(self, subject: str, payload: bytes, *, msg_id: str) -> bool:
+        """Publish to an empty subject of the continuations stream, at most once.
+
+        ``Nats-Msg-Id`` absorbs a retry within the duplicate window, and the expected last
+        subject sequence 0 absorbs one after it. Returns False when it was already there.
+        """
+        headers = {"Nats-Msg-Id": msg_id, "Nats-Expected-Last-Subject-Sequence": "0"}
+        try:
+            ack = await self.js.publish(subject, payload, headers=headers, timeout=10)
+        except nats.js.errors.APIError as exc:
+            if exc.err_code == WRONG_LAST_SEQUENCE:
+                return False
+            raise Transient(f"publish to {subject} failed: {exc}") from exc
+        except (
+            nats.errors.TimeoutError,
+            nats.errors.NoRespondersError,
+            nats.errors.ConnectionClosedError,
+        ) as exc:
+            raise Transient(f"publish to {subject} failed: {type(exc).__name__}") from exc
+        return not ack.duplicate
+
+    async def put_media(self, media_id: str, mime: str, payload: bytes) -> None:
+        """Keep an inline image of a question, by reference (docs/asking.md#inline-images)."""
+        try:
+            await self.js.publish(
+                self.names.media(media_id),
+                payload,
+                headers={"Content-Type": mime, "Nats-Msg-Id": f"media-{media_id}"},
+                timeout=10,
+            )
+        except (nats.errors.Error, nats.js.errors.Error) as exc:
+            raise Transient(f"storing an inline image failed: {type(exc).__name__}") from exc
+
+    async def get_media(self, media_id: str) -> tuple[str, bytes, datetime] | None:
+        """(MIME type, bytes, stored at) of an inline image, or None when unknown or expired."""
+        try:
+            raw = await self.js.get_last_msg(self.names.media_stream, self.names.media(media_id), direct=True)
+        except nats.js.errors.NotFoundError:
+            return None
+        except (nats.errors.TimeoutError, nats.errors.NoRespondersError, nats.js.errors.APIError) as exc:
+            raise Transient(f"read of an inline image failed: {type(exc).__name__}") from exc
+        mime = (raw.headers or {}).get("Content-Type", "application/octet-stream")
+        stored = raw.time or datetime.now(UTC)
+        return mime, raw.data or b"", stored
+
+    async def put_ticket(
+        self, ticket_hash: str, interaction_id: str, expires_at: datetime, *, new: bool
+    ) -> bool:
+        """Record (``new``: only if the hash is unused) or refresh a ticket; False if it was taken."""
+        headers = {"Nats-Expected-Last-Subject-Sequence": "0"} if new else {}
+        payload = f'{{"interaction_id":"{interaction_id}","expires_at":"{expires_at.isoformat()}"}}'.encode()
+        try:
+            await self.js.publish(
+                self.names.ticket(ticket_hash), payload, headers=headers or None, timeout=10
+            )
+        except nats.js.errors.APIError as exc:
+            if exc.err_code == WRONG_LAST_SEQUENCE:
+                return False
+            raise Transient(f"storing a ticket failed: {exc}") from exc
+        except (nats.errors.Error, nats.js.errors.Error) as exc:
+            raise Transient(f"storing a ticket failed: {type(exc).__name__}") from exc
+        return True
+
+    async def get_ticket(self, ticket_hash: str) -> tuple[str, datetime] | None:
+        """(interaction id, expires at) of a ticket hash, or None."""
+        try:
+            raw = await self.js.get_last_msg(
+                self.names.tickets_stream, self.names.ticket(ticket_hash), direct=True
+            )
+        except nats.js.errors.NotFoundError:
+            return None
+        except (nats.errors.TimeoutError, nats.errors.NoRespondersError, nats.js.errors.APIError) as exc:
+            raise Transient(f"read of a ticket failed: {type(exc).__name__}") from exc
+        body = msgspec.json.decode(raw.data or b"{}")
+        return body["interaction_id"], datetime.fromisoformat(body["expires_at"])
+
+    async def put_secret(self, interaction_id: str, ref: str, payload: bytes) -> None:
+        """Keep a sensitive answer for its waiter (idle TTL), outside the event log."""
+        try:
+            await self.js.publish(self.names.secret(interaction_id, ref), payload, timeout=10)
+        except (nats.errors.Error, nats.js.errors.Error) as exc:
+            raise Transient(f"storing the sensitive answer failed: {type(exc).__name__}") from exc
+
+    async def get_secret(self, interaction_id: str, ref: str | None) -> bytes | None:
+        """A sensitive answer; a direct get first, the leader when a replica has not caught up."""
+        if ref is None:
+            return None
+        subject = self.names.secret(interaction_id, ref)
+        for direct in (True, False):
+            try:
+                raw = await self.js.get_last_msg(self.names.secrets_stream, subject, direct=direct)
+            except nats.js.errors.NotFoundError:
+                continue
+            except (nats.errors.TimeoutError, nats.errors.NoRespondersError, nats.js.errors.APIError) as exc:
+                raise Transient(f"read of the sensitive answer failed: {type(exc).__name__}") from exc
+            return raw.data
+        return None
+
+
+async def wait_for_jetstream(nc: NATS, timeout: float = 30.0) -> None:
+    """Block until JetStream answers (a restarting server takes a moment)."""
+    js = nc.jetstream(timeout=2)
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        try:
+            await js.account_info()
+            return
+        except (
+            nats.errors.TimeoutError,
+            nats.errors.NoRespondersError,
+            nats.js.errors.ServiceUnavailableError,
+        ):
+            if asyncio.get_running_loop().time() > deadline:
+                raise
+            await asyncio.sleep(0.2)

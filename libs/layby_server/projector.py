@@ -1,0 +1,362 @@
+"""The PostgreSQL projector (docs/engineering.md#the-event-log-is-the-source-of-truth,
+docs/engineering.md#exactly-once-effects).
+
+Applies events to the read models. Each batch is one transaction that also records the
+stream sequence it applied, so a replayed message is a no-op and the ack comes after commit.
+Row updates are guarded by the per-row sequence and are order-insensitive, so replicas that
+share the durable consumer may apply neighbouring batches in either order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import asyncpg
+import msgspec
+import nats.errors
+from asyncpg.pool import PoolConnectionProxy
+from nats.js.api import ConsumerConfig, DeliverPolicy
+
+from layby.logs import get_logger
+from layby_contracts.errors import Permanent, Transient
+from layby_contracts.events import (
+    InteractionAnswered,
+    InteractionAsked,
+    InteractionRemoved,
+    RunFailed,
+    RunFinished,
+    RunParked,
+    RunResumed,
+    RunStarted,
+    decode_event,
+)
+from layby_contracts.http import add_frame
+from layby_server.db import PROJECTION_TABLES, projection_sql
+from layby_server.eventstore import EventStore, Stored
+
+log = get_logger("layby_server.projector")
+if TYPE_CHECKING:
+    Conn = asyncpg.Connection[Any] | PoolConnectionProxy[Any]
+_json = msgspec.json.Encoder()
+INBOX = "inbox"
+REBUILD_LOCK = 0x1A7B7_0002
+
+_ASKED = """
+INSERT INTO interactions AS t (interaction_id, group_id, status, answer_format, mode, audience, asked_by,
+    sensitive, created_at, timeout_at, item, asked_seq, last_seq, run_id)
+VALUES ($1, $2, 'pending', $3, $4, $5, $6, $7, $8, $9, $10::json, $11, $11, $12)
+ON CONFLICT (interaction_id) DO UPDATE SET
+    answer_format = EXCLUDED.answer_format, mode = EXCLUDED.mode, asked_by = EXCLUDED.asked_by,
+    run_id = EXCLUDED.run_id,
+    sensitive = EXCLUDED.sensitive, created_at = EXCLUDED.created_at, timeout_at = EXCLUDED.timeout_at,
+    item = EXCLUDED.item, asked_seq = EXCLUDED.asked_seq, audience = EXCLUDED.audience
+WHERE t.asked_seq IS NULL
+"""
+
+_ANSWERED = """
+INSERT INTO interactions AS t (interaction_id, group_id, status, audience, answered_by, answered_at, answer,
+    last_seq)
+VALUES ($1, $2, 'answered', $3, $4, $5, $6::jsonb, $7)
+ON CONFLICT (interaction_id) DO UPDATE SET
+    status = 'answered', answered_by = EXCLUDED.answered_by, answered_at = EXCLUDED.answered_at,
+    answer = EXCLUDED.answer, last_seq = EXCLUDED.last_seq
+WHERE t.last_seq < EXCLUDED.last_seq
+"""
+
+_REMOVED = """
+INSERT INTO interactions AS t (interaction_id, group_id, status, audience, removed_reason, removed_at,
+    last_seq)
+VALUES ($1, $2, 'removed', $3, $4, $5, $6)
+ON CONFLICT (interaction_id) DO UPDATE SET
+    status = 'removed', removed_reason = EXCLUDED.removed_reason, removed_at = EXCLUDED.removed_at,
+    last_seq = EXCLUDED.last_seq
+WHERE t.last_seq < EXCLUDED.last_seq
+"""
+
+_RUN_STARTED = """
+INSERT INTO runs AS r (run_id, flow, identity, status, input, created_at, updated_at, last_seq)
+VALUES ($1, $2, $3, 'running', $4::jsonb, $5, $5, $6)
+ON CONFLICT (run_id) DO UPDATE SET
+    flow = EXCLUDED.flow, identity = EXCLUDED.identity, input = EXCLUDED.input,
+    created_at = EXCLUDED.created_at
+"""
+
+
+def _guarded(columns: tuple[str, ...], seq: str) -> str:
+    """SET clauses that take the event's values only when it is newer than what the row's
+    ``seq`` column says was applied for those columns: the result is the same in any order."""
+    return ",\n    ".join(
+        f"{c} = CASE WHEN r.{seq} IS NULL OR r.{seq} < EXCLUDED.{seq} THEN EXCLUDED.{c} ELSE r.{c} END"
+        for c in columns
+    )
+
+
+_STATUS = ("status", "generation", "resume_id", "updated_at")
+
+# Each aspect of a run row has its own sequence guard: the current park's asks (parked_seq), the
+# checkpoint (checkpoint_seq) and the status (last_seq). An event sets only what it determines.
+_RUN_PARKED = f"""
+INSERT INTO runs AS r (run_id, status, generation, resume_id, updated_at, last_seq, checkpoint,
+    checkpoint_seq, asks, expiry_at, parked_seq)
+VALUES ($1, 'parked', $2, $6, $7, $8, $3::jsonb, $8, $4::jsonb, $5, $8)
+ON CONFLICT (run_id) DO UPDATE SET
+    {_guarded(("asks", "expiry_at"), "parked_seq")},
+    {_guarded(("checkpoint",), "checkpoint_seq")},
+    {_guarded(_STATUS, "last_seq")},
+    parked_seq = GREATEST(r.parked_seq, EXCLUDED.parked_seq),
+    checkpoint_seq = GREATEST(r.checkpoint_seq, EXCLUDED.checkpoint_seq),
+    last_seq = GREATEST(r.last_seq, EXCLUDED.last_seq)
+"""  # noqa: S608 - built from constant column names
+
+_RUN_RESUMED = f"""
+INSERT INTO runs AS r (run_id, status, generation, resume_id, updated_at, last_seq, checkpoint,
+    checkpoint_seq)
+VALUES ($1, 'resumed', $2, $3, $4, $5, $6::jsonb, $5)
+ON CONFLICT (run_id) DO UPDATE SET
+    {_guarded(("checkpoint",), "checkpoint_seq")},
+    {_guarded(_STATUS, "last_seq")},
+    checkpoint_seq = GREATEST(r.checkpoint_seq, EXCLUDED.checkpoint_seq),
+    last_seq = GREATEST(r.last_seq, EXCLUDED.last_seq)
+"""  # noqa: S608 - built from constant column names
+
+_RUN_ENDED = f"""
+INSERT INTO runs AS r (run_id, status, generation, resume_id, updated_at, last_seq, result, error)
+VALUES ($1, $2, $3, $8, $6, $7, $4::jsonb, $5)
+ON CONFLICT (run_id) DO UPDATE SET
+    {_guarded(("result", "error", *_STATUS), "last_seq")},
+    last_seq = GREATEST(r.last_seq, EXCLUDED.last_seq)
+"""  # noqa: S608 - built from constant column names
+
+_CHECKPOINT = """
+INSERT INTO projector_checkpoints AS c (name, seq) VALUES ($1, $2)
+ON CONFLICT (name) DO UPDATE SET seq = GREATEST(c.seq, EXCLUDED.seq)
+"""
+
+
+def _json_or_null(value: Any) -> str | None:
+    return None if value is None else _json.encode(value).decode()
+
+
+async def apply_batch(conn: Conn, batch: Sequence[Stored], *, name: str = INBOX) -> None:
+    """Apply events in one transaction with the checkpoint; idempotent by stream sequence."""
+    asked: list[tuple[Any, ...]] = []
+    answered: list[tuple[Any, ...]] = []
+    removed: list[tuple[Any, ...]] = []
+    resolved: list[tuple[str]] = []
+    runs: list[tuple[str, tuple[Any, ...]]] = []
+    for stored in batch:
+        ev = stored.event
+        match ev:
+            case InteractionAsked():
+                asked.append(
+                    (
+                        ev.interaction_id,
+                        ev.group_id,
+                        ev.answer_format,
+                        ev.mode,
+                        ev.audience,
+                        ev.asked_by,
+                        ev.sensitive,
+                        ev.created_at,
+                        ev.timeout_at,
+                        _json.encode(add_frame(ev)).decode(),
+                        stored.seq,
+                        ev.run_id,
+                    )
+                )
+            case InteractionAnswered():
+                answered.append(
+                    (
+                        ev.interaction_id,
+                        ev.group_id,
+                        ev.audience,
+                        ev.answered_by,
+                        ev.answered_at,
+                        None if ev.sensitive else _json_or_null(ev.answer),
+                        stored.seq,
+                    )
+                )
+                resolved.append((ev.interaction_id,))
+            case InteractionRemoved():
+                removed.append(
+                    (ev.interaction_id, ev.group_id, ev.audience, ev.reason, ev.removed_at, stored.seq)
+                )
+                resolved.append((ev.interaction_id,))
+            case RunStarted():
+                runs.append(
+                    (
+                        _RUN_STARTED,
+                        (ev.run_id, ev.flow, ev.identity, _json_or_null(ev.input), ev.started_at, stored.seq),
+                    )
+                )
+            case RunParked():
+                runs.append(
+                    (
+                        _RUN_PARKED,
+                        (
+                            ev.run_id,
+                            ev.generation,
+                            _json.encode(ev.answers).decode(),
+                            _json.encode(ev.asks).decode(),
+                            min(a.expiry_at for a in ev.asks) if ev.asks else None,
+                            ev.resume_id,
+                            ev.parked_at,
+                            stored.seq,
+                        ),
+                    )
+                )
+            case RunResumed():
+                runs.append(
+                    (
+                        _RUN_RESUMED,
+                        (
+                            ev.run_id,
+                            ev.generation,
+                            ev.resume_id,
+                            ev.resumed_at,
+                            stored.seq,
+                            _json.encode(ev.answers).decode(),
+                        ),
+                    )
+                )
+            case RunFinished():
+                runs.append(
+                    (
+                        _RUN_ENDED,
+                        (
+                            ev.run_id,
+                            "finished",
+                            ev.generation,
+                            _json_or_null(ev.result),
+                            None,
+                            ev.finished_at,
+                            stored.seq,
+                            ev.resume_id,
+                        ),
+                    )
+                )
+            case RunFailed():
+                runs.append(
+                    (
+                        _RUN_ENDED,
+                        (
+                            ev.run_id,
+                            "failed",
+                            ev.generation,
+                            None,
+                            ev.error,
+                            ev.failed_at,
+                            stored.seq,
+                            ev.resume_id,
+                        ),
+                    )
+                )
+    async with conn.transaction():
+        if asked:
+            await conn.executemany(_ASKED, asked)
+        if answered:
+            await conn.executemany(_ANSWERED, answered)
+        if removed:
+            await conn.executemany(_REMOVED, removed)
+        if resolved:
+            await conn.executemany("DELETE FROM admissions WHERE interaction_id = $1", resolved)
+        if runs:
+            grouped: dict[str, list[tuple[Any, ...]]] = {}
+            for statement, args in runs:
+                grouped.setdefault(statement, []).append(args)
+            for statement, rows in grouped.items():  # each statement is order-insensitive
+                await conn.executemany(statement, rows)
+        if batch:
+            await conn.execute(_CHECKPOINT, name, max(s.seq for s in batch))
+
+
+async def read_range(store: EventStore, first: int, last: int, *, batch: int = 1000) -> list[Stored]:
+    """Every interaction event with ``first <= seq <= last``, read through an ordered consumer."""
+    out: list[Stored] = []
+    if last < first:
+        return out
+    sub = await store.js.subscribe(
+        store.names.events_all,
+        ordered_consumer=True,
+        config=ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=first),
+        pending_msgs_limit=batch * 10,
+    )
+    try:
+        while True:
+            try:
+                msg = await sub.next_msg(timeout=10)
+            except nats.errors.TimeoutError:
+                # Every message of the log is an event: a replay that stops short
+                # of ``last`` is a failure, never a silently shorter projection.
+                reached = out[-1].seq if out else first - 1
+                raise Transient(f"replay stalled at sequence {reached} before {last}") from None
+            seq = msg.metadata.sequence.stream
+            if seq > last:
+                break
+            try:
+                out.append(Stored(seq=seq, event=decode_event(msg.data)))
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                raise Permanent(f"event {seq} cannot be decoded: {exc}") from None
+            if seq == last:
+                break
+    finally:
+        await sub.unsubscribe()
+    return out
+
+
+async def rebuild(pool: asyncpg.Pool, store: EventStore) -> int:
+    """Drop the projection tables and replay the whole log into them, in one transaction.
+
+    Returns the number of events applied. Once the tables are dropped, the live projector cannot
+    commit until this transaction does; so after the replay the log's end is read again and the
+    events that the live projector committed to the old tables meanwhile are applied too. The
+    live projector then skips what the rebuild already applied (row sequence guards).
+    """
+    first, last = await store.bounds()
+    events = await read_range(store, max(first, 1), last)
+    async with pool.acquire() as conn, conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock($1)", REBUILD_LOCK)
+        for table in PROJECTION_TABLES:
+            await conn.execute(f"DROP TABLE IF EXISTS {table}")
+        await conn.execute(projection_sql())
+        for start in range(0, len(events), 1000):
+            await apply_batch(conn, events[start : start + 1000])
+        _, newer = await store.bounds()
+        if newer > last:
+            late = await read_range(store, last + 1, newer)
+            await apply_batch(conn, late)
+            events.extend(late)
+            last = newer
+        if last:
+            await conn.execute(_CHECKPOINT, INBOX, last)
+        # Reservations of questions that resolved are released; open ones stay counted.
+        await conn.execute(
+            "DELETE FROM admissions a USING interactions i "
+            "WHERE a.interaction_id = i.interaction_id AND i.status <> 'pending'"
+        )
+    log.info("projections.rebuilt", events=len(events), last_seq=last)
+    return len(events)
+
+
+async def run_projector(
+    pool: asyncpg.Pool,
+    store: EventStore,
+    stop: asyncio.Event,
+    *,
+    observe: Callable[[list[Stored]], None] | None = None,
+) -> None:
+    """The live projector: a durable pull consumer shared by every replica of its host service.
+
+    ``observe`` sees each batch after it committed (the door keeps its asked-event cache with it).
+    """
+    from layby_server.consumer import consume
+
+    async def handle(batch: list[Stored]) -> None:
+        async with pool.acquire() as conn:
+            await apply_batch(conn, batch)
+        if observe is not None:
+            observe(batch)
+
+    await consume(store, role="projector", handler=handle, stop=stop, deliver_all=True, linger=0.005)

@@ -1,0 +1,88 @@
+"""What every service's composition root shares: connect, provision, run, drain on a signal."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+
+import asyncpg
+from nats.aio.client import Client as NATS
+
+from layby.connection import connect_nats
+from layby.logs import configure_logging, get_logger
+from layby_contracts.errors import Permanent
+from layby_domain.clock import Clock, SystemClock
+from layby_server.db import create_pool
+from layby_server.eventstore import EventStore, wait_for_jetstream
+from layby_server.runtime import resolve_urls
+from layby_server.settings import Settings
+
+log = get_logger("layby_server.service")
+
+
+@dataclass
+class Resources:
+    settings: Settings
+    nc: NATS
+    store: EventStore
+    pool: asyncpg.Pool | None
+    clock: Clock
+
+
+@contextlib.asynccontextmanager
+async def open_resources(
+    settings: Settings, *, name: str, clock: Clock | None = None, database: bool = True
+) -> AsyncIterator[Resources]:
+    """Open the NATS connection, the event store and (optionally) the pool, in one place."""
+    nats_url, db_url = resolve_urls(settings)
+    if nats_url is None:
+        raise Permanent("LAYBY_NATS_URL is not set and no `layby up` runtime file was found")
+    if database and db_url is None:
+        raise Permanent("LAYBY_DATABASE_URL is not set and no `layby up` runtime file was found")
+    nc = await connect_nats(nats_url, name=f"layby-{name}")
+    pool: asyncpg.Pool | None = None
+    try:
+        await wait_for_jetstream(nc)
+        store = EventStore(
+            nc,
+            settings.names,
+            replicas=settings.stream_replicas,
+            idle_ttl_seconds=settings.idle_ttl_seconds,
+            media_retention_seconds=settings.media_retention_seconds,
+        )
+        await store.provision()
+        if database:
+            assert db_url is not None
+            pool = await create_pool(db_url, settings.db_schema)
+        yield Resources(settings, nc, store, pool, clock or SystemClock())
+    finally:
+        if pool is not None:
+            await pool.close()
+        try:
+            await asyncio.wait_for(nc.drain(), timeout=3)
+        except Exception:  # noqa: BLE001 - a pull subscription can stall drain; close regardless
+            with contextlib.suppress(Exception):
+                await nc.close()
+
+
+def run_main(main: Callable[[Settings, asyncio.Event], Awaitable[None]], settings: Settings) -> None:
+    """Run a service until SIGINT/SIGTERM; a crashed task exits non-zero (Kubernetes restarts it)."""
+    configure_logging(settings.log_format, settings.log_level)
+
+    async def _runner() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await main(settings, stop)
+
+    if sys.platform != "win32":
+        import uvloop  # the services spend most of their time in the event loop and sockets
+
+        uvloop.run(_runner())
+    else:
+        asyncio.run(_runner())

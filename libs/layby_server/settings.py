@@ -1,0 +1,127 @@
+"""The server's settings: the SDK's settings plus what the services need.
+
+One frozen Struct, loaded once from the environment at start-up and passed down; business code
+never reads ``os.environ``. Invalid values fail at start-up naming the variable. Every variable is
+listed with its meaning in the README's Configuration section.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from layby.settings import (
+    CLIENT_FIELDS,
+    ClientSettings,
+    Parser,
+    SettingsError,
+    check_public_base_url,
+    parse_max_concurrent,
+    parse_name_token,
+    parse_port,
+    parse_positive_float,
+    parse_positive_int,
+    parse_retention,
+    parse_text,
+    read_fields,
+)
+from layby_contracts.limits import KEEPALIVE_SECONDS, MAX_BODY_BYTES_DEFAULT
+
+__all__ = ["Settings", "SettingsError", "check_public_base_url", "load_settings"]
+
+
+class Settings(ClientSettings, frozen=True, kw_only=True):
+    database_url: str | None = None
+    """LAYBY_DATABASE_URL: PostgreSQL DSN; unset means embedded (``layby up``)."""
+    db_schema: str = "layby"
+    """LAYBY_DB_SCHEMA: PostgreSQL schema that holds the projections."""
+    api_tokens: str | None = None
+    """LAYBY_API_TOKENS: comma-separated TOKEN:IDENTITY:ROLE (ROLE is operator or user)."""
+    http_host: str = "127.0.0.1"
+    """LAYBY_HTTP_HOST: address the door binds."""
+    http_port: int = 8000
+    """LAYBY_HTTP_PORT: port the door binds."""
+    stream_replicas: int = 1
+    """LAYBY_STREAM_REPLICAS: JetStream replicas of the event log (3 on a clustered deployment)."""
+    sse_resume_window: int = 10000
+    """LAYBY_SSE_RESUME_WINDOW: how many recent events a Last-Event-ID may reach back over."""
+    sse_keepalive_seconds: float = KEEPALIVE_SECONDS
+    """LAYBY_SSE_KEEPALIVE_SECONDS: idle time before the stream sends ': keepalive' (spec: 15)."""
+    sweep_interval_seconds: float = 1.0
+    """LAYBY_SWEEP_INTERVAL_SECONDS: how often the sweeper looks for passed deadlines."""
+    idle_ttl_seconds: float = 86400.0
+    """INTERACTIONS_IDLE_TTL_SECONDS: how long answered records and secrets are kept."""
+    max_body_bytes: int = MAX_BODY_BYTES_DEFAULT
+    """INTERACTIONS_CALLBACK_MAX_BODY_BYTES: cap on every body the doors read (actual bytes)."""
+    max_concurrent: int | None = 1000
+    """INTERACTIONS_MAX_CONCURRENT: open to-user questions platform-wide; unset/none = unlimited."""
+    blocking_grace_seconds: float = 5.0
+    """INTERACTIONS_BLOCKING_GRACE_SECONDS: grace before an abandoned sync question is swept."""
+    checkpoint_retention_seconds: float | None = None
+    """LAYBY_CHECKPOINT_RETENTION: how long a parked run's checkpoint is kept (seconds, or a
+    duration such as 30d / 12h / 90m); unset or ``forever`` keeps it forever. A park whose
+    ``expiry_at`` lies beyond now + retention is refused."""
+    webhook_secrets: str | None = None
+    """LAYBY_WEBHOOK_SECRETS: NAME:SECRET,... — the secrets webhook verifiers name (door only)."""
+    media_retention_seconds: float = 30 * 86400.0
+    """LAYBY_MEDIA_RETENTION_SECONDS: how long inline images of questions are served (default 30
+    days); a question that would outlive it with an inline image is refused."""
+    expiry_poll_seconds: float = 0.2
+    """LAYBY_EXPIRY_POLL_SECONDS: how often the sweeper looks for async parks past ``expiry_at``."""
+    channels: str | None = None
+    """LAYBY_CHANNELS: JSON {"<name>": {"plugin": "webhook" or "module:attr", ...config}} (see
+    docs/channels.md); the ask service checks asks against it, the delivery service sends."""
+    delivery_max_attempts: int = 3
+    """INTERACTIONS_DELIVERY_MAX_ATTEMPTS: send attempts per channel question (retryable faults only)."""
+    delivery_backoff_seconds: float = 1.0
+    """LAYBY_DELIVERY_BACKOFF_SECONDS: the first retry's pause; each later one doubles it."""
+    callback_ask_wait_seconds: float = 5.0
+    """LAYBY_CALLBACK_ASK_WAIT_SECONDS: how long a callback on a bound ticket waits for its
+    question to be recorded (an outside system may call back before the ask lands)."""
+
+
+def _channels(var: str, raw: str) -> str:
+    from layby_server.channels import parse_channels
+
+    try:
+        parse_channels(raw)
+    except ValueError as exc:
+        raise SettingsError(f"{var} {exc}") from None
+    return raw
+
+
+SERVER_FIELDS: dict[str, tuple[str, Parser]] = {
+    "LAYBY_DATABASE_URL": ("database_url", parse_text),
+    "LAYBY_DB_SCHEMA": ("db_schema", parse_name_token),
+    "LAYBY_API_TOKENS": ("api_tokens", parse_text),
+    "LAYBY_HTTP_HOST": ("http_host", parse_text),
+    "LAYBY_HTTP_PORT": ("http_port", parse_port),
+    "LAYBY_STREAM_REPLICAS": ("stream_replicas", parse_positive_int),
+    "LAYBY_SSE_RESUME_WINDOW": ("sse_resume_window", parse_positive_int),
+    "LAYBY_SSE_KEEPALIVE_SECONDS": ("sse_keepalive_seconds", parse_positive_float),
+    "LAYBY_SWEEP_INTERVAL_SECONDS": ("sweep_interval_seconds", parse_positive_float),
+    "INTERACTIONS_IDLE_TTL_SECONDS": ("idle_ttl_seconds", parse_positive_float),
+    "INTERACTIONS_CALLBACK_MAX_BODY_BYTES": ("max_body_bytes", parse_positive_int),
+    "INTERACTIONS_MAX_CONCURRENT": ("max_concurrent", parse_max_concurrent),
+    "INTERACTIONS_BLOCKING_GRACE_SECONDS": ("blocking_grace_seconds", parse_positive_float),
+    "LAYBY_CHECKPOINT_RETENTION": ("checkpoint_retention_seconds", parse_retention),
+    "LAYBY_EXPIRY_POLL_SECONDS": ("expiry_poll_seconds", parse_positive_float),
+    "LAYBY_MEDIA_RETENTION_SECONDS": ("media_retention_seconds", parse_positive_float),
+    "LAYBY_WEBHOOK_SECRETS": ("webhook_secrets", parse_text),
+    "LAYBY_CHANNELS": ("channels", _channels),
+    "INTERACTIONS_DELIVERY_MAX_ATTEMPTS": ("delivery_max_attempts", parse_positive_int),
+    "LAYBY_DELIVERY_BACKOFF_SECONDS": ("delivery_backoff_seconds", parse_positive_float),
+    "LAYBY_CALLBACK_ASK_WAIT_SECONDS": ("callback_ask_wait_seconds", parse_positive_float),
+}
+
+
+def load_settings(env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+    """Read every known variable from ``env`` (default ``os.environ``), validate, and freeze."""
+    values = read_fields({**CLIENT_FIELDS, **SERVER_FIELDS}, env)
+    values.update(overrides)
+    settings = Settings(**values)
+    if settings.api_tokens is not None:
+        from layby_server.auth import parse_tokens
+
+        parse_tokens(settings.api_tokens)
+    return settings

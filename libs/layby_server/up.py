@@ -1,0 +1,183 @@
+"""``layby up``: the whole system on one machine.
+
+With no ``LAYBY_NATS_URL`` / ``LAYBY_DATABASE_URL`` it starts an embedded NATS server with
+JetStream and an embedded PostgreSQL under the data directory, then runs each of the five
+services in its own process (the same code that runs as separate pods on Kubernetes),
+restarting one that crashes. It prints the inbox URL and the operator token and writes them,
+with the NATS URL, to the runtime file that the CLI and the SDK read. Ctrl-C stops everything.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from types import FrameType
+
+from layby.runtime import TOKEN_FILE, Runtime, data_dir, read_runtime
+from layby_server.auth import new_token
+from layby_server.embedded import EmbeddedNats, EmbeddedPostgres, die_with_parent
+from layby_server.runtime import remove_runtime, write_runtime
+from layby_server.settings import Settings
+
+SERVICES = ("ask", "door", "delivery", "resume", "sweeper")
+
+
+def _operator_token(directory: Path) -> str:
+    path = directory / TOKEN_FILE
+    if path.exists():
+        token = path.read_text(encoding="utf-8").strip()
+        if len(token) >= 16:
+            return token
+    token = new_token()
+    directory.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(token + "\n")
+    return token
+
+
+class _Stop(Exception):
+    pass
+
+
+def _raise_stop(_sig: int, _frame: FrameType | None) -> None:
+    raise _Stop
+
+
+def _wait_ready(url: str, procs: dict[str, subprocess.Popen[bytes]], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for name, proc in procs.items():
+            if proc.poll() is not None:
+                raise RuntimeError(f"the {name} service exited with code {proc.returncode} during start-up")
+        try:
+            with urllib.request.urlopen(f"{url}/readyz", timeout=1) as resp:  # noqa: S310 - our own loopback URL
+                if resp.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"the door did not become ready at {url}/readyz within {timeout:.0f}s")
+
+
+def _port_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        # As the server will: connections of a previous run in TIME_WAIT do not block the port.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def up(settings: Settings, *, out: object = sys.stdout) -> int:
+    directory = data_dir(settings)
+    directory.mkdir(parents=True, exist_ok=True)
+    existing = read_runtime(directory)
+    if existing is not None and existing.pid != os.getpid():
+        print(f"layby is already running (pid {existing.pid}) at {existing.url}", file=sys.stderr)
+        return 1
+    # Handle both explicitly: a shell that starts us in the background ignores SIGINT otherwise.
+    if not _port_free(settings.http_host, settings.http_port):
+        print(
+            f"error: {settings.http_host}:{settings.http_port} is already in use; "
+            "set LAYBY_HTTP_PORT to a free port",
+            file=sys.stderr,
+        )
+        return 1
+    signal.signal(signal.SIGTERM, _raise_stop)
+    signal.signal(signal.SIGINT, _raise_stop)
+    nats_srv: EmbeddedNats | None = None
+    pg_srv: EmbeddedPostgres | None = None
+    procs: dict[str, subprocess.Popen[bytes]] = {}
+    try:
+        nats_url = settings.nats_url
+        if nats_url is None:
+            nats_srv = EmbeddedNats(directory / "nats").start()
+            nats_url = nats_srv.url
+        db_url = settings.database_url
+        if db_url is None:
+            pg_srv = EmbeddedPostgres(directory / "postgres").start()
+            db_url = pg_srv.url
+        token: str | None = None
+        tokens = settings.api_tokens
+        if tokens is None:
+            token = _operator_token(directory)
+            tokens = f"{token}:operator:operator"
+        env = dict(os.environ)
+        # People read `layby up`'s terminal: console lines unless the user chose otherwise.
+        env.setdefault("LAYBY_LOG_FORMAT", "console")
+        env.update(
+            LAYBY_NATS_URL=nats_url,
+            LAYBY_DATABASE_URL=db_url,
+            LAYBY_API_TOKENS=tokens,
+            LAYBY_DATA_DIR=str(directory),
+            LAYBY_HTTP_PORT=str(settings.http_port),
+            LAYBY_HTTP_HOST=settings.http_host,
+        )
+        url = f"http://{settings.http_host}:{settings.http_port}"
+
+        def spawn(name: str) -> subprocess.Popen[bytes]:
+            # Own session: Ctrl-C reaches `layby up` only, which stops the services in order.
+            return subprocess.Popen(  # noqa: S603 - our own interpreter and module
+                [sys.executable, "-m", "layby.cli", "serve", name],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                preexec_fn=die_with_parent,  # noqa: PLW1509 - async-signal-safe: one prctl call
+            )
+
+        for name in SERVICES:
+            procs[name] = spawn(name)
+        _wait_ready(url, procs)
+        write_runtime(
+            directory,
+            Runtime(url=url, token=token, nats_url=nats_url, database_url=db_url, pid=os.getpid()),
+        )
+        print(f"Layby is up.\n  inbox:  {url}/\n  API:    {url}/api/interactions", file=out)  # type: ignore[call-overload]
+        if token:
+            print(f"  token:  {token}", file=out)  # type: ignore[call-overload]
+        print(f"  data:   {directory}\nPress Ctrl-C to stop.", file=out, flush=True)  # type: ignore[call-overload]
+        restarts: dict[str, list[float]] = {n: [] for n in SERVICES}
+        while True:
+            time.sleep(0.5)
+            for name, proc in list(procs.items()):
+                if proc.poll() is None:
+                    continue
+                now = time.monotonic()
+                recent = [t for t in restarts[name] if now - t < 60]
+                if len(recent) >= 5:
+                    print(f"the {name} service keeps crashing; stopping", file=sys.stderr)
+                    return 1
+                restarts[name] = [*recent, now]
+                print(f"the {name} service exited ({proc.returncode}); restarting", file=sys.stderr)
+                procs[name] = spawn(name)
+    except (KeyboardInterrupt, _Stop):
+        print("\nstopping...", file=sys.stderr)
+        return 0
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in procs.values():
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        if pg_srv is not None:
+            pg_srv.stop()
+        if nats_srv is not None:
+            nats_srv.stop()
+        current = read_runtime(directory)
+        if current is not None and current.pid == os.getpid():
+            remove_runtime(directory)
+        signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -1,0 +1,378 @@
+"""The ask service's command handlers: the authority that validates and records asks."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import re
+import secrets
+from datetime import datetime, timedelta
+
+import msgspec
+
+from layby.logs import get_logger
+from layby_contracts.commands import Accepted, Ask, Prune, PruneResult, Reserved, ReserveTicket
+from layby_contracts.errors import (
+    BadInput,
+    Conflict,
+    CrossIdentityAudienceError,
+    Forbidden,
+    InteractionLimitError,
+    ParkExpiryExceedsRetentionError,
+    Transient,
+    Unauthorized,
+    Unavailable,
+)
+from layby_contracts.events import InteractionAsked, MediaItem
+from layby_contracts.limits import MEDIA_ROUTE_PREFIX
+from layby_domain.clock import Clock
+from layby_domain.interaction import decide_prune
+from layby_domain.media import decode_data_image
+from layby_domain.tickets import ticket_expires_at
+from layby_domain.validation import (
+    AskSpec,
+    call_interaction_id,
+    check_wait,
+    is_interaction_id,
+    is_waiter,
+    new_interaction_id,
+    validate_ask,
+)
+from layby_domain.verifiers import parse_secrets
+from layby_server.auth import Authenticator, Principal, clamp_audience
+from layby_server.channels import check_channel_ask, load_channels
+from layby_server.eventstore import EventStore
+from layby_server.settings import Settings
+from layby_services.ask.admission import Admitter
+from layby_services.ask.caller import identify
+from layby_services.ask.runs import RunHandlers
+
+log = get_logger("layby.ask")
+RESERVATION_SECONDS = 600.0
+"""How long a reserved ticket lives before its ask binds it (the link builder's time)."""
+_HASH_RE = re.compile(r"^[0-9a-f]{64}$")
+
+
+def _is_hash(value: object) -> bool:
+    return isinstance(value, str) and bool(_HASH_RE.match(value))
+
+
+class AskHandlers:
+    def __init__(
+        self, settings: Settings, store: EventStore, admitter: Admitter, auth: Authenticator, clock: Clock
+    ) -> None:
+        self._settings = settings
+        self._store = store
+        self._admitter = admitter
+        self._auth = auth
+        self._clock = clock
+        self.runs = RunHandlers(settings, store, auth, clock)
+        self._channels = load_channels(settings.channels, parse_secrets(settings.webhook_secrets))
+
+    async def _park_principal(self, cmd: Ask | ReserveTicket, principal: Principal) -> Principal:
+        """For an async ask: the run it parks and the identity it asks as (the run's,
+        docs/aggregates/run.md#identities)."""
+        if cmd.run_id is None or cmd.call is None:
+            raise BadInput(
+                "mode='async' needs a resumable run: ask inside a flow hosted by layby.Worker", field="mode"
+            )
+        if not is_interaction_id(cmd.run_id):
+            raise BadInput("run_id must be a uuid4 string", field="run_id")
+        if cmd.call < 0 or cmd.interaction_id != call_interaction_id(cmd.run_id, cmd.call):
+            raise BadInput("interaction_id does not belong to this run's call", field="interaction_id")
+        started = await self.runs.started(cmd.run_id)
+        if started is None:
+            raise BadInput(f"run {cmd.run_id} does not exist", field="run_id")
+        if not self.runs.may_act(principal, started):
+            raise Forbidden("this run belongs to another identity")
+        return Principal(started.identity, started.role)
+
+    def _check_retention(self, interaction_id: str, expiry_at: datetime) -> None:
+        """A park that would outlive its checkpoint is refused
+        (docs/aggregates/run.md#deadlines-and-checkpoint-retention)."""
+        retention = self._settings.checkpoint_retention_seconds
+        if retention is None:
+            return
+        horizon = self._clock.now() + timedelta(seconds=retention)
+        if expiry_at <= horizon:
+            return
+        raise ParkExpiryExceedsRetentionError(
+            f"park of interaction {interaction_id} refused: its expiry_at {expiry_at.isoformat()} "
+            f"lies beyond the checkpoint retention horizon {horizon.isoformat()} "
+            f"(LAYBY_CHECKPOINT_RETENTION={retention:g}s)",
+            field="expiry_at",
+            interaction_id=interaction_id,
+        )
+
+    async def _bind_ticket(self, ticket_hash: str, interaction_id: str, expires: datetime) -> bool:
+        """Store a ticket for this question, or refresh the one its reservation stored; False when
+        the hash belongs to another question."""
+        if await self._store.put_ticket(ticket_hash, interaction_id, expires, new=True):
+            return True
+        found = await self._store.get_ticket(ticket_hash)
+        if found is None or found[0] != interaction_id:
+            return False
+        await self._store.put_ticket(ticket_hash, interaction_id, expires, new=False)
+        return True
+
+    async def reserve(self, cmd: ReserveTicket) -> Reserved:
+        """Bind an external question's ticket before its link is built (ADR 0010)."""
+        principal = identify(self._auth, cmd.token, cmd.interaction_id, "interaction_id")
+        if not _is_hash(cmd.ticket_hash):
+            raise BadInput("ticket_hash must be a SHA-256 (64 hex)", field="ticket_hash")
+        expiry = check_wait(cmd.mode, cmd.timeout, cmd.expiry_at)
+        if cmd.timeout is not None and (not math.isfinite(cmd.timeout) or cmd.timeout <= 0):
+            raise BadInput(f"timeout must be positive, got {cmd.timeout}", field="timeout")
+        if cmd.mode == "async":
+            # A park's id is derived from its run: only the run's identity (or an operator) may
+            # bind a ticket to it, exactly as only they may ask it.
+            acting = await self._park_principal(cmd, principal)
+            principal = acting
+        elif cmd.run_id is not None or cmd.call is not None:
+            raise BadInput("run_id and call belong to async asks only", field="run_id")
+        first = await self._store.first(self._store.names.ix(cmd.interaction_id))
+        if first is not None:
+            asked = first.event
+            if not isinstance(asked, InteractionAsked):
+                raise BadInput("interaction_id is already in use", field="interaction_id")
+            if principal.restricted and asked.asked_by != principal.identity:
+                raise Forbidden("this question belongs to another identity")
+            return Reserved(existing=True)  # recorded by an earlier execution: its link stands
+        now = self._clock.now()
+        timeout = cmd.timeout if cmd.timeout is not None else self._settings.answer_timeout_seconds
+        timeout_at = expiry if expiry is not None else now + timedelta(seconds=timeout)
+        # Until the ask binds it for the question's whole life, a reservation lives only as long
+        # as a link may take to build: one that is never followed by its ask soon expires.
+        expires = min(
+            ticket_expires_at(now, timeout_at, cmd.mode), now + timedelta(seconds=RESERVATION_SECONDS)
+        )
+        try:
+            bound = await self._bind_ticket(cmd.ticket_hash, cmd.interaction_id, expires)
+        except Transient as exc:
+            raise Unavailable(str(exc)) from None
+        if not bound:
+            raise BadInput("ticket_hash is already in use", field="ticket_hash")
+        return Reserved()
+
+    def _check_channel(self, spec: AskSpec) -> None:
+        """The registry-dependent channel rules (docs/asking.md#channel-checks,
+        docs/doors/callback.md#callback-url)."""
+        if spec.channel is None:
+            return
+        if not self._settings.public_base_url:
+            raise BadInput(
+                "channel questions need INTERACTIONS_PUBLIC_BASE_URL (an https:// origin) for their "
+                "callback URL; it is not set on the ask service",
+                field="channel",
+            )
+        schema = (spec.format_payload or {}).get("schema")
+        check_channel_ask(self._channels, spec.channel, spec.answer_format, spec.question, schema)
+
+    async def ask(self, cmd: Ask) -> Accepted:
+        identified = identify(self._auth, cmd.token, cmd.interaction_id, "interaction_id")
+        principal: Principal = identified
+        if cmd.waiter is not None and not is_waiter(cmd.waiter):
+            raise BadInput("waiter must be 8-64 of [A-Za-z0-9_-]", field="waiter")
+        spec = validate_ask(
+            cmd.question,
+            answer_format=cmd.answer_format,
+            options=cmd.options,
+            schema=cmd.schema,
+            timeout=cmd.timeout,
+            group_id=cmd.group_id,
+            audience=cmd.audience,
+            sensitive=cmd.sensitive,
+            default_timeout=self._settings.answer_timeout_seconds,
+            mode=cmd.mode,
+            expiry_at=cmd.expiry_at,
+            media=cmd.media,
+            data=cmd.data,
+            pages=cmd.pages,
+            verifier=cmd.verifier,
+            link_url=cmd.link_url,
+            channel=cmd.channel,
+            recipient=cmd.recipient,
+        )
+        self._check_channel(spec)
+        if spec.answer_format == "external" and spec.channel is None and not _is_hash(cmd.ticket_hash):
+            raise BadInput("an external question needs its ticket's SHA-256 (64 hex)", field="ticket_hash")
+        if spec.mode == "async":
+            assert spec.expiry_at is not None
+            acting = await self._park_principal(cmd, principal)
+            principal = acting
+            self._check_retention(cmd.interaction_id, spec.expiry_at)
+        elif cmd.run_id is not None or cmd.call is not None:
+            raise BadInput("run_id and call belong to async asks only", field="run_id")
+        try:
+            audience = clamp_audience(principal, spec.audience)
+        except CrossIdentityAudienceError as exc:
+            raise Forbidden(str(exc), field="audience") from None
+        now = self._clock.now()
+        timeout_at = spec.expiry_at if spec.expiry_at is not None else now + timedelta(seconds=spec.timeout)
+        event = InteractionAsked(
+            interaction_id=cmd.interaction_id,
+            group_id=spec.group_id or new_interaction_id(),
+            question=spec.question,
+            answer_format=spec.answer_format,
+            format_payload=spec.format_payload,
+            created_at=now,
+            timeout_at=timeout_at,
+            sensitive=spec.sensitive,
+            audience=audience,
+            asked_by=principal.identity,
+            waiter=cmd.waiter,
+            mode="async" if spec.mode == "async" else "sync",
+            expiry_at=spec.expiry_at,
+            run_id=cmd.run_id if spec.mode == "async" else None,
+            call=cmd.call if spec.mode == "async" else None,
+            media=spec.media,
+            channel=spec.channel,
+            recipient=spec.recipient,
+        )
+        if event.run_id is not None:
+            # A replayed or duplicated execution re-asks under the same id: the question exists
+            # already (perhaps answered), so it takes no new slot and is not appended again.
+            existing = await self._store.first(self._store.names.ix(event.interaction_id))
+            if existing is not None:
+                if isinstance(existing.event, InteractionAsked) and existing.event.asked_by == event.asked_by:
+                    first_ask = existing.event
+                    return Accepted(
+                        interaction_id=first_ask.interaction_id,
+                        group_id=first_ask.group_id,
+                        timeout_at=first_ask.timeout_at.isoformat(),
+                    )
+                raise BadInput("interaction_id is already in use", field="interaction_id")
+        if spec.answer_format == "external" and spec.channel is None:
+            # A channel question's ticket is minted by the delivery service, per delivery.
+            assert cmd.ticket_hash is not None
+            expires = ticket_expires_at(now, timeout_at, spec.mode)
+            try:
+                bound = await self._bind_ticket(cmd.ticket_hash, cmd.interaction_id, expires)
+            except Transient as exc:
+                raise Unavailable(str(exc)) from None
+            if not bound:
+                raise BadInput("ticket_hash is already in use", field="ticket_hash")
+        inline = [i for i, m in enumerate(spec.media or []) if m.url.startswith("data:")]
+        if inline and event.timeout_at > now + timedelta(seconds=self._settings.media_retention_seconds):
+            raise BadInput(
+                f"media[{inline[0]}].url: an inline image is served for "
+                f"LAYBY_MEDIA_RETENTION_SECONDS={self._settings.media_retention_seconds:g}s, and this "
+                "question would outlive it; link an https image instead",
+                field=f"media[{inline[0]}].url",
+            )
+        if not await self._admitter.admit(event.interaction_id, event.timeout_at):
+            raise InteractionLimitError(
+                f"ask_user refused: already at the max_concurrent limit ({self._admitter.cap})"
+            )
+        if inline:
+            try:
+                event = msgspec.structs.replace(event, media=await self._store_inline(spec.media or []))
+            except Transient as exc:
+                await self._admitter.release(event.interaction_id)
+                raise Unavailable(str(exc)) from None
+        event = await self._record(event)
+        log.info(
+            "ask.recorded",
+            interaction_id=event.interaction_id,
+            asked_by=principal.identity,
+            answer_format=event.answer_format,
+        )
+        return Accepted(
+            interaction_id=event.interaction_id,
+            group_id=event.group_id,
+            timeout_at=event.timeout_at.isoformat(),
+        )
+
+    async def _store_inline(self, media: list[MediaItem]) -> list[MediaItem]:
+        """Store each ``data:image`` by reference (docs/asking.md#inline-images): the record keeps the served
+        ``/api/interactions/media/<id>`` url, never the bytes."""
+        out: list[MediaItem] = []
+        for index, item in enumerate(media):
+            if not item.url.startswith("data:"):
+                out.append(item)
+                continue
+            mime, raw = decode_data_image(item.url, f"media[{index}].url")
+            media_id = secrets.token_urlsafe(32)
+            await self._store.put_media(media_id, mime, raw)
+            out.append(msgspec.structs.replace(item, url=MEDIA_ROUTE_PREFIX + media_id))
+        return out
+
+    async def _record(self, event: InteractionAsked) -> InteractionAsked:
+        """Append the asked event; the slot is released only when the log surely lacks it."""
+        subject = self._store.names.ix(event.interaction_id)
+        for attempt in range(3):
+            try:
+                # The same Nats-Msg-Id on every attempt: a retry of an append that did land
+                # is de-duplicated by the server instead of failing.
+                await self._store.append(
+                    subject, event, msg_id=f"asked-{event.interaction_id}", expected_seq=0
+                )
+                return event
+            except Conflict:
+                break
+            except Transient as exc:
+                log.warning("ask.append_retry", interaction_id=event.interaction_id, error=str(exc))
+                await asyncio.sleep(0.2 * (attempt + 1))
+        try:
+            first = await self._store.first(subject)
+        except Transient as exc:
+            # Unknown whether it landed: keep the slot (it expires at the deadline) and say so.
+            raise Unavailable(f"the event log is unavailable: {exc}") from None
+        if (
+            first is not None
+            and isinstance(first.event, InteractionAsked)
+            and first.event.asked_by == event.asked_by
+        ):
+            return first.event  # an earlier attempt of this very ask was recorded
+        await self._admitter.release(event.interaction_id)
+        if first is None:
+            raise Unavailable("the event log is unavailable; nothing was recorded")
+        raise BadInput("interaction_id is already in use", field="interaction_id")
+
+    async def prune(self, cmd: Prune) -> PruneResult:
+        """Prune a sync question whose waiter gave up; tell pruned / answered / gone apart."""
+        result = await self._prune(cmd)
+        outcome = result.outcome if isinstance(result, PruneResult) else result.kind
+        log.info("ask.prune", interaction_id=cmd.interaction_id, reason=cmd.reason, outcome=outcome)
+        return result
+
+    async def _prune(self, cmd: Prune) -> PruneResult:
+        try:
+            principal = self._auth.principal(cmd.token)
+        except Unauthorized as exc:
+            raise Unauthorized(str(exc), field="token") from None
+        if not is_interaction_id(cmd.interaction_id):
+            return PruneResult(outcome="gone")
+        restricted_to = principal.identity if principal.restricted else None
+        resolved = await self._store.resolve(
+            cmd.interaction_id,
+            lambda s: decide_prune(
+                s,
+                interaction_id=cmd.interaction_id,
+                reason=cmd.reason,
+                now=self._clock.now(),
+                restricted_to=restricted_to,
+            ),
+        )
+        if resolved.appended is not None:
+            # A tombstone (nothing was recorded) means the question is gone; a removal, pruned.
+            return PruneResult(outcome="pruned" if resolved.state.status == "pending" else "gone")
+        removed, answered = resolved.state.removed, resolved.state.answered
+        if removed is not None:
+            return PruneResult(outcome="gone", reason=removed.reason, detail=removed.detail)
+        if answered is None:
+            return PruneResult(outcome="gone")
+        if restricted_to is not None:
+            asked_event = await self._store.first(self._store.names.ix(cmd.interaction_id))
+            if asked_event is None or getattr(asked_event.event, "asked_by", None) != restricted_to:
+                raise Forbidden("only the asker may prune its question")
+        answer = answered.answer
+        if answered.sensitive:
+            raw = await self._store.get_secret(answered.interaction_id, answered.secret_ref)
+            answer = None if raw is None else msgspec.json.decode(raw)
+        return PruneResult(
+            outcome="answered",
+            answer=answer,
+            answered_at=answered.answered_at.isoformat(),
+            sensitive=answered.sensitive,
+        )

@@ -1,0 +1,107 @@
+"""Composition root of the ask service: ``layby serve ask``."""
+
+from __future__ import annotations
+
+import asyncio
+
+import msgspec
+from nats.aio.msg import Msg
+
+from layby.logs import get_logger
+from layby_contracts.commands import (
+    COMMAND_DECODER,
+    Ask,
+    EndRun,
+    ParkRun,
+    Prune,
+    ReserveTicket,
+    StartRun,
+)
+from layby_contracts.errors import BadInput, LaybyError, Unavailable
+from layby_contracts.refusals import to_refused
+from layby_domain.clock import Clock
+from layby_server.auth import Authenticator
+from layby_server.service import open_resources, run_main
+from layby_server.settings import Settings, load_settings
+from layby_services.ask.admission import Admitter
+from layby_services.ask.handlers import AskHandlers
+
+log = get_logger("layby.ask")
+_enc = msgspec.json.Encoder()
+MAX_INFLIGHT = 2000
+
+
+async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None = None) -> None:
+    async with open_resources(settings, name="ask", clock=clock) as res:
+        assert res.pool is not None
+        admitter = Admitter(
+            res.pool, cap=settings.max_concurrent, clock=res.clock, namespace=settings.namespace
+        )
+        handlers = AskHandlers(settings, res.store, admitter, Authenticator(settings.api_tokens), res.clock)
+        inflight: set[asyncio.Task[None]] = set()
+        slots = asyncio.Semaphore(MAX_INFLIGHT)
+
+        async def handle(msg: Msg) -> None:
+            try:
+                cmd = COMMAND_DECODER.decode(msg.data)
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                reply: object = to_refused(BadInput(f"malformed command: {exc}"))
+            else:
+                try:
+                    match cmd:
+                        case Ask():
+                            reply = await handlers.ask(cmd)
+                        case ReserveTicket():
+                            reply = await handlers.reserve(cmd)
+                        case Prune():
+                            reply = await handlers.prune(cmd)
+                        case StartRun():
+                            reply = await handlers.runs.start(cmd)
+                        case ParkRun():
+                            reply = await handlers.runs.park(cmd)
+                        case EndRun():
+                            reply = await handlers.runs.end(cmd)
+                except LaybyError as exc:
+                    reply = to_refused(exc)  # the one conversion of errors to replies
+                except Exception as exc:  # noqa: BLE001 - the asker must get an answer, the service lives on
+                    log.error("ask.command_failed", error=repr(exc))
+                    reply = to_refused(Unavailable("the ask service failed; try again"))
+            if msg.reply:
+                await msg.respond(_enc.encode(reply))
+            else:
+                log.warning("ask.no_reply_subject", subject=msg.subject)
+
+        async def on_message(msg: Msg) -> None:
+            await slots.acquire()
+            task = asyncio.create_task(handle(msg))
+            inflight.add(task)
+            task.add_done_callback(_done)
+
+        def _done(task: asyncio.Task[None]) -> None:
+            inflight.discard(task)
+            slots.release()
+
+        names = settings.names
+        subs = [
+            await res.nc.subscribe(names.cmd_ask, queue="layby-ask", cb=on_message),
+            await res.nc.subscribe(names.cmd_prune, queue="layby-ask", cb=on_message),
+            await res.nc.subscribe(names.cmd_run, queue="layby-ask", cb=on_message),
+        ]
+        log.info("ask.ready", namespace=settings.namespace, max_concurrent=settings.max_concurrent)
+        try:
+            async with asyncio.TaskGroup() as tg:
+                tg.create_task(admitter.run(stop))
+                await stop.wait()
+        finally:
+            for sub in subs:
+                await sub.unsubscribe()
+            if inflight:
+                await asyncio.wait(inflight, timeout=5)
+
+
+def main() -> None:
+    run_main(serve, load_settings())
+
+
+if __name__ == "__main__":
+    main()

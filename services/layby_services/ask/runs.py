@@ -1,0 +1,203 @@
+"""Run commands: start, park and end a run, recorded on the run's subject
+(docs/aggregates/run.md#one-execution-moves-a-run-on).
+
+The ask service is the authority for runs as for asks: it authenticates the worker's token,
+checks that the caller may act for the run's identity, and appends with the expected last
+sequence of the run's subject, so two executions of one continuation (a worker died before
+acking and the message was redelivered) can never both park or end the run.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import OrderedDict
+
+import msgspec
+
+from layby.logs import get_logger
+from layby_contracts.commands import EndRun, ParkRun, RunAccepted, StartRun
+from layby_contracts.errors import BadInput, Conflict, Forbidden, Transient, Unavailable
+from layby_contracts.events import (
+    RunEvent,
+    RunStarted,
+)
+from layby_contracts.limits import CHECKPOINT_MAX_BYTES
+from layby_domain.clock import Clock
+from layby_domain.run import Run, decide_end, decide_park
+from layby_domain.validation import call_interaction_id, is_flow_name, nul_path
+from layby_server.auth import Authenticator, Principal
+from layby_server.eventstore import EventStore, Stored
+from layby_server.settings import Settings
+from layby_services.ask.caller import identify
+
+log = get_logger("layby.runs")
+_enc = msgspec.json.Encoder()
+ERROR_MAX_CHARS = 4000
+STARTED_CACHE = 50_000
+
+
+def _run(found: RunOwner) -> Run:
+    """The run's state (``layby_domain.run``) from its last event."""
+    event = found.last.event
+    return Run(seq=found.last.seq, last=event) if isinstance(event, RunEvent) else Run()
+
+
+class RunOwner(msgspec.Struct, frozen=True):
+    started: RunStarted
+    last: Stored
+
+
+class RunHandlers:
+    def __init__(self, settings: Settings, store: EventStore, auth: Authenticator, clock: Clock) -> None:
+        self._settings = settings
+        self._store = store
+        self._auth = auth
+        self._clock = clock
+        self._started: OrderedDict[str, RunStarted] = OrderedDict()
+
+    async def started(self, run_id: str) -> RunStarted | None:
+        """A run's ``RunStarted`` event: its flow, identity and input never change, so it is
+        read from the log once and kept (bounded LRU)."""
+        found = self._started.get(run_id)
+        if found is not None:
+            self._started.move_to_end(run_id)
+            return found
+        first = await self._store.first(self._store.names.run(run_id))
+        if first is None or not isinstance(first.event, RunStarted):
+            return None
+        self._started[run_id] = first.event
+        if len(self._started) > STARTED_CACHE:
+            self._started.popitem(last=False)
+        return first.event
+
+    async def load(self, run_id: str) -> RunOwner | None:
+        """The run's start and its last event, read from the leader (decisions rest on it)."""
+        started = await self.started(run_id)
+        if started is None:
+            return None
+        last = await self._store.last(self._store.names.run(run_id), leader=True)
+        if last is None:
+            return None
+        return RunOwner(started=started, last=last)
+
+    @staticmethod
+    def may_act(principal: Principal, started: RunStarted) -> bool:
+        """A run is driven by its own identity, or by an unrestricted (operator) worker."""
+        return not principal.restricted or principal.identity == started.identity
+
+    def _check_payload(self, name: str, value: object) -> None:
+        where = nul_path(value)
+        if where is not None:
+            raise BadInput(f"{name} must not contain NUL characters", field=name)
+        try:
+            size = len(_enc.encode(value))
+        except (TypeError, msgspec.EncodeError) as exc:
+            raise BadInput(f"{name} must be JSON-serializable: {exc}", field=name) from None
+        if size > self._settings.max_body_bytes:
+            raise BadInput(
+                f"{name} is {size} bytes; the limit is {self._settings.max_body_bytes}", field=name
+            )
+
+    async def start(self, cmd: StartRun) -> RunAccepted:
+        principal = identify(self._auth, cmd.token, cmd.run_id, "run_id")
+        if not is_flow_name(cmd.flow):
+            raise BadInput("flow must be 1-64 of [A-Za-z0-9_-]", field="flow")
+        self._check_payload("input", cmd.input)
+        event = RunStarted(
+            run_id=cmd.run_id,
+            flow=cmd.flow,
+            identity=principal.identity,
+            role=principal.role,
+            input=cmd.input,
+            started_at=self._clock.now(),
+        )
+        subject = self._store.names.run(cmd.run_id)
+        try:
+            seq = await self._store.append(subject, event, msg_id=f"started-{cmd.run_id}", expected_seq=0)
+        except Conflict:
+            found = await self.load(cmd.run_id)
+            if (
+                found is not None
+                and found.started.identity == principal.identity
+                and (found.started.flow == cmd.flow)
+            ):
+                return RunAccepted(run_id=cmd.run_id, seq=found.last.seq)  # a retry of this start
+            raise BadInput("run_id is already in use", field="run_id") from None
+        except Transient as exc:
+            raise Unavailable(f"the event log is unavailable: {exc}") from None
+        log.info("run.started", run_id=cmd.run_id, flow=cmd.flow, identity=principal.identity)
+        return RunAccepted(run_id=cmd.run_id, seq=seq)
+
+    async def _executing(self, token: str, run_id: str, generation: int) -> tuple[RunOwner, Principal]:
+        principal = identify(self._auth, token, run_id, "run_id")
+        found = await self.load(run_id)
+        if found is None:
+            raise BadInput(f"run {run_id} does not exist", field="run_id")
+        if not self.may_act(principal, found.started):
+            raise Forbidden("this run belongs to another identity")
+        return found, principal
+
+    async def _append(self, found: RunOwner, event: RunEvent, msg_id: str) -> RunAccepted:
+        subject = self._store.names.run(found.started.run_id)
+        try:
+            seq = await self._store.append(subject, event, msg_id=msg_id, expected_seq=found.last.seq)
+        except Conflict:
+            raise Conflict("another execution of this run already moved it on") from None
+        except Transient as exc:
+            raise Unavailable(f"the event log is unavailable: {exc}") from None
+        return RunAccepted(run_id=found.started.run_id, seq=seq)
+
+    async def park(self, cmd: ParkRun) -> RunAccepted:
+        checked = await self._executing(cmd.token, cmd.run_id, cmd.generation - 1)
+        found, _ = checked
+        if not cmd.asks:
+            raise BadInput("a park needs at least one ask", field="asks")
+        for index, ask in enumerate(cmd.asks):
+            if ask.call < 0 or ask.interaction_id != call_interaction_id(cmd.run_id, ask.call):
+                raise BadInput(
+                    "interaction_id does not belong to this run's call", field=f"asks[{index}].interaction_id"
+                )
+        size = len(_enc.encode(cmd.answers)) + len(_enc.encode(cmd.asks))
+        if size > CHECKPOINT_MAX_BYTES:
+            raise BadInput(
+                f"the run's checkpoint is {size} bytes; the limit is {CHECKPOINT_MAX_BYTES}", field="answers"
+            )
+        event = decide_park(
+            _run(found),
+            generation=cmd.generation,
+            asks=cmd.asks,
+            answers=cmd.answers,
+            now=self._clock.now(),
+            resume_id=cmd.resume_id,
+        )
+        if event is None:
+            return RunAccepted(run_id=cmd.run_id, seq=found.last.seq)  # a retry of this park
+        reply = await self._append(found, event, f"parked-{cmd.run_id}-{cmd.generation}")
+        if isinstance(reply, RunAccepted):
+            log.info("run.parked", run_id=cmd.run_id, generation=cmd.generation, asks=len(cmd.asks))
+        return reply
+
+    async def end(self, cmd: EndRun) -> RunAccepted:
+        checked = await self._executing(cmd.token, cmd.run_id, cmd.generation)
+        found, _ = checked
+        if cmd.outcome == "finished" and _run(found).executing == cmd.generation:
+            self._check_payload("result", cmd.result)
+        event = decide_end(
+            _run(found),
+            generation=cmd.generation,
+            outcome=cmd.outcome,
+            result=cmd.result,
+            error=(cmd.error or "the flow failed")[:ERROR_MAX_CHARS],
+            attempts=cmd.attempts,
+            now=self._clock.now(),
+            resume_id=cmd.resume_id,
+        )
+        if event is None:
+            return RunAccepted(run_id=cmd.run_id, seq=found.last.seq)  # a retry of this end
+        reply = await self._append(found, event, f"ended-{cmd.run_id}-{cmd.generation}-{uuid.uuid4().hex}")
+        if isinstance(reply, RunAccepted):
+            if cmd.outcome == "failed":
+                log.error("run.failed", run_id=cmd.run_id, generation=cmd.generation, error=event.error)  # type: ignore[union-attr]
+            else:
+                log.info("run.finished", run_id=cmd.run_id, generation=cmd.generation)
+        return reply

@@ -1,0 +1,70 @@
+"""The delivery service: hands recorded questions to their channel. ``layby serve delivery``.
+
+A question without a channel is delivered by being in the inbox (the projection and the
+stream), which needs no push: it is only logged. A channel question is sent by its plugin
+(``services/delivery/deliver.py``). Questions are handled concurrently and each is acknowledged
+only after its outcome is settled — sent, or removed as ``delivery_failed`` — so a slow medium
+holds back no other question, and a crash redelivers it (the person may then get the question
+twice; ``interaction_id`` lets a medium de-duplicate).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from layby.logs import get_logger
+from layby_contracts.events import InteractionAsked
+from layby_domain.clock import Clock
+from layby_domain.verifiers import parse_secrets
+from layby_server.channels import load_channels
+from layby_server.consumer import consume
+from layby_server.eventstore import Stored
+from layby_server.service import open_resources, run_main
+from layby_server.settings import Settings, load_settings
+from layby_services.delivery.deliver import Deliverer
+
+log = get_logger("layby.delivery")
+CONCURRENCY = 256
+"""Questions handed to their channels at once; each is acknowledged when its outcome is settled."""
+
+
+async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None = None) -> None:
+    channels = load_channels(settings.channels, parse_secrets(settings.webhook_secrets))
+    async with open_resources(settings, name="delivery", clock=clock, database=False) as res:
+        deliverer = Deliverer(res.store, settings, res.clock, channels)
+
+        async def handle(batch: list[Stored]) -> None:
+            for stored in batch:  # one message per call: the consumer runs them concurrently
+                ev = stored.event
+                if not isinstance(ev, InteractionAsked):
+                    continue
+                if ev.channel is None:
+                    log.debug("delivery.inbox", interaction_id=ev.interaction_id, seq=stored.seq)
+                else:
+                    await deliverer.on_asked(stored)
+
+        log.info("delivery.ready", namespace=settings.namespace, channels=sorted(channels))
+        try:
+            await consume(
+                res.store,
+                role="delivery",
+                handler=handle,
+                stop=stop,
+                filter_subject=res.store.names.ix_all,
+                concurrency=CONCURRENCY,
+            )
+        finally:
+            for channel in channels.values():
+                close = getattr(channel, "aclose", None)
+                if close is not None:
+                    with contextlib.suppress(Exception):
+                        await close()
+
+
+def main() -> None:
+    run_main(serve, load_settings())
+
+
+if __name__ == "__main__":
+    main()

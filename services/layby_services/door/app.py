@@ -1,0 +1,78 @@
+"""The door service's Litestar application: the HTTP doors and the live projector."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+from litestar import Litestar
+from litestar.openapi import OpenAPIConfig
+
+from layby.logs import get_logger
+from layby_domain.clock import Clock
+from layby_server.auth import Authenticator
+from layby_server.projector import run_projector
+from layby_server.service import open_resources
+from layby_server.settings import Settings
+from layby_services.door.deps import DoorState
+from layby_services.door.errors import EXCEPTION_HANDLERS
+from layby_services.door.routes.answer import answer_door
+from layby_services.door.routes.callback import callback_get, callback_post
+from layby_services.door.routes.health import healthz, readyz
+from layby_services.door.routes.inbox import list_door
+from layby_services.door.routes.media import media_door
+from layby_services.door.routes.page import inbox_page, static_file
+from layby_services.door.routes.runs import run_door, runs_door
+from layby_services.door.routes.stream import stream_door
+
+log = get_logger("layby.door")
+
+
+def create_app(settings: Settings, *, clock: Clock | None = None, run_projection: bool = True) -> Litestar:
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        async with open_resources(settings, name="door", clock=clock) as res:
+            assert res.pool is not None
+            app.state.door = DoorState(
+                settings, res.store, res.pool, Authenticator(settings.api_tokens), res.clock
+            )
+            stop = asyncio.Event()
+            observe = app.state.door.asked.observe
+            projector = (
+                asyncio.create_task(run_projector(res.pool, res.store, stop, observe=observe))
+                if run_projection
+                else None
+            )
+            log.info("door.ready", namespace=settings.namespace)
+            try:
+                yield
+            finally:
+                stop.set()
+                if projector is not None:
+                    try:
+                        await asyncio.wait_for(projector, timeout=5)
+                    except (TimeoutError, asyncio.CancelledError):
+                        projector.cancel()
+
+    return Litestar(
+        route_handlers=[
+            list_door,
+            stream_door,
+            answer_door,
+            run_door,
+            runs_door,
+            healthz,
+            readyz,
+            inbox_page,
+            static_file,
+            media_door,
+            callback_post,
+            callback_get,
+        ],
+        lifespan=[lifespan],
+        exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
+        openapi_config=OpenAPIConfig(title="Layby", version="0.1.0", path="/schema"),
+        debug=False,
+        request_max_body_size=None,
+    )

@@ -1,0 +1,38 @@
+"""Recently asked questions, by id, fed by the door's projector.
+
+The answer door decides against the ``asked`` event; with this cache it skips one read of the
+log per answer. It is safe because an ``asked`` event never changes and the answer's append
+still expects that event's sequence: an entry that is stale (already answered or pruned) only
+costs a failed append, after which the door re-reads the log and reports what it holds.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from layby_contracts.events import InteractionAnswered, InteractionAsked, InteractionRemoved
+from layby_server.eventstore import Stored
+
+MAX_ENTRIES = 100_000
+
+
+class AskedCache:
+    def __init__(self, max_entries: int = MAX_ENTRIES) -> None:
+        self._max = max_entries
+        self._entries: OrderedDict[str, Stored] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, interaction_id: str) -> Stored | None:
+        return self._entries.get(interaction_id)
+
+    def observe(self, batch: list[Stored]) -> None:
+        for stored in batch:
+            ev = stored.event
+            if isinstance(ev, InteractionAsked):
+                self._entries[ev.interaction_id] = stored
+                if len(self._entries) > self._max:
+                    self._entries.popitem(last=False)
+            elif isinstance(ev, InteractionAnswered | InteractionRemoved):
+                self._entries.pop(ev.interaction_id, None)

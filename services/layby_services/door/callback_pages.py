@@ -1,0 +1,132 @@
+"""The HTML pages behind a callback link (docs/doors/callback.md#the-pages-behind-a-link).
+
+Three pages are byte-constant: they interpolate nothing at all, so a ticket, a query string or a
+path can never be reflected into them. The form page is rendered from the question's stored
+schema only (the author's text, HTML-escaped), never from the request; its one inline script is
+a constant that collects the fields and POSTs ``{"answer": {...}}`` back to the same URL.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+from layby_contracts.errors import BadInput
+from layby_contracts.events import InteractionAsked
+from layby_domain.validation import check_form_subset, effective_schema
+
+_HEAD = (
+    "<!doctype html><html lang=en><meta charset=utf-8>"
+    "<meta name=viewport content='width=device-width, initial-scale=1'>"
+)
+_STYLE = (
+    "<style>body{font-family:system-ui,sans-serif;max-width:32rem;margin:3rem auto;padding:0 1rem;"
+    "line-height:1.4}label{display:block;margin:.8rem 0 .2rem;font-weight:600}"
+    "input:not([type=checkbox]),select{width:100%;box-sizing:border-box;padding:.4rem;font:inherit}"
+    "fieldset{border:1px solid #ccc;margin:1rem 0}small{display:block;color:#555}"
+    "button{margin-top:1rem;padding:.5rem 1.2rem;font:inherit}#s{font-weight:600}</style>"
+)
+
+DONE_PAGE = (
+    f"{_HEAD}<title>Done</title>{_STYLE}<h1>Done</h1>"
+    "<p>This interaction has already been answered.</p></html>"
+).encode()
+CONFIRM_PAGE = (
+    f"{_HEAD}<title>Confirm</title>{_STYLE}<h1>Confirm</h1><p>Press the button to confirm.</p>"
+    "<form method=post><button type=submit>Confirm</button></form></html>"
+).encode()
+AWAITING_PAGE = (
+    f"{_HEAD}<title>Awaiting your reply</title>{_STYLE}<h1>Awaiting your reply</h1>"
+    "<p>Please answer in the conversation where you received this question.</p></html>"
+).encode()
+
+# Constant. Collects every [data-kind] control, coerces numbers and booleans, omits empty
+# optional fields (the browser enforces `required` before submit), and POSTs to this same URL.
+# It reaches the form only through document-level methods: a form's own members can be shadowed
+# by controls named after them (a property called "addEventListener" or "hidden").
+FORM_SCRIPT = (
+    "const w=document.getElementById('w'),s=document.getElementById('s'),"
+    "b=document.querySelector('#f button');"
+    "document.addEventListener('submit',async e=>{e.preventDefault();const a={};"
+    "for(const el of document.querySelectorAll('#f [data-kind]')){const k=el.dataset.kind;"
+    "if(k==='boolean'){a[el.name]=el.checked;continue}"
+    "if(el.value===''){continue}"
+    "a[el.name]=(k==='integer'||k==='number')?Number(el.value):el.value}"
+    "b.disabled=true;s.textContent='Sending\\u2026';"
+    "try{const r=await fetch(location.href,{method:'POST',headers:{'Content-Type':'application/json'},"
+    "body:JSON.stringify({answer:a})});let j={};try{j=await r.json()}catch(x){}"
+    "if(r.ok){w.hidden=true;s.textContent='Done'}"
+    "else{s.textContent=(j&&typeof j.error==='string')?j.error:('Error '+r.status);b.disabled=false}}"
+    "catch(x){s.textContent='Could not send the answer; please try again.';b.disabled=false}});"
+)
+
+
+class Unrenderable(Exception):
+    """The stored schema is outside the renderable subset (docs/doors/callback.md#unrenderable-schema): a
+    500, never half a page."""
+
+
+def _esc(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _control(index: int, name: str, prop: dict[str, Any], required: bool, payload: dict[str, Any]) -> str:
+    ident = f"f{index}"
+    label = f"<label for={ident}>{_esc(prop.get('title') or name)}</label>"
+    hint = f"<small>{_esc(prop['description'])}</small>" if isinstance(prop.get("description"), str) else ""
+    values = (payload.get("data") or {}).get("values") or {}
+    value = values.get(name, prop.get("default"))
+    attrs = f'id={ident} name="{_esc(name)}"'
+    kind = prop["type"]
+    if kind == "boolean":
+        checked = " checked" if value is True else ""
+        box = f"<input type=checkbox {attrs} data-kind=boolean{checked}>"
+        return f"<label for={ident}>{box} {_esc(prop.get('title') or name)}</label>{hint}"
+    req = " required" if required else ""
+    if kind == "string" and "enum" in prop:
+        labelled = (payload.get("data") or {}).get("options", {}).get(name)
+        choices = (
+            [(c["value"], c.get("label") or c["value"]) for c in labelled]
+            if labelled
+            else [(v, v) for v in prop["enum"]]
+        )
+        opts = "".join(
+            f'<option value="{_esc(v)}"{" selected" if v == value else ""}>{_esc(text)}</option>'
+            for v, text in choices
+        )
+        blank = '<option value="">\u2014</option>'
+        return f"{label}{hint}<select {attrs} data-kind=string{req}>{blank}{opts}</select>"
+    shown = "" if value is None or isinstance(value, bool) else f' value="{_esc(value)}"'
+    if kind == "string":
+        return f"{label}{hint}<input type=text {attrs} data-kind=string{req}{shown}>"
+    step = "1" if kind == "integer" else "any"
+    return f"{label}{hint}<input type=number step={step} {attrs} data-kind={kind}{req}{shown}>"
+
+
+def form_page(asked: InteractionAsked) -> bytes:
+    """The schema-rendered form of a channel ``form`` question (docs/doors/callback.md#form-page)."""
+    payload = asked.format_payload or {}
+    schema = effective_schema(payload)
+    try:
+        check_form_subset(schema)
+    except BadInput as exc:
+        raise Unrenderable(exc.message) from None
+    props: dict[str, Any] = schema["properties"]
+    required = set(schema.get("required") or [])
+    order = {name: i for i, name in enumerate(props)}
+    pages = payload.get("pages") or [{"title": None, "fields": list(props)}]
+    parts: list[str] = []
+    for page in pages:
+        controls = "".join(
+            _control(order[name], name, props[name], name in required, payload) for name in page["fields"]
+        )
+        if page.get("title"):
+            parts.append(f"<fieldset><legend>{_esc(page['title'])}</legend>{controls}</fieldset>")
+        else:
+            parts.append(controls)
+    body = (
+        f"{_HEAD}<title>Answer</title>{_STYLE}<h1>Your answer</h1><p>{_esc(asked.question)}</p>"
+        f"<div id=w><form id=f method=post>{''.join(parts)}<button type=submit>Submit</button></form></div>"
+        f"<p id=s role=status aria-live=polite></p><script>{FORM_SCRIPT}</script></html>"
+    )
+    return body.encode()

@@ -1,0 +1,51 @@
+"""Request-scoped helpers of the door: the resources, the principal, the capped body."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+from litestar import Request
+
+from layby_domain.clock import Clock
+from layby_server.auth import Authenticator, Principal
+from layby_server.eventstore import EventStore
+from layby_server.settings import Settings
+from layby_services.door.cache import AskedCache
+from layby_services.door.errors import PayloadTooLarge
+
+
+@dataclass
+class DoorState:
+    settings: Settings
+    store: EventStore
+    pool: asyncpg.Pool
+    auth: Authenticator
+    clock: Clock
+    asked: AskedCache = field(default_factory=AskedCache)
+    ask_waits: int = 0
+    """Callbacks now waiting for their question to be recorded (the callback door bounds it)."""
+
+
+def door(request: Request[Any, Any, Any]) -> DoorState:
+    state: DoorState = request.app.state.door
+    return state
+
+
+def principal_of(request: Request[Any, Any, Any]) -> Principal:
+    """Every authenticated door calls this first: no token, no answer (401)."""
+    return door(request).auth.from_header(request.headers.get("authorization"))
+
+
+async def read_capped_body(request: Request[Any, Any, Any], limit: int) -> bytes:
+    """Read the body counting actual bytes, never trusting Content-Length
+    (docs/doors/common.md#body-size-cap)."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge("payload too large")
+        chunks.append(chunk)
+    return b"".join(chunks)

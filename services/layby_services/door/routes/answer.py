@@ -1,0 +1,72 @@
+"""``POST /api/interactions/{id}/answer``: the human answer door (docs/doors/answer.md#the-answer-door).
+
+Order: body size (413), JSON (400), ``answer`` key (400), then the log: unknown or pruned
+(404), already answered (409), external (400), audience (403), format (400) — the decision is
+``layby_domain.interaction.decide_answer``, appended by the store's ``resolve``. The first answer
+wins: the append expects the Asked event's sequence, so a concurrent second answer loses the
+race in the log and gets 409.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from litestar import Request, post
+from litestar.params import FromPath
+
+from layby_contracts.errors import BadInput, Conflict, NotFound
+from layby_contracts.events import EXPIRY_KEY
+from layby_domain.interaction import ALREADY_ANSWERED, NOT_FOUND, decide_answer
+from layby_domain.validation import is_interaction_id, nul_path
+from layby_server.auth import Principal
+from layby_server.resolve import state_of
+from layby_services.door.deps import DoorState, door, principal_of, read_capped_body
+
+_enc = msgspec.json.Encoder()
+
+
+def parse_answer_body(raw: bytes) -> Any:
+    try:
+        body = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        raise BadInput("invalid JSON body") from None
+    except RecursionError:
+        raise BadInput("answer is nested too deeply") from None
+    if not isinstance(body, dict) or "answer" not in body:
+        raise BadInput("body must contain 'answer'")
+    if isinstance(body["answer"], dict) and EXPIRY_KEY in body["answer"]:
+        # Only the sweeper resolves a park as expired; a person cannot fake the marker.
+        raise BadInput(f"answer must not carry the reserved key {EXPIRY_KEY!r}", field=f"answer.{EXPIRY_KEY}")
+    where = nul_path(body["answer"])
+    if where is not None:
+        raise BadInput("answer must not contain NUL characters", field=where or None)
+    return body["answer"]
+
+
+async def submit_answer(state: DoorState, who: Principal, interaction_id: str, answer: Any) -> None:
+    """Record a person's answer; raises the door's refusal (404, 409, 400, 403)."""
+    if not is_interaction_id(interaction_id):
+        raise NotFound(NOT_FOUND)
+    cached = state.asked.get(interaction_id)
+    resolved = await state.store.resolve(
+        interaction_id,
+        lambda s: decide_answer(
+            s, by=who.identity, restricted=who.restricted, answer=answer, now=state.clock.now()
+        ),
+        seed=state_of(cached) if cached is not None else None,
+        trusted=False,  # the cache may be stale: a refusal is decided against the log (409 first)
+    )
+    if resolved.appended is None:
+        raise Conflict(ALREADY_ANSWERED)
+
+
+@post("/api/interactions/{interaction_id:str}/answer", status_code=200, summary="Answer a pending question")
+async def answer_door(request: Request[Any, Any, Any], interaction_id: FromPath[str]) -> dict[str, Any]:
+    """Body ``{"answer": <value>}``; 200 ``{"data": {"interaction_id", "status": "answered"}}``."""
+    state = door(request)
+    who = principal_of(request)
+    raw = await read_capped_body(request, state.settings.max_body_bytes)
+    answer = parse_answer_body(raw)
+    await submit_answer(state, who, interaction_id, answer)
+    return {"data": {"interaction_id": interaction_id, "status": "answered"}}

@@ -1,0 +1,302 @@
+"""``POST`` and ``GET /api/interactions/callback/{ticket}``: the public callback doors
+(docs/doors/callback.md#the-callback-doors).
+
+The ticket is the capability (no token). It is looked up by its SHA-256 only, and unknown,
+expired, malformed and pruned tickets all get one byte-identical 404. POST, in order: the size
+cap (413, before any lookup), the ticket, the bound verifier on the raw body (401 bad signature,
+500 broken binding; nothing recorded, the ticket not consumed), already answered (200
+``already_answered``), the payload (a JSON object body, or the query parameters when the body is
+empty), the question's schema (400, before the claim), then the claim: the same log-decided
+append as the answer door, so the first resolution wins. GET never mutates: it serves
+byte-constant pages that interpolate nothing from the request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from datetime import timedelta
+from typing import Any
+
+import msgspec
+from litestar import Request, Response, get, post
+from litestar.params import FromPath
+
+from layby.logs import get_logger
+from layby_contracts.errors import BadInput, Transient
+from layby_contracts.events import EXPIRY_KEY, InteractionAnswered, InteractionAsked, InteractionRemoved
+from layby_contracts.limits import ANSWERED_BY_EXTERNAL
+from layby_domain.interaction import decide_claim
+from layby_domain.tickets import ticket_hash
+from layby_domain.validation import nul_path, validate_answer
+from layby_domain.verifiers import POST_ONLY, VerificationFailed, VerifierError, parse_secrets, verify
+from layby_domain.verifiers import Request as SignedRequest
+from layby_server.eventstore import Stored
+from layby_server.resolve import state_of
+from layby_services.door.callback_pages import AWAITING_PAGE, CONFIRM_PAGE, DONE_PAGE, Unrenderable, form_page
+from layby_services.door.deps import DoorState, door, read_capped_body
+from layby_services.door.errors import PayloadTooLarge
+
+log = get_logger("layby.door.callback")
+TICKET_RE = re.compile(r"^[A-Za-z0-9_-]{43}$")
+MAX_ASK_WAITS = 256
+"""Callbacks that may wait for their question at once (per door process)."""
+BASE_HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
+PAGE_HEADERS = {
+    **BASE_HEADERS,
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+}
+FORM_PAGE_HEADERS = {
+    **PAGE_HEADERS,
+    "Content-Security-Policy": (
+        "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; "
+        "connect-src 'self'; form-action 'self'"
+    ),
+}
+
+
+def _json(status: int, body: dict[str, Any]) -> Response[bytes]:
+    return Response(
+        msgspec.json.encode(body), status_code=status, media_type="application/json", headers=BASE_HEADERS
+    )
+
+
+NOT_FOUND_JSON = (404, {"error": "not found"})
+
+
+def _page(status: int, body: bytes, headers: dict[str, str] = PAGE_HEADERS) -> Response[bytes]:
+    return Response(body, status_code=status, media_type="text/html; charset=utf-8", headers=headers)
+
+
+def _not_found_text() -> Response[bytes]:
+    return Response(
+        b"Not Found", status_code=404, media_type="text/plain; charset=utf-8", headers=BASE_HEADERS
+    )
+
+
+def _server_error_text() -> Response[bytes]:
+    return Response(
+        b"Internal Server Error",
+        status_code=500,
+        media_type="text/plain; charset=utf-8",
+        headers=BASE_HEADERS,
+    )
+
+
+async def _resolve(
+    state: DoorState, ticket: str, leader: bool = False
+) -> tuple[InteractionAsked, Stored] | None:
+    """The question behind a live ticket and its last event; None for the uniform 404."""
+    if not TICKET_RE.match(ticket):
+        return None
+    found = await state.store.get_ticket(ticket_hash(ticket))
+    if found is None:
+        return None
+    interaction_id, expires_at = found
+    if expires_at <= state.clock.now():
+        return None
+    subject = state.store.names.ix(interaction_id)
+    last = await state.store.last(subject, leader=leader)
+    if last is None:
+        last = await _await_ask(state, subject)
+    if last is None or isinstance(last.event, InteractionRemoved):
+        return None
+    if isinstance(last.event, InteractionAsked):
+        asked = last.event
+    else:
+        first = await state.store.first(subject)
+        if first is None or not isinstance(first.event, InteractionAsked):
+            return None
+        asked = first.event
+    if asked.answer_format != "external" and asked.channel is None:
+        return None  # only external and channel questions have tickets: nothing else is reachable
+    return asked, last
+
+
+async def _await_ask(state: DoorState, subject: str) -> Stored | None:
+    """A bound ticket whose question is not recorded yet: the SDK binds the ticket before it
+    builds the link, so an outside system may call back before the ask lands. Wait for it
+    (bounded); only a holder of a real ticket ever waits, so the wait reveals nothing."""
+    if state.ask_waits >= MAX_ASK_WAITS:
+        return None  # bounded: a flood of callbacks on bound tickets cannot pile up here
+    state.ask_waits += 1
+    try:
+        loop = asyncio.get_running_loop()  # a bound on this request's real time, not business time
+        deadline = loop.time() + state.settings.callback_ask_wait_seconds
+        pause = 0.01
+        while loop.time() < deadline:
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 0.1)
+            last = await state.store.last(subject, leader=True)
+            if last is not None:
+                return last
+        return None
+    finally:
+        state.ask_waits -= 1
+
+
+def _query_answer(request: Request[Any, Any, Any]) -> dict[str, Any]:
+    """Query parameters as the answer: a repeated key maps to a list, in order (no last-wins)."""
+    out: dict[str, Any] = {}
+    for key, value in request.query_params.multi_items():
+        if key in out:
+            out[key] = [*out[key], value] if isinstance(out[key], list) else [out[key], value]
+        else:
+            out[key] = value
+    return out
+
+
+@post(
+    "/api/interactions/callback/{ticket:str}", status_code=200, summary="Deliver an external answer (public)"
+)
+async def callback_post(request: Request[Any, Any, Any], ticket: FromPath[str]) -> Response[bytes]:
+    state = door(request)
+    limit = state.settings.max_body_bytes
+    if len(request.scope.get("query_string", b"")) > limit:
+        raise PayloadTooLarge("payload too large")
+    raw = await read_capped_body(request, limit)
+    resolved = await _resolve(state, ticket)
+    if resolved is None:
+        return _json(*NOT_FOUND_JSON)
+    asked, last = resolved
+    payload = asked.format_payload or {}
+    binding = payload.get("verifier")
+    if binding is not None:
+        signed = SignedRequest(
+            body=raw,
+            headers={k.lower(): v for k, v in request.headers.items()},
+            now=state.clock.now().timestamp(),
+        )
+        try:
+            verify(binding, signed, parse_secrets(state.settings.webhook_secrets))
+        except VerificationFailed:
+            return _json(401, {"error": "webhook verification failed"})
+        except VerifierError as exc:
+            log.error("callback.verifier_error", error=str(exc))
+            return _json(500, {"error": "webhook verification error"})
+    if isinstance(last.event, InteractionAnswered):
+        return _json(200, {"data": {"status": "already_answered"}})
+    if asked.answer_format != "external":
+        return await _channel_answer(state, ticket, asked, last, raw)
+    if not raw.strip():
+        if binding is not None and binding.get("name") in POST_ONLY:
+            return _json(400, {"error": "verified callback requires a signed request body"})
+        answer: Any = _query_answer(request)
+    else:
+        try:
+            answer = msgspec.json.decode(raw)
+        except (msgspec.DecodeError, RecursionError):
+            return _json(400, {"error": "body must be a JSON object"})
+        if not isinstance(answer, dict):
+            return _json(400, {"error": "body must be a JSON object"})
+    if nul_path(answer) is not None:
+        return _json(400, {"error": "answer must not contain NUL characters"})
+    schema = payload.get("schema")
+    if schema is not None:
+        try:
+            validate_answer("form", {"schema": schema}, answer)
+        except BadInput as exc:
+            return _json(400, {"error": exc.message})
+    return await _claim(state, ticket, asked, last, answer)
+
+
+async def _channel_answer(
+    state: DoorState, ticket: str, asked: InteractionAsked, last: Stored, raw: bytes
+) -> Response[bytes]:
+    """Step 5a (docs/doors/callback.md#channel-delivered-answers): a channel-delivered
+    text/confirm/select/form question.
+
+    The body is ``{"answer": <value>}``, validated exactly as at the answer door; an empty body
+    confirms a ``confirm`` question (its page's button posts nothing). Query parameters never
+    carry the answer here.
+    """
+    if not raw.strip():
+        if asked.answer_format != "confirm":
+            return _json(400, {"error": "body must contain 'answer'"})
+        answer: Any = True
+    else:
+        try:
+            body = msgspec.json.decode(raw)
+        except (msgspec.DecodeError, RecursionError):
+            return _json(400, {"error": "body must be a JSON object"})
+        if not isinstance(body, dict):
+            return _json(400, {"error": "body must be a JSON object"})
+        if "answer" not in body:
+            return _json(400, {"error": "body must contain 'answer'"})
+        answer = body["answer"]
+        if isinstance(answer, dict) and EXPIRY_KEY in answer:
+            return _json(
+                400,
+                {
+                    "error": f"answer must not carry the reserved key {EXPIRY_KEY!r}",
+                    "field": EXPIRY_KEY,
+                },
+            )
+        where = nul_path(answer)
+        if where is not None:
+            fault: dict[str, Any] = {"error": "answer must not contain NUL characters"}
+            if where:
+                fault["field"] = where
+            return _json(400, fault)
+    try:
+        typed = validate_answer(asked.answer_format, asked.format_payload, answer)
+    except BadInput as exc:
+        fault = {"error": exc.message}
+        if exc.field:
+            fault["field"] = exc.field
+        return _json(400, fault)
+    return await _claim(state, ticket, asked, last, typed)
+
+
+async def _claim(
+    state: DoorState, ticket: str, asked: InteractionAsked, last: Stored, answer: Any
+) -> Response[bytes]:
+    try:
+        resolved = await state.store.resolve(
+            asked.interaction_id,
+            lambda s: decide_claim(s, by=ANSWERED_BY_EXTERNAL, answer=answer, now=state.clock.now()),
+            seed=state_of(last),
+        )
+    except Transient:
+        return _json(503, {"error": "service temporarily unavailable; retry"})
+    if resolved.appended is None:
+        # Another resolution won. An answer: the idempotent 200. A removal (timeout, prune,
+        # failed delivery): the question is gone, the uniform 404 (a channel then bridges the
+        # reply into the conversation instead of dropping it).
+        if resolved.state.status == "answered":
+            return _json(200, {"data": {"status": "already_answered"}})
+        return _json(*NOT_FOUND_JSON)
+    # Provider retries keep getting the idempotent 200 for the idle TTL.
+    expires = state.clock.now() + timedelta(seconds=state.settings.idle_ttl_seconds)
+    try:
+        await state.store.put_ticket(ticket_hash(ticket), asked.interaction_id, expires, new=False)
+    except Transient:
+        pass  # the answer is recorded; only the retry window keeps its original length
+    return _json(200, {"data": {"interaction_id": asked.interaction_id, "status": "answered"}})
+
+
+@get(
+    "/api/interactions/callback/{ticket:str}",
+    summary="The page behind a callback link (public, never mutates)",
+)
+async def callback_get(request: Request[Any, Any, Any], ticket: FromPath[str]) -> Response[bytes]:
+    state = door(request)
+    resolved = await _resolve(state, ticket)
+    if resolved is None:
+        return _not_found_text()
+    asked, last = resolved
+    if (asked.format_payload or {}).get("verifier") is not None:
+        return _not_found_text()  # a verifier-bound question is answered by its provider only
+    if isinstance(last.event, InteractionAnswered):
+        return _page(200, DONE_PAGE)
+    if asked.answer_format == "form":
+        try:
+            return _page(200, form_page(asked), FORM_PAGE_HEADERS)
+        except Unrenderable as exc:
+            log.error("callback.form_unrenderable", interaction_id=asked.interaction_id, reason=str(exc))
+            return _server_error_text()
+    if asked.answer_format in ("external", "confirm"):
+        return _page(200, CONFIRM_PAGE)
+    return _page(200, AWAITING_PAGE)

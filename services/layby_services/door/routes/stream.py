@@ -1,0 +1,140 @@
+"""``GET /api/interactions/stream``: the tail-only SSE feed (docs/doors/stream.md#the-stream-door,
+docs/doors/stream.md#resume-with-last-event-id).
+
+Every frame's ``id:`` is the JetStream stream sequence of its event. The start point is taken
+before the response headers go out: with ``Last-Event-ID`` (or ``?last_event_id=``; the header
+wins) the tail resumes right after that sequence when it lies inside the resume window;
+a malformed or aged-out id falls back to the live end and logs it; no id is a fresh connect
+and logs nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterator
+from typing import Any
+
+import msgspec
+import nats.errors
+from litestar import Request, get
+from litestar.response import Stream
+from nats.aio.msg import Msg
+from nats.js.api import ConsumerConfig, DeliverPolicy
+
+from layby.logs import get_logger
+from layby_contracts.events import InteractionAnswered, InteractionAsked, InteractionRemoved, decode_event
+from layby_contracts.http import add_frame, terminal_frame
+from layby_server.auth import Principal
+from layby_server.eventstore import Stored
+from layby_services.door.cache import AskedCache
+from layby_services.door.deps import DoorState, door, principal_of
+
+log = get_logger("layby.door.stream")
+_enc = msgspec.json.Encoder()
+KEEPALIVE = b": keepalive\n\n"
+_SEQ = re.compile(r"[0-9]{1,19}")
+
+
+def resume_point(raw: str | None, first: int, last: int, window: int) -> tuple[int, str | None]:
+    """(start sequence, fallback reason or None). ``raw`` is the client's last seen id."""
+    if raw is None:
+        return last + 1, None
+    text = raw.strip()
+    if not _SEQ.fullmatch(text):
+        return last + 1, "malformed"
+    seen = int(text)
+    if seen > last:
+        return last + 1, "ahead_of_log"
+    if seen + 1 < first or last - seen > window:
+        return last + 1, "aged_out"
+    return seen + 1, None
+
+
+def frame(seq: int, data: bytes, who: Principal, asked: AskedCache | None = None) -> bytes | None:
+    """The SSE frame of one log message for this caller, or None when it is not theirs to see.
+
+    Events passing by also feed the door's asked-event cache, which then often holds a question
+    before the projector has applied it.
+    """
+    try:
+        ev = decode_event(data)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        log.warning("stream.skip_malformed", seq=seq)
+        return None
+    if not isinstance(ev, InteractionAsked | InteractionAnswered | InteractionRemoved):
+        return None  # run events are not part of the interactions stream
+    if asked is not None:
+        asked.observe([Stored(seq=seq, event=ev)])
+    if who.restricted and ev.audience != who.identity:
+        return None
+    if isinstance(ev, InteractionRemoved) and not ev.group_id:
+        return None  # a tombstone for a question that was never asked: no client knows it
+    match ev:
+        case InteractionAsked():
+            name, body = b"interaction.add", _enc.encode(add_frame(ev))
+        case InteractionAnswered():
+            name, body = b"interaction.answered", _enc.encode(terminal_frame(ev.interaction_id, ev.group_id))
+        case InteractionRemoved():
+            name, body = b"interaction.removed", _enc.encode(terminal_frame(ev.interaction_id, ev.group_id))
+    return b"id: %d\nevent: %s\ndata: %s\n\n" % (seq, name, body)
+
+
+async def _frames(state: DoorState, who: Principal, start: int, keepalive: float) -> AsyncIterator[bytes]:
+    """The frames from sequence ``start`` on. The subscription lives inside the generator, so a
+    client that leaves before the first byte leaves nothing behind."""
+    inbox: asyncio.Queue[Msg] = asyncio.Queue()
+
+    async def deliver(msg: Msg) -> None:
+        inbox.put_nowait(msg)
+
+    sub = await state.store.js.subscribe(
+        state.store.names.ix_all,
+        ordered_consumer=True,
+        config=ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start),
+        cb=deliver,
+    )
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + keepalive
+    try:
+        while True:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                yield KEEPALIVE
+                deadline = loop.time() + keepalive
+                continue
+            try:
+                async with asyncio.timeout(remaining):  # no task per message, unlike wait_for
+                    msg = await inbox.get()
+            except TimeoutError:
+                continue
+            out = frame(msg.metadata.sequence.stream, msg.data, who, state.asked)
+            if out is not None:
+                yield out
+                deadline = loop.time() + keepalive  # only a delivered frame re-arms the keepalive
+    finally:
+        try:
+            await sub.unsubscribe()
+        except (nats.errors.Error, RuntimeError):
+            pass
+
+
+@get("/api/interactions/stream", summary="Live add/answered/removed frames (SSE)")
+async def stream_door(request: Request[Any, Any, Any]) -> Stream:
+    state = door(request)
+    who = principal_of(request)
+    raw = request.headers.get("last-event-id") or None  # an empty header is no header
+    if raw is None:
+        raw = request.query_params.get("last_event_id") or None
+    first, last = await state.store.bounds()
+    start, fallback = resume_point(raw, first, last, state.settings.sse_resume_window)
+    if fallback is not None:
+        log.warning(
+            "stream.resume_fallback", reason=fallback, first_seq=first, last_seq=last, identity=who.identity
+        )
+    keepalive = state.settings.sse_keepalive_seconds
+    return Stream(
+        _frames(state, who, start, keepalive),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "Connection": "keep-alive", "X-Accel-Buffering": "no"},
+    )

@@ -1,0 +1,77 @@
+"""The resume service: wakes blocked askers and resumes parked runs. ``layby serve resume``.
+
+It consumes the event log through a durable consumer shared by its replicas.
+
+- A sync question that resolves: a ``Wake`` to ``<ns>.wake[.<waiter>].<id>``. The asker
+  subscribed before it recorded the question, so an instant answer is never missed;
+  redelivery only repeats a wake, which the asker ignores once it has returned.
+- A run that starts, parks, or has one of its parked questions resolve: the park is
+  evaluated (services/resume/parks.py) and, when its last question has resolved, exactly one
+  continuation is published (docs/aggregates/run.md#resumed-exactly-once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import msgspec
+
+from layby.logs import get_logger
+from layby_contracts.commands import Wake
+from layby_contracts.events import InteractionAnswered, InteractionRemoved
+from layby_domain.clock import Clock
+from layby_server.consumer import consume_push
+from layby_server.eventstore import EventStore, Stored
+from layby_server.service import open_resources, run_main
+from layby_server.settings import Settings, load_settings
+from layby_services.resume.parks import Resumer
+
+log = get_logger("layby.resume")
+_enc = msgspec.json.Encoder()
+CONCURRENCY = 64
+
+
+async def wake_for(store: EventStore, stored: Stored) -> Wake | None:
+    """The wake of a sync question's resolution, or None for events that wake nobody."""
+    ev = stored.event
+    if isinstance(ev, InteractionAnswered) and ev.run_id is None:
+        answer = ev.answer
+        if ev.sensitive:
+            raw = await store.get_secret(ev.interaction_id, ev.secret_ref)
+            answer = None if raw is None else msgspec.json.decode(raw)
+        return Wake(
+            interaction_id=ev.interaction_id,
+            outcome="answered",
+            answer=answer,
+            answered_by=ev.answered_by,
+            answered_at=ev.answered_at.isoformat(),
+        )
+    if isinstance(ev, InteractionRemoved) and ev.run_id is None:
+        return Wake(interaction_id=ev.interaction_id, outcome="removed", reason=ev.reason, detail=ev.detail)
+    return None
+
+
+async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None = None) -> None:
+    async with open_resources(settings, name="resume", clock=clock, database=False) as res:
+        store = res.store
+        resumer = Resumer(store, res.clock)
+
+        async def handle(batch: list[Stored]) -> None:
+            for stored in batch:
+                wake = await wake_for(store, stored)
+                if wake is not None:
+                    waiter = getattr(stored.event, "waiter", None)
+                    await res.nc.publish(settings.names.wake(wake.interaction_id, waiter), _enc.encode(wake))
+                else:
+                    await resumer.on_event(stored)
+
+        log.info("resume.ready", namespace=settings.namespace)
+        await consume_push(store, role="resume", handler=handle, stop=stop, concurrency=CONCURRENCY)
+
+
+def main() -> None:
+    run_main(serve, load_settings())
+
+
+if __name__ == "__main__":
+    main()

