@@ -106,7 +106,30 @@ class EndRun(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     resume_id: str | None = None
 
 
-Command = Ask | ReserveTicket | Prune | StartRun | ParkRun | EndRun
+class AttachWorker(
+    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag="cmd.run.attach.v1"
+):
+    """A worker that hosts ``flow`` asks for the durable consumer its continuations come from;
+    the ask service provisions it (the one place consumers are made) and names it."""
+
+    token: str
+    flow: str
+    ack_wait_seconds: float = 30.0
+    """How long a continuation may run without a sign of progress before another worker gets it."""
+
+
+class CheckCurrent(
+    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag="cmd.run.current.v1"
+):
+    """Is the execution of ``generation`` of ``run_id`` the one to run now? (The worker asks
+    before it executes a continuation; the answer comes from the run's log.)"""
+
+    token: str
+    run_id: str
+    generation: int
+
+
+Command = Ask | ReserveTicket | Prune | StartRun | ParkRun | EndRun | AttachWorker | CheckCurrent
 COMMAND_DECODER: msgspec.json.Decoder[Command] = msgspec.json.Decoder(Command)
 
 
@@ -116,10 +139,13 @@ class Accepted(msgspec.Struct, frozen=True, kw_only=True, tag="ok"):
     timeout_at: str
 
 
-PROTOCOL = 2
+PROTOCOL = 3
 PROTOCOL_RESERVATIONS = 2
+PROTOCOL_WORKER_COMMANDS = 3
 """The command protocol this side speaks. 1: the first (absent from its replies); 2: ticket
-reservations (``cmd.ticket.reserve.v1``) and the ``protocol`` field on refusals."""
+reservations (``cmd.ticket.reserve.v1``) and the ``protocol`` field on refusals; 3: the worker's
+``cmd.run.attach.v1`` and ``cmd.run.current.v1``
+(docs/errors.md#capabilities-travel-in-the-protocol-field)."""
 
 
 class Refused(msgspec.Struct, frozen=True, kw_only=True, tag="refused"):
@@ -156,7 +182,21 @@ class RunAccepted(msgspec.Struct, frozen=True, kw_only=True, tag="run"):
     seq: int
 
 
-Reply = Accepted | Refused | PruneResult | Reserved | RunAccepted
+class Attached(msgspec.Struct, frozen=True, kw_only=True, tag="attached"):
+    """The durable consumer (on ``stream``) a worker binds to for its flow's continuations."""
+
+    stream: str
+    durable: str
+
+
+class Current(msgspec.Struct, frozen=True, kw_only=True, tag="current"):
+    """``current``: execute it; ``duplicate``: an earlier execution's, drop it; ``unknown``: the
+    run's log has not caught up yet, try again shortly."""
+
+    status: Literal["current", "duplicate", "unknown"]
+
+
+Reply = Accepted | Refused | PruneResult | Reserved | RunAccepted | Attached | Current
 REPLY_DECODER: msgspec.json.Decoder[Reply] = msgspec.json.Decoder(Reply)
 
 

@@ -90,7 +90,7 @@ class InteractionTimeoutError(LaybyError, TimeoutError):
 
 class ParkExpiryExceedsRetentionError(LaybyError, ValueError):
     """An async park's ``expiry_at`` lies beyond the checkpoint retention horizon
-    (docs/aggregates/run.md#checkpoint-retention).
+    (docs/aggregates/run.md#deadlines-and-checkpoint-retention).
 
     Nothing was recorded; the message names the interaction, its ``expiry_at`` and the horizon.
     """

@@ -27,7 +27,7 @@ import msgspec
 
 from layby_contracts.channels import Channel
 from layby_contracts.errors import BadInput
-from layby_domain.validation import check_form_subset
+from layby_domain.formats.form import check_form_subset
 
 Factory = Callable[..., Channel]
 BUILTIN: dict[str, str] = {"webhook": "layby_server.channel_webhook:WebhookChannel"}

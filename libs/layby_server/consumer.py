@@ -106,6 +106,34 @@ async def ensure_consumer(
     return durable
 
 
+async def ensure_flow_consumer(store: EventStore, flow: str, *, ack_wait_seconds: float) -> str:
+    """The durable pull consumer every worker hosting ``flow`` shares, on the continuations
+    stream: each continuation goes to one worker, and back to the others when that worker neither
+    finishes nor reports progress within ``ack_wait_seconds``."""
+    names = store.names
+    durable = names.flow_durable(flow)
+    config = ConsumerConfig(
+        durable_name=durable,
+        ack_policy=AckPolicy.EXPLICIT,
+        deliver_policy=DeliverPolicy.ALL,
+        filter_subject=names.continuations_of(flow),
+        ack_wait=ack_wait_seconds,
+        max_ack_pending=10000,
+        max_deliver=-1,
+    )
+    try:
+        try:
+            await store.js.consumer_info(names.continuations_stream, durable)
+        except nats.js.errors.NotFoundError:
+            try:
+                await store.js.add_consumer(names.continuations_stream, config)
+            except nats.js.errors.BadRequestError:
+                pass  # a sibling replica created it first
+    except (nats.errors.Error, nats.js.errors.Error) as exc:
+        raise Transient(f"consumer {durable}: {type(exc).__name__}: {exc}") from exc
+    return durable
+
+
 def is_transient(exc: BaseException) -> bool:
     """Failures that say nothing about the message: retry it, never drop it."""
     return isinstance(

@@ -10,7 +10,6 @@ in NATS 2.9 are used (see docs/decisions/0002-jetstream-durability.md).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -31,8 +30,7 @@ from layby.connection import NO_MESSAGE_FOUND
 from layby_contracts.errors import Conflict, Transient
 from layby_contracts.events import Event, decode_event, encode_event
 from layby_contracts.subjects import Names
-from layby_domain.interaction import Decision, Interaction
-from layby_server.resolve import Resolved, resolve
+from layby_server.resolve import Resolving
 
 WRONG_LAST_SEQUENCE = 10071
 STREAM_NOT_FOUND = 10059
@@ -48,7 +46,7 @@ class Stored:
     event: Event
 
 
-class EventStore:
+class EventStore(Resolving):
     def __init__(
         self,
         nc: NATS,
@@ -175,18 +173,6 @@ class EventStore:
             # identical append already landed, so this one did not decide anything.
             raise Conflict(f"{subject}: duplicate of an earlier append")
         return int(ack.seq)
-
-    async def resolve(
-        self,
-        interaction_id: str,
-        decide: Callable[[Interaction], Decision],
-        *,
-        seed: Interaction | None = None,
-        trusted: bool = True,
-        retry: bool = True,
-    ) -> Resolved:
-        """Read, decide, compare-and-set, re-read on a lost race (``layby_server.resolve``)."""
-        return await resolve(self, interaction_id, decide, seed=seed, trusted=trusted, retry=retry)
 
     async def last(self, subject: str, *, leader: bool = False) -> Stored | None:
         """The last event on a subject, or ``None`` when the subject is empty.

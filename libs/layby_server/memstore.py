@@ -27,7 +27,6 @@ and race. Clustering (``leader``, replicas) and storage limits are not modelled.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -37,9 +36,8 @@ from layby_contracts.errors import Conflict, Transient
 from layby_contracts.events import Event, decode_event, encode_event
 from layby_contracts.subjects import Names
 from layby_domain.clock import Clock, SystemClock
-from layby_domain.interaction import Decision, Interaction
 from layby_server.eventstore import CONTINUATION_MAX_AGE, DUPLICATE_WINDOW, Stored
-from layby_server.resolve import Resolved, resolve
+from layby_server.resolve import Resolving
 
 
 class _WrongLastSequence(Exception):
@@ -140,7 +138,7 @@ async def _round_trip() -> None:
     await asyncio.sleep(0)
 
 
-class MemoryEventStore:
+class MemoryEventStore(Resolving):
     """``EventStore``'s public surface over dictionaries (see the module docstring)."""
 
     def __init__(
@@ -197,6 +195,15 @@ class MemoryEventStore:
                 return stream.store(subject, data, now, msg_id=msg_id, expected=expected, headers=headers)
         raise Transient(f"publish to {subject} failed: no stream stores it")
 
+    def last_payload(self, subject: str) -> bytes | None:
+        """The raw last message of ``subject`` in whichever stream stores it (for tests that look
+        at what was published, e.g. a continuation)."""
+        for name, stream in self._streams.items():
+            if _matches(stream.filter, subject):
+                found = self._get(name, subject)
+                return found.data if found is not None else None
+        return None
+
     def _get(self, stream: str, subject: str) -> _Msg | None:
         return self._streams[stream].get(subject, self.clock.now())
 
@@ -211,18 +218,6 @@ class MemoryEventStore:
         if duplicate and expected_seq:
             raise Conflict(f"{subject}: duplicate of an earlier append")
         return seq
-
-    async def resolve(
-        self,
-        interaction_id: str,
-        decide: Callable[[Interaction], Decision],
-        *,
-        seed: Interaction | None = None,
-        trusted: bool = True,
-        retry: bool = True,
-    ) -> Resolved:
-        """Read, decide, compare-and-set, re-read on a lost race (``layby_server.resolve``)."""
-        return await resolve(self, interaction_id, decide, seed=seed, trusted=trusted, retry=retry)
 
     async def last(self, subject: str, *, leader: bool = False) -> Stored | None:
         """The last event on a subject, or ``None`` when the subject is empty."""

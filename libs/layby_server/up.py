@@ -78,6 +78,8 @@ def _port_free(host: str, port: int) -> bool:
     return True
 
 
+# Complexity D, on purpose: the start-up sequence reads top to bottom (embedded servers, streams,
+# tables, five processes, supervision); each step is one call, the branches are its failure paths.
 def up(settings: Settings, *, out: object = sys.stdout) -> int:
     directory = data_dir(settings)
     directory.mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from layby_contracts.errors import BadInput
-from layby_domain.validation import check_form_subset
+from layby_domain.formats.form import check_form_subset
 
 
 def prop(**p: Any) -> dict[str, Any]:

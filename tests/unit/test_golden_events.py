@@ -1,45 +1,65 @@
-"""Golden encoded samples of every event decode, so old logs stay readable (docs/engineering.md#evolving-event-schemas)."""
+"""Golden encoded samples of every event, command and reply decode, so what is already in the
+streams and on the wire stays readable (docs/engineering.md#evolving-event-schemas)."""
 
 from __future__ import annotations
 
+import typing
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
 
-from layby_contracts.events import InteractionAnswered, InteractionAsked, InteractionRemoved, decode_event
+from layby_contracts.commands import (
+    COMMAND_DECODER,
+    REPLY_DECODER,
+    Command,
+    Continuation,
+    Reply,
+    Wake,
+)
+from layby_contracts.events import EVENT_DECODER, Event, InteractionRemoved, decode_event
 
 pytestmark = pytest.mark.unit
 GOLDEN = Path(__file__).parent / "golden"
 
 
-@pytest.mark.parametrize(
-    ("tag", "cls"),
-    [
-        ("interaction.asked.v1", InteractionAsked),
-        ("interaction.answered.v1", InteractionAnswered),
-        ("interaction.removed.v1", InteractionRemoved),
-    ],
-)
-def test_golden_sample_decodes_to_its_event(tag: str, cls: type) -> None:
-    """Each tag's golden sample decodes to its Struct and keeps every field it had (fields added
-    later take their defaults)."""
-    raw = (GOLDEN / f"{tag}.json").read_bytes()
-    event = decode_event(raw)
-    assert isinstance(event, cls)
-    again = msgspec.json.decode(msgspec.json.encode(event))
+def _tagged(union: Any) -> dict[str, type]:
+    return {cls.__struct_config__.tag: cls for cls in typing.get_args(union)}
+
+
+EVENTS = _tagged(Event)
+COMMANDS = _tagged(Command)
+REPLIES = {f"reply.{tag}": cls for tag, cls in _tagged(Reply).items()}
+SAMPLES: dict[str, tuple[type, Any]] = {
+    **{tag: (cls, EVENT_DECODER) for tag, cls in EVENTS.items()},
+    **{tag: (cls, COMMAND_DECODER) for tag, cls in COMMANDS.items()},
+    **{tag: (cls, REPLY_DECODER) for tag, cls in REPLIES.items()},
+    "continuation.v1": (Continuation, msgspec.json.Decoder(Continuation)),
+    "wake": (Wake, msgspec.json.Decoder(Wake)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLES))
+def test_golden_sample_decodes_to_its_struct(name: str) -> None:
+    """Each sample decodes to its Struct and keeps every field it had (fields added later take
+    their defaults)."""
+    cls, decoder = SAMPLES[name]
+    raw = (GOLDEN / f"{name}.json").read_bytes()
+    decoded = decoder.decode(raw)
+    assert isinstance(decoded, cls)
+    again = msgspec.json.decode(msgspec.json.encode(decoded))
     original = msgspec.json.decode(raw)
     assert {k: again[k] for k in original} == original
 
 
 def test_unknown_fields_from_newer_writers_are_skipped() -> None:
-    """Events do not forbid unknown fields: an old reader skips a new one (docs/engineering.md#evolving-event-schemas)."""
+    """Events do not forbid unknown fields: an old reader skips a new one."""
     raw = msgspec.json.decode((GOLDEN / "interaction.removed.v1.json").read_bytes())
     raw["added_in_v1_5"] = {"x": 1}
     assert isinstance(decode_event(msgspec.json.encode(raw)), InteractionRemoved)
 
 
-def test_every_event_type_has_a_golden_sample() -> None:
-    """No event tag ships without a sample."""
-    tags = {cls.__struct_config__.tag for cls in (InteractionAsked, InteractionAnswered, InteractionRemoved)}
-    assert tags == {p.stem for p in GOLDEN.glob("*.json")}
+def test_every_event_command_and_reply_has_a_golden_sample() -> None:
+    """No tag ships without a sample, and no sample outlives its tag."""
+    assert set(SAMPLES) == {p.stem for p in GOLDEN.glob("*.json")}

@@ -18,6 +18,7 @@ import msgspec
 
 from layby.runtime import data_dir, read_runtime
 from layby.settings import ClientSettings, SettingsError, load_client_settings
+from layby_domain.formats import NAMES
 
 
 class CliError(Exception):
@@ -357,7 +358,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     ask = sub.add_parser("ask", help="ask a question and block until it is answered")
     ask.add_argument("question")
-    ask.add_argument("--format", default="text", choices=["text", "confirm", "select", "form", "external"])
+    ask.add_argument("--format", default="text", choices=NAMES)
     ask.add_argument("--link", help="external: the URL to visit, a template containing {callback_url}")
     ask.add_argument("--channel", help="deliver through this channel of LAYBY_CHANNELS")
     ask.add_argument("--recipient", help="with --channel: where to deliver (chat id, phone number)")

@@ -15,7 +15,7 @@ import secrets
 import time
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeAlias
 
 import msgspec
 import nats.errors
@@ -37,6 +37,8 @@ from layby_contracts.commands import (
     WAKE_DECODER,
     Accepted,
     Ask,
+    AttachWorker,
+    CheckCurrent,
     EndRun,
     ParkRun,
     Prune,
@@ -57,12 +59,13 @@ from layby_contracts.errors import (
     Unavailable,
 )
 from layby_contracts.events import ParkedAsk, Resolution
-from layby_contracts.refusals import from_refused
+from layby_contracts.refusals import from_refused, to_refused
 from layby_contracts.subjects import Names
 from layby_domain.tickets import callback_url, new_ticket
 from layby_domain.validation import call_interaction_id, is_flow_name, new_interaction_id, validate_ask
 
 _enc = msgspec.json.Encoder()
+RunCommand: TypeAlias = StartRun | ParkRun | EndRun | AttachWorker | CheckCurrent
 log = get_logger("layby.sdk")
 REQUEST_TIMEOUT = 10.0
 PARK_RECORD_BUDGET = 60.0
@@ -387,14 +390,23 @@ class Client:
     async def run_command(self, cmd: StartRun | ParkRun | EndRun) -> RunAccepted | LaybyError:
         """Send a run command to the ask service; retried on timeouts (commands are idempotent).
         A refusal comes back as the error the service raised (not raised: the worker decides)."""
+        reply = await self.request_run(cmd)
+        if isinstance(reply, Refused):
+            return from_refused(reply)
+        if not isinstance(reply, RunAccepted):
+            raise RuntimeError(f"unexpected reply to a run command: {reply!r}")  # noqa: TRY004
+        return reply
+
+    async def request_run(self, cmd: RunCommand) -> Reply:
+        """One request on the run-command subject, retried while no ask service answers."""
         payload = _enc.encode(cmd)
         for attempt in range(6):
             try:
                 msg = await self._nc.request(self._names.cmd_run, payload, timeout=REQUEST_TIMEOUT)
                 break
             except nats.errors.MaxPayloadError:
-                return BadInput(
-                    f"the {type(cmd).__name__} command is larger than the NATS server's max payload"
+                return to_refused(
+                    BadInput(f"the {type(cmd).__name__} command is larger than the NATS server's max payload")
                 )
             except nats.errors.NoRespondersError:
                 if attempt == 5:
@@ -405,12 +417,7 @@ class Client:
             except nats.errors.TimeoutError:
                 if attempt == 5:
                     raise Unavailable(f"the ask service did not answer on {self._names.cmd_run}") from None
-        reply = REPLY_DECODER.decode(msg.data)
-        if isinstance(reply, Refused):
-            return from_refused(reply)
-        if not isinstance(reply, RunAccepted):
-            raise RuntimeError(f"unexpected reply to a run command: {reply!r}")  # noqa: TRY004
-        return reply
+        return REPLY_DECODER.decode(msg.data)
 
     @property
     def token(self) -> str:

@@ -37,25 +37,28 @@ import msgspec
 import nats.errors
 import nats.js.errors
 from nats.aio.msg import Msg
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from layby import faults
-from layby.connection import NO_MESSAGE_FOUND
 from layby.logs import get_logger
 from layby.runs import RunContext, RunInfo, bind, unbind
 from layby.sdk import Client, connect
 from layby.settings import ClientSettings, load_client_settings
 from layby_contracts.commands import (
     CONTINUATION_DECODER,
+    PROTOCOL_WORKER_COMMANDS,
+    Attached,
+    AttachWorker,
+    CheckCurrent,
     Continuation,
+    Current,
     EndRun,
     ParkRun,
     Prune,
+    Refused,
     RunAccepted,
 )
-from layby_contracts.errors import BadInput, Conflict, LaybyError, Transient
-from layby_contracts.events import RunEvent, decode_event
-from layby_domain.run import Run, is_current
+from layby_contracts.errors import BadInput, Conflict, LaybyError, Permanent, Transient, Unavailable
+from layby_contracts.refusals import from_refused
 from layby_domain.validation import is_flow_name, new_interaction_id
 
 log = get_logger("layby.worker")
@@ -163,7 +166,6 @@ class Worker:
         self._settings = settings or load_client_settings()
         self._flows: dict[str, Flow] = {}
         self._concurrency = concurrency
-        self._direct_reads = False  # the run log's direct get is the leader's only on one replica
 
     # -- registration and starting -------------------------------------------------------
 
@@ -237,42 +239,33 @@ class Worker:
         log.info("worker.stopped")
 
     async def _consumer(self, name: str) -> Any:
+        """Bind to the flow's durable consumer, which the ask service provisions on request (the
+        worker never creates consumers itself). Waits while no ask service answers yet."""
         client = await self.client()
-        names = client.names
-        durable = names.flow_durable(name)
-        js = client.nc.jetstream(timeout=10)
-        config = ConsumerConfig(
-            durable_name=durable,
-            ack_policy=AckPolicy.EXPLICIT,
-            deliver_policy=DeliverPolicy.ALL,
-            filter_subject=names.continuations_of(name),
-            ack_wait=self._settings.continuation_ack_wait_seconds,
-            max_ack_pending=10000,
-            max_deliver=-1,
-        )
         waited = False
-        with contextlib.suppress(nats.errors.Error, nats.js.errors.Error):
-            info = await js.stream_info(names.events_stream)
-            self._direct_reads = int(info.config.num_replicas or 1) == 1
         while True:
             try:
-                await js.consumer_info(names.continuations_stream, durable)
-                break
-            except nats.js.errors.NotFoundError:
-                try:
-                    await js.add_consumer(names.continuations_stream, config)
-                    break
-                except nats.js.errors.BadRequestError:
-                    break  # a sibling worker created it first
-                except nats.js.errors.NotFoundError:
-                    # The services provision the streams; a worker may start before them.
-                    if not waited:
-                        log.info("worker.waiting_for_streams", stream=names.continuations_stream)
-                        waited = True
-                    await asyncio.sleep(0.5)
-            except (nats.errors.TimeoutError, nats.errors.NoRespondersError):
-                await asyncio.sleep(0.5)
-        return await js.pull_subscribe_bind(durable, names.continuations_stream)
+                reply = await client.request_run(
+                    AttachWorker(
+                        token=client.token,
+                        flow=name,
+                        ack_wait_seconds=self._settings.continuation_ack_wait_seconds,
+                    )
+                )
+            except Unavailable:
+                reply = None
+            if isinstance(reply, Attached):
+                js = client.nc.jetstream(timeout=10)
+                return await js.pull_subscribe_bind(reply.durable, reply.stream)
+            if isinstance(reply, Refused):
+                _require_worker_commands(reply)
+                error = from_refused(reply)
+                if not isinstance(error, Transient):
+                    raise error
+            if not waited:
+                log.info("worker.waiting_for_services", flow=name)
+                waited = True
+            await asyncio.sleep(0.5)
 
     async def _serve_flow(self, name: str, stop: asyncio.Event, slots: _Slots) -> None:
         sub = await self._consumer(name)
@@ -328,33 +321,20 @@ class Worker:
             with contextlib.suppress(nats.errors.Error, nats.js.errors.Error):
                 await msg.nak(delay=NOT_YET_DELAY)
 
-    async def _last_run_event(self, run_id: str) -> RunEvent | None:
-        """The run's last event, read from the stream leader (a decision rests on it)."""
-        client = await self.client()
-        js = client.nc.jetstream(timeout=10)
-        try:
-            raw = await js.get_last_msg(
-                client.names.events_stream, client.names.run(run_id), direct=self._direct_reads
-            )
-        except nats.js.errors.NotFoundError:
-            return None
-        except nats.js.errors.APIError as exc:
-            if exc.err_code == NO_MESSAGE_FOUND:
-                return None
-            raise Transient(f"read of run {run_id} failed: {exc}") from exc
-        except (nats.errors.TimeoutError, nats.errors.NoRespondersError) as exc:
-            raise Transient(f"read of run {run_id} failed: {type(exc).__name__}") from exc
-        assert raw.data is not None
-        event = decode_event(raw.data)
-        return event if isinstance(event, RunEvent) else None
-
     async def _is_current(self, cont: Continuation) -> bool | None:
         """True when the run's log says this continuation is the one to execute now; False
-        for a duplicate of one already executed; None when the log has not caught up yet."""
-        last = await self._last_run_event(cont.run_id)
-        if last is None:
-            return None
-        return is_current(Run(last=last), cont.generation)
+        for a duplicate of one already executed; None when the log has not caught up yet (the
+        ask service reads the log; the worker only asks)."""
+        client = await self.client()
+        reply = await client.request_run(
+            CheckCurrent(token=client.token, run_id=cont.run_id, generation=cont.generation)
+        )
+        if isinstance(reply, Refused):
+            _require_worker_commands(reply)
+            raise from_refused(reply)
+        if not isinstance(reply, Current):
+            raise Transient(f"unexpected reply to a current check: {type(reply).__name__}")
+        return None if reply.status == "unknown" else reply.status == "current"
 
     async def _execute_continuation(self, msg: Msg, cont: Continuation) -> None:
         fn = self._flows.get(cont.flow)
@@ -509,3 +489,12 @@ class Worker:
             await asyncio.sleep(every)
             with contextlib.suppress(nats.errors.Error, nats.js.errors.Error):
                 await msg.in_progress()
+
+
+def _require_worker_commands(reply: Refused) -> None:
+    """An ask service older than the worker commands refuses them as malformed: say so plainly."""
+    if reply.protocol < PROTOCOL_WORKER_COMMANDS and reply.kind == "invalid" and reply.field is None:
+        raise Permanent(
+            f"the ask service speaks command protocol {reply.protocol}; this worker needs "
+            f"{PROTOCOL_WORKER_COMMANDS} or later: upgrade the Layby services"
+        )

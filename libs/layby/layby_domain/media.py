@@ -154,6 +154,8 @@ def _coerce(item: object, index: int) -> dict[str, Any]:
     return {k: item.get(k) for k in _FIELDS}
 
 
+# Complexity E, on purpose: one rule per media kind and field, flat, in the order the errors must
+# be reported (docs/asking.md#media).
 def validate_media(media: object) -> list[MediaItem] | None:
     """Validate a question's media (docs/asking.md#media); ``data:`` images stay inline here (the ask
     service stores them and swaps in served references). Caps are checked on the raw list."""

@@ -169,8 +169,47 @@ class AskHandlers:
         check_channel_ask(self._channels, spec.channel, spec.answer_format, spec.question, schema)
 
     async def ask(self, cmd: Ask) -> Accepted:
-        identified = identify(self._auth, cmd.token, cmd.interaction_id, "interaction_id")
-        principal: Principal = identified
+        """Validate, authorise, admit and record one question; nothing is stored on a refusal
+        (the steps run in the order of docs/asking.md#asking-a-question)."""
+        principal = identify(self._auth, cmd.token, cmd.interaction_id, "interaction_id")
+        spec = self._validate(cmd)
+        principal = await self._acting(cmd, spec, principal)
+        try:
+            audience = clamp_audience(principal, spec.audience)
+        except CrossIdentityAudienceError as exc:
+            raise Forbidden(str(exc), field="audience") from None
+        event = self._asked(cmd, spec, principal, audience)
+        if event.run_id is not None:
+            # A replayed or duplicated execution re-asks under the same id: the question exists
+            # already (perhaps answered), so it takes no new slot and is not appended again.
+            first_ask = await self._asked_before(event)
+            if first_ask is not None:
+                return _accepted(first_ask)
+        if spec.answer_format == "external" and spec.channel is None:
+            # A channel question's ticket is minted by the delivery service, per delivery.
+            await self._bind_external_ticket(cmd, event, spec.mode)
+        inline = self._inline_media(event)
+        if not await self._admitter.admit(event.interaction_id, event.timeout_at):
+            raise InteractionLimitError(
+                f"ask_user refused: already at the max_concurrent limit ({self._admitter.cap})"
+            )
+        if inline:
+            try:
+                event = msgspec.structs.replace(event, media=await self._store_inline(event.media or []))
+            except Transient as exc:
+                await self._admitter.release(event.interaction_id)
+                raise Unavailable(str(exc)) from None
+        event = await self._record(event)
+        log.info(
+            "ask.recorded",
+            interaction_id=event.interaction_id,
+            asked_by=principal.identity,
+            answer_format=event.answer_format,
+        )
+        return _accepted(event)
+
+    def _validate(self, cmd: Ask) -> AskSpec:
+        """The ask's own rules (the same ``validate_ask`` the SDK ran) and the service's."""
         if cmd.waiter is not None and not is_waiter(cmd.waiter):
             raise BadInput("waiter must be 8-64 of [A-Za-z0-9_-]", field="waiter")
         spec = validate_ask(
@@ -196,20 +235,24 @@ class AskHandlers:
         self._check_channel(spec)
         if spec.answer_format == "external" and spec.channel is None and not _is_hash(cmd.ticket_hash):
             raise BadInput("an external question needs its ticket's SHA-256 (64 hex)", field="ticket_hash")
+        return spec
+
+    async def _acting(self, cmd: Ask, spec: AskSpec, principal: Principal) -> Principal:
+        """Who the question is asked as: an async park asks as its run's identity."""
         if spec.mode == "async":
             assert spec.expiry_at is not None
             acting = await self._park_principal(cmd, principal)
-            principal = acting
             self._check_retention(cmd.interaction_id, spec.expiry_at)
-        elif cmd.run_id is not None or cmd.call is not None:
+            return acting
+        if cmd.run_id is not None or cmd.call is not None:
             raise BadInput("run_id and call belong to async asks only", field="run_id")
-        try:
-            audience = clamp_audience(principal, spec.audience)
-        except CrossIdentityAudienceError as exc:
-            raise Forbidden(str(exc), field="audience") from None
+        return principal
+
+    def _asked(self, cmd: Ask, spec: AskSpec, principal: Principal, audience: str | None) -> InteractionAsked:
         now = self._clock.now()
         timeout_at = spec.expiry_at if spec.expiry_at is not None else now + timedelta(seconds=spec.timeout)
-        event = InteractionAsked(
+        parked = spec.mode == "async"
+        return InteractionAsked(
             interaction_id=cmd.interaction_id,
             group_id=spec.group_id or new_interaction_id(),
             question=spec.question,
@@ -221,67 +264,46 @@ class AskHandlers:
             audience=audience,
             asked_by=principal.identity,
             waiter=cmd.waiter,
-            mode="async" if spec.mode == "async" else "sync",
+            mode="async" if parked else "sync",
             expiry_at=spec.expiry_at,
-            run_id=cmd.run_id if spec.mode == "async" else None,
-            call=cmd.call if spec.mode == "async" else None,
+            run_id=cmd.run_id if parked else None,
+            call=cmd.call if parked else None,
             media=spec.media,
             channel=spec.channel,
             recipient=spec.recipient,
         )
-        if event.run_id is not None:
-            # A replayed or duplicated execution re-asks under the same id: the question exists
-            # already (perhaps answered), so it takes no new slot and is not appended again.
-            existing = await self._store.first(self._store.names.ix(event.interaction_id))
-            if existing is not None:
-                if isinstance(existing.event, InteractionAsked) and existing.event.asked_by == event.asked_by:
-                    first_ask = existing.event
-                    return Accepted(
-                        interaction_id=first_ask.interaction_id,
-                        group_id=first_ask.group_id,
-                        timeout_at=first_ask.timeout_at.isoformat(),
-                    )
-                raise BadInput("interaction_id is already in use", field="interaction_id")
-        if spec.answer_format == "external" and spec.channel is None:
-            # A channel question's ticket is minted by the delivery service, per delivery.
-            assert cmd.ticket_hash is not None
-            expires = ticket_expires_at(now, timeout_at, spec.mode)
-            try:
-                bound = await self._bind_ticket(cmd.ticket_hash, cmd.interaction_id, expires)
-            except Transient as exc:
-                raise Unavailable(str(exc)) from None
-            if not bound:
-                raise BadInput("ticket_hash is already in use", field="ticket_hash")
-        inline = [i for i, m in enumerate(spec.media or []) if m.url.startswith("data:")]
-        if inline and event.timeout_at > now + timedelta(seconds=self._settings.media_retention_seconds):
+
+    async def _asked_before(self, event: InteractionAsked) -> InteractionAsked | None:
+        """The question an earlier execution of this run's call recorded under the same id."""
+        existing = await self._store.first(self._store.names.ix(event.interaction_id))
+        if existing is None:
+            return None
+        if isinstance(existing.event, InteractionAsked) and existing.event.asked_by == event.asked_by:
+            return existing.event
+        raise BadInput("interaction_id is already in use", field="interaction_id")
+
+    async def _bind_external_ticket(self, cmd: Ask, event: InteractionAsked, mode: str) -> None:
+        assert cmd.ticket_hash is not None
+        expires = ticket_expires_at(event.created_at, event.timeout_at, mode)
+        try:
+            bound = await self._bind_ticket(cmd.ticket_hash, cmd.interaction_id, expires)
+        except Transient as exc:
+            raise Unavailable(str(exc)) from None
+        if not bound:
+            raise BadInput("ticket_hash is already in use", field="ticket_hash")
+
+    def _inline_media(self, event: InteractionAsked) -> list[int]:
+        """Indexes of inline images; a question that would outlive their serving is refused."""
+        inline = [i for i, m in enumerate(event.media or []) if m.url.startswith("data:")]
+        horizon = event.created_at + timedelta(seconds=self._settings.media_retention_seconds)
+        if inline and event.timeout_at > horizon:
             raise BadInput(
                 f"media[{inline[0]}].url: an inline image is served for "
                 f"LAYBY_MEDIA_RETENTION_SECONDS={self._settings.media_retention_seconds:g}s, and this "
                 "question would outlive it; link an https image instead",
                 field=f"media[{inline[0]}].url",
             )
-        if not await self._admitter.admit(event.interaction_id, event.timeout_at):
-            raise InteractionLimitError(
-                f"ask_user refused: already at the max_concurrent limit ({self._admitter.cap})"
-            )
-        if inline:
-            try:
-                event = msgspec.structs.replace(event, media=await self._store_inline(spec.media or []))
-            except Transient as exc:
-                await self._admitter.release(event.interaction_id)
-                raise Unavailable(str(exc)) from None
-        event = await self._record(event)
-        log.info(
-            "ask.recorded",
-            interaction_id=event.interaction_id,
-            asked_by=principal.identity,
-            answer_format=event.answer_format,
-        )
-        return Accepted(
-            interaction_id=event.interaction_id,
-            group_id=event.group_id,
-            timeout_at=event.timeout_at.isoformat(),
-        )
+        return inline
 
     async def _store_inline(self, media: list[MediaItem]) -> list[MediaItem]:
         """Store each ``data:image`` by reference (docs/asking.md#inline-images): the record keeps the served
@@ -376,3 +398,11 @@ class AskHandlers:
             answered_at=answered.answered_at.isoformat(),
             sensitive=answered.sensitive,
         )
+
+
+def _accepted(event: InteractionAsked) -> Accepted:
+    return Accepted(
+        interaction_id=event.interaction_id,
+        group_id=event.group_id,
+        timeout_at=event.timeout_at.isoformat(),
+    )

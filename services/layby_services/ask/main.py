@@ -11,6 +11,8 @@ from layby.logs import get_logger
 from layby_contracts.commands import (
     COMMAND_DECODER,
     Ask,
+    AttachWorker,
+    CheckCurrent,
     EndRun,
     ParkRun,
     Prune,
@@ -61,6 +63,10 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
                             reply = await handlers.runs.park(cmd)
                         case EndRun():
                             reply = await handlers.runs.end(cmd)
+                        case AttachWorker():
+                            reply = await handlers.runs.attach(cmd)
+                        case CheckCurrent():
+                            reply = await handlers.runs.current(cmd)
                 except LaybyError as exc:
                     reply = to_refused(exc)  # the one conversion of errors to replies
                 except Exception as exc:  # noqa: BLE001 - the asker must get an answer, the service lives on

@@ -15,17 +15,27 @@ from collections import OrderedDict
 import msgspec
 
 from layby.logs import get_logger
-from layby_contracts.commands import EndRun, ParkRun, RunAccepted, StartRun
-from layby_contracts.errors import BadInput, Conflict, Forbidden, Transient, Unavailable
+from layby_contracts.commands import (
+    Attached,
+    AttachWorker,
+    CheckCurrent,
+    Current,
+    EndRun,
+    ParkRun,
+    RunAccepted,
+    StartRun,
+)
+from layby_contracts.errors import BadInput, Conflict, Forbidden, Transient, Unauthorized, Unavailable
 from layby_contracts.events import (
     RunEvent,
     RunStarted,
 )
 from layby_contracts.limits import CHECKPOINT_MAX_BYTES
 from layby_domain.clock import Clock
-from layby_domain.run import Run, decide_end, decide_park
+from layby_domain.run import Run, decide_end, decide_park, is_current
 from layby_domain.validation import call_interaction_id, is_flow_name, nul_path
 from layby_server.auth import Authenticator, Principal
+from layby_server.consumer import ensure_flow_consumer
 from layby_server.eventstore import EventStore, Stored
 from layby_server.settings import Settings
 from layby_services.ask.caller import identify
@@ -34,6 +44,7 @@ log = get_logger("layby.runs")
 _enc = msgspec.json.Encoder()
 ERROR_MAX_CHARS = 4000
 STARTED_CACHE = 50_000
+MAX_ACK_WAIT_SECONDS = 3600.0
 
 
 def _run(found: RunOwner) -> Run:
@@ -201,3 +212,35 @@ class RunHandlers:
             else:
                 log.info("run.finished", run_id=cmd.run_id, generation=cmd.generation)
         return reply
+
+    async def attach(self, cmd: AttachWorker) -> Attached:
+        """Provision the durable consumer a flow's workers share (idempotent, any replica)."""
+        try:
+            self._auth.principal(cmd.token)
+        except Unauthorized as exc:
+            raise Unauthorized(str(exc), field="token") from None
+        if not is_flow_name(cmd.flow):
+            raise BadInput("flow must be 1-64 of [A-Za-z0-9_-]", field="flow")
+        if not (0 < cmd.ack_wait_seconds <= MAX_ACK_WAIT_SECONDS):
+            raise BadInput(
+                f"ack_wait_seconds must be > 0 and at most {MAX_ACK_WAIT_SECONDS:g}", field="ack_wait_seconds"
+            )
+        names = self._store.names
+        durable = names.flow_durable(cmd.flow)
+        try:
+            await ensure_flow_consumer(self._store, cmd.flow, ack_wait_seconds=cmd.ack_wait_seconds)
+        except Transient as exc:
+            raise Unavailable(f"the continuation stream is unavailable: {exc}") from None
+        return Attached(stream=names.continuations_stream, durable=durable)
+
+    async def current(self, cmd: CheckCurrent) -> Current:
+        """Whether a continuation is the one to execute now, from the run's log (the leader)."""
+        identify(self._auth, cmd.token, cmd.run_id, "run_id")
+        try:
+            last = await self._store.last(self._store.names.run(cmd.run_id), leader=True)
+        except Transient as exc:
+            raise Unavailable(f"the event log is unavailable: {exc}") from None
+        event = last.event if last is not None else None
+        state = Run(seq=last.seq, last=event) if last is not None and isinstance(event, RunEvent) else Run()
+        verdict = is_current(state, cmd.generation)
+        return Current(status="unknown" if verdict is None else "current" if verdict else "duplicate")

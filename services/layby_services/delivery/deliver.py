@@ -23,6 +23,7 @@ from layby.logs import get_logger
 from layby_contracts.channels import Channel, ChannelDelivery, ChannelDeliveryError
 from layby_contracts.events import InteractionAsked
 from layby_domain.clock import Clock
+from layby_domain.formats import FORMATS
 from layby_domain.interaction import Interaction, decide_remove, evolve
 from layby_domain.tickets import callback_url, new_ticket, ticket_expires_at
 from layby_server.eventstore import EventStore, Stored
@@ -92,6 +93,7 @@ class Deliverer:
             msgspec.structs.replace(m, url=base + m.url) if m.url.startswith("/") else m
             for m in ev.media or []
         ]
+        fmt = FORMATS[ev.answer_format]
         return ChannelDelivery(
             interaction_id=ev.interaction_id,
             question=ev.question,
@@ -99,12 +101,10 @@ class Deliverer:
             callback_url=url,
             timeout_at=ev.timeout_at,
             recipient=ev.recipient,
-            options=payload.get("options") if ev.answer_format == "select" else None,
-            suggested_replies=payload.get("options") if ev.answer_format == "text" else None,
-            schema=payload.get("schema") if ev.answer_format == "form" else None,
             media=media or None,
             data=payload.get("data"),
             pages=payload.get("pages"),
+            **fmt.delivery(fmt.typed(ev.format_payload)),
         )
 
     async def _pending(self, ev: InteractionAsked, asked_seq: int) -> bool:

@@ -26,6 +26,7 @@ from layby.logs import get_logger
 from layby_contracts.errors import BadInput, Transient
 from layby_contracts.events import EXPIRY_KEY, InteractionAnswered, InteractionAsked, InteractionRemoved
 from layby_contracts.limits import ANSWERED_BY_EXTERNAL
+from layby_domain.formats import FORMATS
 from layby_domain.interaction import decide_claim
 from layby_domain.tickets import ticket_hash
 from layby_domain.validation import nul_path, validate_answer
@@ -213,9 +214,9 @@ async def _channel_answer(
     carry the answer here.
     """
     if not raw.strip():
-        if asked.answer_format != "confirm":
+        answer: Any = FORMATS[asked.answer_format].empty_callback_answer()
+        if answer is None:
             return _json(400, {"error": "body must contain 'answer'"})
-        answer: Any = True
     else:
         try:
             body = msgspec.json.decode(raw)
@@ -291,12 +292,11 @@ async def callback_get(request: Request[Any, Any, Any], ticket: FromPath[str]) -
         return _not_found_text()  # a verifier-bound question is answered by its provider only
     if isinstance(last.event, InteractionAnswered):
         return _page(200, DONE_PAGE)
-    if asked.answer_format == "form":
+    page = FORMATS[asked.answer_format].page
+    if page == "form":
         try:
             return _page(200, form_page(asked), FORM_PAGE_HEADERS)
         except Unrenderable as exc:
             log.error("callback.form_unrenderable", interaction_id=asked.interaction_id, reason=str(exc))
             return _server_error_text()
-    if asked.answer_format in ("external", "confirm"):
-        return _page(200, CONFIRM_PAGE)
-    return _page(200, AWAITING_PAGE)
+    return _page(200, CONFIRM_PAGE if page == "confirm" else AWAITING_PAGE)

@@ -24,7 +24,8 @@ from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from layby.logs import get_logger
 from layby_contracts.events import InteractionAnswered, InteractionAsked, InteractionRemoved, decode_event
-from layby_contracts.http import add_frame, terminal_frame
+from layby_contracts.http import terminal_frame
+from layby_domain.frames import add_frame
 from layby_server.auth import Principal
 from layby_server.eventstore import Stored
 from layby_services.door.cache import AskedCache

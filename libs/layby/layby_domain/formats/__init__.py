@@ -1,0 +1,32 @@
+"""One home per answer format, found through one registry (docs/asking.md#answer-formats).
+
+Each format is a module of this package with one ``Format`` object: its ask-time checks (what the
+ask may carry, and the ``format_payload`` it records), its answer check (the typed value an
+answer becomes), what a client sees of it (the pending-question frame), what a channel receives
+(the delivery's fields) and how the public callback page treats it. Validation, the doors, the
+delivery service and the CLI look a format up here instead of branching on its name.
+"""
+
+from __future__ import annotations
+
+from layby_contracts.errors import BadInput
+from layby_domain.formats._base import AskInputs, Format, Page
+from layby_domain.formats.confirm import CONFIRM
+from layby_domain.formats.external import EXTERNAL
+from layby_domain.formats.form import FORM
+from layby_domain.formats.select import SELECT
+from layby_domain.formats.text import TEXT
+
+FORMATS: dict[str, Format] = {f.name: f for f in (TEXT, CONFIRM, SELECT, FORM, EXTERNAL)}
+NAMES: tuple[str, ...] = tuple(FORMATS)
+
+
+def format_named(name: object) -> Format:
+    """The format called ``name``; an unknown one is a ``BadInput`` naming ``answer_format``."""
+    found = FORMATS.get(name) if isinstance(name, str) else None
+    if found is None:
+        raise BadInput(f"unknown answer_format: {name!r}", field="answer_format")
+    return found
+
+
+__all__ = ["FORMATS", "NAMES", "AskInputs", "Format", "Page", "format_named"]

@@ -1,0 +1,112 @@
+"""What every answer format provides, and the ask-time checks formats share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from layby_contracts.errors import BadInput
+from layby_contracts.formats import FormatPayload, payload_of
+from layby_domain.verifiers import check_binding
+
+Page = Literal["form", "confirm", "awaiting"]
+"""The public callback page of a ticketed question: its form, a confirm button, or a page that
+says the question waits for an answer through its channel."""
+
+OPTION_MAX_CHARS = 1000
+OPTIONS_MAX_ITEMS = 200
+
+
+@dataclass(frozen=True, slots=True)
+class AskInputs:
+    """The format-dependent arguments of an ask, as the caller gave them (unchecked)."""
+
+    options: object = None
+    schema: object = None
+    data: object = None
+    pages: object = None
+    verifier: object = None
+    link_url: object = None
+    channel: object = None
+
+
+class Format:
+    """One answer format. Subclasses override what differs; every check raises ``BadInput``
+    naming the field, in the documented order (options, schema and form extras, verifier)."""
+
+    name: str = ""
+    page: Page = "awaiting"
+    answered_at_the_door: bool = True
+    """False when only the question's callback may answer it (the answer door refuses)."""
+
+    def check_ask(self, ask: AskInputs) -> dict[str, Any] | None:
+        """The ``format_payload`` to record, once every format-dependent argument passed."""
+        raise NotImplementedError
+
+    def check_answer(self, payload: FormatPayload, answer: Any) -> Any:
+        """The typed value of a valid answer; raises ``BadInput`` with the door's message."""
+        raise NotImplementedError
+
+    def frame(self, payload: dict[str, Any] | None) -> dict[str, Any]:
+        """What a client sees of the format in the pending-question item."""
+        return {"format_payload": payload}
+
+    def delivery(self, payload: FormatPayload) -> dict[str, Any]:
+        """The format's fields of a channel delivery."""
+        return {}
+
+    def empty_callback_answer(self) -> Any:
+        """The answer an empty callback POST stands for (None: an empty body is refused)."""
+        return None
+
+    def typed(self, format_payload: dict[str, Any] | None) -> FormatPayload:
+        return payload_of(self.name, format_payload)
+
+    # -- the checks formats share ------------------------------------------------------------
+
+    def _refuse_options(self, options: object) -> None:
+        if options is not None:
+            raise BadInput(
+                f"options are only for 'select' (the choices) or 'text' (suggested replies), "
+                f"not for {self.name!r}",
+                field="options",
+            )
+
+    def _refuse_form_extras(self, data: object, pages: object) -> None:
+        if data is not None or pages is not None:
+            raise BadInput(
+                f"{'data' if data is not None else 'pages'} is only for 'form', not for {self.name!r}",
+                field="data" if data is not None else "pages",
+            )
+
+    def _refuse_schema(self, schema: object) -> None:
+        if schema is not None:
+            raise BadInput(f"schema is only for 'form' or 'external', not for {self.name!r}", field="schema")
+
+    @staticmethod
+    def _refuse_verifier(verifier: object) -> None:
+        if verifier is not None:
+            raise BadInput("verifier is only for 'external' questions", field="verifier")
+
+
+def check_options(options: object) -> list[str]:
+    """A non-empty list of distinct, non-blank strings within the caps."""
+    if not isinstance(options, list | tuple) or not options:
+        raise BadInput("options must be a non-empty list of strings", field="options")
+    if len(options) > OPTIONS_MAX_ITEMS:
+        raise BadInput(f"options must hold at most {OPTIONS_MAX_ITEMS} items", field="options")
+    seen: set[str] = set()
+    for index, option in enumerate(options):
+        if not isinstance(option, str) or not option.strip():
+            raise BadInput(f"options[{index}] must be a non-blank string", field=f"options[{index}]")
+        if len(option) > OPTION_MAX_CHARS:
+            raise BadInput(
+                f"options[{index}] is longer than {OPTION_MAX_CHARS} characters", field=f"options[{index}]"
+            )
+        if option in seen:
+            raise BadInput(f"options[{index}] repeats {option!r}", field=f"options[{index}]")
+        seen.add(option)
+    return list(options)
+
+
+__all__ = ["AskInputs", "Format", "Page", "check_binding", "check_options"]

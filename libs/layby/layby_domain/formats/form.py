@@ -1,0 +1,274 @@
+"""``form``: the answer is a JSON object that matches the question's JSON schema.
+
+The schema is checked at ask time (a valid JSON schema; per-send ``data`` prefill values and
+choices, and ``pages`` grouping its fields), and the answer against its effective schema (the
+schema with the per-send choices in place of each property's enum). Channels and the callback
+page can render only a subset of JSON schema (``check_form_subset``).
+(docs/asking.md#schema)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from layby_contracts.errors import BadInput
+from layby_contracts.formats import FormatPayload, FormPayload
+from layby_domain.formats._base import AskInputs, Format
+
+if TYPE_CHECKING:
+    import jsonschema
+
+
+class Form(Format):
+    name = "form"
+    page = "form"
+
+    def check_ask(self, ask: AskInputs) -> dict[str, Any] | None:
+        self._refuse_options(ask.options)
+        if ask.schema is None:
+            raise BadInput("answer_format 'form' requires a schema", field="schema")
+        checked = check_schema(ask.schema)
+        for name, value in (("data", ask.data), ("pages", ask.pages)):
+            where = _nul_path(value)
+            if where is not None:
+                raise BadInput(f"{name} must not contain NUL characters", field=name)
+        payload = {"schema": checked, **check_form_extras(checked, ask.data, ask.pages)}
+        self._refuse_verifier(ask.verifier)
+        return payload
+
+    def check_answer(self, payload: FormatPayload, answer: Any) -> Any:
+        import jsonschema  # only form answers pay for loading it
+        import referencing.exceptions
+
+        assert isinstance(payload, FormPayload)
+        schema = effective_schema({"schema": payload.schema, "data": payload.data}) or None
+        if not isinstance(schema, dict):
+            raise BadInput("question schema is invalid: missing or non-object schema")
+        if not isinstance(answer, dict):
+            raise BadInput("answer must be an object")
+        try:
+            error = jsonschema.exceptions.best_match(
+                jsonschema.Draft202012Validator(schema).iter_errors(answer)
+            )
+        except RecursionError:
+            raise BadInput("answer does not match schema: nested too deeply") from None
+        except (jsonschema.SchemaError, referencing.exceptions.Unresolvable) as exc:
+            raise BadInput(f"question schema is invalid: {exc}") from None
+        if error is not None:
+            where = _dotted(error.absolute_path)
+            if where:
+                raise BadInput(f"answer does not match schema at {where}: {error.message}", field=where)
+            raise BadInput(f"answer does not match schema: {error.message}")
+        return answer
+
+    def delivery(self, payload: FormatPayload) -> dict[str, Any]:
+        assert isinstance(payload, FormPayload)
+        return {"schema": payload.schema}
+
+
+FORM = Form()
+
+
+def _dotted(path: Iterable[Any]) -> str:
+    return ".".join(str(p) for p in path)
+
+
+def _nul_path(value: object) -> str | None:
+    from layby_domain.validation import nul_path  # the shared NUL rule (validation imports formats)
+
+    return nul_path(value)
+
+
+def check_schema(schema: object) -> dict[str, Any]:
+    """A form schema must be a JSON-schema dict that is itself valid."""
+    import jsonschema  # only form questions pay for loading it
+
+    if not isinstance(schema, dict) or not schema:
+        raise BadInput("schema must be a msgspec Struct type or a non-empty JSON-schema dict", field="schema")
+    try:
+        jsonschema.Draft202012Validator.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        where = ".".join(str(p) for p in exc.absolute_path)
+        suffix = f" at {where}" if where else ""
+        raise BadInput(f"schema is not a valid JSON schema{suffix}: {exc.message}", field="schema") from None
+    except RecursionError:
+        raise BadInput("schema is nested too deeply", field="schema") from None
+    try:
+        msgspec.json.encode(schema)
+    except (TypeError, msgspec.EncodeError) as exc:
+        raise BadInput(f"schema must be JSON-serializable: {exc}", field="schema") from None
+    return schema
+
+
+PAGE_TITLE_MAX_CHARS = 200
+
+
+def _prop_validator(schema: dict[str, Any], prop: Any) -> jsonschema.Draft202012Validator:
+    """A validator for one top-level property, resolving ``$defs`` of the root schema."""
+    import jsonschema  # only form questions pay for loading it
+
+    sub = dict(prop) if isinstance(prop, dict) else {}
+    if "$defs" in schema and "$defs" not in sub:
+        sub["$defs"] = schema["$defs"]
+    return jsonschema.Draft202012Validator(sub)
+
+
+# Complexity F, on purpose: the per-send data and pages rules, each naming its field, in the order
+# the errors must be reported; a split would hide that order.
+def check_form_extras(schema: dict[str, Any], data: object, pages: object) -> dict[str, Any]:
+    """Per-send ``data`` (``values`` prefill, ``options`` choices) and ``pages``
+    (docs/asking.md#per-send-form-data-and-pages);
+    every error names the field. Returns the keys to add to the form's format payload."""
+    import jsonschema  # only form questions pay for loading it
+
+    props = schema.get("properties")
+    props = props if isinstance(props, dict) else {}
+    extra: dict[str, Any] = {}
+    if data is not None:
+        if not isinstance(data, dict):
+            raise BadInput("data must be an object with 'values' and/or 'options'", field="data")
+        for key in data:
+            if key not in ("values", "options"):
+                raise BadInput(f"data has an unknown key {key!r} (values, options)", field=f"data.{key}")
+        values = data.get("values")
+        if values is not None:
+            if not isinstance(values, dict):
+                raise BadInput("data.values must be an object keyed by property name", field="data.values")
+            for name, value in values.items():
+                where = f"data.values.{name}"
+                if name not in props:
+                    raise BadInput(f"{where}: {name!r} is not a property of the schema", field=where)
+                error = jsonschema.exceptions.best_match(
+                    _prop_validator(schema, props[name]).iter_errors(value)
+                )
+                if error is not None:
+                    raise BadInput(
+                        f"{where} does not match its property's schema: {error.message}", field=where
+                    )
+        options = data.get("options")
+        if options is not None:
+            if not isinstance(options, dict):
+                raise BadInput("data.options must be an object keyed by property name", field="data.options")
+            for name, choices in options.items():
+                where = f"data.options.{name}"
+                if name not in props:
+                    raise BadInput(f"{where}: {name!r} is not a property of the schema", field=where)
+                prop = props[name] if isinstance(props[name], dict) else {}
+                if prop.get("type") != "string":
+                    raise BadInput(f"{where}: options are only for string properties", field=where)
+                if not isinstance(choices, list) or not choices:
+                    raise BadInput(f"{where} must be a non-empty list of {{value, label?}}", field=where)
+                loose = _prop_validator(schema, {k: v for k, v in prop.items() if k != "enum"})
+                for i, choice in enumerate(choices):
+                    at = f"{where}[{i}]"
+                    if (
+                        not isinstance(choice, dict)
+                        or set(choice) - {"value", "label"}
+                        or "value" not in choice
+                    ):
+                        raise BadInput(f"{at} must be {{value, label?}}", field=at)
+                    if not isinstance(choice["value"], str):
+                        raise BadInput(f"{at}.value must be a string", field=f"{at}.value")
+                    error = jsonschema.exceptions.best_match(loose.iter_errors(choice["value"]))
+                    if error is not None:
+                        raise BadInput(
+                            f"{at}.value does not match its property's schema: {error.message}",
+                            field=f"{at}.value",
+                        )
+                    label = choice.get("label")
+                    if label is not None and (not isinstance(label, str) or not label.strip()):
+                        raise BadInput(f"{at}.label must be non-blank text", field=f"{at}.label")
+        extra["data"] = data
+    if pages is not None:
+        if not isinstance(pages, list) or not pages:
+            raise BadInput("pages must be a non-empty list of {title, fields}", field="pages")
+        seen: dict[str, str] = {}
+        for i, page in enumerate(pages):
+            at = f"pages[{i}]"
+            if not isinstance(page, dict) or set(page) - {"title", "fields"}:
+                raise BadInput(f"{at} must be {{title, fields}}", field=at)
+            title = page.get("title")
+            if not isinstance(title, str) or not title.strip() or len(title) > PAGE_TITLE_MAX_CHARS:
+                raise BadInput(
+                    f"{at}.title must be non-blank text of at most {PAGE_TITLE_MAX_CHARS} characters",
+                    field=f"{at}.title",
+                )
+            fields = page.get("fields")
+            if not isinstance(fields, list) or not fields:
+                raise BadInput(
+                    f"{at}.fields must be a non-empty list of property names", field=f"{at}.fields"
+                )
+            for j, name in enumerate(fields):
+                where = f"{at}.fields[{j}]"
+                if not isinstance(name, str) or name not in props:
+                    raise BadInput(f"{where}: {name!r} is not a property of the schema", field=where)
+                if name in seen:
+                    raise BadInput(f"{where}: {name!r} repeats (already on {seen[name]})", field=where)
+                seen[name] = at
+        missing = [name for name in props if name not in seen]
+        if missing:
+            raise BadInput(
+                f"pages miss the field {missing[0]!r}: every property appears exactly once", field="pages"
+            )
+        extra["pages"] = pages
+    return extra
+
+
+SCALAR_TYPES = ("string", "boolean", "integer", "number")
+
+
+# Complexity D, on purpose: one branch per JSON-schema keyword of the renderable subset.
+def check_form_subset(schema: object) -> None:
+    """The renderable subset of a channel form (docs/asking.md#channel-form-subset); raises naming the
+    property or rule.
+
+    The callback form page renders exactly this subset; extra constraint keywords next to a
+    scalar ``type`` are not rendered but are enforced when the answer is validated.
+    """
+    if not isinstance(schema, dict) or schema.get("type") != "object":
+        raise BadInput('a channel form schema must have {"type": "object"} at its root', field="schema")
+    props = schema.get("properties")
+    if not isinstance(props, dict) or not props:
+        raise BadInput("a channel form schema needs a non-empty properties map", field="schema.properties")
+    for name, prop in props.items():
+        where = f"schema.properties.{name}"
+        kind = prop.get("type") if isinstance(prop, dict) else None
+        if not isinstance(kind, str) or kind not in SCALAR_TYPES:
+            raise BadInput(
+                f"{where}: a channel form property must have a scalar type "
+                f"({', '.join(SCALAR_TYPES)}); nested objects, arrays, anyOf/oneOf/$ref and a missing "
+                "type cannot be rendered",
+                field=where,
+            )
+        if "enum" in prop:
+            enum = prop["enum"]
+            if kind != "string":
+                raise BadInput(f"{where}: enum is allowed only on string properties", field=f"{where}.enum")
+            if not isinstance(enum, list) or not enum or not all(isinstance(v, str) for v in enum):
+                raise BadInput(f"{where}: enum must be a non-empty list of strings", field=f"{where}.enum")
+    required = schema.get("required")
+    if required is not None:
+        if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
+            raise BadInput("schema.required must be a list of property names", field="schema.required")
+        for name in required:
+            if name not in props:
+                raise BadInput(
+                    f"schema.required names {name!r}, which is not a declared property",
+                    field="schema.required",
+                )
+
+
+def effective_schema(format_payload: dict[str, Any]) -> dict[str, Any]:
+    """The form schema with ``data.options`` values replacing each property's enum (A5b.60)."""
+    schema = format_payload.get("schema")
+    options = ((format_payload.get("data") or {}).get("options")) or {}
+    if not isinstance(schema, dict) or not options:
+        return schema if isinstance(schema, dict) else {}
+    props = dict(schema.get("properties") or {})
+    for name, choices in options.items():
+        if isinstance(props.get(name), dict):
+            props[name] = {**props[name], "enum": [c["value"] for c in choices]}
+    return {**schema, "properties": props}
