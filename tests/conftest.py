@@ -70,9 +70,18 @@ async def store(settings: Settings) -> AsyncIterator[EventStore]:
     es = EventStore(nc, settings.names)
     await es.provision()
     yield es
-    with contextlib.suppress(Exception):
-        await es.js.delete_stream(settings.names.events_stream)
-        await es.js.delete_stream(settings.names.secrets_stream)
+    names = settings.names
+    # Every stream of the test's namespace goes: a session's server would otherwise carry
+    # thousands of leftover streams, and every later stream operation pays for them.
+    for stream in (
+        names.events_stream,
+        names.secrets_stream,
+        names.tickets_stream,
+        names.media_stream,
+        names.continuations_stream,
+    ):
+        with contextlib.suppress(Exception):
+            await es.js.delete_stream(stream)
     await nc.close()
 
 
@@ -121,6 +130,7 @@ async def _serve_door(settings: Settings, stop: asyncio.Event, clock: Clock) -> 
         port=settings.http_port,
         log_level="warning",
         lifespan="on",
+        server_header=False,  # no banner: the door does not say what runs it
         timeout_graceful_shutdown=1,
     )
     server = uvicorn.Server(config)

@@ -82,6 +82,18 @@ class InteractionRemoved(msgspec.Struct, frozen=True, kw_only=True, tag="interac
     """delivery_failed: why the channel could not deliver (for the asker's error; no client sees it)."""
 
 
+class InteractionWithdrawn(msgspec.Struct, frozen=True, kw_only=True, tag="interaction.withdrawn.v1"):
+    """A prune reached the ask service before its question was recorded: ``by`` will not ask
+    ``interaction_id`` after all (a cancelled asker). Kept on its own subject, never the
+    question's, so it can only stop an ask of ``by`` — nobody can pre-empt another identity's
+    question by guessing its id. No client ever sees it."""
+
+    interaction_id: str
+    by: str
+    reason: Literal["timeout", "cancelled", "abandoned", "delivery_failed"]
+    withdrawn_at: datetime
+
+
 class ParkedAsk(msgspec.Struct, frozen=True, kw_only=True):
     """One async question a run parked on."""
 
@@ -166,7 +178,7 @@ class RunFailed(msgspec.Struct, frozen=True, kw_only=True, tag="run.failed.v1"):
 
 InteractionEvent = InteractionAsked | InteractionAnswered | InteractionRemoved
 RunEvent = RunStarted | RunParked | RunResumed | RunFinished | RunFailed
-Event = InteractionAsked | InteractionAnswered | InteractionRemoved | RunEvent
+Event = InteractionAsked | InteractionAnswered | InteractionRemoved | InteractionWithdrawn | RunEvent
 
 EXPIRY_ANSWER: dict[str, bool] = {"layby:interaction_expired": True}
 """The reserved marker an expired ask contributes in place of an answer

@@ -36,6 +36,10 @@ class Names(msgspec.Struct, frozen=True):
         """The subject of one interaction aggregate."""
         return f"{self.namespace}.ev.ix.{interaction_id}"
 
+    def withdrawn(self, interaction_id: str) -> str:
+        """Withdrawals of an interaction id by an asker that gave up before it was recorded."""
+        return f"{self.namespace}.ev.wd.{interaction_id}"
+
     @property
     def media_stream(self) -> str:
         """Inline images of questions, stored by reference and served by the media door."""

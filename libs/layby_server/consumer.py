@@ -24,6 +24,7 @@ import nats.js.errors
 from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
+from layby.connection import until_stopped
 from layby.logs import get_logger
 from layby_contracts.errors import Permanent, Transient
 from layby_contracts.events import decode_event
@@ -238,9 +239,10 @@ async def consume(
     sub = await store.js.pull_subscribe_bind(durable, store.names.events_stream)
 
     async def fetch(size: int) -> list[Msg]:
-        """One pull; empty on a quiet timeout or after recovering from a NATS fault."""
+        """One pull; empty on a quiet timeout, on ``stop`` (a stopping service does not wait out
+        the pull), or after recovering from a NATS fault."""
         try:
-            return list(await sub.fetch(size, timeout=1.0))
+            return await until_stopped(sub.fetch(size, timeout=1.0), stop) or []
         except (TimeoutError, nats.errors.TimeoutError):
             return []
         except (nats.errors.Error, nats.js.errors.Error) as exc:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import asyncpg
 from nats.aio.client import Client as NATS
 
-from layby.connection import connect_nats
+from layby.connection import connect_nats, redacted
 from layby.logs import configure_logging, get_logger
 from layby_contracts.errors import Permanent
 from layby_domain.clock import Clock, SystemClock
@@ -22,6 +22,8 @@ from layby_server.runtime import resolve_urls
 from layby_server.settings import Settings
 
 log = get_logger("layby_server.service")
+_opening: set[asyncio.Future[None]] = set()
+"""Service tasks still connecting to NATS or PostgreSQL (a stop signal cancels them)."""
 
 
 @dataclass
@@ -43,21 +45,31 @@ async def open_resources(
         raise Permanent("LAYBY_NATS_URL is not set and no `layby up` runtime file was found")
     if database and db_url is None:
         raise Permanent("LAYBY_DATABASE_URL is not set and no `layby up` runtime file was found")
-    nc = await connect_nats(nats_url, name=f"layby-{name}")
+    me = asyncio.current_task()
+    if me is not None:
+        _opening.add(me)  # a stop signal while connecting cancels the wait (run_main)
+    try:
+        nc = await connect_nats(nats_url, name=f"layby-{name}")
+    except BaseException:
+        _opening.discard(me)
+        raise
     pool: asyncpg.Pool | None = None
     try:
-        await wait_for_jetstream(nc)
-        store = EventStore(
-            nc,
-            settings.names,
-            replicas=settings.stream_replicas,
-            idle_ttl_seconds=settings.idle_ttl_seconds,
-            media_retention_seconds=settings.media_retention_seconds,
-        )
-        await store.provision()
-        if database:
-            assert db_url is not None
-            pool = await create_pool(db_url, settings.db_schema)
+        try:
+            await wait_for_jetstream(nc)
+            store = EventStore(
+                nc,
+                settings.names,
+                replicas=settings.stream_replicas,
+                idle_ttl_seconds=settings.idle_ttl_seconds,
+                media_retention_seconds=settings.media_retention_seconds,
+            )
+            await store.provision()
+            if database:
+                assert db_url is not None
+                pool = await _open_pool(db_url, settings.db_schema)
+        finally:
+            _opening.discard(me)
         yield Resources(settings, nc, store, pool, clock or SystemClock())
     finally:
         if pool is not None:
@@ -69,16 +81,57 @@ async def open_resources(
                 await nc.close()
 
 
+async def _open_pool(dsn: str, schema: str) -> asyncpg.Pool:
+    """The PostgreSQL pool, waiting (with backoff, one log line per step) while the database
+    cannot be reached; a URL that can never work fails at once, naming the variable."""
+    pause = 0.5
+    while True:
+        try:
+            return await create_pool(dsn, schema)
+        except (ValueError, asyncpg.exceptions.ClientConfigurationError) as exc:
+            raise Permanent(
+                f"LAYBY_DATABASE_URL is not a usable PostgreSQL URL ({redacted(dsn)}): {exc}"
+            ) from None
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            if isinstance(exc, asyncpg.InvalidPasswordError | asyncpg.InvalidAuthorizationSpecificationError):
+                raise Permanent(
+                    f"PostgreSQL at {redacted(dsn)} (LAYBY_DATABASE_URL) refused the login: {exc}"
+                ) from None
+            log.warning(
+                "postgres.unreachable",
+                variable="LAYBY_DATABASE_URL",
+                address=redacted(dsn),
+                error=f"{type(exc).__name__}: {exc}",
+                retry_in=pause,
+            )
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 10.0)
+
+
 def run_main(main: Callable[[Settings, asyncio.Event], Awaitable[None]], settings: Settings) -> None:
-    """Run a service until SIGINT/SIGTERM; a crashed task exits non-zero (Kubernetes restarts it)."""
+    """Run a service until SIGINT/SIGTERM; a crashed task exits non-zero (Kubernetes restarts it).
+
+    A signal stops a running service (it drains) and a service still connecting at once."""
     configure_logging(settings.log_format, settings.log_level)
 
     async def _runner() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
+        task = asyncio.ensure_future(main(settings, stop))
+
+        def _signalled() -> None:
+            stop.set()
+            for opening in list(_opening):  # still connecting (the service's task or the door's lifespan)
+                opening.cancel()
+
         for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        await main(settings, stop)
+            loop.add_signal_handler(sig, _signalled)
+        try:
+            await task
+        except asyncio.CancelledError:
+            if not stop.is_set():
+                raise
+            log.info("service.stopped_while_connecting")
 
     if sys.platform != "win32":
         import uvloop  # the services spend most of their time in the event loop and sockets

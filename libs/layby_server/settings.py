@@ -78,6 +78,18 @@ class Settings(ClientSettings, frozen=True, kw_only=True):
     callback_ask_wait_seconds: float = 5.0
     """LAYBY_CALLBACK_ASK_WAIT_SECONDS: how long a callback on a bound ticket waits for its
     question to be recorded (an outside system may call back before the ask lands)."""
+    rate_limits: bool = False
+    """LAYBY_RATE_LIMITS: on or off (default off) — per-client fixed-window limits at the doors
+    (docs/doors/common.md#rate-limits); on in the shipped compose and Kubernetes manifests."""
+
+
+def _switch(var: str, raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in ("on", "true", "1", "yes"):
+        return True
+    if value in ("off", "false", "0", "no"):
+        return False
+    raise SettingsError(f"{var} must be on or off, got {raw!r}")
 
 
 def _channels(var: str, raw: str) -> str:
@@ -112,6 +124,7 @@ SERVER_FIELDS: dict[str, tuple[str, Parser]] = {
     "INTERACTIONS_DELIVERY_MAX_ATTEMPTS": ("delivery_max_attempts", parse_positive_int),
     "LAYBY_DELIVERY_BACKOFF_SECONDS": ("delivery_backoff_seconds", parse_positive_float),
     "LAYBY_CALLBACK_ASK_WAIT_SECONDS": ("callback_ask_wait_seconds", parse_positive_float),
+    "LAYBY_RATE_LIMITS": ("rate_limits", _switch),
 }
 
 

@@ -78,6 +78,33 @@ def _port_free(host: str, port: int) -> bool:
     return True
 
 
+def _revive(label: str, server: EmbeddedNats | EmbeddedPostgres, restarts: dict[str, list[float]]) -> bool:
+    """Restart an embedded server that exited, on its own port and data (the services reconnect
+    by themselves). False when it keeps crashing: five restarts within a minute."""
+    if server.proc is None or server.proc.poll() is None:
+        return True
+    now = time.monotonic()
+    recent = [t for t in restarts[label] if now - t < 60]
+    if len(recent) >= 5:
+        print(f"the embedded {label} server keeps crashing; stopping", file=sys.stderr)
+        return False
+    restarts[label] = [*recent, now]
+    pause = min(0.25 * 2 ** len(recent), 8.0)
+    print(
+        f"the embedded {label} server exited ({server.proc.returncode}); restarting in {pause:g}s",
+        file=sys.stderr,
+        flush=True,
+    )
+    time.sleep(pause)
+    try:
+        server.start()
+    except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+        print(f"the embedded {label} server did not come back: {exc}; trying again", file=sys.stderr)
+    else:
+        print(f"the embedded {label} server is back", file=sys.stderr, flush=True)
+    return True
+
+
 # Complexity D, on purpose: the start-up sequence reads top to bottom (embedded servers, streams,
 # tables, five processes, supervision); each step is one call, the branches are its failure paths.
 def up(settings: Settings, *, out: object = sys.stdout) -> int:
@@ -148,9 +175,13 @@ def up(settings: Settings, *, out: object = sys.stdout) -> int:
         if token:
             print(f"  token:  {token}", file=out)  # type: ignore[call-overload]
         print(f"  data:   {directory}\nPress Ctrl-C to stop.", file=out, flush=True)  # type: ignore[call-overload]
-        restarts: dict[str, list[float]] = {n: [] for n in SERVICES}
+        restarts: dict[str, list[float]] = {n: [] for n in (*SERVICES, "NATS", "PostgreSQL")}
+        embedded = {"NATS": nats_srv, "PostgreSQL": pg_srv}
         while True:
             time.sleep(0.5)
+            for label, server in embedded.items():
+                if server is not None and not _revive(label, server, restarts):
+                    return 1
             for name, proc in list(procs.items()):
                 if proc.poll() is None:
                     continue

@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -311,3 +311,77 @@ async def test_services_survive_a_restart_of_the_nats_server(
     finally:
         stop_processes(procs)
         server.stop()
+
+
+def _children(pid: int, name: str) -> list[int]:
+    """Direct children of ``pid`` called ``name`` (the embedded servers; not their backends)."""
+    import psutil
+
+    return [p.pid for p in psutil.Process(pid).children() if p.name().startswith(name)]
+
+
+def _ready(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/readyz", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def _until(check: Callable[[], bool], what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} within {timeout:g}s")
+        time.sleep(0.2)
+
+
+@pytest.mark.parametrize("server", ["nats-server", "postgres"])
+def test_layby_up_restarts_an_embedded_server_killed_under_it(tmp_path: Path, server: str) -> None:
+    """kill -9 of embedded NATS (or PostgreSQL) under `layby up`: it is restarted on its own
+    port and data, readiness comes back, and a question asked before the crash is still there
+    and answerable after it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAYBY_")}
+    port = free_port()
+    env.update(LAYBY_DATA_DIR=str(tmp_path / "data"), LAYBY_HTTP_PORT=str(port), LAYBY_LOG_LEVEL="warning")
+    url = f"http://127.0.0.1:{port}"
+    up, _token = start_up(env)
+    try:
+        ask = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "layby.cli",
+                "ask",
+                "Still there?",
+                "--format",
+                "confirm",
+                "--timeout",
+                "120",
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        items: list[dict[str, object]] = []
+
+        def asked() -> bool:
+            items[:] = json.loads(cli(env, "interactions", "list", "--json").stdout)["items"]
+            return bool(items)
+
+        _until(asked, "the question was never listed")
+        [victim] = _children(up.pid, server)
+        os.kill(victim, signal.SIGKILL)
+        _until(lambda: _children(up.pid, server) not in ([], [victim]), f"{server} was never restarted")
+        _until(lambda: _ready(url), "the system never became ready again", timeout=90)
+        assert up.poll() is None
+        answered = cli(
+            env, "interactions", "answer", str(items[0]["interaction_id"]), "--answer", "true", check=False
+        )
+        assert answered.returncode == 0, answered.stderr
+        out, err = ask.communicate(timeout=60)
+        assert ask.returncode == 0, err
+        assert json.loads(out) is True, (out, err)
+    finally:
+        stop_up(up)
+    assert up.returncode == 0

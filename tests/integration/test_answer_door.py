@@ -109,6 +109,8 @@ async def test_body_of_exactly_65536_bytes_is_read(system: System) -> None:
         (b"[1, 2]", "body must contain 'answer'"),
         (b'{"value": 1}', "body must contain 'answer'"),
         (b"", "invalid JSON body"),
+        (b'{"answer": true, "answer": false}', "the JSON body repeats a key"),
+        (b'{"answer": {"a": 1, "b": {"c": 1, "c": 2}}}', "the JSON body repeats a key"),
     ],
 )
 async def test_bad_bodies_are_400_before_the_id_is_looked_up(

@@ -280,6 +280,25 @@ async def test_a_prune_that_overtakes_its_ask_leaves_a_tombstone_so_the_ask_cann
     await wait_total(system, 0)
 
 
+async def test_a_prune_of_a_guessed_id_by_another_identity_cannot_pre_empt_the_question(
+    system: System,
+) -> None:
+    """bob prunes an id alice has not asked yet (a park's id is guessable from its run): the prune
+    binds only bob, and alice's ask of that id is recorded and answerable
+    (docs/aggregates/interaction.md#cancellation)."""
+    from layby_contracts.commands import Prune
+
+    client = await system.sdk(ALICE)
+    iid = str(uuid.uuid4())
+    snoop = Prune(token=BOB, interaction_id=iid, reason="cancelled")
+    msg = await client._nc.request(system.settings.names.cmd_prune, msgspec.json.encode(snoop), timeout=10)
+    assert REPLY_DECODER.decode(msg.data).outcome == "gone"  # type: ignore[union-attr]
+    ask = Ask(token=ALICE, interaction_id=iid, question="Mine?", answer_format="confirm", timeout=30)
+    msg = await client._nc.request(system.settings.names.cmd_ask, msgspec.json.encode(ask), timeout=10)
+    assert isinstance(REPLY_DECODER.decode(msg.data), Accepted)
+    await wait_total(system, 1, token=ALICE)
+
+
 async def test_a_restricted_token_cannot_read_someone_elses_answer_through_prune(system: System) -> None:
     """Prune reports an answer only to its asker (or an operator)."""
     from layby_contracts.commands import Prune

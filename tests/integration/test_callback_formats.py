@@ -70,8 +70,9 @@ async def test_an_empty_post_confirms_a_confirm_question_with_true(
 async def test_text_select_and_form_need_a_json_object_body_with_an_answer(
     chan: System, client: Client, bridge: Bridge
 ) -> None:
-    """docs/doors/callback.md#channel-delivered-answers: empty body, non-object body and a missing ``answer`` are 400s with the
-    door's exact messages; query parameters never carry the answer; nothing is consumed."""
+    """docs/doors/callback.md#channel-delivered-answers: empty body, non-object body, a repeated key
+    and a missing ``answer`` are 400s with the door's exact messages; query parameters never carry
+    the answer; nothing is consumed."""
     ask, callback = await pending(chan, client, bridge, "Your name?", answer_format="text")
     async with httpx.AsyncClient() as http:
         empty = await http.post(callback + "?answer=sneaky")
@@ -85,6 +86,8 @@ async def test_text_select_and_form_need_a_json_object_body_with_an_answer(
         assert broken.json() == {"error": "body must be a JSON object"}
         missing = await http.post(callback, json={"reply": "Ada"})
         assert missing.json() == {"error": "body must contain 'answer'"}
+        repeated = await http.post(callback, content=b'{"answer": "Ada", "answer": "Eve"}')
+        assert repeated.status_code == 400 and repeated.json() == {"error": "the JSON body repeats a key"}
         wrong_type = await http.post(callback, json={"answer": 7})
         assert wrong_type.status_code == 400 and wrong_type.json() == {"error": "answer must be a string"}
         ok = await http.post(callback, json={"answer": "Ada"})

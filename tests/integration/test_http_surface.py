@@ -20,6 +20,13 @@ async def test_healthz_and_readyz(system: System) -> None:
     assert ready.json() == {"data": {"status": "ready", "nats": True, "postgres": True}}
 
 
+async def test_the_door_sends_no_server_banner(system: System) -> None:
+    """No response says what software serves it (no ``server`` header)."""
+    async with system.http(None) as http:
+        responses = [await http.get(path) for path in ("/healthz", "/api/interactions", "/nope")]
+    assert all("server" not in r.headers for r in responses)
+
+
 async def test_openapi_document_lists_the_doors(system: System) -> None:
     """The OpenAPI document is served at /schema/openapi.json."""
     async with system.http(None) as http:
@@ -78,3 +85,28 @@ async def test_the_inbox_page_is_served_with_a_strict_csp_and_no_inline_script(s
         assert "innerHTML" not in js.text and "eval(" not in js.text
         assert (await http.get("/static/../pyproject.toml")).status_code == 404
         assert (await http.get("/static/nope.js")).status_code == 404
+
+
+@pytest.mark.settings(rate_limits=True)
+async def test_rate_limits_refuse_with_429_retry_after_and_no_store(system: System) -> None:
+    """With LAYBY_RATE_LIMITS on, the 11th callback request from one address within 10 s is a 429
+    with Retry-After and no-store; other doors and the health probes are not affected."""
+    async with system.http(None) as http:
+        first = [await http.get("/api/interactions/callback/" + "x" * 43) for _ in range(10)]
+        refused = await http.get("/api/interactions/callback/" + "x" * 43)
+        other = await http.get("/api/interactions/media/short")
+        health = [await http.get("/healthz") for _ in range(30)]
+    assert {r.status_code for r in first} == {404}
+    assert refused.status_code == 429
+    assert refused.json() == {"error": "too many requests"}
+    assert 1 <= int(refused.headers["retry-after"]) <= 10
+    assert refused.headers["cache-control"] == "no-store"
+    assert other.status_code == 400
+    assert {r.status_code for r in health} == {200}
+
+
+async def test_rate_limits_are_off_by_default(system: System) -> None:
+    """Without LAYBY_RATE_LIMITS nothing is throttled (local use and benchmarks)."""
+    async with system.http(None) as http:
+        statuses = {(await http.get("/api/interactions/callback/" + "x" * 43)).status_code for _ in range(15)}
+    assert statuses == {404}

@@ -56,9 +56,13 @@ async def test_the_media_door_refuses_a_malformed_id_and_gives_one_404_for_unkno
 ) -> None:
     async with system.http(None) as anon:
         bad = await anon.get("/api/interactions/media/short")
+        traversal = [
+            await anon.get("/api/interactions/media/" + raw) for raw in ("..%2F..", "a/b", "%2e%2e%2f")
+        ]
         unknown_a = await anon.get("/api/interactions/media/" + "a" * 43)
         unknown_b = await anon.get("/api/interactions/media/" + "B" * 43)
     assert bad.status_code == 400 and bad.json() == {"error": "invalid media id"}
+    assert [(r.status_code, r.json()) for r in traversal] == [(400, {"error": "invalid media id"})] * 3
     assert unknown_a.status_code == unknown_b.status_code == 404
     assert unknown_a.content == unknown_b.content == b'{"error":"not found"}'
 

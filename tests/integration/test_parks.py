@@ -46,7 +46,7 @@ class Workers:
         stop = asyncio.Event()
         task = asyncio.create_task(worker.serve(stop))
         self.running.append((stop, task, worker))
-        await asyncio.sleep(0.2)  # the durable consumer exists
+        await asyncio.wait_for(worker.ready.wait(), 15)  # bound to its flows' consumers
         return stop
 
     async def stop(self, worker: layby.Worker) -> None:

@@ -26,7 +26,9 @@ from layby_domain.interaction import (
     decide_expire,
     decide_prune,
     decide_remove,
+    decide_withdrawn,
     evolve,
+    withdrawal,
 )
 
 pytestmark = pytest.mark.unit
@@ -190,17 +192,26 @@ def test_a_failed_delivery_removes_the_question_with_its_detail() -> None:
     )
 
 
-def test_pruning_before_the_ask_lands_leaves_a_tombstone() -> None:
-    """A prune of an id with nothing recorded appends a removal so a late ask fails."""
-    decision = decide_prune(given(), interaction_id=IX, reason="cancelled", now=NOW, restricted_to=None)
-    assert isinstance(decision, Append)
-    assert isinstance(decision.event, InteractionRemoved)
-    assert (decision.event.group_id, decision.event.reason) == ("", "cancelled")
+def test_pruning_before_the_ask_lands_writes_nothing_on_the_questions_subject() -> None:
+    """Nothing recorded yet: the prune keeps the question's subject untouched (the caller records
+    a withdrawal elsewhere, which binds only its author)."""
+    assert decide_prune(given(), reason="cancelled", now=NOW, restricted_to=None) == Keep("absent")
+    event = withdrawal(IX, by="alice", reason="cancelled", now=NOW)
+    assert (event.interaction_id, event.by, event.reason) == (IX, "alice", "cancelled")
+
+
+def test_a_withdrawal_removes_only_its_authors_question() -> None:
+    """After a withdrawal by alice, alice's question of that id is removed; bob's is left alone."""
+    removal = decide_withdrawn(given(asked()), by="alice", reason="cancelled", now=NOW)
+    assert isinstance(removal, Append)
+    assert isinstance(removal.event, InteractionRemoved)
+    assert decide_withdrawn(given(asked()), by="bob", reason="cancelled", now=NOW) == Keep("pending")
+    assert decide_withdrawn(given(), by="alice", reason="cancelled", now=NOW) == Keep("absent")
 
 
 def test_only_the_asker_may_prune_its_question() -> None:
     """A restricted identity other than the asker is refused."""
     with pytest.raises(Forbidden, match=r"^only the asker may prune its question$"):
-        decide_prune(given(asked()), interaction_id=IX, reason="abandoned", now=NOW, restricted_to="mallory")
-    ok = decide_prune(given(asked()), interaction_id=IX, reason="abandoned", now=NOW, restricted_to="alice")
+        decide_prune(given(asked()), reason="abandoned", now=NOW, restricted_to="mallory")
+    ok = decide_prune(given(asked()), reason="abandoned", now=NOW, restricted_to="alice")
     assert isinstance(ok, Append)

@@ -16,6 +16,7 @@ from urllib.parse import quote, urlencode, urlsplit
 
 import msgspec
 
+from layby.logs import configure_logging
 from layby.runtime import data_dir, read_runtime
 from layby.settings import ClientSettings, SettingsError, load_client_settings
 from layby_domain.formats import NAMES
@@ -446,6 +447,8 @@ def main(argv: list[str] | None = None) -> int:
     except SettingsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    # The CLI's output is its answer (often JSON for a script): log lines go to stderr.
+    configure_logging(settings.log_format, settings.log_level)
     handler = commands[(args.command, getattr(args, "action", None))]
     try:
         return handler(settings, args)

@@ -1,21 +1,132 @@
-"""The NATS connection every Layby process opens: the SDK's, the worker's and the services'."""
+"""The NATS connection every Layby process opens: the SDK's, the worker's and the services'.
+
+Once connected, a connection reconnects forever: a NATS restart must not kill a service or a
+waiting ask. The first connection is different: the SDK gives up after ``first_connect_timeout``
+with an error naming the variable and the address (a wrong ``LAYBY_NATS_URL`` is a clear error,
+not an endless retry), while a service waits for NATS as long as it takes and can be stopped at
+any moment. Connection errors are logged once per distinct error and backoff step, never as a
+traceback per retry (docs/errors.md#connection-failures).
+"""
 
 from __future__ import annotations
 
-import nats
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
 from nats.aio.client import Client as NATS
+
+from layby.logs import get_logger
+from layby_contracts.errors import Unavailable
 
 NO_MESSAGE_FOUND = 10037
 """JetStream's error code for a read of an empty subject (an answer, not a failure)."""
+REPEAT_LOG_SECONDS = 30.0
+
+log = get_logger("layby.connection")
 
 
-async def connect_nats(url: str, *, name: str) -> NATS:
-    """Connect with reconnects forever: a NATS restart must not kill a service or a waiting ask."""
-    return await nats.connect(
+def redacted(url: str) -> str:
+    """The URL without a password, fit for a log line or an error message."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    user = f"{parts.username}:***@" if parts.username else "***@"
+    return urlunsplit((parts.scheme, user + host, parts.path, parts.query, parts.fragment))
+
+
+class _ErrorLog:
+    """nats-py reports every failed attempt; log the first of each kind, then at most one line per
+    ``REPEAT_LOG_SECONDS`` with how many were skipped."""
+
+    def __init__(self, name: str, url: str, variable: str) -> None:
+        self._where = {"client": name, "address": redacted(url), "variable": variable}
+        self._last: dict[str, float] = {}
+        self._skipped: dict[str, int] = {}
+        self.latest: BaseException | None = None
+        self.failed = asyncio.Event()
+
+    async def on_error(self, exc: Exception) -> None:
+        self.latest = exc
+        self.failed.set()
+        kind = type(exc).__name__
+        now = time.monotonic()
+        if now - self._last.get(kind, -REPEAT_LOG_SECONDS) < REPEAT_LOG_SECONDS:
+            self._skipped[kind] = self._skipped.get(kind, 0) + 1
+            return
+        self._last[kind] = now
+        skipped = self._skipped.pop(kind, 0)
+        log.warning("nats.connection_error", error=f"{kind}: {exc}", repeated=skipped, **self._where)
+
+
+async def connect_nats(
+    url: str,
+    *,
+    name: str,
+    variable: str = "LAYBY_NATS_URL",
+    first_connect_timeout: float | None = None,
+) -> NATS:
+    """Connect to NATS and reconnect forever once connected.
+
+    ``first_connect_timeout``: how long the first connection may take before ``Unavailable``
+    naming ``variable`` and the address (None: wait until connected, or until cancelled).
+    """
+    errors = _ErrorLog(name, url, variable)
+    nc = NATS()
+    attempt = nc.connect(
         url,
         name=name,
         max_reconnect_attempts=-1,
-        reconnect_time_wait=0.5,
+        reconnect_time_wait=0.5,  # type: ignore[arg-type]  # seconds; fractions work
         connect_timeout=5,
         allow_reconnect=True,
+        error_cb=errors.on_error,
     )
+    if first_connect_timeout is None:
+        await attempt  # a service waits for NATS as long as it takes (cancellable)
+        return nc
+    # A client fails fast: on the first failed attempt, or when the first connection takes too long.
+    connecting = asyncio.ensure_future(attempt)
+    failing = asyncio.ensure_future(errors.failed.wait())
+    try:
+        done, _ = await asyncio.wait(
+            {connecting, failing}, timeout=first_connect_timeout, return_when=asyncio.FIRST_COMPLETED
+        )
+    finally:
+        failing.cancel()
+    if connecting in done and connecting.exception() is None:
+        return nc
+    connecting.cancel()
+    with contextlib.suppress(BaseException):
+        await connecting
+    with contextlib.suppress(Exception):
+        await nc.close()
+    reason = (
+        f"{type(errors.latest).__name__}: {errors.latest}"
+        if errors.latest
+        else (f"no answer within {first_connect_timeout:g}s")
+    )
+    raise Unavailable(f"cannot reach NATS at {redacted(url)} ({variable}): {reason}")
+
+
+async def until_stopped(pull: Awaitable[list[Any]], stop: asyncio.Event) -> list[Any] | None:
+    """The pull's messages, or None when ``stop`` is set first (the pull is cancelled: anything it
+    would have delivered stays unacknowledged and goes to a replica that is still running)."""
+    pulling = asyncio.ensure_future(pull)
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({pulling, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+    if pulling.done():
+        return list(pulling.result())
+    pulling.cancel()
+    with contextlib.suppress(BaseException):
+        await pulling
+    return None

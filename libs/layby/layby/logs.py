@@ -8,6 +8,17 @@ import sys
 import structlog
 
 
+class _Stderr:
+    """Whatever ``sys.stderr`` is when a line is written (a test, or an embedding application,
+    may replace it after logging was configured)."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
 def configure_logging(fmt: str = "json", level: str = "info") -> None:
     processors: list[structlog.typing.Processor] = [
         structlog.contextvars.merge_contextvars,
@@ -23,7 +34,7 @@ def configure_logging(fmt: str = "json", level: str = "info") -> None:
     structlog.configure(
         processors=[*processors, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level.upper())),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=_Stderr()),  # type: ignore[arg-type]
         cache_logger_on_first_use=True,
     )
 

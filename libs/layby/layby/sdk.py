@@ -62,13 +62,24 @@ from layby_contracts.events import ParkedAsk, Resolution
 from layby_contracts.refusals import from_refused, to_refused
 from layby_contracts.subjects import Names
 from layby_domain.tickets import callback_url, new_ticket
-from layby_domain.validation import call_interaction_id, is_flow_name, new_interaction_id, validate_ask
+from layby_domain.validation import (
+    AskSpec,
+    call_interaction_id,
+    is_flow_name,
+    new_interaction_id,
+    validate_ask,
+)
 
 _enc = msgspec.json.Encoder()
 RunCommand: TypeAlias = StartRun | ParkRun | EndRun | AttachWorker | CheckCurrent
 log = get_logger("layby.sdk")
 REQUEST_TIMEOUT = 10.0
 PARK_RECORD_BUDGET = 60.0
+FIRST_CONNECT_SECONDS = 10.0
+NO_RESPONDER_PAUSE = 0.2
+"""How long ``connect`` tries to reach NATS before ``Unavailable`` naming LAYBY_NATS_URL."""
+PRUNE_SECONDS = 1.0
+"""How long a timed-out ask may spend withdrawing its question before it raises anyway."""
 
 
 class SecretValue:
@@ -121,6 +132,25 @@ def _replayed(ctx: RunContext, call: int, known: Resolution, question: str) -> A
             f"interaction {known.interaction_id} could not be delivered: {known.detail or 'no reason given'}"
         )
     return known.answer
+
+
+def validate_call(
+    question: str, args: dict[str, Any], link: object, callback_base: Callable[[], object] | None = None
+) -> AskSpec:
+    """The SDK's checks of an ``ask_user`` call, before anything leaves the process: the same
+    for ``Client.ask_user`` and the module-level ``ask_user`` (which checks before it connects)."""
+    if args.get("channel") is not None:
+        # The delivery service mints the ticket and hands the callback URL to the channel.
+        return validate_ask(question, **args, link_url=link)
+    if args.get("answer_format") == "external":
+        check_link(link)
+        if callback_base is not None:
+            callback_base()
+        # Everything else first: the link builder may create an outside resource.
+        return validate_ask(question, **args, link_url=LINK_PLACEHOLDER)
+    if link is not None:
+        raise BadInput("link is only for 'external' questions", field="link")
+    return validate_ask(question, **args)
 
 
 def check_link(link: object) -> None:
@@ -237,24 +267,13 @@ class Client:
             "recipient": recipient,
         }
         external = answer_format == "external" and channel is None
-        if channel is not None:
-            # The delivery service mints the ticket and hands the callback URL to the channel.
-            spec = validate_ask(question, **args, link_url=link)
-            if not self._public_base_url:
-                raise BadInput(
-                    "channel questions need INTERACTIONS_PUBLIC_BASE_URL (an https:// origin) for their "
-                    "callback URL",
-                    field="channel",
-                )
-        elif external:
-            check_link(link)
-            self._callback_base()
-            # Everything else first: the link builder may create an outside resource.
-            spec = validate_ask(question, **args, link_url=LINK_PLACEHOLDER)
-        elif link is not None:
-            raise BadInput("link is only for 'external' questions", field="link")
-        else:
-            spec = validate_ask(question, **args)
+        spec = validate_call(question, args, link, self._callback_base)
+        if channel is not None and not self._public_base_url:
+            raise BadInput(
+                "channel questions need INTERACTIONS_PUBLIC_BASE_URL (an https:// origin) for their "
+                "callback URL",
+                field="channel",
+            )
 
         ctx: RunContext | None = None
         call = 0
@@ -311,11 +330,13 @@ class Client:
         woken: asyncio.Future[Wake] = asyncio.get_running_loop().create_future()
         self._waiting[interaction_id] = woken
         try:
-            await self._ensure_wake_subscription()
+            await self._ensure_wake_subscription(deadline)
             accepted = await self._record(
                 interaction_id, spec.question, answer_format, spec, deadline, ticket_hash=ticket_hash
             )
             server_deadline = datetime.fromisoformat(accepted.timeout_at).timestamp()
+            # Said once, so a person at a terminal (`layby ask`) knows what is being waited for.
+            log.info("sdk.waiting", interaction_id=interaction_id, timeout_at=accepted.timeout_at)
             _raise_if_cancelled()
             return await self._wait(woken, interaction_id, deadline, sensitive)
         except InteractionTimeoutError:
@@ -324,9 +345,9 @@ class Client:
             return await self._timed_out(interaction_id, spec.timeout, server_deadline)
         except asyncio.CancelledError:
             # Cancelled while recording or waiting: prune, and let the cancellation propagate
-            # (docs/aggregates/interaction.md#cancellation). A prune that arrives before the ask leaves a
-            # tombstone, so the
-            # ask cannot land afterwards. A failed prune never replaces the cancellation.
+            # (docs/aggregates/interaction.md#cancellation). A prune that arrives before the ask
+            # records a withdrawal, so the ask cannot stay recorded afterwards. A failed prune
+            # never replaces the cancellation.
             try:
                 await asyncio.shield(self._prune(interaction_id, "cancelled"))
             except Exception as exc:  # noqa: BLE001 - the cancellation is what must propagate
@@ -431,11 +452,13 @@ class Client:
     def names(self) -> Names:
         return self._names
 
-    async def _ensure_wake_subscription(self) -> None:
+    async def _ensure_wake_subscription(self, deadline: float) -> None:
         """One subscription per client on ``<ns>.wake.<waiter>.*``, created on the first ask."""
         if self._wake_sub is None:
             self._wake_sub = await self._nc.subscribe(self._names.wake_all(self._waiter), cb=self._on_wake)
-            await self._nc.flush()  # the server knows the interest before the first ask is sent
+            # The server knows the interest before the first ask is sent (within the ask's budget).
+            remaining = max(deadline - time.monotonic(), 0.001)
+            await self._nc.flush(timeout=min(REQUEST_TIMEOUT, remaining))  # type: ignore[arg-type]  # float works
 
     async def _on_wake(self, msg: Msg) -> None:
         try:
@@ -491,8 +514,8 @@ class Client:
         return reply
 
     async def _request_ask(self, cmd: Ask | ReserveTicket, deadline: float) -> Reply:
-        """Send an idempotent command to the ask service, retrying slow replies until ``deadline``
-        (then ``TimeoutError``); no ask service at all is ``Unavailable`` at once."""
+        """Send an idempotent command to the ask service, retrying slow replies and a missing ask
+        service (a restart) until ``deadline``, then ``TimeoutError``."""
         payload = _enc.encode(cmd)
         while True:
             remaining = deadline - time.monotonic()
@@ -504,10 +527,10 @@ class Client:
                 )
                 return REPLY_DECODER.decode(msg.data)
             except nats.errors.NoRespondersError:
-                raise Unavailable(
-                    f"no ask service answers on {self._names.cmd_ask}: start Layby with `layby up` "
-                    "or `layby serve ask`"
-                ) from None
+                # No ask service right now (a restart takes a moment): wait within the budget.
+                if not self._nc.is_connected and not self._nc.is_reconnecting:
+                    raise Unavailable(f"the NATS connection is closed ({self._names.cmd_ask})") from None
+                await asyncio.sleep(min(NO_RESPONDER_PAUSE, max(0.0, deadline - time.monotonic())))
             except nats.errors.TimeoutError:
                 continue
 
@@ -533,9 +556,9 @@ class Client:
             interaction_id=interaction_id,
         )
 
-    async def _prune(self, interaction_id: str, reason: str) -> PruneResult:
+    async def _prune(self, interaction_id: str, reason: str, timeout: float = REQUEST_TIMEOUT) -> PruneResult:
         cmd = Prune(token=self._token, interaction_id=interaction_id, reason=reason)  # type: ignore[arg-type]
-        msg = await self._nc.request(self._names.cmd_prune, _enc.encode(cmd), timeout=REQUEST_TIMEOUT)
+        msg = await self._nc.request(self._names.cmd_prune, _enc.encode(cmd), timeout=timeout)
         reply = REPLY_DECODER.decode(msg.data)
         if not isinstance(reply, PruneResult):
             raise RuntimeError(  # noqa: TRY004 - a refusal from the service, not a caller's type error
@@ -544,7 +567,17 @@ class Client:
         return reply
 
     async def _timed_out(self, interaction_id: str, budget: float, server_deadline: float) -> Any:
-        result = await self._prune(interaction_id, "timeout")
+        try:
+            result = await self._prune(interaction_id, "timeout", timeout=PRUNE_SECONDS)
+        except (nats.errors.Error, TimeoutError, RuntimeError) as exc:
+            # Layby cannot be reached to withdraw the question: the budget is spent all the same.
+            # The question, if it was recorded, expires at its deadline and is swept.
+            log.warning("sdk.prune_failed", interaction_id=interaction_id, error=repr(exc))
+            raise InteractionTimeoutError(
+                f"no answer to interaction {interaction_id} within {budget:g}s; Layby could not be "
+                f"reached to withdraw the question ({type(exc).__name__})",
+                interaction_id=interaction_id,
+            ) from None
         if result.outcome == "answered":
             answered_at = (
                 datetime.fromisoformat(result.answered_at).timestamp() if result.answered_at else None
@@ -585,7 +618,7 @@ async def connect(
         raise RuntimeError("no NATS URL: set LAYBY_NATS_URL, pass nats_url=, or run `layby up`")
     if not tok:
         raise RuntimeError("no token: set LAYBY_TOKEN, pass token=, or run `layby up`")
-    nc = await connect_nats(url, name="layby-sdk")
+    nc = await connect_nats(url, name="layby-sdk", first_connect_timeout=FIRST_CONNECT_SECONDS)
     return Client(
         nc,
         names=settings.names,
@@ -650,14 +683,8 @@ async def ask_user(
     client = _clients.get(loop)
     if client is None:
         # Validate first so a bad call fails before any connection is opened (docs/asking.md#timeout).
-        validate_ask(
-            question,
-            **{k: v for k, v in args.items() if k not in ("link", "schema")},
-            schema=_schema_of(schema),
-            link_url="https://example.invalid/" if answer_format == "external" else None,
-        )
-        if answer_format == "external":
-            check_link(link)
+        checks = {k: v for k, v in args.items() if k != "link"}
+        validate_call(question, {**checks, "schema": _schema_of(schema)}, link)
         if mode == "async":
             require_park_context()
         client = _clients[loop] = await connect()

@@ -39,6 +39,7 @@ import nats.js.errors
 from nats.aio.msg import Msg
 
 from layby import faults
+from layby.connection import until_stopped
 from layby.logs import get_logger
 from layby.runs import RunContext, RunInfo, bind, unbind
 from layby.sdk import Client, connect
@@ -165,6 +166,9 @@ class Worker:
         self.checkpointer = checkpointer
         self._settings = settings or load_client_settings()
         self._flows: dict[str, Flow] = {}
+        self.ready = asyncio.Event()
+        """Set once ``serve`` is bound to every registered flow's continuations."""
+        self._bound: set[str] = set()
         self._concurrency = concurrency
 
     # -- registration and starting -------------------------------------------------------
@@ -271,13 +275,16 @@ class Worker:
         sub = await self._consumer(name)
         running: set[asyncio.Task[None]] = set()
         log.info("worker.ready", flow=name)
+        self._bound.add(name)
+        if self._bound >= set(self._flows):
+            self.ready.set()
         try:
             while not stop.is_set():
                 # Fetch only what can start now: a fetched continuation that waited for a slot
                 # would get no heartbeat and be redelivered to another worker meanwhile.
                 room = await slots.take(FETCH_BATCH)
                 try:
-                    msgs = await sub.fetch(room, timeout=1.0)
+                    msgs = await until_stopped(sub.fetch(room, timeout=1.0), stop) or []
                 except (TimeoutError, nats.errors.TimeoutError):
                     slots.give(room)
                     continue

@@ -25,6 +25,7 @@ from layby_contracts.events import (
     InteractionAsked,
     InteractionEvent,
     InteractionRemoved,
+    InteractionWithdrawn,
 )
 from layby_domain.validation import validate_answer
 
@@ -213,24 +214,28 @@ def decide_remove(
 
 
 def decide_prune(
-    state: Interaction,
-    *,
-    interaction_id: str,
-    reason: RemovalReason,
-    now: datetime,
-    restricted_to: str | None,
+    state: Interaction, *, reason: RemovalReason, now: datetime, restricted_to: str | None
 ) -> Decision:
-    """A waiter that gave up prunes its question. Nothing recorded yet: a tombstone, so an ask
-    of this id that arrives late fails and leaves no orphan question behind. A restricted
-    identity (``restricted_to``) may prune only its own question."""
+    """A waiter that gave up prunes its question. A restricted identity (``restricted_to``) may
+    prune only its own question. Nothing recorded yet is ``Keep("absent")``: the caller records
+    a withdrawal instead (``withdrawal``), never anything on the question's own subject."""
     asker = state.asked.asked_by if state.asked is not None else None
     if state.status == "pending" and restricted_to is not None and asker != restricted_to:
         raise Forbidden("only the asker may prune its question")
-    if state.status == "absent":
-        return Append(
-            InteractionRemoved(interaction_id=interaction_id, group_id="", reason=reason, removed_at=now)
-        )
     return decide_remove(state, reason=reason, now=now)
+
+
+def withdrawal(interaction_id: str, *, by: str, reason: RemovalReason, now: datetime) -> InteractionWithdrawn:
+    """``by`` will not ask ``interaction_id`` after all (its prune overtook its ask)."""
+    return InteractionWithdrawn(interaction_id=interaction_id, by=by, reason=reason, withdrawn_at=now)
+
+
+def decide_withdrawn(state: Interaction, *, by: str, reason: RemovalReason, now: datetime) -> Decision:
+    """After a withdrawal by ``by``: its question, if it was recorded meanwhile, is removed; anyone
+    else's question of that id is left alone."""
+    if state.status == "pending" and state.asked is not None and state.asked.asked_by == by:
+        return decide_remove(state, reason=reason, now=now)
+    return Keep(state.status)
 
 
 def _answer(facts: Facts, *, by: str, answer: Any, now: datetime) -> Append:

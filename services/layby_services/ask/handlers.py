@@ -6,6 +6,7 @@ import asyncio
 import math
 import re
 import secrets
+import uuid
 from datetime import datetime, timedelta
 
 import msgspec
@@ -23,10 +24,10 @@ from layby_contracts.errors import (
     Unauthorized,
     Unavailable,
 )
-from layby_contracts.events import InteractionAsked, MediaItem
+from layby_contracts.events import InteractionAsked, InteractionWithdrawn, MediaItem
 from layby_contracts.limits import MEDIA_ROUTE_PREFIX
 from layby_domain.clock import Clock
-from layby_domain.interaction import decide_prune
+from layby_domain.interaction import decide_prune, decide_withdrawn, withdrawal
 from layby_domain.media import decode_data_image
 from layby_domain.tickets import ticket_expires_at
 from layby_domain.validation import (
@@ -322,6 +323,9 @@ class AskHandlers:
     async def _record(self, event: InteractionAsked) -> InteractionAsked:
         """Append the asked event; the slot is released only when the log surely lacks it."""
         subject = self._store.names.ix(event.interaction_id)
+        if await self._withdrawn_by(event.interaction_id, event.asked_by):
+            await self._admitter.release(event.interaction_id)
+            raise BadInput("interaction_id is already in use", field="interaction_id")
         for attempt in range(3):
             try:
                 # The same Nats-Msg-Id on every attempt: a retry of an append that did land
@@ -329,6 +333,7 @@ class AskHandlers:
                 await self._store.append(
                     subject, event, msg_id=f"asked-{event.interaction_id}", expected_seq=0
                 )
+                await self._unless_withdrawn(event)
                 return event
             except Conflict:
                 break
@@ -368,17 +373,12 @@ class AskHandlers:
         restricted_to = principal.identity if principal.restricted else None
         resolved = await self._store.resolve(
             cmd.interaction_id,
-            lambda s: decide_prune(
-                s,
-                interaction_id=cmd.interaction_id,
-                reason=cmd.reason,
-                now=self._clock.now(),
-                restricted_to=restricted_to,
-            ),
+            lambda s: decide_prune(s, reason=cmd.reason, now=self._clock.now(), restricted_to=restricted_to),
         )
         if resolved.appended is not None:
-            # A tombstone (nothing was recorded) means the question is gone; a removal, pruned.
-            return PruneResult(outcome="pruned" if resolved.state.status == "pending" else "gone")
+            return PruneResult(outcome="pruned")
+        if resolved.kept == "absent":
+            return await self._withdraw(cmd, principal.identity)
         removed, answered = resolved.state.removed, resolved.state.answered
         if removed is not None:
             return PruneResult(outcome="gone", reason=removed.reason, detail=removed.detail)
@@ -398,6 +398,44 @@ class AskHandlers:
             answered_at=answered.answered_at.isoformat(),
             sensitive=answered.sensitive,
         )
+
+    async def _withdraw(self, cmd: Prune, by: str) -> PruneResult:
+        """A prune that overtook its ask: record that ``by`` withdraws the id (on the withdrawal
+        subject, never the question's), then look again — an ask of ``by`` that landed meanwhile
+        is removed. Together with ``_withdrawn_by`` after an ask's append, one of the two sees the
+        other, so a cancelled asker never leaves an orphan question; and since a withdrawal
+        binds only its author, nobody pre-empts another identity's question by guessing its id."""
+        event = withdrawal(cmd.interaction_id, by=by, reason=cmd.reason, now=self._clock.now())
+        try:
+            await self._store.append(
+                self._store.names.withdrawn(cmd.interaction_id),
+                event,
+                msg_id=f"withdrawn-{cmd.interaction_id}-{uuid.uuid4().hex}",
+                expected_seq=None,
+            )
+        except Transient as exc:
+            raise Unavailable(f"the event log is unavailable: {exc}") from None
+        resolved = await self._store.resolve(
+            cmd.interaction_id,
+            lambda s: decide_withdrawn(s, by=by, reason=cmd.reason, now=self._clock.now()),
+        )
+        return PruneResult(outcome="pruned" if resolved.appended is not None else "gone")
+
+    async def _unless_withdrawn(self, event: InteractionAsked) -> None:
+        """Just recorded: if its asker's prune overtook it, remove it again and refuse."""
+        if not await self._withdrawn_by(event.interaction_id, event.asked_by):
+            return
+        await self._store.resolve(
+            event.interaction_id,
+            lambda s: decide_withdrawn(s, by=event.asked_by, reason="cancelled", now=self._clock.now()),
+        )
+        await self._admitter.release(event.interaction_id)
+        raise BadInput("interaction_id is already in use", field="interaction_id")
+
+    async def _withdrawn_by(self, interaction_id: str, identity: str) -> bool:
+        """Did ``identity`` withdraw this id (its prune overtook this ask)?"""
+        last = await self._store.last(self._store.names.withdrawn(interaction_id), leader=True)
+        return last is not None and isinstance(last.event, InteractionWithdrawn) and last.event.by == identity
 
 
 def _accepted(event: InteractionAsked) -> Accepted:

@@ -7,16 +7,18 @@ import contextlib
 from collections.abc import AsyncIterator
 
 from litestar import Litestar
+from litestar.middleware import DefineMiddleware
 from litestar.openapi import OpenAPIConfig
 
 from layby.logs import get_logger
-from layby_domain.clock import Clock
+from layby_domain.clock import Clock, SystemClock
 from layby_server.auth import Authenticator
 from layby_server.projector import run_projector
 from layby_server.service import open_resources
 from layby_server.settings import Settings
 from layby_services.door.deps import DoorState
 from layby_services.door.errors import EXCEPTION_HANDLERS
+from layby_services.door.ratelimit import RateLimiter, RateLimitMiddleware
 from layby_services.door.routes.answer import answer_door
 from layby_services.door.routes.callback import callback_get, callback_post
 from layby_services.door.routes.health import healthz, readyz
@@ -27,6 +29,10 @@ from layby_services.door.routes.runs import run_door, runs_door
 from layby_services.door.routes.stream import stream_door
 
 log = get_logger("layby.door")
+
+
+def _rate_limits(clock: Clock) -> DefineMiddleware:
+    return DefineMiddleware(RateLimitMiddleware, limiter=RateLimiter(clock))
 
 
 def create_app(settings: Settings, *, clock: Clock | None = None, run_projection: bool = True) -> Litestar:
@@ -73,6 +79,7 @@ def create_app(settings: Settings, *, clock: Clock | None = None, run_projection
         lifespan=[lifespan],
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
         openapi_config=OpenAPIConfig(title="Layby", version="0.1.0", path="/schema"),
+        middleware=[_rate_limits(clock or SystemClock())] if settings.rate_limits else [],
         debug=False,
         request_max_body_size=None,
     )

@@ -21,6 +21,7 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
         access_log=False,
         proxy_headers=False,  # nothing reads the client address; skip the per-request middleware
         lifespan="on",
+        server_header=False,  # no banner: the door does not say what runs it
         http="httptools" if _has_httptools() else "h11",
         timeout_graceful_shutdown=3,
     )

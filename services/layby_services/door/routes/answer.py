@@ -21,18 +21,14 @@ from layby_domain.interaction import ALREADY_ANSWERED, NOT_FOUND, decide_answer
 from layby_domain.validation import is_interaction_id, nul_path
 from layby_server.auth import Principal
 from layby_server.resolve import state_of
+from layby_services.door.bodies import decode_body
 from layby_services.door.deps import DoorState, door, principal_of, read_capped_body
 
 _enc = msgspec.json.Encoder()
 
 
 def parse_answer_body(raw: bytes) -> Any:
-    try:
-        body = msgspec.json.decode(raw)
-    except msgspec.DecodeError:
-        raise BadInput("invalid JSON body") from None
-    except RecursionError:
-        raise BadInput("answer is nested too deeply") from None
+    body = decode_body(raw, invalid="invalid JSON body", too_deep="answer is nested too deeply")
     if not isinstance(body, dict) or "answer" not in body:
         raise BadInput("body must contain 'answer'")
     if isinstance(body["answer"], dict) and EXPIRY_KEY in body["answer"]:

@@ -34,6 +34,7 @@ from layby_domain.verifiers import POST_ONLY, VerificationFailed, VerifierError,
 from layby_domain.verifiers import Request as SignedRequest
 from layby_server.eventstore import Stored
 from layby_server.resolve import state_of
+from layby_services.door.bodies import decode_body
 from layby_services.door.callback_pages import AWAITING_PAGE, CONFIRM_PAGE, DONE_PAGE, Unrenderable, form_page
 from layby_services.door.deps import DoorState, door, read_capped_body
 from layby_services.door.errors import PayloadTooLarge
@@ -56,6 +57,7 @@ FORM_PAGE_HEADERS = {
         "connect-src 'self'; form-action 'self'"
     ),
 }
+NOT_AN_OBJECT = "body must be a JSON object"
 
 
 def _json(status: int, body: dict[str, Any]) -> Response[bytes]:
@@ -187,9 +189,9 @@ async def callback_post(request: Request[Any, Any, Any], ticket: FromPath[str]) 
         answer: Any = _query_answer(request)
     else:
         try:
-            answer = msgspec.json.decode(raw)
-        except (msgspec.DecodeError, RecursionError):
-            return _json(400, {"error": "body must be a JSON object"})
+            answer = decode_body(raw, invalid=NOT_AN_OBJECT, too_deep=NOT_AN_OBJECT)
+        except BadInput as exc:
+            return _json(400, {"error": exc.message})
         if not isinstance(answer, dict):
             return _json(400, {"error": "body must be a JSON object"})
     if nul_path(answer) is not None:
@@ -219,9 +221,9 @@ async def _channel_answer(
             return _json(400, {"error": "body must contain 'answer'"})
     else:
         try:
-            body = msgspec.json.decode(raw)
-        except (msgspec.DecodeError, RecursionError):
-            return _json(400, {"error": "body must be a JSON object"})
+            body = decode_body(raw, invalid=NOT_AN_OBJECT, too_deep=NOT_AN_OBJECT)
+        except BadInput as exc:
+            return _json(400, {"error": exc.message})
         if not isinstance(body, dict):
             return _json(400, {"error": "body must be a JSON object"})
         if "answer" not in body:

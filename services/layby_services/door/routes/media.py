@@ -10,6 +10,7 @@ A hit serves the stored bytes with their stored (sniffed) MIME type, ``nosniff``
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 from litestar import Request, Response, get
@@ -20,12 +21,15 @@ from layby_domain.media import is_media_id
 from layby_services.door.deps import door
 
 
-@get("/api/interactions/media/{media_id:str}", summary="An inline image of a question (public)")
-async def media_door(request: Request[Any, Any, Any], media_id: FromPath[str]) -> Response[bytes]:
-    if not is_media_id(media_id):
+@get("/api/interactions/media/{media_id:path}", summary="An inline image of a question (public)")
+async def media_door(request: Request[Any, Any, Any], media_id: FromPath[Path]) -> Response[bytes]:
+    # Everything under the prefix is this door's, so an encoded slash or ``..`` in the id gets
+    # the id's own 400, never the router's 404.
+    raw_id = str(media_id).removeprefix("/")
+    if not is_media_id(raw_id):
         raise BadInput("invalid media id")
     state = door(request)
-    found = await state.store.get_media(media_id)
+    found = await state.store.get_media(raw_id)
     if found is None:
         raise NotFound("not found")
     mime, body, stored_at = found

@@ -70,7 +70,7 @@ def frame(seq: int, data: bytes, who: Principal, asked: AskedCache | None = None
     if who.restricted and ev.audience != who.identity:
         return None
     if isinstance(ev, InteractionRemoved) and not ev.group_id:
-        return None  # a tombstone for a question that was never asked: no client knows it
+        return None  # the removal of a question that was never asked (older logs): no client knows it
     match ev:
         case InteractionAsked():
             name, body = b"interaction.add", _enc.encode(add_frame(ev))

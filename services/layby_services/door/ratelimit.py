@@ -1,0 +1,107 @@
+"""Rate limits at the doors: fixed windows per client address per door family
+(docs/doors/common.md#rate-limits).
+
+The callback family (the public doors an outside system calls) allows 60 requests a minute and
+10 per 10 seconds; every other family 600 a minute and 120 per 10 seconds. A request over a limit
+gets 429 with ``Retry-After`` (seconds until the window that refused it ends) and
+``Cache-Control: no-store``. Switched on by ``LAYBY_RATE_LIMITS`` (off by default, so local use
+and benchmarks are not throttled). Counters live in each door process: behind N replicas a
+client gets up to N times the limit, so an ingress in front should limit too.
+"""
+
+from __future__ import annotations
+
+import math
+
+from litestar.enums import ScopeType
+from litestar.types import ASGIApp, HTTPResponseBodyEvent, HTTPResponseStartEvent, Receive, Scope, Send
+
+from layby_domain.clock import Clock
+
+CALLBACK_LIMITS = ((60, 60), (10, 10))
+DEFAULT_LIMITS = ((600, 60), (120, 10))
+MAX_TRACKED = 100_000
+"""Counters kept before stale windows are swept (bounds memory under many client addresses)."""
+
+_FAMILIES = (
+    ("/api/interactions/callback/", "callback"),
+    ("/api/interactions/media/", "media"),
+    ("/api/interactions/stream", "stream"),
+    ("/api/interactions", "interactions"),
+    ("/api/runs", "runs"),
+)
+_BODY = b'{"error":"too many requests"}'
+
+
+def family_of(path: str) -> str | None:
+    """The door family a path belongs to; None for what is never limited (health probes)."""
+    if path in ("/healthz", "/readyz"):
+        return None
+    for prefix, family in _FAMILIES:
+        if path.startswith(prefix):
+            return family
+    return "page"
+
+
+class RateLimiter:
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+        self._counts: dict[tuple[str, str, int], tuple[int, int]] = {}
+
+    def hit(self, family: str, client: str) -> float | None:
+        """Count one request; None when allowed, else the seconds until it would be."""
+        now = self._clock.now().timestamp()
+        limits = CALLBACK_LIMITS if family == "callback" else DEFAULT_LIMITS
+        refused: float | None = None
+        if len(self._counts) > MAX_TRACKED:
+            self._sweep(now)
+        for limit, seconds in limits:
+            window = int(now // seconds)
+            key = (family, client, seconds)
+            current, count = self._counts.get(key, (window, 0))
+            if current != window:
+                count = 0
+            count += 1
+            self._counts[key] = (window, count)
+            if count > limit:
+                wait = (window + 1) * seconds - now
+                refused = max(refused or 0.0, wait)
+        return refused
+
+    def _sweep(self, now: float) -> None:
+        self._counts = {key: value for key, value in self._counts.items() if value[0] == int(now // key[2])}
+
+
+class RateLimitMiddleware:
+    """ASGI middleware: refuses over-limit requests before any door sees them."""
+
+    def __init__(self, app: ASGIApp, limiter: RateLimiter) -> None:
+        self._app = app
+        self._limiter = limiter
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == ScopeType.HTTP:
+            family = family_of(scope["path"])
+            client = (scope.get("client") or ("unknown", 0))[0]
+            wait = self._limiter.hit(family, client) if family is not None else None
+            if wait is not None:
+                start: HTTPResponseStartEvent = {
+                    "type": "http.response.start",
+                    "status": 429,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"content-length", str(len(_BODY)).encode()),
+                        (b"retry-after", str(max(1, math.ceil(wait))).encode()),
+                        (b"cache-control", b"no-store"),
+                        (b"x-content-type-options", b"nosniff"),
+                    ],
+                }
+                body: HTTPResponseBodyEvent = {
+                    "type": "http.response.body",
+                    "body": _BODY,
+                    "more_body": False,
+                }
+                await send(start)
+                await send(body)
+                return
+        await self._app(scope, receive, send)
