@@ -22,7 +22,7 @@ from layby_server.embedded import EmbeddedNats, free_port
 from layby_server.eventstore import EventStore
 from layby_server.settings import Settings, load_settings
 from tests.channel_plugins import BRIDGE_SECRET, Bridge, channels_json
-from tests.infra import database_url, nats_url
+from tests.infra import database_url, delete_streams, nats_url
 
 OPERATOR = "op-token-0123456789abcdef"
 ALICE = "alice-token-0123456789abcd"
@@ -70,18 +70,7 @@ async def store(settings: Settings) -> AsyncIterator[EventStore]:
     es = EventStore(nc, settings.names)
     await es.provision()
     yield es
-    names = settings.names
-    # Every stream of the test's namespace goes: a session's server would otherwise carry
-    # thousands of leftover streams, and every later stream operation pays for them.
-    for stream in (
-        names.events_stream,
-        names.secrets_stream,
-        names.tickets_stream,
-        names.media_stream,
-        names.continuations_stream,
-    ):
-        with contextlib.suppress(Exception):
-            await es.js.delete_stream(stream)
+    await delete_streams(es)
     await nc.close()
 
 

@@ -16,6 +16,7 @@ import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from layby_server.embedded import EmbeddedNats, EmbeddedPostgres
 
@@ -61,3 +62,22 @@ def database_url() -> Iterator[str]:
             yield server.url
         finally:
             server.stop()
+
+
+if TYPE_CHECKING:
+    from layby_server.eventstore import EventStore
+
+
+async def delete_streams(store: EventStore) -> None:
+    """Delete every stream of a test's namespace (a session's server would otherwise carry
+    thousands of leftover streams, and every later stream operation pays for them)."""
+    names = store.names
+    for stream in (
+        names.events_stream,
+        names.secrets_stream,
+        names.tickets_stream,
+        names.media_stream,
+        names.continuations_stream,
+    ):
+        with contextlib.suppress(Exception):
+            await store.js.delete_stream(stream)

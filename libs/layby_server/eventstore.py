@@ -36,6 +36,8 @@ WRONG_LAST_SEQUENCE = 10071
 STREAM_NOT_FOUND = 10059
 DUPLICATE_WINDOW = timedelta(minutes=2)
 CONTINUATION_MAX_AGE = timedelta(days=30)
+_NO_STREAM: type[Exception] = getattr(nats.js.errors, "NoStreamResponseError", nats.errors.NoRespondersError)
+"""nats-py's "no stream answered the publish" (newer releases); a transient failure, like no responders."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +168,7 @@ class EventStore(Resolving):
             nats.errors.TimeoutError,
             nats.errors.NoRespondersError,
             nats.errors.ConnectionClosedError,
+            _NO_STREAM,  # no stream answered (a leader election)
         ) as exc:
             raise Transient(f"append to {subject} failed: {type(exc).__name__}") from exc
         if ack.duplicate and expected_seq:
@@ -239,6 +242,7 @@ class EventStore(Resolving):
             nats.errors.TimeoutError,
             nats.errors.NoRespondersError,
             nats.errors.ConnectionClosedError,
+            _NO_STREAM,  # no stream answered (a leader election)
         ) as exc:
             raise Transient(f"publish to {subject} failed: {type(exc).__name__}") from exc
         return not ack.duplicate

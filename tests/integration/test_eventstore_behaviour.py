@@ -8,7 +8,6 @@ of the twin (libs/layby_server/memstore.py) from JetStream.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import uuid
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
@@ -24,6 +23,7 @@ from layby_domain.interaction import Decision, Interaction, decide_answer, decid
 from layby_server.embedded import EmbeddedNats
 from layby_server.eventstore import EventStore
 from layby_server.memstore import MemoryEventStore
+from tests.infra import delete_streams
 
 pytestmark = pytest.mark.integration
 
@@ -41,16 +41,7 @@ async def jetstream(nats_server: tuple[str, EmbeddedNats | None]) -> AsyncIterat
     store = EventStore(nc, Names(_namespace()))
     await store.provision()
     yield store
-    names = store.names
-    for stream in (
-        names.events_stream,
-        names.secrets_stream,
-        names.continuations_stream,
-        names.media_stream,
-        names.tickets_stream,
-    ):
-        with contextlib.suppress(Exception):
-            await store.js.delete_stream(stream)
+    await delete_streams(store)
     await nc.close()
 
 

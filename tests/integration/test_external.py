@@ -186,6 +186,14 @@ async def test_a_template_link_carries_the_callback_and_query_parameters_answer_
         assert first.status_code == second.status_code == 200 and first.content == second.content
         assert b"signed" not in first.content and b"<form method=post>" in first.content
         assert "default-src 'none'" in first.headers["content-security-policy"]
+        # Nobody outside fakes an expiry: the reserved key is refused, body or query alike.
+        faked = await http.post(callback, json={"layby:interaction_expired": True})
+        faked_query = await http.post(callback + "?layby:interaction_expired=1")
+        assert faked.status_code == faked_query.status_code == 400
+        assert faked.json() == {
+            "error": "answer must not carry the reserved key 'layby:interaction_expired'",
+            "field": "layby:interaction_expired",
+        }
         # The person presses the button: an empty POST, the query string is the answer.
         done = await http.post(callback + "?status=signed&tag=a&tag=b")
         assert done.status_code == 200

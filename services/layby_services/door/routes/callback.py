@@ -140,6 +140,17 @@ async def _await_ask(state: DoorState, subject: str) -> Stored | None:
         state.ask_waits -= 1
 
 
+def _json_object(raw: bytes) -> dict[str, Any] | Response[bytes]:
+    """A callback body that must be one JSON object, or the door's constant 400."""
+    try:
+        value = decode_body(raw, invalid=NOT_AN_OBJECT, too_deep=NOT_AN_OBJECT)
+    except BadInput as exc:
+        return _json(400, {"error": exc.message})
+    if not isinstance(value, dict):
+        return _json(400, {"error": NOT_AN_OBJECT})
+    return value
+
+
 def _query_answer(request: Request[Any, Any, Any]) -> dict[str, Any]:
     """Query parameters as the answer: a repeated key maps to a list, in order (no last-wins)."""
     out: dict[str, Any] = {}
@@ -188,14 +199,17 @@ async def callback_post(request: Request[Any, Any, Any], ticket: FromPath[str]) 
             return _json(400, {"error": "verified callback requires a signed request body"})
         answer: Any = _query_answer(request)
     else:
-        try:
-            answer = decode_body(raw, invalid=NOT_AN_OBJECT, too_deep=NOT_AN_OBJECT)
-        except BadInput as exc:
-            return _json(400, {"error": exc.message})
-        if not isinstance(answer, dict):
-            return _json(400, {"error": "body must be a JSON object"})
+        parsed = _json_object(raw)
+        if isinstance(parsed, Response):
+            return parsed
+        answer = parsed
     if nul_path(answer) is not None:
         return _json(400, {"error": "answer must not contain NUL characters"})
+    if EXPIRY_KEY in answer:
+        # Only the sweeper resolves a park as expired: an outside system cannot fake the marker.
+        return _json(
+            400, {"error": f"answer must not carry the reserved key {EXPIRY_KEY!r}", "field": EXPIRY_KEY}
+        )
     schema = payload.get("schema")
     if schema is not None:
         try:
@@ -220,12 +234,9 @@ async def _channel_answer(
         if answer is None:
             return _json(400, {"error": "body must contain 'answer'"})
     else:
-        try:
-            body = decode_body(raw, invalid=NOT_AN_OBJECT, too_deep=NOT_AN_OBJECT)
-        except BadInput as exc:
-            return _json(400, {"error": exc.message})
-        if not isinstance(body, dict):
-            return _json(400, {"error": "body must be a JSON object"})
+        body = _json_object(raw)
+        if isinstance(body, Response):
+            return body
         if "answer" not in body:
             return _json(400, {"error": "body must contain 'answer'"})
         answer = body["answer"]
