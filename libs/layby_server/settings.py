@@ -81,6 +81,10 @@ class Settings(ClientSettings, frozen=True, kw_only=True):
     rate_limits: bool = False
     """LAYBY_RATE_LIMITS: on or off (default off) — per-client fixed-window limits at the doors
     (docs/doors/common.md#rate-limits); on in the shipped compose and Kubernetes manifests."""
+    http_max_headers: int = 100
+    """LAYBY_HTTP_MAX_HEADERS: header fields a request may carry; more is a 431."""
+    http_max_header_bytes: int = 16384
+    """LAYBY_HTTP_MAX_HEADER_BYTES: total bytes of a request's header names and values; more is a 431."""
 
 
 def _switch(var: str, raw: str) -> bool:
@@ -125,6 +129,8 @@ SERVER_FIELDS: dict[str, tuple[str, Parser]] = {
     "LAYBY_DELIVERY_BACKOFF_SECONDS": ("delivery_backoff_seconds", parse_positive_float),
     "LAYBY_CALLBACK_ASK_WAIT_SECONDS": ("callback_ask_wait_seconds", parse_positive_float),
     "LAYBY_RATE_LIMITS": ("rate_limits", _switch),
+    "LAYBY_HTTP_MAX_HEADERS": ("http_max_headers", parse_positive_int),
+    "LAYBY_HTTP_MAX_HEADER_BYTES": ("http_max_header_bytes", parse_positive_int),
 }
 
 

@@ -110,3 +110,19 @@ async def test_rate_limits_are_off_by_default(system: System) -> None:
     async with system.http(None) as http:
         statuses = {(await http.get("/api/interactions/callback/" + "x" * 43)).status_code for _ in range(15)}
     assert statuses == {404}
+
+
+async def test_too_many_or_too_large_headers_are_431(system: System) -> None:
+    """More than LAYBY_HTTP_MAX_HEADERS (100) header fields, or more than
+    LAYBY_HTTP_MAX_HEADER_BYTES (16384) of them, is a 431 before any door runs."""
+    many = {f"x-probe-{i}": "1" for i in range(150)}
+    large = {"x-probe": "a" * 20_000}
+    async with system.http(None) as http:
+        too_many = await http.get("/healthz", headers=many)
+        too_large = await http.get("/api/interactions", headers=large)
+        fine = await http.get("/healthz", headers={f"x-probe-{i}": "1" for i in range(20)})
+    for resp in (too_many, too_large):
+        assert resp.status_code == 431
+        assert resp.json() == {"error": "request header fields too large"}
+        assert resp.headers["cache-control"] == "no-store"
+    assert fine.status_code == 200

@@ -18,6 +18,7 @@ from layby_server.service import open_resources
 from layby_server.settings import Settings
 from layby_services.door.deps import DoorState
 from layby_services.door.errors import EXCEPTION_HANDLERS
+from layby_services.door.headers import HeaderLimitMiddleware
 from layby_services.door.ratelimit import RateLimiter, RateLimitMiddleware
 from layby_services.door.routes.answer import answer_door
 from layby_services.door.routes.callback import callback_get, callback_post
@@ -79,7 +80,14 @@ def create_app(settings: Settings, *, clock: Clock | None = None, run_projection
         lifespan=[lifespan],
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
         openapi_config=OpenAPIConfig(title="Layby", version="0.1.0", path="/schema"),
-        middleware=[_rate_limits(clock or SystemClock())] if settings.rate_limits else [],
+        middleware=[
+            DefineMiddleware(
+                HeaderLimitMiddleware,
+                max_headers=settings.http_max_headers,
+                max_bytes=settings.http_max_header_bytes,
+            ),
+            *([_rate_limits(clock or SystemClock())] if settings.rate_limits else []),
+        ],
         debug=False,
         request_max_body_size=None,
     )
