@@ -78,18 +78,27 @@ def _port_free(host: str, port: int) -> bool:
     return True
 
 
-def _revive(label: str, server: EmbeddedNats | EmbeddedPostgres, restarts: dict[str, list[float]]) -> bool:
+def _restart_budget(what: str, restarts: list[float]) -> int | None:
+    """Record a restart of ``what``; how many came before it within a minute, or None (and a
+    line saying so) when that makes five: it keeps crashing and ``layby up`` stops."""
+    now = time.monotonic()
+    restarts[:] = [t for t in restarts if now - t < 60]
+    if len(restarts) >= 5:
+        print(f"the {what} keeps crashing; stopping", file=sys.stderr)
+        return None
+    restarts.append(now)
+    return len(restarts) - 1
+
+
+def _revive(label: str, server: EmbeddedNats | EmbeddedPostgres, restarts: list[float]) -> bool:
     """Restart an embedded server that exited, on its own port and data (the services reconnect
     by themselves). False when it keeps crashing: five restarts within a minute."""
     if server.proc is None or server.proc.poll() is None:
         return True
-    now = time.monotonic()
-    recent = [t for t in restarts[label] if now - t < 60]
-    if len(recent) >= 5:
-        print(f"the embedded {label} server keeps crashing; stopping", file=sys.stderr)
+    recent = _restart_budget(f"embedded {label} server", restarts)
+    if recent is None:
         return False
-    restarts[label] = [*recent, now]
-    pause = min(0.25 * 2 ** len(recent), 8.0)
+    pause = min(0.25 * 2**recent, 8.0)
     print(
         f"the embedded {label} server exited ({server.proc.returncode}); restarting in {pause:g}s",
         file=sys.stderr,
@@ -180,17 +189,13 @@ def up(settings: Settings, *, out: object = sys.stdout) -> int:
         while True:
             time.sleep(0.5)
             for label, server in embedded.items():
-                if server is not None and not _revive(label, server, restarts):
+                if server is not None and not _revive(label, server, restarts[label]):
                     return 1
             for name, proc in list(procs.items()):
                 if proc.poll() is None:
                     continue
-                now = time.monotonic()
-                recent = [t for t in restarts[name] if now - t < 60]
-                if len(recent) >= 5:
-                    print(f"the {name} service keeps crashing; stopping", file=sys.stderr)
+                if _restart_budget(f"{name} service", restarts[name]) is None:
                     return 1
-                restarts[name] = [*recent, now]
                 print(f"the {name} service exited ({proc.returncode}); restarting", file=sys.stderr)
                 procs[name] = spawn(name)
     except (KeyboardInterrupt, _Stop):

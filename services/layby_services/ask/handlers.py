@@ -105,16 +105,18 @@ class AskHandlers:
             interaction_id=interaction_id,
         )
 
-    async def _bind_ticket(self, ticket_hash: str, interaction_id: str, expires: datetime) -> bool:
-        """Store a ticket for this question, or refresh the one its reservation stored; False when
-        the hash belongs to another question."""
-        if await self._store.put_ticket(ticket_hash, interaction_id, expires, new=True):
-            return True
-        found = await self._store.get_ticket(ticket_hash)
-        if found is None or found[0] != interaction_id:
-            return False
-        await self._store.put_ticket(ticket_hash, interaction_id, expires, new=False)
-        return True
+    async def _bind_ticket(self, ticket_hash: str, interaction_id: str, expires: datetime) -> None:
+        """Store a ticket for this question, or refresh the one its reservation stored; refused
+        when the hash belongs to another question."""
+        try:
+            if await self._store.put_ticket(ticket_hash, interaction_id, expires, new=True):
+                return
+            found = await self._store.get_ticket(ticket_hash)
+            if found is None or found[0] != interaction_id:
+                raise BadInput("ticket_hash is already in use", field="ticket_hash")
+            await self._store.put_ticket(ticket_hash, interaction_id, expires, new=False)
+        except Transient as exc:
+            raise Unavailable(str(exc)) from None
 
     async def reserve(self, cmd: ReserveTicket) -> Reserved:
         """Bind an external question's ticket before its link is built (ADR 0010)."""
@@ -147,12 +149,7 @@ class AskHandlers:
         expires = min(
             ticket_expires_at(now, timeout_at, cmd.mode), now + timedelta(seconds=RESERVATION_SECONDS)
         )
-        try:
-            bound = await self._bind_ticket(cmd.ticket_hash, cmd.interaction_id, expires)
-        except Transient as exc:
-            raise Unavailable(str(exc)) from None
-        if not bound:
-            raise BadInput("ticket_hash is already in use", field="ticket_hash")
+        await self._bind_ticket(cmd.ticket_hash, cmd.interaction_id, expires)
         return Reserved()
 
     def _check_channel(self, spec: AskSpec) -> None:
@@ -286,12 +283,7 @@ class AskHandlers:
     async def _bind_external_ticket(self, cmd: Ask, event: InteractionAsked, mode: str) -> None:
         assert cmd.ticket_hash is not None
         expires = ticket_expires_at(event.created_at, event.timeout_at, mode)
-        try:
-            bound = await self._bind_ticket(cmd.ticket_hash, cmd.interaction_id, expires)
-        except Transient as exc:
-            raise Unavailable(str(exc)) from None
-        if not bound:
-            raise BadInput("ticket_hash is already in use", field="ticket_hash")
+        await self._bind_ticket(cmd.ticket_hash, cmd.interaction_id, expires)
 
     def _inline_media(self, event: InteractionAsked) -> list[int]:
         """Indexes of inline images; a question that would outlive their serving is refused."""

@@ -8,9 +8,9 @@ no door needs more, and a client sending thousands of headers is probing, not as
 from __future__ import annotations
 
 from litestar.enums import ScopeType
-from litestar.types import ASGIApp, HTTPResponseBodyEvent, HTTPResponseStartEvent, Receive, Scope, Send
+from litestar.types import ASGIApp, Receive, Scope, Send
 
-_BODY = b'{"error":"request header fields too large"}'
+from layby_services.door.asgi import send_error
 
 
 class HeaderLimitMiddleware:
@@ -26,23 +26,6 @@ class HeaderLimitMiddleware:
                 count += 1
                 size += len(name) + len(value)
             if count > self._max_headers or size > self._max_bytes:
-                start: HTTPResponseStartEvent = {
-                    "type": "http.response.start",
-                    "status": 431,
-                    "headers": [
-                        (b"content-type", b"application/json"),
-                        (b"content-length", str(len(_BODY)).encode()),
-                        (b"cache-control", b"no-store"),
-                        (b"x-content-type-options", b"nosniff"),
-                        (b"connection", b"close"),
-                    ],
-                }
-                body: HTTPResponseBodyEvent = {
-                    "type": "http.response.body",
-                    "body": _BODY,
-                    "more_body": False,
-                }
-                await send(start)
-                await send(body)
+                await send_error(send, 431, "request header fields too large", (b"connection", b"close"))
                 return
         await self._app(scope, receive, send)

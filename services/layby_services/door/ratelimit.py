@@ -14,9 +14,10 @@ from __future__ import annotations
 import math
 
 from litestar.enums import ScopeType
-from litestar.types import ASGIApp, HTTPResponseBodyEvent, HTTPResponseStartEvent, Receive, Scope, Send
+from litestar.types import ASGIApp, Receive, Scope, Send
 
 from layby_domain.clock import Clock
+from layby_services.door.asgi import send_error
 
 CALLBACK_LIMITS = ((60, 60), (10, 10))
 DEFAULT_LIMITS = ((600, 60), (120, 10))
@@ -30,7 +31,6 @@ _FAMILIES = (
     ("/api/interactions", "interactions"),
     ("/api/runs", "runs"),
 )
-_BODY = b'{"error":"too many requests"}'
 
 
 def family_of(path: str) -> str | None:
@@ -85,23 +85,7 @@ class RateLimitMiddleware:
             client = (scope.get("client") or ("unknown", 0))[0]
             wait = self._limiter.hit(family, client) if family is not None else None
             if wait is not None:
-                start: HTTPResponseStartEvent = {
-                    "type": "http.response.start",
-                    "status": 429,
-                    "headers": [
-                        (b"content-type", b"application/json"),
-                        (b"content-length", str(len(_BODY)).encode()),
-                        (b"retry-after", str(max(1, math.ceil(wait))).encode()),
-                        (b"cache-control", b"no-store"),
-                        (b"x-content-type-options", b"nosniff"),
-                    ],
-                }
-                body: HTTPResponseBodyEvent = {
-                    "type": "http.response.body",
-                    "body": _BODY,
-                    "more_body": False,
-                }
-                await send(start)
-                await send(body)
+                retry = str(max(1, math.ceil(wait))).encode()
+                await send_error(send, 429, "too many requests", (b"retry-after", retry))
                 return
         await self._app(scope, receive, send)
