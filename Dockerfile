@@ -5,7 +5,8 @@ COPY pyproject.toml README.md ./
 COPY contracts ./contracts
 COPY libs ./libs
 COPY services ./services
-RUN pip install --no-cache-dir . && useradd --system --uid 10001 layby
+RUN pip install --no-cache-dir . && useradd --system --uid 10001 layby \
+    && mkdir -p /keys /nats-auth && chown 10001 /keys /nats-auth
 USER 10001
 ENV LAYBY_LOG_FORMAT=json
 ENTRYPOINT ["layby"]

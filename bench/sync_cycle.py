@@ -1,11 +1,14 @@
 """Benchmark: the sync ask→answer cycle through `layby up` (issue 2, "How fast").
 
     python bench/sync_cycle.py [--seconds 10] [--concurrency 1 10 100] [--url URL --token T --nats URL]
+                               [--without-nats-auth]
 
 Without --url it starts `layby up` itself (embedded NATS and PostgreSQL, a temporary data dir),
 measures its idle resident memory, then for each N runs N concurrent askers (the SDK's ask_user)
 while one client reads the SSE stream and answers every question as its add frame arrives.
 Prints a table: cycles/s, ask→add-frame p50/p99, answer-POST→ask_user-returns p50/p99.
+``--without-nats-auth`` runs `layby up` on a NATS without authorization (a plain embedded server
+it starts), to measure what NATS authorization costs (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -108,13 +111,24 @@ def main() -> None:
     parser.add_argument("--token")
     parser.add_argument("--nats")
     parser.add_argument("--answerers", type=int, default=8, help="keep-alive connections answering")
+    parser.add_argument("--without-nats-auth", action="store_true", help="NATS without authorization")
     args = parser.parse_args()
 
     up = None
+    plain = None
     idle_mb = float("nan")
     url, token, nats_url = args.url, args.token, args.nats
     if not url:
-        up = start_up()
+        extra = {}
+        if args.without_nats_auth:
+            import tempfile
+
+            from layby_server.embedded import EmbeddedNats
+
+            plain_dir = tempfile.TemporaryDirectory(prefix="layby-bench-nats-")
+            plain = EmbeddedNats(Path(plain_dir.name)).start()
+            extra["LAYBY_NATS_URL"] = plain.url
+        up = start_up(**extra)
         url, token, nats_url = up.url, up.token, up.nats_url
         idle_mb = tree_rss_mb(up.proc.pid)
     try:
@@ -126,7 +140,10 @@ def main() -> None:
     finally:
         if up is not None:
             up.stop()
+        if plain is not None:
+            plain.stop()
     print()
+    print(f"NATS authorization: {'off' if args.without_nats_auth else 'on'}")
     print(f"layby up idle resident memory (all processes): {idle_mb:.0f} MB")
     print()
     print(

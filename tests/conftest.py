@@ -16,10 +16,12 @@ import pytest
 import uvicorn
 
 from layby.connection import connect_nats
+from layby.natskeys import client_inbox, client_seed, service_inbox
 from layby.sdk import Client, connect
 from layby_domain.clock import Clock, SystemClock
 from layby_server.embedded import EmbeddedNats, free_port
 from layby_server.eventstore import EventStore
+from layby_server.sealing import Sealer, new_key
 from layby_server.settings import Settings, load_settings
 from tests.channel_plugins import BRIDGE_SECRET, Bridge, channels_json
 from tests.infra import database_url, delete_streams, nats_url
@@ -27,6 +29,7 @@ from tests.infra import database_url, delete_streams, nats_url
 OPERATOR = "op-token-0123456789abcdef"
 ALICE = "alice-token-0123456789abcd"
 BOB = "bob-token-0123456789abcdef"
+SECRETS_KEY = new_key()
 TOKENS = f"{OPERATOR}:ops:operator,{ALICE}:alice:user,{BOB}:bob:user"
 
 
@@ -59,6 +62,7 @@ def settings(
         api_tokens=TOKENS,
         http_port=free_port(),
         sweep_interval_seconds=0.1,
+        secrets_key=SECRETS_KEY,
         **overrides,
     )
 
@@ -67,7 +71,7 @@ def settings(
 async def store(settings: Settings) -> AsyncIterator[EventStore]:
     assert settings.nats_url
     nc = await connect_nats(settings.nats_url, name="test")
-    es = EventStore(nc, settings.names)
+    es = EventStore(nc, settings.names, sealer=Sealer(SECRETS_KEY))
     await es.provision()
     yield es
     await delete_streams(es)
@@ -111,17 +115,10 @@ class System:
 
 
 async def _serve_door(settings: Settings, stop: asyncio.Event, clock: Clock) -> None:
-    from layby_services.door.app import create_app
+    from layby_services.door.main import server_config
 
-    config = uvicorn.Config(
-        create_app(settings, clock=clock),
-        host="127.0.0.1",
-        port=settings.http_port,
-        log_level="warning",
-        lifespan="on",
-        server_header=False,  # no banner: the door does not say what runs it
-        timeout_graceful_shutdown=1,
-    )
+    config = server_config(settings, clock=clock)
+    config.timeout_graceful_shutdown = 1
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
     await stop.wait()
@@ -129,7 +126,10 @@ async def _serve_door(settings: Settings, stop: asyncio.Event, clock: Clock) -> 
     await task
 
 
-async def start_system(settings: Settings, clock: Clock | None = None) -> System:
+async def start_system(
+    settings: Settings, clock: Clock | None = None, *, seeds: dict[str, str] | None = None
+) -> System:
+    """``seeds``: each service's NATS key, for a server that enforces authorization."""
     from layby_services.ask.main import serve as ask
     from layby_services.delivery.main import serve as delivery
     from layby_services.resume.main import serve as resume
@@ -137,12 +137,16 @@ async def start_system(settings: Settings, clock: Clock | None = None) -> System
 
     clock = clock or SystemClock()
     system = System(settings=settings, url=f"http://127.0.0.1:{settings.http_port}")
+
+    def own(role: str) -> Settings:
+        return msgspec.structs.replace(settings, nats_seed=seeds[role]) if seeds else settings
+
     runners = {
-        "ask": lambda s: ask(settings, s, clock=clock),
-        "resume": lambda s: resume(settings, s, clock=clock),
-        "delivery": lambda s: delivery(settings, s, clock=clock),
-        "sweeper": lambda s: sweeper(settings, s, clock=clock),
-        "door": lambda s: _serve_door(settings, s, clock),
+        "ask": lambda s: ask(own("ask"), s, clock=clock),
+        "resume": lambda s: resume(own("resume"), s, clock=clock),
+        "delivery": lambda s: delivery(own("delivery"), s, clock=clock),
+        "sweeper": lambda s: sweeper(own("sweeper"), s, clock=clock),
+        "door": lambda s: _serve_door(own("door"), s, clock),
     }
     for name, run in runners.items():
         system.stops[name] = asyncio.Event()
@@ -160,13 +164,28 @@ async def start_system(settings: Settings, clock: Clock | None = None) -> System
         else:
             raise RuntimeError("the door never became ready")
     # The consumers of resume/delivery exist once their services logged ready; wait for them.
-    await _wait_consumers(settings)
+    await _wait_consumers(settings, seeds)
     return system
 
 
-async def _wait_consumers(settings: Settings) -> None:
+async def _wait_consumers(settings: Settings, seeds: dict[str, str] | None = None) -> None:
+    """Under NATS authorization the consumers are read with the admin key and the ask service is
+    asked as the operator token (the only keys allowed to do either)."""
     assert settings.nats_url
-    nc = await connect_nats(settings.nats_url, name="test-wait")
+    nc = await connect_nats(
+        settings.nats_url,
+        name="test-wait",
+        seed=seeds["admin"] if seeds else None,
+        inbox_prefix=service_inbox("admin") if seeds else None,
+    )
+    asker = nc
+    if seeds:
+        asker = await connect_nats(
+            settings.nats_url,
+            name="test-wait",
+            seed=client_seed(OPERATOR),
+            inbox_prefix=client_inbox(OPERATOR),
+        )
     try:
         js = nc.jetstream()
         for role in ("resume", "delivery", "projector"):
@@ -180,12 +199,14 @@ async def _wait_consumers(settings: Settings) -> None:
         # answers (a malformed command gets a refusal), so no test meets "no responders".
         for _ in range(400):
             try:
-                await nc.request(settings.names.cmd_ask, b"{}", timeout=1)
+                await asker.request(settings.names.cmd_ask, b"{}", timeout=1)
                 break
             except Exception:
                 await asyncio.sleep(0.05)
     finally:
         await nc.close()
+        if asker is not nc:
+            await asker.close()
 
 
 async def stop_system(system: System) -> None:

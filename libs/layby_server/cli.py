@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+import sys
 from typing import Any
 
 from layby.settings import ClientSettings
@@ -45,6 +46,35 @@ def cmd_rebuild(_client: ClientSettings, _args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_nats_config(_client: ClientSettings, args: argparse.Namespace) -> int:
+    """Write the NATS authorization block for LAYBY_API_TOKENS and every service role's key."""
+    from pathlib import Path
+
+    from layby_server.natsauth import authorization_for
+
+    settings = load_settings()
+    if not settings.api_tokens:
+        print("error: LAYBY_API_TOKENS must be set: every token is a NATS key", file=sys.stderr)
+        return 2
+    text, _ = authorization_for(settings.names, Path(args.keys), settings.api_tokens)
+    if args.out == "-":
+        sys.stdout.write(text)
+    else:
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.touch(mode=0o600)
+        out.write_text(text, encoding="utf-8")
+        print(f"wrote {out}; service keys in {args.keys}/<role>.seed", file=sys.stderr)
+    return 0
+
+
+def cmd_secrets_key(_client: ClientSettings, _args: argparse.Namespace) -> int:
+    from layby_server.sealing import new_key
+
+    print(new_key())
+    return 0
+
+
 def register(sub: Any) -> dict[tuple[str, str | None], Any]:
     """Add the server's sub-commands to the CLI's parser; return their handlers."""
     sub.add_parser("up", help="run the whole system (embedded NATS and PostgreSQL when no URLs are set)")
@@ -54,4 +84,19 @@ def register(sub: Any) -> dict[tuple[str, str | None], Any]:
         dest="action", required=True
     )
     proj.add_parser("rebuild", help="drop the projections and replay them from the event log")
-    return {("up", None): cmd_up, ("serve", None): cmd_serve, ("projections", "rebuild"): cmd_rebuild}
+    nats = sub.add_parser(
+        "nats-config",
+        help="write NATS's authorization block: one key per service role and per API token",
+    )
+    nats.add_argument(
+        "--keys", required=True, help="folder of the service keys (<role>.seed; created when missing)"
+    )
+    nats.add_argument("--out", default="-", help="file to write (default: standard output)")
+    sub.add_parser("secrets-key", help="print a new LAYBY_SECRETS_KEY (seals sensitive answers at rest)")
+    return {
+        ("secrets-key", None): cmd_secrets_key,
+        ("up", None): cmd_up,
+        ("serve", None): cmd_serve,
+        ("projections", "rebuild"): cmd_rebuild,
+        ("nats-config", None): cmd_nats_config,
+    }

@@ -13,12 +13,14 @@ import contextlib
 import ctypes
 import os
 import pwd
+import secrets
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import time
 import warnings
 from collections.abc import Iterator
@@ -74,10 +76,12 @@ def nats_server_binary() -> str:
 
 
 class EmbeddedNats:
-    def __init__(self, store_dir: Path, port: int | None = None) -> None:
+    def __init__(self, store_dir: Path, port: int | None = None, *, authorization: str | None = None) -> None:
         self.store_dir = store_dir
         self.port = port or free_port()
         self.proc: subprocess.Popen[bytes] | None = None
+        self.authorization = authorization
+        """A NATS ``authorization`` block (layby_server.natsauth); None runs without auth (tests)."""
 
     @property
     def url(self) -> str:
@@ -86,12 +90,17 @@ class EmbeddedNats:
     def start(self) -> EmbeddedNats:
         self.store_dir.mkdir(parents=True, exist_ok=True)
         conf = self.store_dir / "nats.conf"
-        conf.write_text(
+        text = (
             f'listen: "127.0.0.1:{self.port}"\n'
             f'jetstream {{\n  store_dir: "{self.store_dir / "jetstream"}"\n  sync_interval: always\n}}\n'
-            "max_payload: 4MB\n",
-            encoding="utf-8",
+            "max_payload: 4MB\n"
         )
+        if self.authorization is not None:
+            auth = self.store_dir / "auth.conf"
+            auth.touch(mode=0o600)
+            auth.write_text(self.authorization, encoding="utf-8")
+            text += 'include "auth.conf"\n'
+        conf.write_text(text, encoding="utf-8")
         log_path = self.store_dir / "nats.log"
         self.proc = subprocess.Popen(  # noqa: S603 - fixed argv of our own pinned binary
             [nats_server_binary(), "-c", str(conf), "-l", str(log_path)],
@@ -148,7 +157,48 @@ class EmbeddedPostgres:
 
     @property
     def url(self) -> str:
-        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        return f"postgresql://postgres:{self._password()}@127.0.0.1:{self.port}/postgres"
+
+    @property
+    def password_file(self) -> Path:
+        """Kept beside the cluster, readable by this process's user only (mode 0600)."""
+        return self.data_dir.parent / "postgres.password"
+
+    def _password(self) -> str:
+        if not self.password_file.exists():
+            fd = os.open(self.password_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w", encoding="ascii") as handle:
+                handle.write(secrets.token_urlsafe(24) + "\n")
+        return self.password_file.read_text(encoding="ascii").strip()
+
+    def _set_password(self, bin_dir: Path) -> None:
+        """Give a cluster made before passwords (trust) its password, in single-user mode."""
+        statement = f"ALTER USER postgres PASSWORD '{self._password()}';\n"
+        try:
+            subprocess.run(  # noqa: S603 - our own pinned binary; the password is ours, URL-safe
+                [str(bin_dir / "postgres"), "--single", "-D", str(self.data_dir), "postgres"],
+                input=statement.encode(),
+                check=True,
+                capture_output=True,
+                user=self._user,
+            )
+        except BaseException:
+            self.password_file.unlink(missing_ok=True)  # try again at the next start
+            raise
+
+    def _write_hba(self) -> None:
+        """Password (SCRAM) authentication on the socket and on loopback; nothing else."""
+        hba = self.data_dir / "pg_hba.conf"
+        hba.write_text(
+            "# Written by Layby: every connection proves the password (docs/security.md).\n"
+            "local all all scram-sha-256\n"
+            "host all all 127.0.0.1/32 scram-sha-256\n"
+            "host all all ::1/128 scram-sha-256\n",
+            encoding="utf-8",
+        )
+        if self._user:
+            entry = pwd.getpwnam(self._user)
+            os.chown(hba, entry.pw_uid, entry.pw_gid)
 
     def _prepare_root(self) -> None:
         """As root: run as a system user that owns the data and can reach the binaries."""
@@ -170,25 +220,15 @@ class EmbeddedPostgres:
             self.data_dir.mkdir(parents=True, exist_ok=True)
         self.data_dir.chmod(0o700)
         bin_dir = _pg_bin()
-        if not (self.data_dir / "PG_VERSION").exists():
-            subprocess.run(  # noqa: S603
-                [
-                    str(bin_dir / "initdb"),
-                    "-D",
-                    str(self.data_dir),
-                    "-U",
-                    "postgres",
-                    "--auth=trust",
-                    "--encoding=UTF8",
-                    "--no-instructions",
-                ],
-                check=True,
-                capture_output=True,
-                user=self._user,
-            )
+        fresh = not self.password_file.exists()
         stale = self.data_dir / "postmaster.pid"
         if stale.exists():
             self._clear_stale_pid(stale)
+        if not (self.data_dir / "PG_VERSION").exists():
+            self._initdb(bin_dir)
+        elif fresh:
+            self._set_password(bin_dir)
+        self._write_hba()
         log_path = self.data_dir / "postgres.log"
         log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         if self._user:
@@ -225,6 +265,30 @@ class EmbeddedPostgres:
         _wait_port(self.port, self.proc, "postgres", log_path, timeout=60)
         self._wait_ready(log_path)
         return self
+
+    def _initdb(self, bin_dir: Path) -> None:
+        with tempfile.NamedTemporaryFile("w", encoding="ascii", suffix=".pw") as pwfile:
+            pwfile.write(self._password() + "\n")
+            pwfile.flush()
+            if self._user:
+                entry = pwd.getpwnam(self._user)
+                os.chown(pwfile.name, entry.pw_uid, entry.pw_gid)
+            subprocess.run(  # noqa: S603
+                [
+                    str(bin_dir / "initdb"),
+                    "-D",
+                    str(self.data_dir),
+                    "-U",
+                    "postgres",
+                    "--auth=scram-sha-256",
+                    f"--pwfile={pwfile.name}",
+                    "--encoding=UTF8",
+                    "--no-instructions",
+                ],
+                check=True,
+                capture_output=True,
+                user=self._user,
+            )
 
     def _wait_ready(self, log_path: Path) -> None:
         deadline = time.monotonic() + 60

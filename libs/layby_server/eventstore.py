@@ -31,6 +31,7 @@ from layby_contracts.errors import Conflict, Transient
 from layby_contracts.events import Event, decode_event, encode_event
 from layby_contracts.subjects import Names
 from layby_server.resolve import Resolving
+from layby_server.sealing import Sealer, open_secret, sealer_of
 
 WRONG_LAST_SEQUENCE = 10071
 STREAM_NOT_FOUND = 10059
@@ -57,7 +58,10 @@ class EventStore(Resolving):
         replicas: int = 1,
         idle_ttl_seconds: float = 86400.0,
         media_retention_seconds: float = 30 * 86400.0,
+        sealer: Sealer | None = None,
     ) -> None:
+        self.sealer = sealer
+        """Seals sensitive answers at rest (LAYBY_SECRETS_KEY); None: this process keeps none."""
         self.nc = nc
         self.js: JetStreamContext = nc.jetstream(timeout=10)
         self.names = names
@@ -303,9 +307,11 @@ class EventStore(Resolving):
         return body["interaction_id"], datetime.fromisoformat(body["expires_at"])
 
     async def put_secret(self, interaction_id: str, ref: str, payload: bytes) -> None:
-        """Keep a sensitive answer for its waiter (idle TTL), outside the event log."""
+        """Keep a sensitive answer for its waiter (idle TTL), sealed, outside the event log."""
+        subject = self.names.secret(interaction_id, ref)
+        sealed = sealer_of(self).seal(payload, bound_to=subject)
         try:
-            await self.js.publish(self.names.secret(interaction_id, ref), payload, timeout=10)
+            await self.js.publish(subject, sealed, timeout=10)
         except (nats.errors.Error, nats.js.errors.Error) as exc:
             raise Transient(f"storing the sensitive answer failed: {type(exc).__name__}") from exc
 
@@ -321,7 +327,7 @@ class EventStore(Resolving):
                 continue
             except (nats.errors.TimeoutError, nats.errors.NoRespondersError, nats.js.errors.APIError) as exc:
                 raise Transient(f"read of the sensitive answer failed: {type(exc).__name__}") from exc
-            return raw.data
+            return open_secret(self, raw.data or b"", subject)
         return None
 
 

@@ -38,6 +38,7 @@ from layby_contracts.subjects import Names
 from layby_domain.clock import Clock, SystemClock
 from layby_server.eventstore import CONTINUATION_MAX_AGE, DUPLICATE_WINDOW, Stored
 from layby_server.resolve import Resolving
+from layby_server.sealing import Sealer, new_key, open_secret, sealer_of
 
 
 class _WrongLastSequence(Exception):
@@ -149,7 +150,10 @@ class MemoryEventStore(Resolving):
         idle_ttl_seconds: float = 86400.0,
         media_retention_seconds: float = 30 * 86400.0,
         dedupe_first: bool = False,
+        sealer: Sealer | None = None,
     ) -> None:
+        self.sealer: Sealer | None = sealer or Sealer(new_key())
+        """Sensitive answers are sealed here too (a fresh key per store unless one is given)."""
         self.names = names or Names()
         self.clock: Clock = clock or SystemClock()
         self.dedupe_first = dedupe_first
@@ -286,11 +290,13 @@ class MemoryEventStore(Resolving):
 
     async def put_secret(self, interaction_id: str, ref: str, payload: bytes) -> None:
         await _round_trip()
-        self._publish(self.names.secret(interaction_id, ref), payload)
+        subject = self.names.secret(interaction_id, ref)
+        self._publish(subject, sealer_of(self).seal(payload, bound_to=subject))
 
     async def get_secret(self, interaction_id: str, ref: str | None) -> bytes | None:
         if ref is None:
             return None
         await _round_trip()
-        msg = self._get(self.names.secrets_stream, self.names.secret(interaction_id, ref))
-        return None if msg is None else msg.data
+        subject = self.names.secret(interaction_id, ref)
+        msg = self._get(self.names.secrets_stream, subject)
+        return None if msg is None else open_secret(self, msg.data, subject)

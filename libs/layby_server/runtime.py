@@ -11,7 +11,7 @@ import msgspec
 from layby.runtime import RUNTIME_FILE, Runtime, data_dir, read_runtime
 from layby_server.settings import Settings
 
-__all__ = ["remove_runtime", "resolve_urls", "write_runtime"]
+__all__ = ["remove_runtime", "resolve_seed", "resolve_urls", "write_runtime"]
 
 
 def write_runtime(directory: Path, runtime: Runtime) -> Path:
@@ -38,3 +38,14 @@ def resolve_urls(settings: Settings) -> tuple[str | None, str | None]:
             nats_url = nats_url or runtime.nats_url
             db_url = db_url or runtime.database_url
     return nats_url, db_url
+
+
+def resolve_seed(settings: Settings, role: str) -> str | None:
+    """A service's NATS key: LAYBY_NATS_SEED, else (a server command beside ``layby up``, such as
+    ``layby projections rebuild``) the role's key that ``layby up`` keeps in its data dir."""
+    if settings.nats_seed is not None:
+        return settings.nats_seed
+    path = data_dir(settings) / "nats" / "keys" / f"{role}.seed"
+    if settings.nats_url is None and read_runtime(data_dir(settings)) is not None and path.exists():
+        return path.read_text(encoding="ascii").strip()
+    return None

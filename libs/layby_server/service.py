@@ -14,11 +14,14 @@ from nats.aio.client import Client as NATS
 
 from layby.connection import connect_nats, redacted
 from layby.logs import configure_logging, get_logger
+from layby.natskeys import service_inbox
 from layby_contracts.errors import Permanent
 from layby_domain.clock import Clock, SystemClock
 from layby_server.db import create_pool
 from layby_server.eventstore import EventStore, wait_for_jetstream
-from layby_server.runtime import resolve_urls
+from layby_server.natsauth import SERVICE_ROLES
+from layby_server.runtime import resolve_seed, resolve_urls
+from layby_server.sealing import Sealer
 from layby_server.settings import Settings
 
 log = get_logger("layby_server.service")
@@ -37,19 +40,37 @@ class Resources:
 
 @contextlib.asynccontextmanager
 async def open_resources(
-    settings: Settings, *, name: str, clock: Clock | None = None, database: bool = True
+    settings: Settings,
+    *,
+    name: str,
+    clock: Clock | None = None,
+    database: bool = True,
+    secrets: bool = False,
 ) -> AsyncIterator[Resources]:
-    """Open the NATS connection, the event store and (optionally) the pool, in one place."""
+    """Open the NATS connection, the event store and (optionally) the pool, in one place.
+    ``secrets``: this service keeps or reads sensitive answers, so it needs LAYBY_SECRETS_KEY."""
     nats_url, db_url = resolve_urls(settings)
     if nats_url is None:
         raise Permanent("LAYBY_NATS_URL is not set and no `layby up` runtime file was found")
     if database and db_url is None:
         raise Permanent("LAYBY_DATABASE_URL is not set and no `layby up` runtime file was found")
+    if secrets and not settings.secrets_key:
+        raise Permanent(
+            f"LAYBY_SECRETS_KEY is not set: the {name} service keeps sensitive answers only sealed "
+            "(make a key with `layby secrets-key`; docs/security.md#sensitive-answers-at-rest)"
+        )
     me = asyncio.current_task()
     if me is not None:
         _opening.add(me)  # a stop signal while connecting cancels the wait (run_main)
     try:
-        nc = await connect_nats(nats_url, name=f"layby-{name}")
+        role = name if name in SERVICE_ROLES else "admin"
+        nc = await connect_nats(
+            nats_url,
+            name=f"layby-{name}",
+            seed=resolve_seed(settings, role),
+            inbox_prefix=service_inbox(role),
+            ca_file=settings.nats_ca_file,
+        )
     except BaseException:
         _opening.discard(me)
         raise
@@ -63,6 +84,7 @@ async def open_resources(
                 replicas=settings.stream_replicas,
                 idle_ttl_seconds=settings.idle_ttl_seconds,
                 media_retention_seconds=settings.media_retention_seconds,
+                sealer=Sealer(settings.secrets_key) if settings.secrets_key else None,
             )
             await store.provision()
             if database:

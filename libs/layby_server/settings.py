@@ -26,6 +26,7 @@ from layby.settings import (
     read_fields,
 )
 from layby_contracts.limits import KEEPALIVE_SECONDS, MAX_BODY_BYTES_DEFAULT
+from layby_server.sealing import parse_keys
 
 __all__ = ["Settings", "SettingsError", "check_public_base_url", "load_settings"]
 
@@ -45,6 +46,9 @@ class Settings(ClientSettings, frozen=True, kw_only=True):
     """LAYBY_STREAM_REPLICAS: JetStream replicas of the event log (3 on a clustered deployment)."""
     sse_resume_window: int = 10000
     """LAYBY_SSE_RESUME_WINDOW: how many recent events a Last-Event-ID may reach back over."""
+    sse_max_clients: int = 500
+    """LAYBY_SSE_MAX_CLIENTS: stream door clients one door process serves at once; more get 503
+    with Retry-After (each client is a JetStream consumer)."""
     sse_keepalive_seconds: float = KEEPALIVE_SECONDS
     """LAYBY_SSE_KEEPALIVE_SECONDS: idle time before the stream sends ': keepalive' (spec: 15)."""
     sweep_interval_seconds: float = 1.0
@@ -61,6 +65,9 @@ class Settings(ClientSettings, frozen=True, kw_only=True):
     """LAYBY_CHECKPOINT_RETENTION: how long a parked run's checkpoint is kept (seconds, or a
     duration such as 30d / 12h / 90m); unset or ``forever`` keeps it forever. A park whose
     ``expiry_at`` lies beyond now + retention is refused."""
+    secrets_key: str | None = None
+    """LAYBY_SECRETS_KEY: KEY[,KEY...] that seal sensitive answers at rest (the first seals, all
+    open: docs/security.md#sensitive-answers-at-rest). The door and the resume service need it."""
     webhook_secrets: str | None = None
     """LAYBY_WEBHOOK_SECRETS: NAME:SECRET,... — the secrets webhook verifiers name (door only)."""
     media_retention_seconds: float = 30 * 86400.0
@@ -85,6 +92,8 @@ class Settings(ClientSettings, frozen=True, kw_only=True):
     """LAYBY_HTTP_MAX_HEADERS: header fields a request may carry; more is a 431."""
     http_max_header_bytes: int = 16384
     """LAYBY_HTTP_MAX_HEADER_BYTES: total bytes of a request's header names and values; more is a 431."""
+    http_header_timeout_seconds: float = 10.0
+    """LAYBY_HTTP_HEADER_TIMEOUT_SECONDS: time a client has to send a request's head; then 408."""
 
 
 def _switch(var: str, raw: str) -> bool:
@@ -115,6 +124,7 @@ SERVER_FIELDS: dict[str, tuple[str, Parser]] = {
     "LAYBY_STREAM_REPLICAS": ("stream_replicas", parse_positive_int),
     "LAYBY_SSE_RESUME_WINDOW": ("sse_resume_window", parse_positive_int),
     "LAYBY_SSE_KEEPALIVE_SECONDS": ("sse_keepalive_seconds", parse_positive_float),
+    "LAYBY_SSE_MAX_CLIENTS": ("sse_max_clients", parse_positive_int),
     "LAYBY_SWEEP_INTERVAL_SECONDS": ("sweep_interval_seconds", parse_positive_float),
     "INTERACTIONS_IDLE_TTL_SECONDS": ("idle_ttl_seconds", parse_positive_float),
     "INTERACTIONS_CALLBACK_MAX_BODY_BYTES": ("max_body_bytes", parse_positive_int),
@@ -124,6 +134,7 @@ SERVER_FIELDS: dict[str, tuple[str, Parser]] = {
     "LAYBY_EXPIRY_POLL_SECONDS": ("expiry_poll_seconds", parse_positive_float),
     "LAYBY_MEDIA_RETENTION_SECONDS": ("media_retention_seconds", parse_positive_float),
     "LAYBY_WEBHOOK_SECRETS": ("webhook_secrets", parse_text),
+    "LAYBY_SECRETS_KEY": ("secrets_key", parse_keys),
     "LAYBY_CHANNELS": ("channels", _channels),
     "INTERACTIONS_DELIVERY_MAX_ATTEMPTS": ("delivery_max_attempts", parse_positive_int),
     "LAYBY_DELIVERY_BACKOFF_SECONDS": ("delivery_backoff_seconds", parse_positive_float),
@@ -131,6 +142,7 @@ SERVER_FIELDS: dict[str, tuple[str, Parser]] = {
     "LAYBY_RATE_LIMITS": ("rate_limits", _switch),
     "LAYBY_HTTP_MAX_HEADERS": ("http_max_headers", parse_positive_int),
     "LAYBY_HTTP_MAX_HEADER_BYTES": ("http_max_header_bytes", parse_positive_int),
+    "LAYBY_HTTP_HEADER_TIMEOUT_SECONDS": ("http_header_timeout_seconds", parse_positive_float),
 }
 
 

@@ -17,30 +17,38 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
 from layby.runtime import TOKEN_FILE, Runtime, data_dir, read_runtime
 from layby_server.auth import new_token
 from layby_server.embedded import EmbeddedNats, EmbeddedPostgres, die_with_parent
+from layby_server.natsauth import authorization_for
 from layby_server.runtime import remove_runtime, write_runtime
+from layby_server.sealing import new_key
 from layby_server.settings import Settings
 
+SECRETS_KEY_FILE = "secrets.key"
 SERVICES = ("ask", "door", "delivery", "resume", "sweeper")
 
 
-def _operator_token(directory: Path) -> str:
-    path = directory / TOKEN_FILE
+def _kept(path: Path, make: Callable[[], str], *, min_length: int) -> str:
+    """A value kept in the data dir (0600), made on first use."""
     if path.exists():
-        token = path.read_text(encoding="utf-8").strip()
-        if len(token) >= 16:
-            return token
-    token = new_token()
-    directory.mkdir(parents=True, exist_ok=True)
+        value = path.read_text(encoding="utf-8").strip()
+        if len(value) >= min_length:
+            return value
+    value = make()
+    path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(token + "\n")
-    return token
+        fh.write(value + "\n")
+    return value
+
+
+def _operator_token(directory: Path) -> str:
+    return _kept(directory / TOKEN_FILE, new_token, min_length=16)
 
 
 class _Stop(Exception):
@@ -137,22 +145,28 @@ def up(settings: Settings, *, out: object = sys.stdout) -> int:
     pg_srv: EmbeddedPostgres | None = None
     procs: dict[str, subprocess.Popen[bytes]] = {}
     try:
-        nats_url = settings.nats_url
-        if nats_url is None:
-            nats_srv = EmbeddedNats(directory / "nats").start()
-            nats_url = nats_srv.url
-        db_url = settings.database_url
-        if db_url is None:
-            pg_srv = EmbeddedPostgres(directory / "postgres").start()
-            db_url = pg_srv.url
         token: str | None = None
         tokens = settings.api_tokens
         if tokens is None:
             token = _operator_token(directory)
             tokens = f"{token}:operator:operator"
+        nats_url = settings.nats_url
+        seeds: dict[str, str] = {}
+        if nats_url is None:
+            # Embedded NATS admits only Layby's own keys (docs/security.md#nats-authorization).
+            authorization, seeds = authorization_for(settings.names, directory / "nats" / "keys", tokens)
+            nats_srv = EmbeddedNats(directory / "nats", authorization=authorization).start()
+            nats_url = nats_srv.url
+        db_url = settings.database_url
+        if db_url is None:
+            pg_srv = EmbeddedPostgres(directory / "postgres").start()
+            db_url = pg_srv.url
         env = dict(os.environ)
         # People read `layby up`'s terminal: console lines unless the user chose otherwise.
         env.setdefault("LAYBY_LOG_FORMAT", "console")
+        if not settings.secrets_key:
+            # Sensitive answers are sealed with a key kept beside the data (docs/security.md).
+            env["LAYBY_SECRETS_KEY"] = _kept(directory / SECRETS_KEY_FILE, new_key, min_length=43)
         env.update(
             LAYBY_NATS_URL=nats_url,
             LAYBY_DATABASE_URL=db_url,
@@ -165,9 +179,10 @@ def up(settings: Settings, *, out: object = sys.stdout) -> int:
 
         def spawn(name: str) -> subprocess.Popen[bytes]:
             # Own session: Ctrl-C reaches `layby up` only, which stops the services in order.
+            own = {**env, "LAYBY_NATS_SEED": seeds[name]} if name in seeds else env
             return subprocess.Popen(  # noqa: S603 - our own interpreter and module
                 [sys.executable, "-m", "layby.cli", "serve", name],
-                env=env,
+                env=own,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
                 preexec_fn=die_with_parent,  # noqa: PLW1509 - async-signal-safe: one prctl call

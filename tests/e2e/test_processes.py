@@ -35,6 +35,7 @@ def service_env(settings: Settings) -> dict[str, str]:
         LAYBY_API_TOKENS=TOKENS,
         LAYBY_HTTP_PORT=str(settings.http_port),
         LAYBY_LOG_FORMAT="json",
+        LAYBY_SECRETS_KEY=str(settings.secrets_key),
     )
     return env
 

@@ -23,6 +23,7 @@ from layby_domain.interaction import Decision, Interaction, decide_answer, decid
 from layby_server.embedded import EmbeddedNats
 from layby_server.eventstore import EventStore
 from layby_server.memstore import MemoryEventStore
+from layby_server.sealing import Sealer, new_key
 from tests.infra import delete_streams
 
 pytestmark = pytest.mark.integration
@@ -38,7 +39,7 @@ def _namespace() -> str:
 @pytest.fixture
 async def jetstream(nats_server: tuple[str, EmbeddedNats | None]) -> AsyncIterator[EventStore]:
     nc = await connect_nats(nats_server[0], name="test-eventstore-behaviour")
-    store = EventStore(nc, Names(_namespace()))
+    store = EventStore(nc, Names(_namespace()), sealer=Sealer(new_key()))
     await store.provision()
     yield store
     await delete_streams(store)
@@ -379,3 +380,17 @@ async def test_media_is_kept_by_reference_once(log: Log) -> None:
     assert (mime, data) == ("image/png", b"first")
     assert abs(stored_at - datetime.now(UTC)) < timedelta(minutes=1)
     assert await log.get_media("y" * 43) is None
+
+
+async def test_a_sensitive_answer_is_sealed_at_rest(log: Log) -> None:
+    """What the secrets stream holds is the sealed value, bound to its subject: not the answer."""
+    await log.put_secret("i", "r", b'"correct horse battery staple"')
+    subject = log.names.secret("i", "r")
+    if isinstance(log, EventStore):
+        raw = (await log.js.get_last_msg(log.names.secrets_stream, subject)).data
+    else:
+        found = log._get(log.names.secrets_stream, subject)
+        assert found is not None
+        raw = found.data
+    assert raw and b"correct horse" not in raw
+    assert await log.get_secret("i", "r") == b'"correct horse battery staple"'

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import re
 
 import pytest
@@ -126,3 +128,72 @@ async def test_too_many_or_too_large_headers_are_431(system: System) -> None:
         assert resp.json() == {"error": "request header fields too large"}
         assert resp.headers["cache-control"] == "no-store"
     assert fine.status_code == 200
+
+
+async def _raw(system: System, request: bytes, *, read_timeout: float = 10) -> tuple[bytes, float]:
+    """Send raw bytes; return everything the door answers until it closes, and how long it took."""
+    port = int(system.url.rsplit(":", 1)[1])
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(request)
+    await writer.drain()
+    data = await asyncio.wait_for(reader.read(-1), read_timeout)
+    writer.close()
+    return data, loop.time() - started
+
+
+def _json_error(raw: bytes) -> tuple[int, dict[str, str], object]:
+    head, _, body = raw.partition(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")
+    headers = dict(line.lower().split(": ", 1) for line in lines[1:])
+    return int(lines[0].split()[1]), headers, json.loads(body)
+
+
+@pytest.mark.settings(http_header_timeout_seconds=0.5)
+async def test_a_client_that_never_finishes_its_headers_gets_408_and_is_cut_off(system: System) -> None:
+    """Slow-loris: a request head still incomplete after LAYBY_HTTP_HEADER_TIMEOUT_SECONDS gets 408."""
+    raw, took = await _raw(system, b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: a")
+    status, headers, body = _json_error(raw)
+    assert (status, body) == (408, {"error": "request header timeout"})
+    assert headers["connection"] == "close" and headers["cache-control"] == "no-store"
+    assert took < 3
+    silent, took = await _raw(system, b"")  # connects and sends nothing at all
+    assert _json_error(silent)[0] == 408 and took < 3
+
+
+@pytest.mark.settings(http_header_timeout_seconds=0.5)
+async def test_the_header_timeout_never_cuts_a_request_that_is_being_served(system: System) -> None:
+    """The timer covers the head only: a stream held open far longer than the timeout stays open."""
+    port = int(system.url.rsplit(":", 1)[1])
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    from tests.conftest import OPERATOR
+
+    writer.write(
+        b"GET /api/interactions/stream HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+        + OPERATOR.encode()
+        + b"\r\n\r\n"
+    )
+    await writer.drain()
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+    assert head.startswith(b"HTTP/1.1 200")
+    await asyncio.sleep(1.5)
+    assert not reader.at_eof()
+    writer.close()
+
+
+async def test_an_oversized_query_string_is_the_json_413(system: System) -> None:
+    query = "a=" + "x" * 70_000
+    raw, _ = await _raw(
+        system, f"GET /api/interactions/callback/{'t' * 43}?{query} HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+    )
+    status, headers, body = _json_error(raw)
+    assert (status, body) == (413, {"error": "payload too large"})
+    assert headers["content-type"] == "application/json"
+
+
+async def test_a_request_the_parser_cannot_read_is_a_json_400(system: System) -> None:
+    raw, _ = await _raw(system, b"GARBAGE\x00 / HTTP/1.1\r\n\r\n")
+    status, headers, body = _json_error(raw)
+    assert (status, body) == (400, {"error": "invalid HTTP request"})
+    assert headers["x-content-type-options"] == "nosniff"

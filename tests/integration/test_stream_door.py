@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+import httpx
 import pytest
 import structlog
 
@@ -199,3 +200,38 @@ async def _bounds(system: System) -> tuple[int, int]:
         return await EventStore(nc, system.settings.names).bounds()
     finally:
         await nc.close()
+
+
+@pytest.mark.settings(sse_max_clients=2)
+async def test_a_stream_client_past_the_cap_gets_503_with_retry_after_and_a_freed_slot_is_reused(
+    system: System,
+) -> None:
+    """LAYBY_SSE_MAX_CLIENTS: a client the door cannot serve is told so before any 200; when a
+    client leaves, its slot (and its JetStream consumer) is released."""
+    headers = {"Authorization": f"Bearer {OPERATOR}"}
+    async with httpx.AsyncClient(base_url=system.url, timeout=10) as http:
+        first = await http.send(
+            http.build_request("GET", "/api/interactions/stream", headers=headers), stream=True
+        )
+        second = await http.send(
+            http.build_request("GET", "/api/interactions/stream", headers=headers), stream=True
+        )
+        assert first.status_code == second.status_code == 200
+        refused = await http.get("/api/interactions/stream", headers=headers)
+        assert refused.status_code == 503
+        assert refused.json() == {"error": "too many open streams; retry later"}
+        assert refused.headers["retry-after"] == "5"
+        assert refused.headers["cache-control"] == "no-store"
+        await first.aclose()
+        for _ in range(100):
+            again = await http.send(
+                http.build_request("GET", "/api/interactions/stream", headers=headers), stream=True
+            )
+            if again.status_code == 200:
+                await again.aclose()
+                break
+            await again.aclose()
+            await asyncio.sleep(0.05)
+        else:
+            raise AssertionError("the slot of a client that left was never released")
+        await second.aclose()

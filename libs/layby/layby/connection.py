@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 import time
 from collections.abc import Awaitable
 from typing import Any
@@ -50,9 +51,14 @@ class _ErrorLog:
         self._last: dict[str, float] = {}
         self._skipped: dict[str, int] = {}
         self.latest: BaseException | None = None
+        self.refused: BaseException | None = None
         self.failed = asyncio.Event()
+        self.denied = asyncio.Event()
 
     async def on_error(self, exc: Exception) -> None:
+        if self.refused is None and "authorization violation" in str(exc).lower():
+            self.refused = exc  # the reason worth naming; the reset that follows is its echo
+            self.denied.set()
         self.latest = exc
         self.failed.set()
         kind = type(exc).__name__
@@ -71,16 +77,30 @@ async def connect_nats(
     name: str,
     variable: str = "LAYBY_NATS_URL",
     first_connect_timeout: float | None = None,
+    seed: str | None = None,
+    inbox_prefix: str | None = None,
+    ca_file: str | None = None,
 ) -> NATS:
     """Connect to NATS and reconnect forever once connected.
 
     ``first_connect_timeout``: how long the first connection may take before ``Unavailable``
     naming ``variable`` and the address (None: wait until connected, or until cancelled).
+    ``seed``: the NATS key this connection signs in with (docs/security.md#nats-identities);
+    ``inbox_prefix``: where its request replies arrive (only its own key may read there);
+    ``ca_file``: the CA that signs a ``tls://`` server's certificate (LAYBY_NATS_CA_FILE).
     """
     errors = _ErrorLog(name, url, variable)
     nc = NATS()
+    options: dict[str, Any] = {}
+    if seed is not None:
+        options["nkeys_seed_str"] = seed
+    if inbox_prefix is not None:
+        options["inbox_prefix"] = inbox_prefix
+    if ca_file is not None:
+        options["tls"] = ssl.create_default_context(cafile=ca_file)
     attempt = nc.connect(
         url,
+        **options,
         name=name,
         max_reconnect_attempts=-1,
         reconnect_time_wait=0.5,  # type: ignore[arg-type]  # seconds; fractions work
@@ -88,16 +108,18 @@ async def connect_nats(
         allow_reconnect=True,
         error_cb=errors.on_error,
     )
-    if first_connect_timeout is None:
-        await attempt  # a service waits for NATS as long as it takes (cancellable)
-        return nc
-    # A client fails fast: on the first failed attempt, or when the first connection takes too long.
+    # A service waits for NATS as long as it takes (cancellable), unless NATS refuses its key:
+    # that does not heal by waiting. A client fails fast: on the first failed attempt, or when
+    # the first connection takes too long.
     connecting = asyncio.ensure_future(attempt)
-    failing = asyncio.ensure_future(errors.failed.wait())
+    failing = asyncio.ensure_future((errors.failed if first_connect_timeout else errors.denied).wait())
     try:
         done, _ = await asyncio.wait(
             {connecting, failing}, timeout=first_connect_timeout, return_when=asyncio.FIRST_COMPLETED
         )
+    except BaseException:
+        connecting.cancel()  # a stop signal while connecting stops the attempt too
+        raise
     finally:
         failing.cancel()
     if connecting in done and connecting.exception() is None:
@@ -107,6 +129,12 @@ async def connect_nats(
         await connecting
     with contextlib.suppress(Exception):
         await nc.close()
+    if errors.refused is not None:
+        raise Unavailable(
+            f"NATS at {redacted(url)} ({variable}) refused this connection (Authorization Violation): "
+            "it admits only Layby's keys; an SDK client signs in with its LAYBY_TOKEN, a service "
+            "with LAYBY_NATS_SEED (docs/security.md#nats-identities)"
+        )
     reason = (
         f"{type(errors.latest).__name__}: {errors.latest}"
         if errors.latest

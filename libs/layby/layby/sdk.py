@@ -25,6 +25,7 @@ from nats.aio.subscription import Subscription
 
 from layby.connection import connect_nats
 from layby.logs import get_logger
+from layby.natskeys import client_inbox, client_seed, key_id
 from layby.runs import RunContext, current_context, require_park_context
 from layby.runtime import data_dir, read_runtime
 from layby.settings import ClientSettings, load_client_settings
@@ -204,7 +205,10 @@ class Client:
         self._token = token
         self._default_timeout = default_timeout
         self._owns = owns
+        # Wakes arrive under this token's key id, which only its holder may read
+        # (docs/security.md#nats-identities); the ask service adds the key id to the waiter.
         self._waiter = secrets.token_urlsafe(12)
+        self._wake_prefix = f"{key_id(token)}.{self._waiter}"
         self._waiting: dict[str, asyncio.Future[Wake]] = {}
         self._wake_sub: Subscription | None = None
 
@@ -455,7 +459,9 @@ class Client:
     async def _ensure_wake_subscription(self, deadline: float) -> None:
         """One subscription per client on ``<ns>.wake.<waiter>.*``, created on the first ask."""
         if self._wake_sub is None:
-            self._wake_sub = await self._nc.subscribe(self._names.wake_all(self._waiter), cb=self._on_wake)
+            self._wake_sub = await self._nc.subscribe(
+                self._names.wake_all(self._wake_prefix), cb=self._on_wake
+            )
             # The server knows the interest before the first ask is sent (within the ask's budget).
             remaining = max(deadline - time.monotonic(), 0.001)
             await self._nc.flush(timeout=min(REQUEST_TIMEOUT, remaining))  # type: ignore[arg-type]  # float works
@@ -618,7 +624,14 @@ async def connect(
         raise RuntimeError("no NATS URL: set LAYBY_NATS_URL, pass nats_url=, or run `layby up`")
     if not tok:
         raise RuntimeError("no token: set LAYBY_TOKEN, pass token=, or run `layby up`")
-    nc = await connect_nats(url, name="layby-sdk", first_connect_timeout=FIRST_CONNECT_SECONDS)
+    nc = await connect_nats(
+        url,
+        name="layby-sdk",
+        first_connect_timeout=FIRST_CONNECT_SECONDS,
+        seed=settings.nats_seed or client_seed(tok),
+        inbox_prefix=client_inbox(tok),
+        ca_file=settings.nats_ca_file,
+    )
     return Client(
         nc,
         names=settings.names,

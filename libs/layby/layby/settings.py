@@ -51,6 +51,12 @@ class ClientSettings(msgspec.Struct, frozen=True, kw_only=True):
     reports progress within this time is redelivered to another worker."""
     continuation_max_attempts: int = 5
     """LAYBY_CONTINUATION_MAX_ATTEMPTS: executions of a raising continuation before the run fails."""
+    nats_seed: str | None = None
+    """LAYBY_NATS_SEED (or the file LAYBY_NATS_SEED_FILE names): this process's NATS key seed
+    (``SU…``). Services need one under NATS authorization; an SDK client derives its own from
+    its token when unset (docs/security.md#nats-identities)."""
+    nats_ca_file: str | None = None
+    """LAYBY_NATS_CA_FILE: PEM bundle that signs the NATS server's certificate (``tls://`` URLs)."""
 
     @property
     def names(self) -> Names:
@@ -148,6 +154,31 @@ def parse_text(_var: str, raw: str) -> str:
     return raw
 
 
+def parse_seed(var: str, raw: str) -> str:
+    """A NATS user seed: ``SU`` and 56 base32 characters in all (never echoed back)."""
+    text = raw.strip()
+    if len(text) != 58 or not text.startswith("SU") or not all(c in _BASE32 for c in text):
+        raise SettingsError(f"{var} must be a NATS user seed (58 characters starting with SU)")
+    return text
+
+
+def read_seed_file(var: str, raw: str) -> str:
+    try:
+        with open(raw, encoding="ascii") as handle:
+            return parse_seed(var, handle.read())
+    except OSError as exc:
+        raise SettingsError(f"{var}: cannot read {raw!r} ({exc.strerror})") from None
+
+
+def parse_readable_file(var: str, raw: str) -> str:
+    if not os.path.isfile(raw) or not os.access(raw, os.R_OK):
+        raise SettingsError(f"{var}: {raw!r} is not a readable file")
+    return raw
+
+
+_BASE32 = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567")
+
+
 CLIENT_FIELDS: dict[str, tuple[str, Parser]] = {
     "LAYBY_NATS_URL": ("nats_url", parse_text),
     "LAYBY_NAMESPACE": ("namespace", parse_name_token),
@@ -160,6 +191,9 @@ CLIENT_FIELDS: dict[str, tuple[str, Parser]] = {
     "INTERACTIONS_PUBLIC_BASE_URL": ("public_base_url", check_public_base_url),
     "LAYBY_CONTINUATION_ACK_WAIT_SECONDS": ("continuation_ack_wait_seconds", parse_positive_float),
     "LAYBY_CONTINUATION_MAX_ATTEMPTS": ("continuation_max_attempts", parse_positive_int),
+    "LAYBY_NATS_SEED_FILE": ("nats_seed", read_seed_file),
+    "LAYBY_NATS_SEED": ("nats_seed", parse_seed),
+    "LAYBY_NATS_CA_FILE": ("nats_ca_file", parse_readable_file),
 }
 
 

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 import msgspec
 
 from layby.logs import get_logger
+from layby.natskeys import key_id
 from layby_contracts.commands import Accepted, Ask, Prune, PruneResult, Reserved, ReserveTicket
 from layby_contracts.errors import (
     BadInput,
@@ -261,7 +262,8 @@ class AskHandlers:
             sensitive=spec.sensitive,
             audience=audience,
             asked_by=principal.identity,
-            waiter=cmd.waiter,
+            # Only the asking token's holder may read wakes under its key id (docs/security.md).
+            waiter=None if cmd.waiter is None else f"{key_id(cmd.token)}.{cmd.waiter}",
             mode="async" if parked else "sync",
             expiry_at=spec.expiry_at,
             run_id=cmd.run_id if parked else None,

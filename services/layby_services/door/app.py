@@ -18,7 +18,6 @@ from layby_server.service import open_resources
 from layby_server.settings import Settings
 from layby_services.door.deps import DoorState
 from layby_services.door.errors import EXCEPTION_HANDLERS
-from layby_services.door.headers import HeaderLimitMiddleware
 from layby_services.door.ratelimit import RateLimiter, RateLimitMiddleware
 from layby_services.door.routes.answer import answer_door
 from layby_services.door.routes.callback import callback_get, callback_post
@@ -39,7 +38,7 @@ def _rate_limits(clock: Clock) -> DefineMiddleware:
 def create_app(settings: Settings, *, clock: Clock | None = None, run_projection: bool = True) -> Litestar:
     @contextlib.asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        async with open_resources(settings, name="door", clock=clock) as res:
+        async with open_resources(settings, name="door", clock=clock, secrets=True) as res:
             assert res.pool is not None
             app.state.door = DoorState(
                 settings, res.store, res.pool, Authenticator(settings.api_tokens), res.clock
@@ -81,11 +80,6 @@ def create_app(settings: Settings, *, clock: Clock | None = None, run_projection
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
         openapi_config=OpenAPIConfig(title="Layby", version="0.1.0", path="/schema"),
         middleware=[
-            DefineMiddleware(
-                HeaderLimitMiddleware,
-                max_headers=settings.http_max_headers,
-                max_bytes=settings.http_max_header_bytes,
-            ),
             *([_rate_limits(clock or SystemClock())] if settings.rate_limits else []),
         ],
         debug=False,

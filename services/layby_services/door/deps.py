@@ -26,6 +26,8 @@ class DoorState:
     asked: AskedCache = field(default_factory=AskedCache)
     ask_waits: int = 0
     """Callbacks now waiting for their question to be recorded (the callback door bounds it)."""
+    open_streams: int = 0
+    """Stream door clients this process serves now (bounded by LAYBY_SSE_MAX_CLIENTS)."""
 
 
 def door(request: Request[Any, Any, Any]) -> DoorState:

@@ -31,12 +31,24 @@ class PayloadTooLarge(LaybyError):
     """The body's actual bytes exceed ``INTERACTIONS_CALLBACK_MAX_BODY_BYTES``."""
 
 
-def error_response(status: int, message: str, **extra: Any) -> Response[dict[str, Any]]:
+class Busy(LaybyError):
+    """The door cannot take this client now (its open streams are at the cap): 503 + Retry-After."""
+
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+def error_response(
+    status: int, message: str, *, retry_after: int | None = None, **extra: Any
+) -> Response[dict[str, Any]]:
     body: dict[str, Any] = {"error": message}
     body.update({k: v for k, v in extra.items() if v is not None})
     headers = dict(NO_STORE)
     if status == 401:
         headers["WWW-Authenticate"] = 'Bearer realm="layby"'
+    if retry_after is not None:
+        headers["Retry-After"] = str(retry_after)
     return Response(body, status_code=status, headers=headers)
 
 
@@ -54,6 +66,9 @@ def _layby(_: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]
             return error_response(409, str(exc))
         case PayloadTooLarge():
             return error_response(413, "payload too large")
+        case Busy():
+            log.warning("door.busy", error=str(exc))
+            return error_response(503, str(exc), retry_after=exc.retry_after)
         case Transient():
             log.warning("door.transient", error=str(exc))
             return error_response(503, "service temporarily unavailable; retry")

@@ -10,10 +10,18 @@ from layby_domain.clock import Clock
 from layby_server.service import run_main
 from layby_server.settings import Settings, load_settings
 from layby_services.door.app import create_app
+from layby_services.door.protocol import Limits, protocol_with
 
 
-async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None = None) -> None:
-    config = uvicorn.Config(
+def server_config(settings: Settings, *, clock: Clock | None = None) -> uvicorn.Config:
+    """The door's HTTP server: our connection limits (protocol.py), no banner, no access log."""
+    limits = Limits(
+        header_timeout=settings.http_header_timeout_seconds,
+        max_headers=settings.http_max_headers,
+        max_header_bytes=settings.http_max_header_bytes,
+        max_query_bytes=settings.max_body_bytes,
+    )
+    return uvicorn.Config(
         create_app(settings, clock=clock),
         host=settings.http_host,
         port=settings.http_port,
@@ -22,24 +30,19 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
         proxy_headers=False,  # nothing reads the client address; skip the per-request middleware
         lifespan="on",
         server_header=False,  # no banner: the door does not say what runs it
-        http="httptools" if _has_httptools() else "h11",
+        http=protocol_with(limits),
         timeout_graceful_shutdown=3,
     )
-    server = uvicorn.Server(config)
+
+
+async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None = None) -> None:
+    server = uvicorn.Server(server_config(settings, clock=clock))
     task = asyncio.create_task(server.serve())
     stopper = asyncio.create_task(stop.wait())
     await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
     server.should_exit = True
     await task
     stopper.cancel()
-
-
-def _has_httptools() -> bool:
-    try:
-        import httptools  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 def main() -> None:

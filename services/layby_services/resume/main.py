@@ -52,7 +52,7 @@ async def wake_for(store: EventStore, stored: Stored) -> Wake | None:
 
 
 async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None = None) -> None:
-    async with open_resources(settings, name="resume", clock=clock, database=False) as res:
+    async with open_resources(settings, name="resume", clock=clock, database=False, secrets=True) as res:
         store = res.store
         resumer = Resumer(store, res.clock)
 

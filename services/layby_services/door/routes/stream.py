@@ -17,6 +17,7 @@ from typing import Any
 
 import msgspec
 import nats.errors
+import nats.js.errors
 from litestar import Request, get
 from litestar.response import Stream
 from nats.aio.msg import Msg
@@ -30,11 +31,16 @@ from layby_server.auth import Principal
 from layby_server.eventstore import Stored
 from layby_services.door.cache import AskedCache
 from layby_services.door.deps import DoorState, door, principal_of
+from layby_services.door.errors import Busy
 
 log = get_logger("layby.door.stream")
 _enc = msgspec.json.Encoder()
 KEEPALIVE = b": keepalive\n\n"
 _SEQ = re.compile(r"[0-9]{1,19}")
+STREAM_RETRY_AFTER = 5
+"""Seconds a client refused for capacity is told to wait (Retry-After)."""
+UNSTARTED_STREAM_SECONDS = 30.0
+"""A subscription whose response never started iterating is released after this long."""
 
 
 def resume_point(raw: str | None, first: int, last: int, window: int) -> tuple[int, str | None]:
@@ -81,20 +87,65 @@ def frame(seq: int, data: bytes, who: Principal, asked: AskedCache | None = None
     return b"id: %d\nevent: %s\ndata: %s\n\n" % (seq, name, body)
 
 
-async def _frames(state: DoorState, who: Principal, start: int, keepalive: float) -> AsyncIterator[bytes]:
-    """The frames from sequence ``start`` on. The subscription lives inside the generator, so a
-    client that leaves before the first byte leaves nothing behind."""
-    inbox: asyncio.Queue[Msg] = asyncio.Queue()
+class _Subscription:
+    """One client's JetStream subscription and its slot under the stream cap, released exactly
+    once: when the client's frames end, or — if the response never starts iterating them (the
+    client left before the first byte) — by a watchdog, so nothing is left behind."""
 
-    async def deliver(msg: Msg) -> None:
-        inbox.put_nowait(msg)
+    def __init__(self, state: DoorState) -> None:
+        self._state = state
+        self.inbox: asyncio.Queue[Msg] = asyncio.Queue()
+        self.sub: Any = None
+        self._released = False
+        self._watchdog: asyncio.TimerHandle | None = None
 
-    sub = await state.store.js.subscribe(
-        state.store.names.ix_all,
-        ordered_consumer=True,
-        config=ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start),
-        cb=deliver,
-    )
+    async def open(self, start: int) -> None:
+        state = self._state
+        if state.open_streams >= state.settings.sse_max_clients:
+            raise Busy("too many open streams; retry later", retry_after=STREAM_RETRY_AFTER)
+        state.open_streams += 1
+        try:
+            self.sub = await state.store.js.subscribe(
+                state.store.names.ix_all,
+                ordered_consumer=True,
+                config=ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start),
+                cb=self._deliver,
+            )
+        except (nats.errors.Error, nats.js.errors.Error, OSError) as exc:
+            await self.release()
+            log.warning("stream.subscribe_failed", error=f"{type(exc).__name__}: {exc}")
+            raise Busy("the stream is unavailable; retry later", retry_after=STREAM_RETRY_AFTER) from exc
+        loop = asyncio.get_running_loop()
+        self._watchdog = loop.call_later(
+            UNSTARTED_STREAM_SECONDS, lambda: asyncio.ensure_future(self.release())
+        )
+
+    async def _deliver(self, msg: Msg) -> None:
+        self.inbox.put_nowait(msg)
+
+    def started(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
+
+    async def release(self) -> None:
+        if self._released:
+            return
+        self._released = True
+        self.started()
+        self._state.open_streams -= 1
+        if self.sub is not None:
+            try:
+                await self.sub.unsubscribe()
+            except (nats.errors.Error, RuntimeError):
+                pass
+
+
+async def _frames(
+    state: DoorState, who: Principal, opened: _Subscription, keepalive: float
+) -> AsyncIterator[bytes]:
+    """The frames of an open subscription; ending (or a client that leaves) releases it."""
+    opened.started()
     loop = asyncio.get_running_loop()
     deadline = loop.time() + keepalive
     try:
@@ -106,7 +157,7 @@ async def _frames(state: DoorState, who: Principal, start: int, keepalive: float
                 continue
             try:
                 async with asyncio.timeout(remaining):  # no task per message, unlike wait_for
-                    msg = await inbox.get()
+                    msg = await opened.inbox.get()
             except TimeoutError:
                 continue
             out = frame(msg.metadata.sequence.stream, msg.data, who, state.asked)
@@ -114,10 +165,7 @@ async def _frames(state: DoorState, who: Principal, start: int, keepalive: float
                 yield out
                 deadline = loop.time() + keepalive  # only a delivered frame re-arms the keepalive
     finally:
-        try:
-            await sub.unsubscribe()
-        except (nats.errors.Error, RuntimeError):
-            pass
+        await opened.release()
 
 
 @get("/api/interactions/stream", summary="Live add/answered/removed frames (SSE)")
@@ -134,8 +182,12 @@ async def stream_door(request: Request[Any, Any, Any]) -> Stream:
             "stream.resume_fallback", reason=fallback, first_seq=first, last_seq=last, identity=who.identity
         )
     keepalive = state.settings.sse_keepalive_seconds
+    # Subscribed before the response starts: a client the door cannot serve gets 503, never a
+    # 200 that goes silent (docs/doors/stream.md#capacity).
+    opened = _Subscription(state)
+    await opened.open(start)
     return Stream(
-        _frames(state, who, start, keepalive),
+        _frames(state, who, opened, keepalive),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "Connection": "keep-alive", "X-Accel-Buffering": "no"},
     )

@@ -1,0 +1,229 @@
+"""NATS authorization (docs/security.md#nats-authorization): the bus admits only Layby's keys, a
+``user`` token reads nothing of another identity's and publishes nothing but commands, and the
+whole system works under those rules."""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import msgspec
+import nats.errors
+import pytest
+from nats.aio.client import Client as NATS
+
+import layby
+from layby.connection import connect_nats
+from layby.natskeys import client_inbox, client_seed, key_id, service_inbox
+from layby.sdk import Client
+from layby_contracts.commands import Ask
+from layby_contracts.errors import Unavailable
+from layby_server.db import create_pool
+from layby_server.embedded import EmbeddedNats, free_port
+from layby_server.eventstore import EventStore
+from layby_server.natsauth import authorization_for
+from layby_server.settings import load_settings
+from tests.conftest import ALICE, BOB, OPERATOR, SECRETS_KEY, TOKENS, System, start_system, stop_system
+from tests.integration.test_parks import Workers, answer, open_asks, wait_status
+
+pytestmark = pytest.mark.timeout(120)
+
+
+class Secured(msgspec.Struct):
+    system: System
+    server: EmbeddedNats
+    seeds: dict[str, str]
+    db: Any
+
+
+@pytest.fixture
+async def secured(pg_url: str) -> AsyncIterator[Secured]:
+    ns = "a" + uuid.uuid4().hex[:10]
+    with tempfile.TemporaryDirectory(prefix="layby-auth-") as tmp:
+        settings = load_settings(
+            {},
+            namespace=ns,
+            db_schema=ns,
+            database_url=pg_url,
+            api_tokens=TOKENS,
+            http_port=free_port(),
+            sweep_interval_seconds=0.1,
+            secrets_key=SECRETS_KEY,
+        )
+        text, seeds = authorization_for(settings.names, Path(tmp) / "keys", TOKENS)
+        server = EmbeddedNats(Path(tmp) / "nats", authorization=text).start()
+        settings = msgspec.structs.replace(settings, nats_url=server.url)
+        pool = await create_pool(pg_url, ns)
+        system = await start_system(settings, seeds=seeds)
+        try:
+            yield Secured(system, server, seeds, pool)
+        finally:
+            await stop_system(system)
+            async with pool.acquire() as conn:
+                await conn.execute(f'DROP SCHEMA IF EXISTS "{ns}" CASCADE')
+            await pool.close()
+            server.stop()
+
+
+class Violations:
+    """Collects the permission errors NATS reports to a connection."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    async def on_error(self, exc: Exception) -> None:
+        self.seen.append(str(exc))
+
+
+async def as_token(url: str, token: str, violations: Violations) -> NATS:
+    nc = NATS()
+    await nc.connect(
+        url,
+        nkeys_seed_str=client_seed(token),
+        inbox_prefix=client_inbox(token),
+        error_cb=violations.on_error,
+        allow_reconnect=False,
+    )
+    return nc
+
+
+async def test_a_connection_without_a_key_is_refused(secured: Secured) -> None:
+    with pytest.raises(Unavailable, match=r"Authorization Violation|authorization"):
+        await connect_nats(secured.server.url, name="anonymous", first_connect_timeout=5)
+
+
+async def test_an_unknown_key_is_refused(secured: Secured) -> None:
+    with pytest.raises(Unavailable, match=r"(?i)authorization"):
+        await connect_nats(
+            secured.server.url,
+            name="stranger",
+            first_connect_timeout=5,
+            seed=client_seed("not-a-layby-token-0123456789"),
+        )
+
+
+async def test_a_user_token_reads_nothing_of_another_identity(secured: Secured) -> None:
+    """Alice listens everywhere while Bob asks a sensitive question and gets its answer: NATS
+    refuses every one of her subscriptions and she sees none of his traffic (not his bearer
+    token in the ask command, not the answer on his wake)."""
+    system = secured.system
+    names = system.settings.names
+    violations = Violations()
+    alice = await as_token(secured.server.url, ALICE, violations)
+    got: list[bytes] = []
+
+    async def record(msg: Any) -> None:
+        got.append(msg.data)
+
+    for subject in (
+        ">",
+        f"{names.namespace}.>",
+        names.cmd_ask,
+        f"{names.namespace}.wake.>",
+        f"{names.namespace}.wake.{key_id(BOB)}.>",
+        "_INBOX.>",
+        f"_INBOX.{key_id(BOB)}.>",
+        f"{names.namespace}.ev.>",
+        f"{names.namespace}.secret.>",
+        "$JS.>",
+    ):
+        await alice.subscribe(subject, cb=record)
+    await alice.flush()
+
+    bob = await system.sdk(BOB)
+    asking = asyncio.create_task(bob.ask_user("Bob's PIN?", sensitive=True, timeout=30))
+    interaction_id = await wait_pending(secured.db, system)
+    assert await answer(system, interaction_id, "4711") == 200
+    value = await asking
+    assert value.reveal() == "4711"
+
+    await asyncio.sleep(0.2)  # anything misrouted would have reached Alice by now
+    assert got == []
+    assert len([v for v in violations.seen if "permissions violation" in v.lower()]) >= 9, violations.seen
+    await alice.close()
+
+
+async def test_a_user_token_publishes_only_commands(secured: Secured) -> None:
+    system = secured.system
+    names = system.settings.names
+    violations = Violations()
+    alice = await as_token(secured.server.url, ALICE, violations)
+    fake = msgspec.json.encode({"type": "interaction.answered.v1"})
+    await alice.publish(names.ix("forged"), fake)
+    await alice.publish(names.continuation("f", "r", 0), fake)
+    await alice.publish(names.wake("x", f"{key_id(BOB)}.waiter"), fake)
+    with pytest.raises((nats.errors.TimeoutError, nats.errors.NoRespondersError)):
+        await alice.request(f"$JS.API.STREAM.INFO.{names.events_stream}", b"", timeout=1)
+    with pytest.raises((nats.errors.TimeoutError, nats.errors.NoRespondersError)):
+        await alice.request(
+            f"$JS.API.CONSUMER.MSG.NEXT.{names.continuations_stream}.{names.flow_durable('f')}",
+            b'{"batch":1}',
+            timeout=1,
+        )
+    await alice.flush()
+    await asyncio.sleep(0.2)
+    assert len([v for v in violations.seen if "permissions violation" in v.lower()]) >= 5, violations.seen
+
+    # Commands are allowed, and a command names its sender by the token inside it, which only
+    # the ask service can read.
+    cmd = Ask(token=ALICE, interaction_id=str(uuid.uuid4()), question="Mine?", timeout=5)
+    reply = await alice.request(names.cmd_ask, msgspec.json.encode(cmd), timeout=5)
+    assert b'"type":"ok"' in reply.data
+    # Nothing forged reached the log (read with the admin key).
+    admin = await connect_nats(
+        secured.server.url, name="admin", seed=secured.seeds["admin"], inbox_prefix=service_inbox("admin")
+    )
+    try:
+        assert await EventStore(admin, names).last(names.ix("forged")) is None
+    finally:
+        await admin.close()
+    await alice.close()
+
+
+async def test_the_system_works_under_authorization(secured: Secured) -> None:
+    """A sync ask, a park resumed by an operator worker, and the SDK's clients all on keys."""
+    system = secured.system
+    client: Client = await system.sdk(ALICE)
+    asking = asyncio.create_task(client.ask_user("Ship it?", answer_format="confirm", timeout=30))
+    interaction_id = await wait_pending(secured.db, system)
+    assert await answer(system, interaction_id, True, token=ALICE) == 200
+    assert await asking is True
+
+    workers = Workers(system)
+
+    def register(w: layby.Worker) -> None:
+        @w.flow("secured")
+        async def secured_flow(_: Any) -> Any:
+            return await layby.ask_user("Approve?", mode="async", expiry_at=soon())
+
+    worker = await workers.new(register)
+    await workers.serve(worker)
+    run_id = await client.start_run("secured")
+    (asked,) = await open_asks(secured.db, run_id, 1)
+    assert await answer(system, asked, "yes", token=ALICE) == 200
+    try:
+        await wait_status(secured.db, run_id, "finished")
+    finally:
+        await workers.stop_all()
+
+
+def soon() -> Any:
+    from datetime import UTC, datetime, timedelta
+
+    return datetime.now(UTC) + timedelta(minutes=5)
+
+
+async def wait_pending(db: asyncpg.Pool, system: System, timeout: float = 20) -> str:
+    async with system.http(OPERATOR) as http:
+        for _ in range(int(timeout / 0.05)):
+            r = await http.get("/api/interactions")
+            items = r.json()["data"]["items"]
+            if items:
+                return str(items[0]["interaction_id"])
+            await asyncio.sleep(0.05)
+    raise AssertionError("no pending question")
