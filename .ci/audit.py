@@ -16,7 +16,7 @@ from pathlib import Path
 venv_bin = Path(sys.executable).parent
 with tempfile.TemporaryDirectory() as tmp:
     report = Path(tmp) / "audit.json"
-    run = subprocess.run(
+    run = subprocess.run(  # noqa: S603 - the venv's own pip-audit, fixed arguments
         [
             str(venv_bin / "pip-audit"),
             "--skip-editable",
@@ -41,7 +41,10 @@ with tempfile.TemporaryDirectory() as tmp:
 vulnerable = [d for d in deps if d.get("vulns")]
 skipped = [d for d in deps if "skip_reason" in d]
 audited = len(deps) - len(skipped)
-print(f"pip-audit: {len(deps)} distributions, {audited} audited, {len(skipped)} not auditable, {len(vulnerable)} vulnerable")
+print(
+    f"pip-audit: {len(deps)} distributions, {audited} audited, "
+    f"{len(skipped)} not auditable, {len(vulnerable)} vulnerable"
+)
 for d in vulnerable:
     ids = ", ".join(v["id"] for v in d["vulns"])
     print(f"  VULNERABLE {d['name']} {d['version']}: {ids}", file=sys.stderr)

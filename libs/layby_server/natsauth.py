@@ -54,12 +54,13 @@ def new_seed() -> str:
     return bytes(nkeys.encode_seed(secrets.token_bytes(32), nkeys.PREFIX_BYTE_USER)).decode("ascii")
 
 
-def _stream_api(streams: Iterable[str]) -> list[str]:
-    """The JetStream API subjects of ``streams``: info, create/update, message reads, consumers."""
+def _stream_api(manage: Iterable[str], read: Iterable[str]) -> list[str]:
+    """JetStream API subjects: stream info, create and update on ``manage`` (every service
+    provisions every stream at start); message reads and consumers on ``read`` only."""
     subjects = ["$JS.API.INFO", "$JS.API.STREAM.NAMES", "$JS.API.STREAM.LIST"]
-    for s in streams:
+    subjects += [f"$JS.API.STREAM.{verb}.{s}" for s in manage for verb in ("INFO", "CREATE", "UPDATE")]
+    for s in read:
         subjects += [
-            f"$JS.API.STREAM.*.{s}",
             f"$JS.API.STREAM.MSG.GET.{s}",
             f"$JS.API.DIRECT.GET.{s}",
             f"$JS.API.DIRECT.GET.{s}.>",
@@ -74,6 +75,19 @@ def _stream_api(streams: Iterable[str]) -> list[str]:
 
 def _streams(n: Names) -> list[str]:
     return [n.events_stream, n.secrets_stream, n.media_stream, n.tickets_stream, n.continuations_stream]
+
+
+def _reads(role: str, n: Names) -> list[str]:
+    """The streams a role reads. Sealed answers are read only by the services that hand them to
+    their waiter (the resume service's wake, the ask service's late-answer reply)."""
+    return {
+        "ask": [n.events_stream, n.secrets_stream, n.tickets_stream, n.continuations_stream],
+        "door": [n.events_stream, n.media_stream, n.tickets_stream],
+        "delivery": [n.events_stream, n.media_stream, n.tickets_stream],
+        "resume": [n.events_stream, n.secrets_stream, n.continuations_stream],
+        "sweeper": [n.events_stream],
+        "admin": [n.events_stream],
+    }[role]
 
 
 def service_permissions(role: str, n: Names) -> dict[str, object]:
@@ -92,9 +106,7 @@ def service_permissions(role: str, n: Names) -> dict[str, object]:
         subscribe.append(f"{ns}.cmd.>")
     return {
         "publish": {
-            "allow": own + _stream_api(_streams(n)),
-            # Streams outlive every service: no service may delete or purge one.
-            "deny": ["$JS.API.STREAM.DELETE.>", "$JS.API.STREAM.PURGE.>", "$JS.API.STREAM.MSG.DELETE.>"],
+            "allow": own + _stream_api(_streams(n), _reads(role, n)),
         },
         "subscribe": {"allow": subscribe},
         "allow_responses": role == "ask",

@@ -62,6 +62,11 @@ async def secured(pg_url: str) -> AsyncIterator[Secured]:
         system = await start_system(settings, seeds=seeds)
         try:
             yield Secured(system, server, seeds, pool)
+            await stop_system(system)
+            # No Layby process ever did what NATS forbids: every service's work fits its rules.
+            log = (Path(tmp) / "nats" / "nats.log").read_text(encoding="utf-8", errors="replace")
+            refused = [ln for ln in log.splitlines() if "Violation" in ln and ":layby-" in ln]
+            assert refused == [], refused
         finally:
             await stop_system(system)
             async with pool.acquire() as conn:
@@ -227,3 +232,26 @@ async def wait_pending(db: asyncpg.Pool, system: System, timeout: float = 20) ->
                 return str(items[0]["interaction_id"])
             await asyncio.sleep(0.05)
     raise AssertionError("no pending question")
+
+
+async def test_media_timeouts_and_late_answers_work_under_authorization(secured: Secured) -> None:
+    """The door serves an inline image, the ask service prunes a timed-out ask, and every service
+    reads only what its rules allow (the fixture checks NATS's log for refusals)."""
+    from tests.integration.test_media import PNG, PNG_URI
+
+    system = secured.system
+    client = await system.sdk(ALICE)
+    asking = asyncio.create_task(
+        client.ask_user("Look?", answer_format="confirm", media=[{"kind": "image", "url": PNG_URI}], timeout=30)
+    )
+    await wait_pending(secured.db, system)
+    async with system.http(OPERATOR) as http:
+        [item] = (await http.get("/api/interactions")).json()["data"]["items"]
+    async with system.http(None) as anon:
+        image = await anon.get(item["media"][0]["url"])
+    assert image.status_code == 200 and image.content == PNG
+    assert await answer(system, item["interaction_id"], True, token=ALICE) == 200
+    assert await asking is True
+
+    with pytest.raises(layby.InteractionTimeoutError):
+        await client.ask_user("Anyone?", timeout=0.5)

@@ -117,7 +117,9 @@ def test_only_the_ask_service_serves_commands_and_no_service_deletes_a_stream() 
         assert perms["allow_responses"] is False
     ask = service_permissions("ask", n)
     assert "layby.cmd.>" in ask["subscribe"]["allow"]  # type: ignore[index]
-    assert "$JS.API.STREAM.DELETE.>" in ask["publish"]["deny"]  # type: ignore[index]
+    for role in ("ask", "door", "delivery", "resume", "sweeper", "admin"):
+        allowed = service_permissions(role, n)["publish"]["allow"]  # type: ignore[index]
+        assert not [s for s in allowed if "DELETE" in s or "PURGE" in s or s.startswith("$JS.API.STREAM.*")]
     assert "layby.wake.>" in service_permissions("resume", n)["publish"]["allow"]  # type: ignore[index]
     assert "layby.wake.>" not in service_permissions("door", n)["publish"]["allow"]  # type: ignore[index]
 
@@ -130,3 +132,14 @@ def test_the_authorization_block_holds_public_keys_only() -> None:
     )
     assert public_key(seed) in text and public_key(client_seed(token)) in text
     assert seed not in text and token not in text and client_seed(token) not in text
+
+
+def test_only_the_services_that_hand_sealed_answers_to_their_waiter_read_them() -> None:
+    n = Names("layby")
+    readers = {
+        role
+        for role in ("ask", "door", "delivery", "resume", "sweeper", "admin")
+        if "$JS.API.DIRECT.GET.LAYBY_SECRETS.>" in service_permissions(role, n)["publish"]["allow"]  # type: ignore[index]
+    }
+    assert readers == {"ask", "resume"}
+    assert "layby.secret.>" in service_permissions("door", n)["publish"]["allow"]  # type: ignore[index]

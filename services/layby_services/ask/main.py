@@ -34,7 +34,7 @@ MAX_INFLIGHT = 2000
 
 
 async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None = None) -> None:
-    async with open_resources(settings, name="ask", clock=clock) as res:
+    async with open_resources(settings, name="ask", clock=clock, secrets=True) as res:
         assert res.pool is not None
         admitter = Admitter(
             res.pool, cap=settings.max_concurrent, clock=res.clock, namespace=settings.namespace
