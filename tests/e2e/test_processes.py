@@ -386,3 +386,44 @@ def test_layby_up_restarts_an_embedded_server_killed_under_it(tmp_path: Path, se
     finally:
         stop_up(up)
     assert up.returncode == 0
+
+
+def test_a_sensitive_answer_is_nowhere_in_plaintext_under_the_data_dir(tmp_path: Path) -> None:
+    """`layby up`, a sensitive question answered with a unique value: the asker gets it, and no
+    file under the data dir (NATS's streams, PostgreSQL's tables and WAL, logs) holds it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAYBY_")}
+    data = tmp_path / "data"
+    env.update(LAYBY_DATA_DIR=str(data), LAYBY_HTTP_PORT=str(free_port()), LAYBY_LOG_LEVEL="warning")
+    canary = "canary-" + os.urandom(12).hex()
+    up, _token = start_up(env)
+    try:
+        ask = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "import asyncio, layby\n"
+                "print(asyncio.run(layby.ask_user('PIN?', sensitive=True, timeout=60)).reveal())",
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        items: list[dict[str, object]] = []
+
+        def asked() -> bool:
+            items[:] = json.loads(cli(env, "interactions", "list", "--json").stdout)["items"]
+            return bool(items)
+
+        _until(asked, "the question was never listed")
+        cli(env, "interactions", "answer", str(items[0]["interaction_id"]), "--answer", json.dumps(canary))
+        out, err = ask.communicate(timeout=60)
+        assert ask.returncode == 0, err
+        assert out.strip() == canary
+    finally:
+        stop_up(up)
+    needle = canary.encode()
+    files = [p for p in data.rglob("*") if p.is_file()]
+    assert any("jetstream" in str(p) for p in files) and any("postgres" in str(p) for p in files)
+    holding = [str(p) for p in files if needle in p.read_bytes()]
+    assert holding == []

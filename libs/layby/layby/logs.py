@@ -40,5 +40,9 @@ def configure_logging(fmt: str = "json", level: str = "info") -> None:
 
 
 def get_logger(name: str) -> structlog.typing.FilteringBoundLogger:
+    """A named logger. An application that has not configured structlog gets Layby's lines on
+    standard error, readable, at info: a library never writes to an application's standard output."""
+    if not structlog.is_configured():
+        configure_logging("console", "info")
     logger: structlog.typing.FilteringBoundLogger = structlog.get_logger(name)
     return logger
