@@ -30,14 +30,56 @@ async def test_the_door_sends_no_server_banner(system: System) -> None:
 
 
 async def test_openapi_document_lists_the_doors(system: System) -> None:
-    """The OpenAPI document is served at /schema/openapi.json."""
+    """The hand-written OpenAPI document is served at /schema/openapi.json
+    (docs/doors/common.md#the-openapi-document): every door, the bearer scheme on the
+    authenticated ones, the doors' error envelope, and the list door's 200 is an object."""
     async with system.http(None) as http:
-        doc = (await http.get("/schema/openapi.json")).json()
+        resp = await http.get("/schema/openapi.json")
+    assert resp.status_code == 200
+    doc = resp.json()
+    assert doc["openapi"].startswith("3.1")
+    paths = doc["paths"]
     assert {
         "/api/interactions",
         "/api/interactions/stream",
         "/api/interactions/{interaction_id}/answer",
-    } <= set(doc["paths"])
+        "/api/interactions/media/{media_id}",
+        "/api/interactions/callback/{ticket}",
+        "/api/runs",
+        "/api/runs/{run_id}",
+        "/healthz",
+        "/readyz",
+    } <= set(paths)
+    components = doc["components"]
+    assert components["securitySchemes"]["bearerAuth"] == {
+        "type": "http",
+        "scheme": "bearer",
+        "description": components["securitySchemes"]["bearerAuth"]["description"],
+    }
+    error = components["schemas"]["Error"]
+    assert error["required"] == ["error"] and set(error["properties"]) == {"error", "field"}
+    assert error["additionalProperties"] is False
+    authenticated = [
+        paths["/api/interactions"]["get"],
+        paths["/api/interactions/stream"]["get"],
+        paths["/api/interactions/{interaction_id}/answer"]["post"],
+        paths["/api/runs"]["get"],
+        paths["/api/runs/{run_id}"]["get"],
+    ]
+    for operation in authenticated:
+        assert operation["security"] == [{"bearerAuth": []}]
+        assert operation["responses"]["401"] == {"$ref": "#/components/responses/Unauthorized"}
+    unauthorized = components["responses"]["Unauthorized"]
+    assert unauthorized["headers"]["WWW-Authenticate"]["required"] is True
+    assert (
+        "missing bearer token"
+        in unauthorized["content"]["application/json"]["schema"]["properties"]["error"]["enum"]
+    )
+    for public in ("/api/interactions/media/{media_id}", "/api/interactions/callback/{ticket}", "/healthz"):
+        assert all(op["security"] == [] for op in paths[public].values())
+    listed = paths["/api/interactions"]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
+    page = components["schemas"][listed["$ref"].rpartition("/")[2]]
+    assert page["type"] == "object" and page["required"] == ["data"]
 
 
 @pytest.mark.parametrize(

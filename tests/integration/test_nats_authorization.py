@@ -242,7 +242,9 @@ async def test_media_timeouts_and_late_answers_work_under_authorization(secured:
     system = secured.system
     client = await system.sdk(ALICE)
     asking = asyncio.create_task(
-        client.ask_user("Look?", answer_format="confirm", media=[{"kind": "image", "url": PNG_URI}], timeout=30)
+        client.ask_user(
+            "Look?", answer_format="confirm", media=[{"kind": "image", "url": PNG_URI}], timeout=30
+        )
     )
     await wait_pending(secured.db, system)
     async with system.http(OPERATOR) as http:

@@ -6,9 +6,10 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
-from litestar import Litestar
+import msgspec
+from litestar import Litestar, Response, get
+from litestar.handlers import HTTPRouteHandler
 from litestar.middleware import DefineMiddleware
-from litestar.openapi import OpenAPIConfig
 
 from layby.logs import get_logger
 from layby_domain.clock import Clock, SystemClock
@@ -18,6 +19,7 @@ from layby_server.service import open_resources
 from layby_server.settings import Settings
 from layby_services.door.deps import DoorState
 from layby_services.door.errors import EXCEPTION_HANDLERS
+from layby_services.door.openapi import document
 from layby_services.door.ratelimit import RateLimiter, RateLimitMiddleware
 from layby_services.door.routes.answer import answer_door
 from layby_services.door.routes.callback import callback_get, callback_post
@@ -33,6 +35,17 @@ log = get_logger("layby.door")
 
 def _rate_limits(clock: Clock) -> DefineMiddleware:
     return DefineMiddleware(RateLimitMiddleware, limiter=RateLimiter(clock))
+
+
+def _openapi_door() -> HTTPRouteHandler:
+    """``GET /schema/openapi.json``: the hand-written document (openapi.py), encoded once."""
+    body = msgspec.json.encode(document())
+
+    @get("/schema/openapi.json")
+    async def openapi_document() -> Response[bytes]:
+        return Response(body, media_type="application/json", headers={"Cache-Control": "no-cache"})
+
+    return openapi_document
 
 
 def create_app(settings: Settings, *, clock: Clock | None = None, run_projection: bool = True) -> Litestar:
@@ -75,10 +88,11 @@ def create_app(settings: Settings, *, clock: Clock | None = None, run_projection
             media_door,
             callback_post,
             callback_get,
+            _openapi_door(),
         ],
         lifespan=[lifespan],
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
-        openapi_config=OpenAPIConfig(title="Layby", version="0.1.0", path="/schema"),
+        openapi_config=None,  # the document is written by hand: openapi.py
         middleware=[
             *([_rate_limits(clock or SystemClock())] if settings.rate_limits else []),
         ],
