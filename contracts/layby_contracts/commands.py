@@ -13,7 +13,7 @@ from typing import Any, Literal
 import msgspec
 
 from layby_contracts.errors import RefusalKind
-from layby_contracts.events import MediaItem, ParkedAsk, Resolution
+from layby_contracts.events import MediaItem, ParkedAsk, Resolution, StepResult
 
 
 class Ask(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag="cmd.ask.v1"):
@@ -106,6 +106,36 @@ class EndRun(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     resume_id: str | None = None
 
 
+class RecordStep(
+    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag="cmd.run.step.v1"
+):
+    """The execution of ``generation`` finished the step at ``call``: record it before the flow
+    goes on (docs/aggregates/run.md#steps)."""
+
+    token: str
+    run_id: str
+    generation: int
+    call: int
+    step: StepResult
+    resume_id: str | None = None
+
+
+class CancelRun(
+    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag="cmd.run.cancel.v1"
+):
+    """Cancel a running or parked run (its open questions leave the inbox)."""
+
+    token: str
+    run_id: str
+
+
+class RetryRun(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag="cmd.run.retry.v1"):
+    """Execute a failed run again from its last recorded step or park."""
+
+    token: str
+    run_id: str
+
+
 class AttachWorker(
     msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag="cmd.run.attach.v1"
 ):
@@ -116,6 +146,20 @@ class AttachWorker(
     flow: str
     ack_wait_seconds: float = 30.0
     """How long a continuation may run without a sign of progress before another worker gets it."""
+
+
+class WorkerSeen(
+    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag="cmd.run.worker.v1"
+):
+    """A worker reports in while it runs (every few seconds): which flows it serves, so operators
+    see which workers are alive and a start of a flow nobody serves is flagged at once."""
+
+    token: str
+    worker_id: str
+    flows: list[str]
+    host: str | None = None
+    pid: int | None = None
+    concurrency: int | None = None
 
 
 class CheckCurrent(
@@ -129,7 +173,20 @@ class CheckCurrent(
     generation: int
 
 
-Command = Ask | ReserveTicket | Prune | StartRun | ParkRun | EndRun | AttachWorker | CheckCurrent
+Command = (
+    Ask
+    | ReserveTicket
+    | Prune
+    | StartRun
+    | ParkRun
+    | EndRun
+    | AttachWorker
+    | CheckCurrent
+    | RecordStep
+    | CancelRun
+    | RetryRun
+    | WorkerSeen
+)
 COMMAND_DECODER: msgspec.json.Decoder[Command] = msgspec.json.Decoder(Command)
 
 
@@ -139,12 +196,14 @@ class Accepted(msgspec.Struct, frozen=True, kw_only=True, tag="ok"):
     timeout_at: str
 
 
-PROTOCOL = 3
+PROTOCOL = 4
 PROTOCOL_RESERVATIONS = 2
 PROTOCOL_WORKER_COMMANDS = 3
+PROTOCOL_STEPS = 4
 """The command protocol this side speaks. 1: the first (absent from its replies); 2: ticket
 reservations (``cmd.ticket.reserve.v1``) and the ``protocol`` field on refusals; 3: the worker's
-``cmd.run.attach.v1`` and ``cmd.run.current.v1``
+``cmd.run.attach.v1`` and ``cmd.run.current.v1``; 4: steps, cancel and retry
+(``cmd.run.step.v1``, ``cmd.run.cancel.v1``, ``cmd.run.retry.v1``)
 (docs/errors.md#capabilities-travel-in-the-protocol-field)."""
 
 
@@ -180,6 +239,13 @@ class Reserved(msgspec.Struct, frozen=True, kw_only=True, tag="reserved"):
 class RunAccepted(msgspec.Struct, frozen=True, kw_only=True, tag="run"):
     run_id: str
     seq: int
+    warning: str | None = None
+    """A start of a flow no live worker serves: recorded, and it will run once a worker serves
+    the flow; the SDK logs this and the CLI prints it."""
+
+
+class Noted(msgspec.Struct, frozen=True, kw_only=True, tag="noted"):
+    """A report was recorded."""
 
 
 class Attached(msgspec.Struct, frozen=True, kw_only=True, tag="attached"):
@@ -193,10 +259,13 @@ class Current(msgspec.Struct, frozen=True, kw_only=True, tag="current"):
     """``current``: execute it; ``duplicate``: an earlier execution's, drop it; ``unknown``: the
     run's log has not caught up yet, try again shortly."""
 
-    status: Literal["current", "duplicate", "unknown"]
+    status: Literal["current", "duplicate", "unknown", "cancelled"]
+    steps: dict[str, StepResult] | None = None
+    """current: the steps recorded so far when this generation already recorded some (a replay
+    after a crash starts from them, not from the continuation's older checkpoint)."""
 
 
-Reply = Accepted | Refused | PruneResult | Reserved | RunAccepted | Attached | Current
+Reply = Accepted | Refused | PruneResult | Reserved | RunAccepted | Attached | Current | Noted
 REPLY_DECODER: msgspec.json.Decoder[Reply] = msgspec.json.Decoder(Reply)
 
 
@@ -230,6 +299,7 @@ class Continuation(msgspec.Struct, frozen=True, kw_only=True, tag="continuation.
     identity: str
     input: Any = None
     answers: dict[str, Resolution] = {}
+    steps: dict[str, StepResult] = {}
 
 
 CONTINUATION_DECODER: msgspec.json.Decoder[Continuation] = msgspec.json.Decoder(Continuation)

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-RefusalKind = Literal["invalid", "limit", "audience", "unauthorized", "unavailable", "retention", "conflict"]
+RefusalKind = Literal[
+    "invalid", "limit", "audience", "unauthorized", "unavailable", "retention", "conflict", "cancelled"
+]
 """The wire names of the errors a command can be refused with (``Refused.kind``)."""
 
 
@@ -104,6 +106,16 @@ class ParkExpiryExceedsRetentionError(LaybyError, ValueError):
 
 class NonDeterministicRunError(LaybyError, RuntimeError):
     """A resumed flow asked a different question at a call whose answer was recorded."""
+
+
+class RunCancelledError(LaybyError):
+    """The run was cancelled: its execution stops at its next step, park or end, recording nothing."""
+
+    kind = "cancelled"
+
+
+class StepFailedError(LaybyError, RuntimeError):
+    """A step raised on its last attempt; the failure is recorded and raised again on every replay."""
 
 
 class Unavailable(Transient, RuntimeError):

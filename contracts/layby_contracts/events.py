@@ -114,6 +114,16 @@ class Resolution(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """``system:delivery_failed``: why the channel could not deliver the question."""
 
 
+class StepResult(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """How one ``layby.step`` call ended: its JSON result, or its last attempt's error."""
+
+    name: str
+    result: Any = None
+    error: str | None = None
+    """``ExceptionType: message`` of the last attempt; the step raises ``StepFailedError`` on replay."""
+    attempts: int = 1
+
+
 class RunStarted(msgspec.Struct, frozen=True, kw_only=True, tag="run.started.v1"):
     """A run of a registered flow was started; ``identity`` is the asker every resume runs as."""
 
@@ -140,6 +150,8 @@ class RunParked(msgspec.Struct, frozen=True, kw_only=True, tag="run.parked.v1"):
     parked_at: datetime
     resume_id: str | None = None
     """The resume the run was executing when it parked (None for the first execution)."""
+    steps: dict[str, StepResult] = {}
+    """Every step recorded so far, by call index (part of the checkpoint, like ``answers``)."""
 
 
 class RunResumed(msgspec.Struct, frozen=True, kw_only=True, tag="run.resumed.v1"):
@@ -155,6 +167,9 @@ class RunResumed(msgspec.Struct, frozen=True, kw_only=True, tag="run.resumed.v1"
     resume_id: str
     resumed_at: datetime
     answers: dict[str, Resolution] = {}
+    steps: dict[str, StepResult] = {}
+    retried_by: str | None = None
+    """Set when a person retried a failed run (``generation`` then follows the failed one)."""
 
 
 class RunFinished(msgspec.Struct, frozen=True, kw_only=True, tag="run.finished.v1"):
@@ -174,10 +189,39 @@ class RunFailed(msgspec.Struct, frozen=True, kw_only=True, tag="run.failed.v1"):
     attempts: int = 0
     failed_at: datetime
     resume_id: str | None = None
+    answers: dict[str, Resolution] = {}
+    steps: dict[str, StepResult] = {}
+    """The checkpoint the failed execution had: a retry resumes from it, not from scratch."""
+
+
+class RunStepRecorded(msgspec.Struct, frozen=True, kw_only=True, tag="run.step.v1"):
+    """Execution ``generation`` finished the step at ``call``; ``steps`` holds every step recorded
+    so far (the checkpoint a replay of this generation starts from)."""
+
+    run_id: str
+    generation: int
+    call: int
+    step: StepResult
+    steps: dict[str, StepResult] = {}
+    answers: dict[str, Resolution] = {}
+    recorded_at: datetime
+    resume_id: str | None = None
+
+
+class RunCancelled(msgspec.Struct, frozen=True, kw_only=True, tag="run.cancelled.v1"):
+    """A person cancelled the run; a running execution stops at its next step, park or end."""
+
+    run_id: str
+    generation: int
+    by: str
+    cancelled_at: datetime
+    was: Literal["running", "parked"]
+    asks: list[str] = []
+    """A parked run's questions (interaction ids): removed from the inbox with the run."""
 
 
 InteractionEvent = InteractionAsked | InteractionAnswered | InteractionRemoved
-RunEvent = RunStarted | RunParked | RunResumed | RunFinished | RunFailed
+RunEvent = RunStarted | RunParked | RunResumed | RunFinished | RunFailed | RunStepRecorded | RunCancelled
 Event = InteractionAsked | InteractionAnswered | InteractionRemoved | InteractionWithdrawn | RunEvent
 
 EXPIRY_ANSWER: dict[str, bool] = {"layby:interaction_expired": True}

@@ -16,6 +16,7 @@ from layby_contracts.errors import (
     InteractionLimitError,
     LaybyError,
     ParkExpiryExceedsRetentionError,
+    RunCancelledError,
     Unauthorized,
     Unavailable,
 )
@@ -28,6 +29,7 @@ _BY_KIND: dict[str, type[LaybyError]] = {
     "retention": ParkExpiryExceedsRetentionError,
     "unavailable": Unavailable,
     "conflict": Conflict,
+    "cancelled": RunCancelledError,
 }
 
 

@@ -25,11 +25,13 @@ from layby_contracts.events import (
     InteractionAnswered,
     InteractionAsked,
     InteractionRemoved,
+    RunCancelled,
     RunFailed,
     RunFinished,
     RunParked,
     RunResumed,
     RunStarted,
+    RunStepRecorded,
     decode_event,
 )
 from layby_domain.frames import add_frame
@@ -112,11 +114,12 @@ ON CONFLICT (run_id) DO UPDATE SET
 
 _RUN_RESUMED = f"""
 INSERT INTO runs AS r (run_id, status, generation, resume_id, updated_at, last_seq, checkpoint,
-    checkpoint_seq)
-VALUES ($1, 'resumed', $2, $3, $4, $5, $6::jsonb, $5)
+    checkpoint_seq, retried_by)
+VALUES ($1, 'resumed', $2, $3, $4, $5, $6::jsonb, $5, $7)
 ON CONFLICT (run_id) DO UPDATE SET
     {_guarded(("checkpoint",), "checkpoint_seq")},
     {_guarded(_STATUS, "last_seq")},
+    retried_by = coalesce(EXCLUDED.retried_by, r.retried_by),
     checkpoint_seq = GREATEST(r.checkpoint_seq, EXCLUDED.checkpoint_seq),
     last_seq = GREATEST(r.last_seq, EXCLUDED.last_seq)
 """  # noqa: S608 - built from constant column names
@@ -126,6 +129,23 @@ INSERT INTO runs AS r (run_id, status, generation, resume_id, updated_at, last_s
 VALUES ($1, $2, $3, $8, $6, $7, $4::jsonb, $5)
 ON CONFLICT (run_id) DO UPDATE SET
     {_guarded(("result", "error", *_STATUS), "last_seq")},
+    last_seq = GREATEST(r.last_seq, EXCLUDED.last_seq)
+"""  # noqa: S608 - built from constant column names
+
+_RUN_STEP = """
+INSERT INTO runs AS r (run_id, status, generation, updated_at, last_seq, step_count)
+VALUES ($1, 'running', $2, $3, $4, $5)
+ON CONFLICT (run_id) DO UPDATE SET
+    step_count = GREATEST(r.step_count, EXCLUDED.step_count),
+    updated_at = CASE WHEN r.last_seq < EXCLUDED.last_seq THEN EXCLUDED.updated_at ELSE r.updated_at END,
+    last_seq = GREATEST(r.last_seq, EXCLUDED.last_seq)
+"""
+
+_RUN_CANCELLED = f"""
+INSERT INTO runs AS r (run_id, status, generation, updated_at, last_seq, cancelled_by)
+VALUES ($1, 'cancelled', $2, $3, $4, $5)
+ON CONFLICT (run_id) DO UPDATE SET
+    {_guarded(("cancelled_by", *_STATUS), "last_seq")},
     last_seq = GREATEST(r.last_seq, EXCLUDED.last_seq)
 """  # noqa: S608 - built from constant column names
 
@@ -220,6 +240,7 @@ async def apply_batch(conn: Conn, batch: Sequence[Stored], *, name: str = INBOX)
                             ev.resumed_at,
                             stored.seq,
                             _json.encode(ev.answers).decode(),
+                            ev.retried_by,
                         ),
                     )
                 )
@@ -239,6 +260,12 @@ async def apply_batch(conn: Conn, batch: Sequence[Stored], *, name: str = INBOX)
                         ),
                     )
                 )
+            case RunStepRecorded():
+                runs.append(
+                    (_RUN_STEP, (ev.run_id, ev.generation, ev.recorded_at, stored.seq, len(ev.steps)))
+                )
+            case RunCancelled():
+                runs.append((_RUN_CANCELLED, (ev.run_id, ev.generation, ev.cancelled_at, stored.seq, ev.by)))
             case RunFailed():
                 runs.append(
                     (

@@ -48,7 +48,41 @@ async def crashy(n: int) -> Any:
     return {"n": n, "value": value}
 
 
+@layby.step(name="charge", retries=0)
+async def charge(what: str) -> str:
+    """An outside effect with no idempotency of its own: every execution adds a row."""
+    info = layby.current_step()
+    assert info is not None
+    receipt = f"{what}-{os.urandom(4).hex()}"
+    conn = await asyncpg.connect(
+        os.environ["PARKS_DSN"], server_settings={"search_path": os.environ["PARKS_SCHEMA"]}
+    )
+    try:
+        await conn.execute(
+            "INSERT INTO charges (step_key, what, receipt, pid) VALUES ($1, $2, $3, $4)",
+            info.key,
+            what,
+            receipt,
+            os.getpid(),
+        )
+    finally:
+        await conn.close()
+    return receipt
+
+
+@worker.flow("charger")
+async def charger(n: int) -> Any:
+    before = await charge(f"before-{n}")
+    value = await layby.ask_user(
+        f"Charge {n} again?", mode="async", expiry_at=datetime.now(UTC) + timedelta(hours=1)
+    )
+    after = await charge(f"after-{n}")
+    return {"n": n, "before": before, "after": after, "value": value}
+
+
 SCHEMA_SQL = """
 CREATE TABLE IF NOT EXISTS executions (id bigserial PRIMARY KEY, resume_id text NOT NULL, pid int NOT NULL);
 CREATE TABLE IF NOT EXISTS effects (resume_id text PRIMARY KEY, run_id text NOT NULL, value text);
+CREATE TABLE IF NOT EXISTS charges (id bigserial PRIMARY KEY, step_key text NOT NULL, what text NOT NULL,
+    receipt text NOT NULL, pid int NOT NULL);
 """

@@ -585,7 +585,7 @@ async def test_runs_door_shows_a_parked_run_with_its_open_questions_and_deadline
         listed = (await http.get("/api/runs", params={"status": "parked"})).json()["data"]
         assert [r["run_id"] for r in listed["items"]] == [run_id]
         assert (await http.get("/api/runs", params={"status": "nope"})).json() == {
-            "error": "status must be one of running, parked, resumed, finished, failed",
+            "error": "status must be one of running, parked, resumed, finished, failed, cancelled",
             "field": "status",
         }
     assert await answer(system, second, "two", token=ALICE) == 200

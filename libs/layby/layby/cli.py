@@ -272,6 +272,10 @@ def cmd_runs_show(settings: ClientSettings, args: argparse.Namespace) -> int:
         "created_at",
         "updated_at",
         "resume_id",
+        "steps",
+        "cancelled_by",
+        "retried_by",
+        "warning",
     ):
         if key in data:
             print(f"{key + ':':<12}{data[key]}")
@@ -283,6 +287,44 @@ def cmd_runs_show(settings: ClientSettings, args: argparse.Namespace) -> int:
         print(f"{'result:':<12}{json.dumps(data['result'])}")
     if "error" in data:
         print(f"{'error:':<12}{data['error']}")
+    return 0
+
+
+def _run_action(settings: ClientSettings, args: argparse.Namespace, action: str) -> int:
+    status, body = _request(settings, "POST", f"/api/runs/{quote(args.run_id, safe='')}/{action}")
+    if status != 200:
+        return _fail(status, body)
+    data = body["data"]
+    if args.json:
+        print(json.dumps(data, indent=2))
+    else:
+        print(f"{data['run_id']} {data['status']}")
+    return 0
+
+
+def cmd_runs_cancel(settings: ClientSettings, args: argparse.Namespace) -> int:
+    return _run_action(settings, args, "cancel")
+
+
+def cmd_runs_retry(settings: ClientSettings, args: argparse.Namespace) -> int:
+    return _run_action(settings, args, "retry")
+
+
+def cmd_workers(settings: ClientSettings, args: argparse.Namespace) -> int:
+    status, body = _request(settings, "GET", "/api/workers")
+    if status != 200:
+        return _fail(status, body)
+    data = body["data"]
+    if args.json:
+        print(json.dumps(data, indent=2))
+        return 0
+    rows = [("WORKER", "ALIVE", "IDENTITY", "SEEN AT", "FLOWS")]
+    for w in data["items"]:
+        alive = "yes" if w["alive"] else "no"
+        rows.append((w["worker_id"], alive, w["identity"], w["seen_at"][:19], ", ".join(w["flows"])))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    print("\n".join("  ".join(c.ljust(widths[i]) if i < 4 else c for i, c in enumerate(r)) for r in rows))
+    print(f"\n{data['alive']} alive of {len(data['items'])} seen in the last hour")
     return 0
 
 
@@ -373,11 +415,11 @@ def build_parser() -> argparse.ArgumentParser:
         help='display-only media as JSON: [{"kind": "image", "url": "https://...", "caption": "..."}]',
     )
 
-    runs = sub.add_parser("runs", help="start, list and show resumable runs").add_subparsers(
+    runs = sub.add_parser("runs", help="start, list, show, cancel and retry resumable runs").add_subparsers(
         dest="action", required=True
     )
     rls = runs.add_parser("list", help="runs, most recently active first")
-    rls.add_argument("--status", choices=["running", "parked", "resumed", "finished", "failed"])
+    rls.add_argument("--status", choices=["running", "parked", "resumed", "finished", "failed", "cancelled"])
     rls.add_argument("--page", type=int)
     rls.add_argument("--page-size", type=int)
     rls.add_argument("--json", action=argparse.BooleanOptionalAction, default=False)
@@ -388,6 +430,14 @@ def build_parser() -> argparse.ArgumentParser:
     rstart.add_argument("flow")
     rstart.add_argument("--input", help="the flow's input as JSON")
     rstart.add_argument("--run-id", help="your own uuid4 run id (makes the start idempotent)")
+    rcancel = runs.add_parser("cancel", help="cancel a running or parked run (its questions leave the inbox)")
+    rcancel.add_argument("run_id")
+    rcancel.add_argument("--json", action=argparse.BooleanOptionalAction, default=False)
+    rretry = runs.add_parser("retry", help="run a failed run again from its last recorded step or park")
+    rretry.add_argument("run_id")
+    rretry.add_argument("--json", action=argparse.BooleanOptionalAction, default=False)
+    wks = sub.add_parser("workers", help="workers seen in the last hour: alive or not, and their flows")
+    wks.add_argument("--json", action=argparse.BooleanOptionalAction, default=False)
 
     wrk = sub.add_parser("worker", help="execute the flows of a layby.Worker (MODULE:ATTRIBUTE)")
     wrk.add_argument("target", help="e.g. myapp.flows:worker")
@@ -402,6 +452,9 @@ COMMANDS = {
     ("runs", "list"): cmd_runs_list,
     ("runs", "show"): cmd_runs_show,
     ("runs", "start"): cmd_runs_start,
+    ("runs", "cancel"): cmd_runs_cancel,
+    ("runs", "retry"): cmd_runs_retry,
+    ("workers", None): cmd_workers,
     ("worker", None): cmd_worker,
 }
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from layby_contracts.events import ParkedAsk, Resolution
+from layby_contracts.events import ParkedAsk, Resolution, StepResult
 
 
 class Suspended(msgspec.Struct, frozen=True):
@@ -50,11 +50,14 @@ class RunContext:
         *,
         durable: bool,
         answers: dict[str, Resolution] | None = None,
+        steps: dict[str, StepResult] | None = None,
         client: Any = None,
     ) -> None:
         self.info = info
         self.durable = durable
         self.answers = dict(answers or {})
+        self.steps = dict(steps or {})
+        """Steps recorded so far, by call index (``layby.step`` returns them on replay)."""
         self.client = client
         self.calls = 0
         self.parked: list[ParkedAsk] = []

@@ -39,18 +39,22 @@ from layby_contracts.commands import (
     Accepted,
     Ask,
     AttachWorker,
+    CancelRun,
     CheckCurrent,
     EndRun,
     ParkRun,
     Prune,
     PruneResult,
+    RecordStep,
     Refused,
     Reply,
     Reserved,
     ReserveTicket,
+    RetryRun,
     RunAccepted,
     StartRun,
     Wake,
+    WorkerSeen,
 )
 from layby_contracts.errors import (
     BadInput,
@@ -72,7 +76,9 @@ from layby_domain.validation import (
 )
 
 _enc = msgspec.json.Encoder()
-RunCommand: TypeAlias = StartRun | ParkRun | EndRun | AttachWorker | CheckCurrent
+RunCommand: TypeAlias = (
+    StartRun | ParkRun | EndRun | AttachWorker | CheckCurrent | RecordStep | CancelRun | RetryRun | WorkerSeen
+)
 log = get_logger("layby.sdk")
 REQUEST_TIMEOUT = 10.0
 PARK_RECORD_BUDGET = 60.0
@@ -410,9 +416,13 @@ class Client:
         reply = await self.run_command(StartRun(token=self._token, run_id=run_id, flow=flow, input=input))
         if isinstance(reply, LaybyError):
             raise reply
+        if reply.warning:
+            log.warning("run.no_worker", run_id=run_id, flow=flow, warning=reply.warning)
         return run_id
 
-    async def run_command(self, cmd: StartRun | ParkRun | EndRun) -> RunAccepted | LaybyError:
+    async def run_command(
+        self, cmd: StartRun | ParkRun | EndRun | RecordStep | CancelRun | RetryRun
+    ) -> RunAccepted | LaybyError:
         """Send a run command to the ask service; retried on timeouts (commands are idempotent).
         A refusal comes back as the error the service raised (not raised: the worker decides)."""
         reply = await self.request_run(cmd)
@@ -421,6 +431,19 @@ class Client:
         if not isinstance(reply, RunAccepted):
             raise RuntimeError(f"unexpected reply to a run command: {reply!r}")  # noqa: TRY004
         return reply
+
+    async def cancel_run(self, run_id: str) -> None:
+        """Cancel a running or parked run (a parked run's open questions leave the inbox; a
+        running one stops at its next step, park or end). Raises ``Conflict`` when it has ended."""
+        reply = await self.run_command(CancelRun(token=self._token, run_id=run_id))
+        if isinstance(reply, LaybyError):
+            raise reply
+
+    async def retry_run(self, run_id: str) -> None:
+        """Execute a failed run again from its last recorded step or park."""
+        reply = await self.run_command(RetryRun(token=self._token, run_id=run_id))
+        if isinstance(reply, LaybyError):
+            raise reply
 
     async def request_run(self, cmd: RunCommand) -> Reply:
         """One request on the run-command subject, retried while no ask service answers."""

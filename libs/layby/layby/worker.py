@@ -30,6 +30,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import secrets
+import socket
+from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any, Literal
 
@@ -46,6 +50,7 @@ from layby.sdk import Client, connect
 from layby.settings import ClientSettings, load_client_settings
 from layby_contracts.commands import (
     CONTINUATION_DECODER,
+    PROTOCOL_STEPS,
     PROTOCOL_WORKER_COMMANDS,
     Attached,
     AttachWorker,
@@ -57,8 +62,18 @@ from layby_contracts.commands import (
     Prune,
     Refused,
     RunAccepted,
+    WorkerSeen,
 )
-from layby_contracts.errors import BadInput, Conflict, LaybyError, Permanent, Transient, Unavailable
+from layby_contracts.errors import (
+    BadInput,
+    Conflict,
+    LaybyError,
+    Permanent,
+    RunCancelledError,
+    Transient,
+    Unavailable,
+)
+from layby_contracts.events import StepResult
 from layby_contracts.refusals import from_refused
 from layby_domain.validation import is_flow_name, new_interaction_id
 
@@ -68,6 +83,8 @@ RETRY_BASE_SECONDS = 1.0
 RETRY_MAX_SECONDS = 60.0
 NOT_YET_DELAY = 0.5
 FETCH_BATCH = 64
+REPORT_SECONDS = 10.0
+"""How often a worker reports in (a worker counts as alive for 30 s after a report)."""
 
 
 class Finished(msgspec.Struct, frozen=True):
@@ -78,6 +95,12 @@ class Parked(msgspec.Struct, frozen=True):
     pass
 
 
+class Stopped(msgspec.Struct, frozen=True):
+    """The run was cancelled, or another execution moved it on: record nothing, drop the message."""
+
+    why: Literal["cancelled", "superseded"]
+
+
 class Raised(msgspec.Struct, frozen=True):
     error: str
     transient: bool = False
@@ -86,7 +109,7 @@ class Raised(msgspec.Struct, frozen=True):
     """Retrying cannot help (the outcome itself was refused): fail the run now."""
 
 
-Outcome = Finished | Parked | Raised
+Outcome = Finished | Parked | Raised | Stopped
 
 
 async def drive(fn: Flow, ctx: RunContext, input: Any) -> Outcome:
@@ -117,6 +140,10 @@ async def drive(fn: Flow, ctx: RunContext, input: Any) -> Outcome:
     if task.cancelled():
         return Raised("the flow was cancelled")
     exc = task.exception()
+    if isinstance(exc, RunCancelledError):
+        return Stopped("cancelled")
+    if isinstance(exc, Conflict):
+        return Stopped("superseded")
     if exc is not None:
         transient = isinstance(exc, Transient | nats.errors.Error | nats.js.errors.Error)
         return Raised(f"{type(exc).__name__}: {exc}", transient=transient)
@@ -124,24 +151,63 @@ async def drive(fn: Flow, ctx: RunContext, input: Any) -> Outcome:
 
 
 class _Slots:
-    """How many more continuations this worker may execute at once (shared by its flows)."""
+    """The continuations a worker may execute at once, shared fairly by its flows
+    (docs/parks.md#fair-workers).
 
-    def __init__(self, size: int) -> None:
-        self._free = size
-        self._changed = asyncio.Event()
+    A slot is taken only when a continuation is about to execute, never while a flow's loop
+    waits for messages, and slots are handed out first come, first served: a flow whose loop
+    releases a slot cannot take it back while another flow's continuation is waiting for one.
+    """
 
-    async def take(self, most: int) -> int:
-        while self._free <= 0:
-            self._changed.clear()
-            await self._changed.wait()
-        room = min(most, self._free)
-        self._free -= room
-        return room
+    def __init__(self, size: int, flows: int) -> None:
+        self.size = size
+        self.free = size
+        self.share = max(1, -(-size // max(flows, 1)))
+        """How many fetched continuations one flow may have waiting for a slot."""
+        self._waiters: deque[asyncio.Future[None]] = deque()
 
-    def give(self, count: int) -> None:
-        if count > 0:
-            self._free += count
-            self._changed.set()
+    async def acquire(self) -> None:
+        if self.free > 0 and not self._waiters:
+            self.free -= 1
+            return
+        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(turn)
+        try:
+            await turn
+        except asyncio.CancelledError:
+            if turn.done() and not turn.cancelled():
+                self.release()  # the slot was handed over as we were cancelled: pass it on
+            raise
+
+    def release(self) -> None:
+        while self._waiters:
+            turn = self._waiters.popleft()
+            if not turn.done():
+                turn.set_result(None)  # handed straight over: nobody can overtake the queue
+                return
+        self.free += 1
+
+
+def _token_part(text: str) -> str:
+    cleaned = "".join(c if c.isalnum() or c in "-_" else "-" for c in text)[:40]
+    return cleaned or "worker"
+
+
+def _after(seconds: float) -> asyncio.Event:
+    """An event set ``seconds`` from now."""
+    event = asyncio.Event()
+    asyncio.get_running_loop().call_later(seconds, event.set)
+    return event
+
+
+async def _first(*events: asyncio.Event) -> None:
+    """Wait until any of ``events`` is set."""
+    waits = [asyncio.ensure_future(e.wait()) for e in events]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waits:
+            w.cancel()
 
 
 def _backoff(attempt: int) -> float:
@@ -170,6 +236,8 @@ class Worker:
         """Set once ``serve`` is bound to every registered flow's continuations."""
         self._bound: set[str] = set()
         self._concurrency = concurrency
+        self.worker_id = f"{_token_part(socket.gethostname())}-{os.getpid()}-{secrets.token_hex(3)}"
+        """How this worker shows in ``layby workers`` (host, process, a random suffix)."""
 
     # -- registration and starting -------------------------------------------------------
 
@@ -236,11 +304,40 @@ class Worker:
         if not self._flows:
             raise RuntimeError("register at least one flow with @worker.flow(name) before serve()")
         await self.client()  # connect (and fail) before serving any flow
-        slots = _Slots(self._concurrency)
+        slots = _Slots(self._concurrency, len(self._flows))
+        await self._report()  # seen before ready: a start right after ready is not flagged
         async with asyncio.TaskGroup() as tg:
-            for name in self._flows:
-                tg.create_task(self._serve_flow(name, stop, slots))
-        log.info("worker.stopped")
+            reporting = tg.create_task(self._keep_reporting(stop))
+            flows = [tg.create_task(self._serve_flow(name, stop, slots)) for name in self._flows]
+            await asyncio.wait(flows)
+            reporting.cancel()
+        log.info("worker.stopped", worker_id=self.worker_id)
+
+    async def _report(self) -> None:
+        """Tell the ask service this worker is alive and which flows it serves."""
+        client = await self.client()
+        cmd = WorkerSeen(
+            token=client.token,
+            worker_id=self.worker_id,
+            flows=sorted(self._flows),
+            host=socket.gethostname()[:255],
+            pid=os.getpid(),
+            concurrency=self._concurrency,
+        )
+        try:
+            reply = await client.request_run(cmd)
+        except Unavailable:
+            return
+        if isinstance(reply, Refused) and reply.protocol < PROTOCOL_STEPS:
+            return  # an older ask service does not track workers
+        if isinstance(reply, Refused):
+            log.warning("worker.report_refused", error=reply.message)
+
+    async def _keep_reporting(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            await _first(stop, _after(REPORT_SECONDS))
+            if not stop.is_set():
+                await self._report()
 
     async def _consumer(self, name: str) -> Any:
         """Bind to the flow's durable consumer, which the ask service provisions on request (the
@@ -274,40 +371,58 @@ class Worker:
     async def _serve_flow(self, name: str, stop: asyncio.Event, slots: _Slots) -> None:
         sub = await self._consumer(name)
         running: set[asyncio.Task[None]] = set()
-        log.info("worker.ready", flow=name)
+        queued = 0  # fetched continuations of this flow waiting for a slot
+        moved = asyncio.Event()
+        log.info(
+            "worker.ready", flow=name, worker_id=self.worker_id, concurrency=slots.size, share=slots.share
+        )
         self._bound.add(name)
         if self._bound >= set(self._flows):
             self.ready.set()
+
+        async def execute(msg: Msg) -> None:
+            nonlocal queued
+            # A continuation waits for nothing but a free slot, and reports progress meanwhile.
+            waiting = asyncio.create_task(self._heartbeat(msg))
+            try:
+                await slots.acquire()
+            finally:
+                waiting.cancel()
+                queued -= 1
+                moved.set()
+            try:
+                await self._execute(msg)
+            finally:
+                slots.release()
+
         try:
             while not stop.is_set():
-                # Fetch only what can start now: a fetched continuation that waited for a slot
-                # would get no heartbeat and be redelivered to another worker meanwhile.
-                room = await slots.take(FETCH_BATCH)
+                if queued >= slots.share or (queued and not slots.free):
+                    moved.clear()
+                    await _first(moved, stop)
+                    continue
+                batch = min(slots.share - queued, max(slots.free, 1), FETCH_BATCH)
                 try:
-                    msgs = await until_stopped(sub.fetch(room, timeout=1.0), stop) or []
+                    msgs = await until_stopped(sub.fetch(batch, timeout=1.0), stop) or []
                 except (TimeoutError, nats.errors.TimeoutError):
-                    slots.give(room)
                     continue
                 except (nats.errors.Error, nats.js.errors.Error) as exc:
-                    slots.give(room)
                     log.warning("worker.fetch_failed", flow=name, error=str(exc))
                     await asyncio.sleep(0.5)
                     with contextlib.suppress(nats.errors.Error, nats.js.errors.Error):
                         sub = await self._consumer(name)
                     continue
-                slots.give(room - len(msgs))
                 if stop.is_set():
                     # Fetched while stopping: hand them straight back to the other workers.
                     for msg in msgs:
                         with contextlib.suppress(nats.errors.Error, nats.js.errors.Error):
                             await msg.nak()
-                    slots.give(len(msgs))
                     break
                 for msg in msgs:
-                    task = asyncio.create_task(self._execute(msg))
+                    queued += 1
+                    task = asyncio.create_task(execute(msg))
                     running.add(task)
                     task.add_done_callback(running.discard)
-                    task.add_done_callback(lambda _t: slots.give(1))
         finally:
             if running:
                 await asyncio.wait(running, timeout=10)
@@ -328,10 +443,10 @@ class Worker:
             with contextlib.suppress(nats.errors.Error, nats.js.errors.Error):
                 await msg.nak(delay=NOT_YET_DELAY)
 
-    async def _is_current(self, cont: Continuation) -> bool | None:
-        """True when the run's log says this continuation is the one to execute now; False
-        for a duplicate of one already executed; None when the log has not caught up yet (the
-        ask service reads the log; the worker only asks)."""
+    async def _is_current(self, cont: Continuation) -> Current:
+        """Whether the run's log says this continuation is the one to execute now (with the steps
+        this generation recorded already), a duplicate of one already executed, cancelled, or not
+        known yet (the ask service reads the log; the worker only asks)."""
         client = await self.client()
         reply = await client.request_run(
             CheckCurrent(token=client.token, run_id=cont.run_id, generation=cont.generation)
@@ -341,7 +456,7 @@ class Worker:
             raise from_refused(reply)
         if not isinstance(reply, Current):
             raise Transient(f"unexpected reply to a current check: {type(reply).__name__}")
-        return None if reply.status == "unknown" else reply.status == "current"
+        return reply
 
     async def _execute_continuation(self, msg: Msg, cont: Continuation) -> None:
         fn = self._flows.get(cont.flow)
@@ -349,10 +464,14 @@ class Worker:
             await msg.nak(delay=NOT_YET_DELAY)
             return
         current = await self._is_current(cont)
-        if current is None:
+        if current.status == "unknown":
             await msg.nak(delay=NOT_YET_DELAY)
             return
-        if not current:
+        if current.status == "cancelled":
+            log.info("run.cancelled", run_id=cont.run_id, flow=cont.flow, resume_id=cont.resume_id)
+            await msg.ack()
+            return
+        if current.status == "duplicate":
             log.info("worker.duplicate_continuation", run_id=cont.run_id, resume_id=cont.resume_id)
             await msg.ack()
             return
@@ -360,11 +479,13 @@ class Worker:
         # while (retries), and JetStream must not hand the continuation to another worker meanwhile.
         heartbeat = asyncio.create_task(self._heartbeat(msg))
         try:
-            await self._execute_current(msg, cont, fn)
+            await self._execute_current(msg, cont, fn, current.steps or cont.steps)
         finally:
             heartbeat.cancel()
 
-    async def _execute_current(self, msg: Msg, cont: Continuation, fn: Flow) -> None:
+    async def _execute_current(
+        self, msg: Msg, cont: Continuation, fn: Flow, steps: dict[str, StepResult]
+    ) -> None:
         client = await self.client()
         ctx = RunContext(
             RunInfo(
@@ -376,9 +497,21 @@ class Worker:
             ),
             durable=True,
             answers=cont.answers,
+            steps=steps,
             client=client,
         )
+        log.info(
+            "run.resumed" if cont.generation else "run.executing",
+            run_id=cont.run_id,
+            flow=cont.flow,
+            generation=cont.generation,
+            replayed_steps=len(steps),
+        )
         outcome = await drive(fn, ctx, cont.input)
+        if isinstance(outcome, Stopped):
+            log.info(f"run.{outcome.why}", run_id=cont.run_id, flow=cont.flow, resume_id=cont.resume_id)
+            await msg.ack()
+            return
         if cont.generation:
             faults.hit("worker.after_flow")
         deliveries = msg.metadata.num_delivered
@@ -447,7 +580,8 @@ class Worker:
             )
             ended = True
             log.error(
-                "worker.run_failed",
+                "run.failed",
+                flow=cont.flow,
                 run_id=cont.run_id,
                 resume_id=cont.resume_id,
                 attempts=deliveries,
@@ -459,6 +593,10 @@ class Worker:
                 # Another execution of this resume recorded its outcome first; its asks are ours
                 # too (the same ids), so nothing is pruned here.
                 log.info("worker.superseded", run_id=cont.run_id, resume_id=cont.resume_id)
+            elif isinstance(reply, RunCancelledError):
+                # Cancelled while it ran: its park or end is not recorded; its stray asks go.
+                log.info("run.cancelled", run_id=cont.run_id, flow=cont.flow, resume_id=cont.resume_id)
+                await self._prune_strays(client, ctx)
             elif isinstance(reply, Transient):
                 raise reply
             else:
@@ -475,6 +613,11 @@ class Worker:
                 return
         elif ended:
             await self._prune_strays(client, ctx)
+        if isinstance(reply, RunAccepted):
+            if isinstance(outcome, Parked):
+                log.info("run.parked", run_id=cont.run_id, flow=cont.flow, asks=len(ctx.parked))
+            elif isinstance(outcome, Finished):
+                log.info("run.finished", run_id=cont.run_id, flow=cont.flow, generation=cont.generation)
         if cont.generation:
             faults.hit("worker.before_ack")
         await msg.ack()

@@ -12,25 +12,29 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, assert_never
+from typing import Any, Literal, NoReturn, assert_never
 
-from layby_contracts.errors import Conflict
+from layby_contracts.errors import Conflict, NotFound, RunCancelledError
 from layby_contracts.events import (
     EXPIRY_ANSWER,
     InteractionAnswered,
     InteractionRemoved,
     ParkedAsk,
     Resolution,
+    RunCancelled,
     RunEvent,
     RunFailed,
     RunFinished,
     RunParked,
     RunResumed,
     RunStarted,
+    RunStepRecorded,
+    StepResult,
 )
 
-RunStatus = Literal["absent", "running", "parked", "finished", "failed"]
+RunStatus = Literal["absent", "running", "parked", "finished", "failed", "cancelled"]
 MOVED_ON = "another execution of this run already moved it on"
+CANCELLED = "the run was cancelled"
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +50,7 @@ class Run:
         match self.last:
             case None:
                 return "absent"
-            case RunStarted() | RunResumed():
+            case RunStarted() | RunResumed() | RunStepRecorded():
                 return "running"
             case RunParked():
                 return "parked"
@@ -54,6 +58,8 @@ class Run:
                 return "finished"
             case RunFailed():
                 return "failed"
+            case RunCancelled():
+                return "cancelled"
             case _:
                 assert_never(self.last)
 
@@ -63,10 +69,33 @@ class Run:
         match self.last:
             case RunStarted():
                 return 0
-            case RunResumed():
+            case RunResumed() | RunStepRecorded():
                 return self.last.generation
             case _:
                 return None
+
+    @property
+    def steps(self) -> dict[str, StepResult]:
+        """Every step recorded so far (the last event carries the checkpoint)."""
+        match self.last:
+            case RunParked() | RunResumed() | RunStepRecorded() | RunFailed():
+                return self.last.steps
+            case _:
+                return {}
+
+    @property
+    def answers(self) -> dict[str, Resolution]:
+        """The answers the executing (or failed, or parked) generation started from."""
+        match self.last:
+            case RunParked() | RunResumed() | RunStepRecorded() | RunFailed():
+                return self.last.answers
+            case _:
+                return {}
+
+    @property
+    def generation(self) -> int:
+        last = self.last
+        return 0 if last is None or isinstance(last, RunStarted) else last.generation
 
 
 def evolve(_state: Run, event: RunEvent, seq: int) -> Run:
@@ -96,7 +125,7 @@ def decide_park(
     if state.executing != generation - 1:
         if isinstance(state.last, RunParked) and state.last.generation == generation:
             return None
-        raise Conflict(MOVED_ON)
+        _moved_on(state)
     return RunParked(
         run_id=_run_id(state),
         generation=generation,
@@ -104,6 +133,7 @@ def decide_park(
         answers=answers,
         parked_at=now,
         resume_id=resume_id,
+        steps=state.steps,
     )
 
 
@@ -124,7 +154,7 @@ def decide_end(
     if state.executing != generation:
         if isinstance(state.last, RunFinished | RunFailed) and state.last.generation == generation:
             return None
-        raise Conflict(MOVED_ON)
+        _moved_on(state)
     run_id = _run_id(state)
     if outcome == "finished":
         return RunFinished(
@@ -137,6 +167,8 @@ def decide_end(
         attempts=attempts,
         failed_at=now,
         resume_id=resume_id,
+        answers=state.answers,
+        steps=state.steps,
     )
 
 
@@ -176,8 +208,91 @@ def decide_resume(
             return None  # still pending: its own resolution triggers the next evaluation
         answers[str(ask.call)] = found
     return RunResumed(
-        run_id=park.run_id, generation=park.generation, resume_id=resume_id, resumed_at=now, answers=answers
+        run_id=park.run_id,
+        generation=park.generation,
+        resume_id=resume_id,
+        resumed_at=now,
+        answers=answers,
+        steps=park.steps,
     )
+
+
+def decide_step(
+    state: Run,
+    *,
+    generation: int,
+    call: int,
+    step: StepResult,
+    now: datetime,
+    resume_id: str | None,
+) -> RunStepRecorded | None:
+    """Record the step at ``call`` of execution ``generation`` (docs/aggregates/run.md#steps).
+    None: that call is recorded already (a retried command, or a replay that recorded it first).
+    Raises ``RunCancelledError`` once the run is cancelled, ``Conflict`` when another execution
+    moved the run on."""
+    if str(call) in state.steps:
+        return None
+    if state.executing != generation:
+        _moved_on(state)
+    steps = {**state.steps, str(call): step}
+    return RunStepRecorded(
+        run_id=_run_id(state),
+        generation=generation,
+        call=call,
+        step=step,
+        steps=steps,
+        answers=state.answers,
+        recorded_at=now,
+        resume_id=resume_id,
+    )
+
+
+def decide_cancel(state: Run, *, by: str, now: datetime) -> RunCancelled:
+    """Cancel a running or parked run. A run that ended cannot be cancelled (``Conflict``)."""
+    status = state.status
+    if status == "absent":
+        raise NotFound("run not found")
+    if status not in ("running", "parked"):
+        raise Conflict(f"the run is {status}; only a running or parked run can be cancelled")
+    return RunCancelled(
+        run_id=_run_id(state),
+        generation=state.generation,
+        by=by,
+        cancelled_at=now,
+        was="parked" if status == "parked" else "running",
+        asks=[a.interaction_id for a in state.last.asks] if isinstance(state.last, RunParked) else [],
+    )
+
+
+def resume_id_of(run_id: str, generation: int) -> str:
+    """Stable across redeliveries and workers: a continuation's effects may be keyed by it."""
+    return f"{run_id}:{generation}"
+
+
+def decide_retry(state: Run, *, by: str, now: datetime) -> RunResumed:
+    """Execute a failed run again, as the next generation, from the failed execution's checkpoint
+    (its answers and recorded steps): nothing before its last step or park runs again."""
+    failed = state.last
+    if state.status == "absent":
+        raise NotFound("run not found")
+    if not isinstance(failed, RunFailed):
+        raise Conflict(f"the run is {state.status}; only a failed run can be retried")
+    generation = failed.generation + 1
+    return RunResumed(
+        run_id=failed.run_id,
+        generation=generation,
+        resume_id=resume_id_of(failed.run_id, generation),
+        resumed_at=now,
+        answers=failed.answers,
+        steps=failed.steps,
+        retried_by=by,
+    )
+
+
+def _moved_on(state: Run) -> NoReturn:
+    if isinstance(state.last, RunCancelled):
+        raise RunCancelledError(CANCELLED)
+    raise Conflict(MOVED_ON)
 
 
 def _run_id(state: Run) -> str:

@@ -12,12 +12,16 @@ from layby_contracts.commands import (
     COMMAND_DECODER,
     Ask,
     AttachWorker,
+    CancelRun,
     CheckCurrent,
     EndRun,
     ParkRun,
     Prune,
+    RecordStep,
     ReserveTicket,
+    RetryRun,
     StartRun,
+    WorkerSeen,
 )
 from layby_contracts.errors import BadInput, LaybyError, Unavailable
 from layby_contracts.refusals import to_refused
@@ -27,6 +31,7 @@ from layby_server.service import open_resources, run_main
 from layby_server.settings import Settings, load_settings
 from layby_services.ask.admission import Admitter
 from layby_services.ask.handlers import AskHandlers
+from layby_services.ask.workers import WorkerRegistry
 
 log = get_logger("layby.ask")
 _enc = msgspec.json.Encoder()
@@ -40,6 +45,7 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
             res.pool, cap=settings.max_concurrent, clock=res.clock, namespace=settings.namespace
         )
         handlers = AskHandlers(settings, res.store, admitter, Authenticator(settings.api_tokens), res.clock)
+        handlers.runs.workers = WorkerRegistry(res.pool)
         inflight: set[asyncio.Task[None]] = set()
         slots = asyncio.Semaphore(MAX_INFLIGHT)
 
@@ -67,6 +73,14 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
                             reply = await handlers.runs.attach(cmd)
                         case CheckCurrent():
                             reply = await handlers.runs.current(cmd)
+                        case RecordStep():
+                            reply = await handlers.runs.step(cmd)
+                        case CancelRun():
+                            reply = await handlers.runs.cancel(cmd)
+                        case RetryRun():
+                            reply = await handlers.runs.retry(cmd)
+                        case WorkerSeen():
+                            reply = await handlers.runs.seen(cmd)
                 except LaybyError as exc:
                     reply = to_refused(exc)  # the one conversion of errors to replies
                 except Exception as exc:  # noqa: BLE001 - the asker must get an answer, the service lives on

@@ -18,12 +18,17 @@ from layby.logs import get_logger
 from layby_contracts.commands import (
     Attached,
     AttachWorker,
+    CancelRun,
     CheckCurrent,
     Current,
     EndRun,
+    Noted,
     ParkRun,
+    RecordStep,
+    RetryRun,
     RunAccepted,
     StartRun,
+    WorkerSeen,
 )
 from layby_contracts.errors import BadInput, Conflict, Forbidden, Transient, Unauthorized, Unavailable
 from layby_contracts.events import (
@@ -32,19 +37,23 @@ from layby_contracts.events import (
 )
 from layby_contracts.limits import CHECKPOINT_MAX_BYTES
 from layby_domain.clock import Clock
-from layby_domain.run import Run, decide_end, decide_park, is_current
+from layby_domain.run import Run, decide_end, decide_park, decide_step, is_current
 from layby_domain.validation import call_interaction_id, is_flow_name, nul_path
 from layby_server.auth import Authenticator, Principal
 from layby_server.consumer import ensure_flow_consumer
 from layby_server.eventstore import EventStore, Stored
+from layby_server.runops import cancel_run, retry_run
 from layby_server.settings import Settings
 from layby_services.ask.caller import identify
+from layby_services.ask.workers import WorkerRegistry
 
 log = get_logger("layby.runs")
 _enc = msgspec.json.Encoder()
 ERROR_MAX_CHARS = 4000
 STARTED_CACHE = 50_000
 MAX_ACK_WAIT_SECONDS = 3600.0
+STEP_ATTEMPTS = 20
+"""A step's record retries this often when other steps of its execution win the append."""
 
 
 def _run(found: RunOwner) -> Run:
@@ -65,6 +74,8 @@ class RunHandlers:
         self._auth = auth
         self._clock = clock
         self._started: OrderedDict[str, RunStarted] = OrderedDict()
+        self.workers: WorkerRegistry | None = None
+        """Worker reports (PostgreSQL); None in unit tests of the run rules."""
 
     async def started(self, run_id: str) -> RunStarted | None:
         """A run's ``RunStarted`` event: its flow, identity and input never change, so it is
@@ -137,7 +148,29 @@ class RunHandlers:
         except Transient as exc:
             raise Unavailable(f"the event log is unavailable: {exc}") from None
         log.info("run.started", run_id=cmd.run_id, flow=cmd.flow, identity=principal.identity)
-        return RunAccepted(run_id=cmd.run_id, seq=seq)
+        return RunAccepted(run_id=cmd.run_id, seq=seq, warning=await self._unserved(cmd.flow))
+
+    async def _unserved(self, flow: str) -> str | None:
+        """A warning when no live worker serves ``flow`` (the run waits for one)."""
+        if self.workers is None:
+            return None
+        served = await self.workers.served()
+        if flow in served:
+            return None
+        listing = ", ".join(served) if served else "none"
+        return (
+            f"no worker serves flow {flow!r} (flows served now: {listing}); "
+            "the run starts once a worker serving it runs"
+        )
+
+    async def seen(self, cmd: WorkerSeen) -> Noted:
+        try:
+            principal = self._auth.principal(cmd.token)
+        except Unauthorized as exc:
+            raise Unauthorized(str(exc), field="token") from None
+        if self.workers is not None:
+            await self.workers.seen(cmd, principal)
+        return Noted()
 
     async def _executing(self, token: str, run_id: str, generation: int) -> tuple[RunOwner, Principal]:
         principal = identify(self._auth, token, run_id, "run_id")
@@ -213,6 +246,54 @@ class RunHandlers:
                 log.info("run.finished", run_id=cmd.run_id, generation=cmd.generation)
         return reply
 
+    async def step(self, cmd: RecordStep) -> RunAccepted:
+        """Record a finished step before the flow goes on (docs/aggregates/run.md#steps). Steps of
+        one execution run concurrently (``asyncio.gather``): a lost race re-reads and merges."""
+        if cmd.call < 0:
+            raise BadInput("call must be >= 0", field="call")
+        if cmd.step.error is None:
+            self._check_payload("result", cmd.step.result)
+        step = (
+            msgspec.structs.replace(cmd.step, error=cmd.step.error[:ERROR_MAX_CHARS])
+            if cmd.step.error
+            else cmd.step
+        )
+        for _ in range(STEP_ATTEMPTS):
+            found, _ = await self._executing(cmd.token, cmd.run_id, cmd.generation)
+            event = decide_step(
+                _run(found),
+                generation=cmd.generation,
+                call=cmd.call,
+                step=step,
+                now=self._clock.now(),
+                resume_id=cmd.resume_id,
+            )
+            if event is None:
+                return RunAccepted(run_id=cmd.run_id, seq=found.last.seq)  # recorded already
+            size = len(_enc.encode(event.steps)) + len(_enc.encode(event.answers))
+            if size > CHECKPOINT_MAX_BYTES:
+                raise BadInput(
+                    f"the run's checkpoint would be {size} bytes; the limit is {CHECKPOINT_MAX_BYTES}",
+                    field="result",
+                )
+            try:
+                return await self._append(found, event, f"step-{cmd.run_id}-{cmd.generation}-{cmd.call}")
+            except Conflict:
+                continue  # another step of this execution was recorded first: merge with it
+        raise Unavailable("the run kept changing while the step was recorded; try again")
+
+    async def cancel(self, cmd: CancelRun) -> RunAccepted:
+        principal = identify(self._auth, cmd.token, cmd.run_id, "run_id")
+        await cancel_run(self._store, cmd.run_id, principal, self._clock.now)
+        last = await self._store.last(self._store.names.run(cmd.run_id), leader=True)
+        return RunAccepted(run_id=cmd.run_id, seq=last.seq if last is not None else 0)
+
+    async def retry(self, cmd: RetryRun) -> RunAccepted:
+        principal = identify(self._auth, cmd.token, cmd.run_id, "run_id")
+        await retry_run(self._store, cmd.run_id, principal, self._clock.now)
+        last = await self._store.last(self._store.names.run(cmd.run_id), leader=True)
+        return RunAccepted(run_id=cmd.run_id, seq=last.seq if last is not None else 0)
+
     async def attach(self, cmd: AttachWorker) -> Attached:
         """Provision the durable consumer a flow's workers share (idempotent, any replica)."""
         try:
@@ -242,5 +323,11 @@ class RunHandlers:
             raise Unavailable(f"the event log is unavailable: {exc}") from None
         event = last.event if last is not None else None
         state = Run(seq=last.seq, last=event) if last is not None and isinstance(event, RunEvent) else Run()
+        if state.status == "cancelled":
+            return Current(status="cancelled")
         verdict = is_current(state, cmd.generation)
-        return Current(status="unknown" if verdict is None else "current" if verdict else "duplicate")
+        if verdict:
+            # A replay of a generation that recorded steps starts from them, not from the
+            # continuation's older checkpoint.
+            return Current(status="current", steps=state.steps or None)
+        return Current(status="unknown" if verdict is None else "duplicate")

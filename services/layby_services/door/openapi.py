@@ -321,14 +321,78 @@ def _schemas() -> Json:
                     "resume_id": {"type": "string"},
                     "result": {"description": "The flow's return value: any JSON value."},
                     "error": {"type": "string", "description": "Why the run failed."},
+                    "steps": {"type": "integer", "minimum": 0, "description": "Steps recorded so far."},
+                    "cancelled_by": {"type": "string", "description": "Who cancelled the run."},
+                    "retried_by": {"type": "string", "description": "Who retried the run last."},
+                    "warning": {
+                        "type": "string",
+                        "description": "A running run that no live worker serves says so.",
+                    },
                 },
-                run_summary_keys,
+                [*run_summary_keys, "steps"],
                 allOf=[
                     when(["parked"], ["expiry_at"], required=False),
                     when(["parked", "resumed"], ["asks", "open"], required=True),
                     when(["finished"], ["result"], required=True),
                     when(["failed"], ["error"], required=True),
                 ],
+            )
+        ),
+        "Cancelled": _data(
+            _object(
+                {
+                    "run_id": {"type": "string"},
+                    "status": _text("cancelled"),
+                    "was": _text("running", "parked"),
+                    "cancelled_by": {"type": "string"},
+                },
+                ["run_id", "status", "was", "cancelled_by"],
+            )
+        ),
+        "Retried": _data(
+            _object(
+                {
+                    "run_id": {"type": "string"},
+                    "status": _text("resumed"),
+                    "generation": {"type": "integer", "minimum": 1},
+                    "retried_by": {"type": "string"},
+                },
+                ["run_id", "status", "generation", "retried_by"],
+            )
+        ),
+        "Workers": _data(
+            _object(
+                {
+                    "items": {
+                        "type": "array",
+                        "items": _object(
+                            {
+                                "worker_id": {"type": "string"},
+                                "identity": {"type": "string"},
+                                "host": {"type": ["string", "null"]},
+                                "pid": {"type": ["integer", "null"]},
+                                "flows": {"type": "array", "items": {"type": "string"}},
+                                "concurrency": {"type": ["integer", "null"]},
+                                "alive": {"type": "boolean"},
+                                "started_at": {"type": "string", "format": "date-time"},
+                                "seen_at": {"type": "string", "format": "date-time"},
+                            },
+                            [
+                                "worker_id",
+                                "identity",
+                                "host",
+                                "pid",
+                                "flows",
+                                "concurrency",
+                                "alive",
+                                "started_at",
+                                "seen_at",
+                            ],
+                        ),
+                    },
+                    "alive": {"type": "integer", "minimum": 0},
+                },
+                ["items", "alive"],
             )
         ),
         "Health": _data(_object({"status": _text("ok")}, ["status"])),
@@ -800,6 +864,62 @@ def _runs_doors() -> dict[str, Json]:
                 ),
             }
         },
+        "/api/runs/{run_id}/cancel": {"post": _run_operation("cancel")},
+        "/api/runs/{run_id}/retry": {"post": _run_operation("retry")},
+        "/api/workers": {
+            "get": {
+                "operationId": "listWorkers",
+                "summary": "Workers seen in the last hour: alive or not, and the flows they serve",
+                "tags": ["runs"],
+                "security": BEARER,
+                "responses": _responses(
+                    {
+                        "200": _ok(
+                            "A `user` token sees its own identity's workers only.", _schema("Workers")
+                        ),
+                        "401": _ref("responses", "Unauthorized"),
+                    }
+                ),
+            }
+        },
+    }
+
+
+def _run_operation(action: str) -> Json:
+    """``POST /api/runs/{run_id}/cancel`` or ``/retry`` (docs/doors/runs.md#cancel)."""
+    cancel = action == "cancel"
+    return {
+        "operationId": f"{action}Run",
+        "summary": "Cancel a running or parked run" if cancel else "Retry a failed run",
+        "tags": ["runs"],
+        "security": BEARER,
+        "parameters": [
+            _path("run_id", {"type": "string", "pattern": UUID4}, "A lowercase uuid4; anything else is 404.")
+        ],
+        "responses": _responses(
+            {
+                "200": _ok(
+                    "A parked run's pending questions have left the inbox."
+                    if cancel
+                    else "The run executes again from its last recorded step or park.",
+                    _schema("Cancelled" if cancel else "Retried"),
+                ),
+                "401": _ref("responses", "Unauthorized"),
+                "404": _error(
+                    "Not a lowercase uuid4, unknown, or another identity's run (for a `user`).",
+                    ["Run not found"],
+                ),
+                "409": _error(
+                    "The run is in a status this operation does not apply to: "
+                    + (
+                        "`the run is <status>; only a running or parked run can be cancelled`."
+                        if cancel
+                        else "`the run is <status>; only a failed run can be retried`."
+                    )
+                ),
+                "503": _ref("responses", "Unavailable"),
+            }
+        ),
     }
 
 

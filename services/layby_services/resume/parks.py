@@ -33,22 +33,19 @@ from layby_contracts.errors import Conflict
 from layby_contracts.events import (
     InteractionAnswered,
     InteractionRemoved,
+    RunCancelled,
     RunParked,
     RunResumed,
     RunStarted,
 )
 from layby_domain.clock import Clock
-from layby_domain.run import Run, decide_resume, resolution
+from layby_domain.run import Run, decide_resume, resolution, resume_id_of
 from layby_server.eventstore import EventStore, Stored
+from layby_server.runops import remove_open_asks
 
 log = get_logger("layby.resume")
 _enc = msgspec.json.Encoder()
 STARTED_CACHE = 50_000
-
-
-def resume_id_of(run_id: str, generation: int) -> str:
-    """Stable across redeliveries and workers: a continuation's effects may be keyed by it."""
-    return f"{run_id}:{generation}"
 
 
 class Resumer:
@@ -64,6 +61,12 @@ class Resumer:
                 self._remember(ev)
                 await self.start(ev)
             case RunParked():
+                await self.evaluate(ev.run_id)
+            case RunCancelled() if ev.asks:
+                # Repeats the canceller's removals, should it have stopped half-way (idempotent).
+                await remove_open_asks(self._store, ev, self._clock.now)
+            case RunResumed() if ev.retried_by is not None:
+                # A person retried a failed run: the ask service decided it; publish its continuation.
                 await self.evaluate(ev.run_id)
             case InteractionAnswered() | InteractionRemoved() if ev.run_id:
                 # A resolution is its question's last event: no need to read it back.
@@ -148,6 +151,7 @@ class Resumer:
                 identity=started.identity,
                 input=started.input,
                 answers=resumed.answers,
+                steps=resumed.steps,
             )
         )
 

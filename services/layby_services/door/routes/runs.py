@@ -12,16 +12,34 @@ import json
 from datetime import datetime
 from typing import Any
 
-from litestar import Request, get
+from litestar import Request, get, post
 from litestar.params import FromPath
 
 from layby_contracts.errors import BadInput, NotFound
+from layby_contracts.events import (
+    InteractionAnswered,
+    InteractionRemoved,
+    RunCancelled,
+    RunEvent,
+    RunFailed,
+    RunFinished,
+    RunParked,
+    RunResumed,
+    RunStarted,
+    RunStepRecorded,
+)
+from layby_contracts.limits import ANSWERED_BY_EXPIRY
+from layby_contracts.limits import WORKER_ALIVE_SECONDS as ALIVE_SECONDS
+from layby_domain.run import Run
 from layby_domain.validation import is_interaction_id
+from layby_server.auth import Principal
+from layby_server.eventstore import EventStore, Stored
+from layby_server.runops import cancel_run, retry_run
 from layby_services.door.deps import door, principal_of
 from layby_services.door.routes.inbox import parse_window
 
 NOT_FOUND = "Run not found"
-STATUSES = ("running", "parked", "resumed", "finished", "failed")
+STATUSES = ("running", "parked", "resumed", "finished", "failed", "cancelled")
 
 _DETAIL = """
 SELECT r.*, (
@@ -75,10 +93,16 @@ async def run_door(request: Request[Any, Any, Any], run_id: FromPath[str]) -> di
         raise NotFound(NOT_FOUND)
     row = await state.pool.fetchrow(_DETAIL, run_id, who.identity if who.restricted else None)
     if row is None or row["flow"] is None:
-        raise NotFound(NOT_FOUND)
+        # Read your writes: a run whose start was accepted is shown from the log until the
+        # projection has it (docs/doors/runs.md#read-your-writes).
+        data = await _from_log(state.store, run_id, who)
+        if data["status"] in ("running", "resumed"):
+            await _warn_unserved(state.pool, data)
+        return {"data": data}
     data = _summary(row)
     park = json.loads(row["park"])
     if row["status"] in ("parked", "resumed"):
+        await _settle_pending(state.store, park)
         data["asks"] = [{k: v for k, v in ask.items() if v is not None} for ask in park]
         data["open"] = [a["interaction_id"] for a in park if a["status"] == "pending"]
     if row["resume_id"] is not None:
@@ -87,7 +111,134 @@ async def run_door(request: Request[Any, Any, Any], run_id: FromPath[str]) -> di
         data["result"] = json.loads(row["result"]) if row["result"] is not None else None
     if row["status"] == "failed":
         data["error"] = row["error"]
+    for key in ("cancelled_by", "retried_by"):
+        if row[key] is not None:
+            data[key] = row[key]
+    data["steps"] = row["step_count"]
+    if row["status"] in ("running", "resumed"):
+        await _warn_unserved(state.pool, data)
     return {"data": data}
+
+
+_SERVES = f"""
+SELECT EXISTS (SELECT 1 FROM workers WHERE $1 = ANY(flows)
+    AND seen_at > now() - interval '{ALIVE_SECONDS} seconds')
+"""  # noqa: S608 - a constant
+
+_WORKERS = f"""
+SELECT worker_id, identity, host, pid, flows, concurrency, started_at, seen_at,
+    seen_at > now() - interval '{ALIVE_SECONDS} seconds' AS alive
+FROM workers
+WHERE seen_at > now() - interval '1 hour' AND ($1::text IS NULL OR identity = $1)
+ORDER BY seen_at DESC LIMIT 500
+"""  # noqa: S608 - a constant
+
+
+async def _warn_unserved(pool: Any, data: dict[str, Any]) -> None:
+    """A running run whose flow no live worker serves says so (it waits for one)."""
+    if not await pool.fetchval(_SERVES, data["flow"]):
+        data["warning"] = f"no worker serves flow {data['flow']!r}; the run waits for one"
+
+
+@get("/api/workers", summary="Workers seen in the last hour: alive or not, and the flows they serve")
+async def workers_door(request: Request[Any, Any, Any]) -> dict[str, Any]:
+    """A restricted identity sees its own workers only (docs/doors/runs.md#workers)."""
+    state = door(request)
+    who = principal_of(request)
+    rows = await state.pool.fetch(_WORKERS, who.identity if who.restricted else None)
+    items = [
+        {
+            "worker_id": r["worker_id"],
+            "identity": r["identity"],
+            "host": r["host"],
+            "pid": r["pid"],
+            "flows": list(r["flows"]),
+            "concurrency": r["concurrency"],
+            "alive": r["alive"],
+            "started_at": _iso(r["started_at"]),
+            "seen_at": _iso(r["seen_at"]),
+        }
+        for r in rows
+    ]
+    return {"data": {"items": items, "alive": sum(1 for i in items if i["alive"])}}
+
+
+async def _settle_pending(store: EventStore, park: list[dict[str, Any]]) -> None:
+    """The log is ahead of the projection: a question the projection still lists as pending may
+    be answered or removed already (an answer door returned 200 a moment ago); ask the log."""
+    for ask in park:
+        if ask["status"] != "pending":
+            continue
+        last = await store.last(store.names.ix(ask["interaction_id"]))
+        if isinstance(last, Stored) and isinstance(last.event, InteractionAnswered):
+            expired = last.event.answered_by == ANSWERED_BY_EXPIRY
+            ask["status"], ask["answered_by"] = ("expired" if expired else "answered"), last.event.answered_by
+        elif isinstance(last, Stored) and isinstance(last.event, InteractionRemoved):
+            ask["status"] = "removed"
+
+
+async def _from_log(store: EventStore, run_id: str, who: Principal) -> dict[str, Any]:
+    """A run's view built from its log (its first and last events), for a run the projection
+    has not caught up with yet. Another identity's run is the same 404 as an unknown one."""
+    first = await store.first(store.names.run(run_id))
+    if first is None or not isinstance(first.event, RunStarted):
+        raise NotFound(NOT_FOUND)
+    started = first.event
+    if who.restricted and started.identity != who.identity:
+        raise NotFound(NOT_FOUND)
+    last = await store.last(store.names.run(run_id), leader=True)
+    event = last.event if last is not None and isinstance(last.event, RunEvent) else started
+    run = Run(seq=last.seq if last is not None else first.seq, last=event)
+    status = "resumed" if isinstance(event, RunResumed | RunStepRecorded) and run.generation else run.status
+    data: dict[str, Any] = {
+        "run_id": run_id,
+        "flow": started.flow,
+        "identity": started.identity,
+        "status": status,
+        "generation": run.generation,
+        "created_at": _iso(started.started_at),
+        "updated_at": _iso(_at(event)),
+        "steps": len(run.steps),
+    }
+    if isinstance(event, RunParked):
+        park = [
+            {
+                "interaction_id": a.interaction_id,
+                "question": a.question,
+                "expiry_at": _iso(a.expiry_at),
+                "status": "pending",
+            }
+            for a in event.asks
+        ]
+        await _settle_pending(store, park)
+        data["asks"] = [{k: v for k, v in ask.items() if v is not None} for ask in park]
+        data["open"] = [a["interaction_id"] for a in park if a["status"] == "pending"]
+        data["expiry_at"] = _iso(min(a.expiry_at for a in event.asks)) if event.asks else None
+    if isinstance(event, RunFinished):
+        data["result"] = event.result
+    if isinstance(event, RunFailed):
+        data["error"] = event.error
+    if isinstance(event, RunCancelled):
+        data["cancelled_by"] = event.by
+    return data
+
+
+def _at(event: RunEvent) -> datetime:
+    match event:
+        case RunStarted():
+            return event.started_at
+        case RunParked():
+            return event.parked_at
+        case RunResumed():
+            return event.resumed_at
+        case RunStepRecorded():
+            return event.recorded_at
+        case RunFinished():
+            return event.finished_at
+        case RunFailed():
+            return event.failed_at
+        case RunCancelled():
+            return event.cancelled_at
 
 
 @get("/api/runs", summary="Runs, most recently active first")
@@ -110,5 +261,35 @@ async def runs_door(request: Request[Any, Any, Any]) -> dict[str, Any]:
             "page": page,
             "page_size": size,
             "next_page": page + 1 if page * size < total else None,
+        }
+    }
+
+
+@post("/api/runs/{run_id:str}/cancel", status_code=200, summary="Cancel a running or parked run")
+async def cancel_door(request: Request[Any, Any, Any], run_id: FromPath[str]) -> dict[str, Any]:
+    """A parked run's open questions leave the inbox before this returns; a running run stops at
+    its next step, park or end. 409 when the run already ended (docs/doors/runs.md#cancel)."""
+    state = door(request)
+    who = principal_of(request)
+    if not is_interaction_id(run_id):
+        raise NotFound(NOT_FOUND)
+    event = await cancel_run(state.store, run_id, who, state.clock.now)
+    return {"data": {"run_id": run_id, "status": "cancelled", "was": event.was, "cancelled_by": event.by}}
+
+
+@post("/api/runs/{run_id:str}/retry", status_code=200, summary="Retry a failed run")
+async def retry_door(request: Request[Any, Any, Any], run_id: FromPath[str]) -> dict[str, Any]:
+    """Execute a failed run again from its last recorded step or park. 409 unless it failed."""
+    state = door(request)
+    who = principal_of(request)
+    if not is_interaction_id(run_id):
+        raise NotFound(NOT_FOUND)
+    event = await retry_run(state.store, run_id, who, state.clock.now)
+    return {
+        "data": {
+            "run_id": run_id,
+            "status": "resumed",
+            "generation": event.generation,
+            "retried_by": event.retried_by,
         }
     }

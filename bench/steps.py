@@ -1,0 +1,191 @@
+"""Benchmark: durable steps and fair workers through `layby up` (issue 12, "How fast").
+
+    python bench/steps.py [--runs 1000] [--steps 10] [--concurrency 64]
+
+Starts `layby up` (embedded NATS and PostgreSQL, a temporary data dir) and a worker in this
+process, then:
+
+1. ``--runs`` runs that each record ``--steps`` steps and finish: recorded steps/s;
+2. ``--runs`` runs that each record ``--steps`` steps, park on one async question (answered the
+   moment it shows on the stream) and finish: runs/s, and the cost of a step next to a park;
+3. fairness: one worker hosting 8 flows with runs/8 runs each, against one hosting 1 flow with
+   all the runs; both times.
+
+Prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import uvloop
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _http import Conn, sse
+from _up import Up, start_up
+
+import layby
+from layby.sdk import connect
+from layby_server.settings import load_settings
+
+
+@layby.step(name="bench-step", retries=0)
+async def tiny(i: int) -> int:
+    return i
+
+
+def build_worker(client: Any, settings: Any, steps: int, concurrency: int, flows: list[str]) -> layby.Worker:
+    worker = layby.Worker(client, settings=settings, concurrency=concurrency)
+
+    @worker.flow("steps")
+    async def steps_only(_: Any) -> int:
+        total = 0
+        for i in range(steps):
+            total += await tiny(i)
+        return total
+
+    @worker.flow("steps-park")
+    async def steps_park(n: int) -> Any:
+        for i in range(steps):
+            await tiny(i)
+        deadline = datetime.now(UTC) + timedelta(hours=1)
+        return await layby.ask_user(f"bench-step {n}", mode="async", expiry_at=deadline)
+
+    for name in flows:
+
+        async def one_step(_: Any) -> int:
+            return await tiny(1)
+
+        worker.flow(name)(one_step)
+    return worker
+
+
+async def wait_finished(up: Up, token: str, run_ids: list[str]) -> None:
+    """Poll the runs door until every run is finished (a lean keep-alive connection)."""
+    host, port = urlsplit(up.url).hostname or "127.0.0.1", urlsplit(up.url).port or 80
+    conn = await Conn(host, port, token).open()
+    try:
+        pending = list(run_ids)
+        while pending:
+            still = []
+            for run_id in pending:
+                status, body = await conn.request("GET", f"/api/runs/{run_id}")
+                data = body.get("data", {}) if isinstance(body, dict) else {}
+                if status != 200 or data.get("status") != "finished":
+                    still.append(run_id)
+                if len(still) > 20:
+                    still.extend(pending[pending.index(run_id) + 1 :])
+                    break
+            pending = still
+            if pending:
+                await asyncio.sleep(0.2)
+    finally:
+        await conn.close()
+
+
+async def serve_while(worker: layby.Worker, work: Any) -> float:
+    stop = asyncio.Event()
+    serving = asyncio.create_task(worker.serve(stop))
+    await worker.ready.wait()
+    started = time.perf_counter()
+    try:
+        await work
+    finally:
+        elapsed = time.perf_counter() - started
+        stop.set()
+        await serving
+    return elapsed
+
+
+async def bench(args: argparse.Namespace, up: Up) -> dict[str, Any]:
+    settings = load_settings({}, max_concurrent=None)
+    client = await connect(nats_url=up.nats_url, token=up.token, settings=settings)
+    host, port = urlsplit(up.url).hostname or "127.0.0.1", urlsplit(up.url).port or 80
+    out: dict[str, Any] = {}
+    try:
+        # 1. steps only
+        run_ids = [await client.start_run("steps") for _ in range(args.runs)]
+        worker = build_worker(client, settings, args.steps, args.concurrency, [])
+        out["steps_s"] = await serve_while(worker, wait_finished(up, up.token, run_ids))
+
+        # 2. steps and one park, answered as soon as it shows
+        answering = asyncio.Event()
+
+        async def answerer() -> None:
+            conn = await Conn(host, port, up.token).open()
+            try:
+                async for frame in sse(host, port, up.token):
+                    if frame["event"] == "interaction.add" and frame["data"]["question"].startswith(
+                        "bench-step"
+                    ):
+                        await conn.request(
+                            "POST",
+                            f"/api/interactions/{frame['data']['interaction_id']}/answer",
+                            {"answer": "ok"},
+                        )
+                    answering.set()
+            finally:
+                await conn.close()
+
+        reader = asyncio.create_task(answerer())
+        await asyncio.sleep(0.5)
+        run_ids = [await client.start_run("steps-park", n) for n in range(args.runs)]
+        worker = build_worker(client, settings, args.steps, args.concurrency, [])
+        out["park_s"] = await serve_while(worker, wait_finished(up, up.token, run_ids))
+        reader.cancel()
+
+        # 3. fairness: 8 flows x runs/8 against 1 flow x runs
+        per = max(args.runs // 8, 1)
+        flows = [f"fair{i}" for i in range(8)]
+        run_ids = [await client.start_run(f) for f in flows for _ in range(per)]
+        worker = build_worker(client, settings, args.steps, args.concurrency, flows)
+        out["eight_s"] = await serve_while(worker, wait_finished(up, up.token, run_ids))
+        run_ids = [await client.start_run("solo") for _ in range(per * 8)]
+        worker = build_worker(client, settings, args.steps, args.concurrency, ["solo"])
+        out["one_s"] = await serve_while(worker, wait_finished(up, up.token, run_ids))
+        out["fair_runs"] = per * 8
+    finally:
+        await client.close()
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=1000)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--concurrency", type=int, default=64)
+    args = parser.parse_args()
+    up = start_up()
+    try:
+        r = uvloop.run(bench(args, up))
+    finally:
+        up.stop()
+    steps = args.runs * args.steps
+    step_ms = r["steps_s"] / steps * 1000
+    park_ms = max(r["park_s"] - r["steps_s"], 0.0) / args.runs * 1000
+    print()
+    print(
+        f"| measure ({args.runs} runs, {args.steps} steps each, "
+        f"worker concurrency {args.concurrency}) | value |"
+    )
+    print("|---|---:|")
+    print(f"| steps only: wall time | {r['steps_s']:.1f} s |")
+    print(f"| recorded steps/s | {steps / r['steps_s']:.0f} |")
+    print(f"| steps + one park (answered at once): wall time | {r['park_s']:.1f} s |")
+    print(f"| runs/s with steps and a park | {args.runs / r['park_s']:.0f} |")
+    print(f"| time per step (wall / steps) | {step_ms:.2f} ms |")
+    print(f"| added time per park and resume (wall / runs) | {park_ms:.2f} ms |")
+    print(f"| a step costs, next to a park | {step_ms / park_ms if park_ms else float('nan'):.2f} parks |")
+    print(f"| 8 flows x {r['fair_runs'] // 8} runs on one worker | {r['eight_s']:.1f} s |")
+    print(f"| 1 flow x {r['fair_runs']} runs on one worker | {r['one_s']:.1f} s |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,97 @@
+"""Operating runs: cancel and retry (docs/aggregates/run.md#cancel-and-retry).
+
+One implementation for every way in: the ask service's commands (the SDK and the CLI) and the
+run doors (``POST /api/runs/{id}/cancel`` and ``/retry``). Each reads the run's last event from
+the leader, decides with ``layby_domain.run``, and appends with that event's sequence expected;
+after a lost race it reads and decides again, so a cancel racing an answer has exactly one
+outcome: the run resumed (and the cancel then stops the resumed execution at its next step, park
+or end) or the run cancelled (and the answer finds its question removed).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from datetime import datetime
+from typing import TypeVar
+
+from layby.logs import get_logger
+from layby_contracts.errors import Conflict, NotFound, Transient, Unavailable
+from layby_contracts.events import RunCancelled, RunEvent, RunResumed, RunStarted
+from layby_domain.interaction import decide_remove
+from layby_domain.run import Run, decide_cancel, decide_retry
+from layby_server.auth import Principal
+from layby_server.eventstore import EventStore
+
+log = get_logger("layby.runops")
+ATTEMPTS = 5
+NOT_FOUND = "Run not found"
+
+
+async def _state(store: EventStore, run_id: str, who: Principal) -> tuple[RunStarted, Run]:
+    """The run's start and state; another identity's run is the same 404 as an unknown one."""
+    first = await store.first(store.names.run(run_id))
+    if first is None or not isinstance(first.event, RunStarted):
+        raise NotFound(NOT_FOUND)
+    started = first.event
+    if who.restricted and started.identity != who.identity:
+        raise NotFound(NOT_FOUND)
+    last = await store.last(store.names.run(run_id), leader=True)
+    if last is None or not isinstance(last.event, RunEvent):
+        raise NotFound(NOT_FOUND)
+    return started, Run(seq=last.seq, last=last.event)
+
+
+E = TypeVar("E", RunCancelled, RunResumed)
+
+
+async def _decide_and_append(
+    store: EventStore, run_id: str, who: Principal, decide: Callable[[Run], E], msg_id: str
+) -> tuple[E, Run]:
+    for _ in range(ATTEMPTS):
+        _, state = await _state(store, run_id, who)
+        event = decide(state)
+        try:
+            await store.append(store.names.run(run_id), event, msg_id=msg_id, expected_seq=state.seq)
+        except Conflict:
+            continue  # another writer moved the run on: decide again on what it recorded
+        except Transient as exc:
+            raise Unavailable(f"the event log is unavailable: {exc}") from None
+        return event, state
+    raise Unavailable("the run kept changing; try again")
+
+
+async def cancel_run(
+    store: EventStore, run_id: str, who: Principal, now: Callable[[], datetime]
+) -> RunCancelled:
+    """Cancel a running or parked run. A parked run's open questions are removed at once (the
+    resume service removes them again from the event, should this process stop half-way)."""
+    event, _ = await _decide_and_append(
+        store, run_id, who, lambda s: decide_cancel(s, by=who.identity, now=now()), f"cancelled-{run_id}"
+    )
+    await remove_open_asks(store, event, now)
+    log.info("run.cancelled", run_id=run_id, by=who.identity, was=event.was)
+    return event
+
+
+async def remove_open_asks(store: EventStore, cancelled: RunCancelled, now: Callable[[], datetime]) -> None:
+    """Remove a cancelled park's questions that are still pending (an answered one keeps its
+    answer). Idempotent: the resume service repeats it from the event."""
+    for interaction_id in cancelled.asks:
+        await store.resolve(interaction_id, lambda s: decide_remove(s, reason="cancelled", now=now()))
+
+
+async def retry_run(
+    store: EventStore, run_id: str, who: Principal, now: Callable[[], datetime]
+) -> RunResumed:
+    """Execute a failed run again from its last recorded step or park (the resume service
+    publishes the continuation when it sees the event)."""
+    event, _ = await _decide_and_append(
+        store,
+        run_id,
+        who,
+        lambda s: decide_retry(s, by=who.identity, now=now()),
+        f"retried-{run_id}-{uuid.uuid4().hex}",
+    )
+    log.info("run.retried", run_id=run_id, by=who.identity, generation=event.generation)
+    return event

@@ -1,0 +1,52 @@
+"""Which workers are alive and which flows they serve (docs/parks.md#worker-visibility).
+
+Every worker reports in every few seconds (``cmd.run.worker.v1``); the ask service keeps the
+latest report per worker in PostgreSQL (``workers``), so every replica, the run doors and
+``layby workers`` see the same list. A worker counts as alive while its last report is younger
+than ``ALIVE_SECONDS``. Times are the database's, never a service's clock.
+"""
+
+from __future__ import annotations
+
+import asyncpg
+
+from layby_contracts.commands import WorkerSeen
+from layby_contracts.errors import BadInput
+from layby_contracts.limits import WORKER_ALIVE_SECONDS
+from layby_domain.validation import is_flow_name
+from layby_server.auth import Principal
+
+ALIVE_SECONDS = WORKER_ALIVE_SECONDS
+MAX_FLOWS = 256
+
+_SEEN = """
+INSERT INTO workers (worker_id, identity, host, pid, flows, concurrency)
+VALUES ($1, $2, $3, $4, $5, $6)
+ON CONFLICT (worker_id) DO UPDATE SET
+    identity = EXCLUDED.identity, host = EXCLUDED.host, pid = EXCLUDED.pid, flows = EXCLUDED.flows,
+    concurrency = EXCLUDED.concurrency, seen_at = now()
+"""
+
+_SERVED = f"""
+SELECT DISTINCT unnest(flows) AS flow FROM workers
+WHERE seen_at > now() - interval '{ALIVE_SECONDS} seconds'
+"""  # noqa: S608 - a constant
+
+
+class WorkerRegistry:
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def seen(self, cmd: WorkerSeen, principal: Principal) -> None:
+        if not (1 <= len(cmd.worker_id) <= 64) or not is_flow_name(cmd.worker_id):
+            raise BadInput("worker_id must be 1-64 of [A-Za-z0-9_-]", field="worker_id")
+        if not (0 < len(cmd.flows) <= MAX_FLOWS) or not all(is_flow_name(f) for f in cmd.flows):
+            raise BadInput(f"flows must be 1-{MAX_FLOWS} flow names", field="flows")
+        host = (cmd.host or "")[:255] or None
+        await self._pool.execute(
+            _SEEN, cmd.worker_id, principal.identity, host, cmd.pid, sorted(set(cmd.flows)), cmd.concurrency
+        )
+
+    async def served(self) -> list[str]:
+        """Every flow a live worker serves."""
+        return sorted(r["flow"] for r in await self._pool.fetch(_SERVED))
