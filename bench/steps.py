@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 import time
 from datetime import UTC, datetime, timedelta
@@ -67,25 +68,17 @@ def build_worker(client: Any, settings: Any, steps: int, concurrency: int, flows
     return worker
 
 
-async def wait_finished(up: Up, token: str, run_ids: list[str]) -> None:
-    """Poll the runs door until every run is finished (a lean keep-alive connection)."""
+async def wait_finished(up: Up, token: str, total: int) -> None:
+    """Poll the runs door until ``total`` runs (counted since the start of the benchmark) are
+    finished: one cheap request every 50 ms on a keep-alive connection."""
     host, port = urlsplit(up.url).hostname or "127.0.0.1", urlsplit(up.url).port or 80
     conn = await Conn(host, port, token).open()
     try:
-        pending = list(run_ids)
-        while pending:
-            still = []
-            for run_id in pending:
-                status, body = await conn.request("GET", f"/api/runs/{run_id}")
-                data = body.get("data", {}) if isinstance(body, dict) else {}
-                if status != 200 or data.get("status") != "finished":
-                    still.append(run_id)
-                if len(still) > 20:
-                    still.extend(pending[pending.index(run_id) + 1 :])
-                    break
-            pending = still
-            if pending:
-                await asyncio.sleep(0.2)
+        while True:
+            status, raw = await conn.request("GET", "/api/runs?status=finished&pageSize=1")
+            if status == 200 and json.loads(raw)["data"]["total"] >= total:
+                return
+            await asyncio.sleep(0.05)
     finally:
         await conn.close()
 
@@ -111,9 +104,11 @@ async def bench(args: argparse.Namespace, up: Up) -> dict[str, Any]:
     out: dict[str, Any] = {}
     try:
         # 1. steps only
-        run_ids = [await client.start_run("steps") for _ in range(args.runs)]
+        done = args.runs
+        for _ in range(args.runs):
+            await client.start_run("steps")
         worker = build_worker(client, settings, args.steps, args.concurrency, [])
-        out["steps_s"] = await serve_while(worker, wait_finished(up, up.token, run_ids))
+        out["steps_s"] = await serve_while(worker, wait_finished(up, up.token, done))
 
         # 2. steps and one park, answered as soon as it shows
         answering = asyncio.Event()
@@ -136,20 +131,27 @@ async def bench(args: argparse.Namespace, up: Up) -> dict[str, Any]:
 
         reader = asyncio.create_task(answerer())
         await asyncio.sleep(0.5)
-        run_ids = [await client.start_run("steps-park", n) for n in range(args.runs)]
+        for n in range(args.runs):
+            await client.start_run("steps-park", n)
+        done += args.runs
         worker = build_worker(client, settings, args.steps, args.concurrency, [])
-        out["park_s"] = await serve_while(worker, wait_finished(up, up.token, run_ids))
+        out["park_s"] = await serve_while(worker, wait_finished(up, up.token, done))
         reader.cancel()
 
         # 3. fairness: 8 flows x runs/8 against 1 flow x runs
         per = max(args.runs // 8, 1)
         flows = [f"fair{i}" for i in range(8)]
-        run_ids = [await client.start_run(f) for f in flows for _ in range(per)]
+        for f in flows:
+            for _ in range(per):
+                await client.start_run(f)
+        done += per * 8
         worker = build_worker(client, settings, args.steps, args.concurrency, flows)
-        out["eight_s"] = await serve_while(worker, wait_finished(up, up.token, run_ids))
-        run_ids = [await client.start_run("solo") for _ in range(per * 8)]
+        out["eight_s"] = await serve_while(worker, wait_finished(up, up.token, done))
+        for _ in range(per * 8):
+            await client.start_run("solo")
+        done += per * 8
         worker = build_worker(client, settings, args.steps, args.concurrency, ["solo"])
-        out["one_s"] = await serve_while(worker, wait_finished(up, up.token, run_ids))
+        out["one_s"] = await serve_while(worker, wait_finished(up, up.token, done))
         out["fair_runs"] = per * 8
     finally:
         await client.close()

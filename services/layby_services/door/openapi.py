@@ -945,6 +945,7 @@ def _health() -> dict[str, Json]:
                         "200": _ok("Both answer.", _schema("Ready")),
                         "503": {
                             "description": "One of them does not answer; `checks` says which.",
+                            "headers": {**ERROR_HEADERS, "Retry-After": _ref("headers", "RetryAfter")},
                             "content": {JSON: {"schema": _schema("NotReady")}},
                         },
                     },

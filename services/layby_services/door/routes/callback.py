@@ -70,20 +70,18 @@ NOT_FOUND_JSON = (404, {"error": "not found"})
 
 
 def _page(status: int, body: bytes, headers: dict[str, str] = PAGE_HEADERS) -> Response[bytes]:
-    return Response(body, status_code=status, media_type="text/html; charset=utf-8", headers=headers)
+    return Response(body, status_code=status, media_type="text/html", headers=headers)
 
 
 def _not_found_text() -> Response[bytes]:
-    return Response(
-        b"Not Found", status_code=404, media_type="text/plain; charset=utf-8", headers=BASE_HEADERS
-    )
+    return Response(b"Not Found", status_code=404, media_type="text/plain", headers=BASE_HEADERS)
 
 
 def _server_error_text() -> Response[bytes]:
     return Response(
         b"Internal Server Error",
         status_code=500,
-        media_type="text/plain; charset=utf-8",
+        media_type="text/plain",
         headers=BASE_HEADERS,
     )
 

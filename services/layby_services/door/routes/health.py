@@ -30,4 +30,8 @@ async def readyz(request: Request[Any, Any, Any]) -> Response[dict[str, Any]]:
         pass
     if all(checks.values()):
         return Response({"data": {"status": "ready", **checks}})
-    return Response({"error": "not ready", "checks": checks}, status_code=503)
+    return Response(
+        {"error": "not ready", "checks": checks},
+        status_code=503,
+        headers={"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff", "Retry-After": "1"},
+    )

@@ -27,8 +27,8 @@ HEADERS = {
     "X-Frame-Options": "DENY",
 }
 _TYPES = {
-    "inbox.js": "text/javascript; charset=utf-8",
-    "inbox.css": "text/css; charset=utf-8",
+    "inbox.js": "text/javascript",
+    "inbox.css": "text/css",
 }
 _ROOT = resources.files("layby_services.door") / "static"
 _INDEX = (_ROOT / "index.html").read_bytes()
@@ -37,9 +37,7 @@ _FILES = {name: (_ROOT / name).read_bytes() for name in _TYPES}
 
 @get(["/", "/inbox"], summary="The inbox web page", include_in_schema=False)
 async def inbox_page() -> Response[bytes]:
-    return Response(
-        _INDEX, media_type="text/html; charset=utf-8", headers={**HEADERS, "Cache-Control": "no-cache"}
-    )
+    return Response(_INDEX, media_type="text/html", headers={**HEADERS, "Cache-Control": "no-cache"})
 
 
 @get("/static/{name:str}", include_in_schema=False)

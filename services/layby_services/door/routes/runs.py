@@ -57,7 +57,10 @@ SELECT r.*, (
 FROM runs r WHERE r.run_id = $1 AND ($2::text IS NULL OR r.identity = $2)
 """
 
-_FILTER = " FROM runs WHERE ($1::text IS NULL OR identity = $1) AND ($2::text IS NULL OR status = $2)"
+_FILTER = (
+    " FROM runs WHERE flow IS NOT NULL"  # a row projected before its start event is not a run yet
+    " AND ($1::text IS NULL OR identity = $1) AND ($2::text IS NULL OR status = $2)"
+)
 _COUNT = "SELECT count(*)" + _FILTER
 _PAGE = (
     "SELECT run_id, flow, identity, status, generation, expiry_at, created_at, updated_at"
