@@ -154,3 +154,28 @@ async def test_a_forms_properties_keep_the_authors_order_in_the_list(system: Sys
         raw = (await http.get("/api/interactions")).text
     assert raw.index('"zeta"') < raw.index('"name"') < raw.index('"a":')
     ask.cancel()
+
+
+async def test_the_list_says_which_stream_position_it_reflects_and_can_be_seeded_with_one(
+    system: System,
+) -> None:
+    """docs/doors/list.md#seeding-the-stream: the list's Layby-Stream-Seq covers every event it
+    shows; ``after`` waits for the projection; the stream says where its frames start."""
+    client = await system.sdk()
+    ask = asyncio.create_task(client.ask_user("Seeded?", timeout=30))
+    await wait_total(system, 1)
+    async with system.http() as http:
+        async with http.stream("GET", "/api/interactions/stream") as stream:
+            start = int(stream.headers["layby-stream-seq"])
+            assert start >= 1  # the question's event came before the stream's start
+            listed = await http.get("/api/interactions", params={"after": str(start)})
+            assert listed.status_code == 200
+            assert int(listed.headers["layby-stream-seq"]) >= start
+            assert [i["question"] for i in listed.json()["data"]["items"]] == ["Seeded?"]
+        bad = await http.get("/api/interactions", params={"after": "-1"})
+        assert bad.status_code == 400
+        assert bad.json() == {
+            "error": "after must be a stream sequence (a non-negative integer)",
+            "field": "after",
+        }
+    ask.cancel()

@@ -496,13 +496,28 @@ def _list_door() -> Json:
             ),
             "tags": ["interactions"],
             "security": BEARER,
-            "parameters": [PAGE, PAGE_SIZE],
+            "parameters": [
+                PAGE,
+                PAGE_SIZE,
+                _query(
+                    "after",
+                    {"type": "string", "pattern": "^[0-9]{1,19}$"},
+                    "A stream sequence the list must reflect: the door waits (at most 2 s) until its "
+                    "view has applied the stream that far (docs/doors/list.md#seeding-the-stream).",
+                ),
+            ],
             "responses": _responses(
                 {
                     "200": _ok(
                         "One page.",
                         _schema("InteractionPage"),
-                        {"Cache-Control": NO_STORE},
+                        {
+                            "Cache-Control": NO_STORE,
+                            "Layby-Stream-Seq": _header(
+                                {"type": "string", "pattern": "^[0-9]+$"},
+                                "The stream sequence this page and its total reflect.",
+                            ),
+                        },
                         links={
                             "AnswerTheFirstItem": {
                                 "operationId": "answerInteraction",
@@ -560,6 +575,10 @@ def _stream_door() -> Json:
                         "headers": {
                             "Cache-Control": _header(_text("no-cache"), "Never cached."),
                             "X-Accel-Buffering": _header(_text("no"), "Proxies must not buffer."),
+                            "Layby-Stream-Seq": _header(
+                                {"type": "string", "pattern": "^[0-9]+$"},
+                                "The frames follow this stream sequence (docs/doors/stream.md).",
+                            ),
                         },
                         "content": {"text/event-stream": {"schema": {"type": "string"}}},
                     },

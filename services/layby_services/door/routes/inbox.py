@@ -34,6 +34,14 @@ _PAGE = (
 )
 
 
+_SEQ = "SELECT seq FROM projector_checkpoints WHERE name = 'inbox'"
+STREAM_SEQ = "Layby-Stream-Seq"
+"""The stream sequence a list reflects, and the one a stream resumes after: a page seeds its
+stream with the list's, so nothing recorded between the two is missed."""
+CATCH_UP_SECONDS = 2.0
+CATCH_UP_POLL = 0.02
+
+
 def parse_window(page_raw: str | None, size_raw: str | None) -> tuple[int, int]:
     try:
         page = int(page_raw) if page_raw is not None else 1
@@ -66,11 +74,17 @@ async def list_door(request: Request[Any, Any, Any]) -> Response[bytes]:
     state = door(request)
     who = principal_of(request)
     page, size = parse_window(request.query_params.get("page"), request.query_params.get("pageSize"))
+    after = parse_after(request.query_params.get("after"))
     now = state.clock.now()
     audience = who.identity if who.restricted else None
     async with state.pool.acquire() as conn:
-        total = int(await conn.fetchval(_COUNT, now, audience))
-        rows = await conn.fetch(_PAGE, now, audience, size, (page - 1) * size) if total else []
+        if after is not None:
+            await _caught_up(conn, after)
+        # One snapshot: the page, its total and the stream position they reflect agree.
+        async with conn.transaction(isolation="repeatable_read", readonly=True):
+            seq = int(await conn.fetchval(_SEQ) or 0)
+            total = int(await conn.fetchval(_COUNT, now, audience))
+            rows = await conn.fetch(_PAGE, now, audience, size, (page - 1) * size) if total else []
         stale = await conn.fetchval(
             "SELECT EXISTS (SELECT 1 FROM interactions WHERE status = 'pending' AND mode = 'sync' "
             "AND timeout_at <= $1)",
@@ -86,4 +100,23 @@ async def list_door(request: Request[Any, Any, Any]) -> Response[bytes]:
         + b'],"total":%d,"page":%d,"page_size":%d,"next_page":%s,"truncated":false}}'
         % (total, page, size, b"null" if next_page is None else str(next_page).encode())
     )
-    return Response(body, media_type="application/json", headers={"Cache-Control": "no-store"})
+    return Response(
+        body, media_type="application/json", headers={"Cache-Control": "no-store", STREAM_SEQ: str(seq)}
+    )
+
+
+def parse_after(raw: str | None) -> int | None:
+    """``after``: a stream sequence the list must reflect (docs/doors/list.md#seeding-the-stream)."""
+    if raw is None:
+        return None
+    if not raw.isdigit() or len(raw) > 19:
+        raise BadInput("after must be a stream sequence (a non-negative integer)", field="after")
+    return int(raw)
+
+
+async def _caught_up(conn: Any, after: int) -> None:
+    """Wait (bounded) until the projection has applied the stream up to ``after``."""
+    for _ in range(int(CATCH_UP_SECONDS / CATCH_UP_POLL)):
+        if int(await conn.fetchval(_SEQ) or 0) >= after:
+            return
+        await asyncio.sleep(CATCH_UP_POLL)

@@ -189,5 +189,11 @@ async def stream_door(request: Request[Any, Any, Any]) -> Stream:
     return Stream(
         _frames(state, who, opened, keepalive),
         media_type="text/event-stream",
-        headers={"Cache-Control": "no-cache", "Connection": "keep-alive", "X-Accel-Buffering": "no"},
+        headers={
+            "Cache-Control": "no-cache",
+            "Connection": "keep-alive",
+            "X-Accel-Buffering": "no",
+            # Frames follow this sequence (docs/doors/stream.md#the-start-position).
+            "Layby-Stream-Seq": str(start - 1),
+        },
     )

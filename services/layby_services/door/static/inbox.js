@@ -1,7 +1,10 @@
 // The Layby inbox: the pending questions, live (issue 5).
 // Seeded from GET /api/interactions, kept live by GET /api/interactions/stream (SSE read over
-// fetch, so the bearer token travels in a header), reconnecting with Last-Event-ID and
-// refetching the first page. Every text from the server is set as text, never parsed as HTML.
+// fetch, so the bearer token travels in a header), reconnecting with Last-Event-ID. Each time the
+// stream (re)connects, the first page is loaded again *at least as far as the stream starts*
+// (`after=`, docs/doors/list.md#seeding-the-stream), so nothing recorded between the two is
+// missed; the list says which stream sequence it reflects (Layby-Stream-Seq), and only frames
+// after it change the count. Every text from the server is set as text, never parsed as HTML.
 
 const TOKEN_KEY = "layby.token";
 const PAGE_SIZE = 200;
@@ -13,8 +16,10 @@ const state = {
   cards: new Map(), // interaction_id -> {item, status, el, answeredAt, by}
   lastEventId: null,
   abort: null,
-  total: 0,
+  total: 0, // pending questions this identity may see, all of them, loaded or not
+  listSeq: 0, // the stream sequence the loaded list reflects
   nextPage: null,
+  refresh: null,
 };
 
 function el(tag, attrs = {}, ...children) {
@@ -72,10 +77,11 @@ function headers(extra = {}) {
 
 // -- the paged list ---------------------------------------------------------------------
 
-async function loadFirstPage() {
+async function loadFirstPage(after = null) {
   let resp;
+  const seed = after === null ? "" : `&after=${after}`;
   try {
-    resp = await fetch(`/api/interactions?page=1&pageSize=${PAGE_SIZE}`, { headers: headers(), cache: "no-store" });
+    resp = await fetch(`/api/interactions?page=1&pageSize=${PAGE_SIZE}${seed}`, { headers: headers(), cache: "no-store" });
   } catch {
     setStatus("The server cannot be reached; retrying…");
     return false;
@@ -102,9 +108,30 @@ async function loadFirstPage() {
     }
   }
   state.total = body.data.total;
+  state.listSeq = Number(resp.headers.get("Layby-Stream-Seq")) || 0;
   state.nextPage = body.data.next_page;
   render();
   return true;
+}
+
+// A question resolved that this page never loaded (it lies past the first page): whether the
+// total counted it is the server's to say. Ask for the total again, at least as far as the stream.
+function refreshTotalSoon() {
+  if (state.refresh) return;
+  state.refresh = setTimeout(async () => {
+    state.refresh = null;
+    try {
+      const after = state.lastEventId ? `&after=${state.lastEventId}` : "";
+      const resp = await fetch(`/api/interactions?page=1&pageSize=1${after}`, { headers: headers(), cache: "no-store" });
+      if (!resp.ok) return;
+      const body = await resp.json();
+      state.total = body.data.total;
+      state.listSeq = Math.max(state.listSeq, Number(resp.headers.get("Layby-Stream-Seq")) || 0);
+      render();
+    } catch {
+      // the next reconnect reloads the list anyway
+    }
+  }, 300);
 }
 
 async function loadMore() {
@@ -153,6 +180,10 @@ async function startStream() {
         return;
       }
       if (!resp.ok || !resp.body) throw new Error(`stream ${resp.status}`);
+      // The stream's frames follow this sequence; the list is loaded at least that far, so a
+      // question recorded between the two is in one or the other (frames wait in the body).
+      const from = Number(resp.headers.get("Layby-Stream-Seq"));
+      if (!Number.isNaN(from)) await loadFirstPage(from);
       setStatus("Live");
       delay = 500;
       await readEvents(resp.body, abort.signal);
@@ -162,7 +193,6 @@ async function startStream() {
     setStatus("Reconnecting…");
     await new Promise((r) => setTimeout(r, delay));
     delay = Math.min(delay * 2, 10000);
-    if (!abort.signal.aborted) await loadFirstPage();
   }
 }
 
@@ -199,13 +229,18 @@ function dispatch(frame) {
   } catch {
     return;
   }
+  // A frame the loaded list already reflects updates its card; only a later one moves the count.
+  const counts = Number(frame.id) > state.listSeq;
   if (frame.event === "interaction.add") {
     upsert(data);
-    state.total += 1;
-  } else if (frame.event === "interaction.answered") {
-    resolve(data.interaction_id, "answered", null);
-  } else if (frame.event === "interaction.removed") {
-    resolve(data.interaction_id, "removed", null);
+    if (counts) state.total += 1;
+  } else if (frame.event === "interaction.answered" || frame.event === "interaction.removed") {
+    const id = data.interaction_id;
+    if (counts) {
+      if (state.cards.has(id)) state.total = Math.max(state.total - 1, 0);
+      else if (state.nextPage) refreshTotalSoon(); // past the first page: the server decides
+    }
+    resolve(id, frame.event === "interaction.answered" ? "answered" : "removed", null);
   }
   render();
 }
@@ -258,8 +293,8 @@ function render() {
     root.replaceChildren(...nodes);
   }
   if (keep && document.contains(keep) && document.activeElement !== keep) keep.focus();
-  const open = [...state.cards.values()].filter((c) => c.status === "pending").length;
-  $("count").textContent = `(${open} open${state.total > open ? ` of ${state.total}` : ""})`;
+  $("count").textContent = `(${state.total} open)`;
+  document.title = state.total ? `(${state.total}) Layby inbox` : "Layby inbox";
   $("empty").hidden = state.cards.size > 0;
   $("more").hidden = !state.nextPage;
 }
@@ -327,6 +362,9 @@ function updateCard(card) {
   for (const c of node.querySelectorAll(".controls input, .controls select, .controls textarea, .controls button")) {
     c.disabled = true;
   }
+  const deadline = node.querySelector(".deadline");
+  deadline.textContent = ""; // a resolved question has no countdown
+  deadline.classList.remove("soon");
   const when = card.answeredAt ? card.answeredAt.toLocaleTimeString() : "";
   if (card.status === "answered") {
     outcome.className = "outcome done";
@@ -346,7 +384,9 @@ function tickCard(card) {
   const deadline = node.querySelector(".deadline");
   const left = Date.parse(card.item.timeout_at) - now;
   deadline.textContent = left > 0 ? `${relative(left)} left` : "deadline passed";
-  deadline.classList.toggle("soon", left < 5 * 60 * 1000);
+  // Coloured only when genuinely near: the last fifth of the question's time, and at most 5 minutes.
+  const lifetime = Date.parse(card.item.timeout_at) - Date.parse(card.item.created_at);
+  deadline.classList.toggle("soon", left < Math.min(5 * 60 * 1000, lifetime / 5));
 }
 
 setInterval(() => {
@@ -518,6 +558,15 @@ function buildForm(card, payload) {
         }
       } else answer[name] = raw;
     }
+    // Plain-language checks at the field before sending; the door stays the authority.
+    for (const [name, { input, prop }] of Object.entries(fields)) {
+      const problem = checkField(name, prop, answer[name], required.has(name), input);
+      if (problem) {
+        const step = steps.findIndex((st) => st.contains(fields[name].wrap));
+        if (step >= 0 && step !== current) show(step);
+        return showError(card, problem, name);
+      }
+    }
     submit(card, answer, (field) => {
       const name = field && field.split(".")[0].replace(/\[.*$/, "");
       const found = name && fields[name];
@@ -529,6 +578,52 @@ function buildForm(card, payload) {
     });
   });
   return form;
+}
+
+function fieldTitle(name, prop) {
+  return (prop && prop.title) || name;
+}
+
+// The first thing wrong with one form field's value, in plain words, or null.
+function checkField(name, prop, value, isRequired, input) {
+  const title = fieldTitle(name, prop);
+  if (value === undefined) return isRequired && prop.type !== "boolean" ? `Enter ${title}.` : null;
+  if ((prop.type === "integer" || prop.type === "number") && Number.isNaN(value)) return `${title} must be a number.`;
+  if (prop.type === "integer" && !Number.isInteger(value)) return `${title} must be a whole number.`;
+  if (typeof value === "number") {
+    if (prop.minimum !== undefined && value < prop.minimum) return `${title} must be at least ${prop.minimum}.`;
+    if (prop.maximum !== undefined && value > prop.maximum) return `${title} must be at most ${prop.maximum}.`;
+  }
+  if (typeof value === "string") {
+    if (prop.minLength !== undefined && value.length < prop.minLength) return `${title} must be at least ${prop.minLength} characters.`;
+    if (prop.maxLength !== undefined && value.length > prop.maxLength) return `${title} must be at most ${prop.maxLength} characters.`;
+    if (prop.format === "email" && input && input.validity && input.validity.typeMismatch) return `Enter an email address for ${title}.`;
+    if (prop.pattern) {
+      let re = null;
+      try {
+        re = new RegExp(prop.pattern, "u");
+      } catch {
+        re = null; // a pattern the browser cannot read: the door checks it
+      }
+      if (re && !re.test(value)) return `${title} is not in the expected form.`;
+    }
+  }
+  if (Array.isArray(prop.enum) && !prop.enum.some((v) => JSON.stringify(v) === JSON.stringify(value))) {
+    return `Choose one of the options for ${title}.`;
+  }
+  return null;
+}
+
+// A door's schema message, said plainly and pinned to the field it names when it names one.
+function plainDoorError(card, message, field) {
+  const props = ((card.item.format_payload || {}).schema || {}).properties || {};
+  const missing = /^answer does not match schema: '([^']+)' is a required property/.exec(message || "");
+  if (missing) return { field: missing[1], message: `Enter ${fieldTitle(missing[1], props[missing[1]])}.` };
+  const name = field && field.split(".")[0].replace(/\[.*$/, "");
+  if (name && props[name] && / does not match /.test(message || "")) {
+    return { field: name, message: `${fieldTitle(name, props[name])} is not in the expected form.` };
+  }
+  return { field, message };
 }
 
 function clearErrors(card) {
@@ -596,9 +691,99 @@ async function submit(card, answer, locate = () => null) {
   }
   if (resp.status === 401) return showSignIn("The token is no longer accepted.");
   buttons.forEach((b) => (b.disabled = false));
-  const field = body.field ? locate(body.field) : null;
-  showError(card, body.error || `The answer was refused (${resp.status}).`, field);
+  const plain = plainDoorError(card, body.error || `The answer was refused (${resp.status}).`, body.field);
+  const field = plain.field ? locate(plain.field) : null;
+  showError(card, plain.message, field);
 }
+
+// -- keyboard ---------------------------------------------------------------------------
+// j / k move between questions, Enter opens the focused one's control, y / n answer a yes/no
+// question, 1-9 pick that option of a choice, Ctrl/Cmd+Enter sends the form being filled in,
+// ? shows the list. Typing in a field is never taken for a shortcut.
+
+const SHORTCUTS = [
+  ["j / k", "next / previous question"],
+  ["Enter", "go to the answer controls of the question"],
+  ["y / n", "answer Yes / No"],
+  ["1 – 9", "choose that option and answer"],
+  ["Ctrl+Enter / ⌘+Enter", "send the answer being filled in"],
+  ["?", "show or hide this list"],
+];
+
+function pendingCards() {
+  return [...$("groups").querySelectorAll("article.card:not(.answered):not(.removed)")];
+}
+
+function focusCard(node) {
+  for (const other of $("groups").querySelectorAll("article.card.focused")) other.classList.remove("focused");
+  if (!node) return;
+  node.classList.add("focused");
+  node.tabIndex = -1;
+  node.focus();
+  node.scrollIntoView({ block: "nearest" });
+}
+
+function cardOf(node) {
+  const article = node && node.closest ? node.closest("article.card") : null;
+  return article ? state.cards.get(article.dataset.id) : null;
+}
+
+function toggleHelp() {
+  let help = $("shortcuts");
+  if (!help) {
+    help = el("section", { id: "shortcuts", class: "shortcuts", "aria-label": "Keyboard shortcuts", hidden: true },
+      el("h2", { text: "Keyboard shortcuts" }));
+    const list = el("dl");
+    for (const [key, what] of SHORTCUTS) list.append(el("dt", {}, el("kbd", { text: key })), el("dd", { text: what }));
+    help.append(list);
+    $("inbox").prepend(help);
+  }
+  help.hidden = !help.hidden;
+}
+
+document.addEventListener("keydown", (e) => {
+  if ($("inbox").hidden) return;
+  const typing = e.target.closest && e.target.closest("input, textarea, select, [contenteditable]");
+  if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) {
+    const form = e.target.closest && e.target.closest("article.card form");
+    if (form) {
+      e.preventDefault();
+      form.requestSubmit();
+    }
+    return;
+  }
+  if (typing || e.ctrlKey || e.metaKey || e.altKey) return;
+  const cards = pendingCards();
+  const current = e.target.closest ? e.target.closest("article.card") : null;
+  const at = cards.indexOf(current);
+  if (e.key === "j" || e.key === "k") {
+    e.preventDefault();
+    const next = e.key === "j" ? Math.min(at + 1, cards.length - 1) : Math.max(at - 1, 0);
+    focusCard(cards[at < 0 ? 0 : next]);
+  } else if (e.key === "?") {
+    e.preventDefault();
+    toggleHelp();
+  } else if (current && e.target === current) {
+    const card = cardOf(current);
+    if (!card || card.status !== "pending") return;
+    const fmt = card.item.answer_format;
+    if (e.key === "Enter") {
+      e.preventDefault();
+      const first = current.querySelector(".controls input, .controls select, .controls textarea, .controls button");
+      if (first) first.focus();
+    } else if (fmt === "confirm" && (e.key === "y" || e.key === "n")) {
+      e.preventDefault();
+      submit(card, e.key === "y");
+    } else if (fmt === "select" && /^[1-9]$/.test(e.key)) {
+      const options = (card.item.format_payload || {}).options || [];
+      const choice = options[Number(e.key) - 1];
+      if (choice !== undefined) {
+        e.preventDefault();
+        submit(card, choice);
+      }
+    }
+  }
+});
 
 // -- start ------------------------------------------------------------------------------
 
