@@ -5,22 +5,69 @@ from layby import ask_user, InteractionTimeoutError
 approved = await ask_user("Deploy v2 to production?", answer_format="confirm", timeout=600)
 """
 
-from layby.external import ask_external
-from layby.runs import RunInfo, Suspended, current_run
-from layby.sdk import Client, SecretValue, ask_user, connect
-from layby.steps import StepInfo, current_step, step
-from layby.worker import Worker
-from layby_contracts.channels import ChannelDelivery, ChannelDeliveryError, ChannelInputError
-from layby_contracts.errors import (
-    CrossIdentityAudienceError,
-    InteractionLimitError,
-    InteractionTimeoutError,
-    NonDeterministicRunError,
-    ParkExpiryExceedsRetentionError,
-    RunCancelledError,
-    StepFailedError,
-)
-from layby_contracts.events import EXPIRY_ANSWER, MediaItem
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from layby.external import ask_external
+    from layby.runs import RunInfo, Suspended, current_run
+    from layby.sdk import Client, SecretValue, ask_user, connect
+    from layby.steps import StepInfo, current_step, step
+    from layby.worker import Worker
+    from layby_contracts.channels import ChannelDelivery, ChannelDeliveryError, ChannelInputError
+    from layby_contracts.errors import (
+        CrossIdentityAudienceError,
+        InteractionLimitError,
+        InteractionTimeoutError,
+        NonDeterministicRunError,
+        ParkExpiryExceedsRetentionError,
+        RunCancelledError,
+        StepFailedError,
+    )
+    from layby_contracts.events import EXPIRY_ANSWER, MediaItem
+
+# Loaded on first use (PEP 562): `import layby` (and every `layby` command, `layby up` included)
+# pays only for what it touches, while `from layby import ask_user` works as always.
+_HOMES = {
+    "ask_external": "layby.external",
+    "RunInfo": "layby.runs",
+    "Suspended": "layby.runs",
+    "current_run": "layby.runs",
+    "Client": "layby.sdk",
+    "SecretValue": "layby.sdk",
+    "ask_user": "layby.sdk",
+    "connect": "layby.sdk",
+    "StepInfo": "layby.steps",
+    "current_step": "layby.steps",
+    "step": "layby.steps",
+    "Worker": "layby.worker",
+    "ChannelDelivery": "layby_contracts.channels",
+    "ChannelDeliveryError": "layby_contracts.channels",
+    "ChannelInputError": "layby_contracts.channels",
+    "CrossIdentityAudienceError": "layby_contracts.errors",
+    "InteractionLimitError": "layby_contracts.errors",
+    "InteractionTimeoutError": "layby_contracts.errors",
+    "NonDeterministicRunError": "layby_contracts.errors",
+    "ParkExpiryExceedsRetentionError": "layby_contracts.errors",
+    "RunCancelledError": "layby_contracts.errors",
+    "StepFailedError": "layby_contracts.errors",
+    "EXPIRY_ANSWER": "layby_contracts.events",
+    "MediaItem": "layby_contracts.events",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'layby' has no attribute {name!r}")
+    value = getattr(import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_HOMES])
+
 
 __all__ = [
     "EXPIRY_ANSWER",
