@@ -239,3 +239,24 @@ async def test_a_request_the_parser_cannot_read_is_a_json_400(system: System) ->
     status, headers, body = _json_error(raw)
     assert (status, body) == (400, {"error": "invalid HTTP request"})
     assert headers["x-content-type-options"] == "nosniff"
+
+
+async def test_an_encoded_slash_in_an_id_gets_the_doors_own_answer(system: System) -> None:
+    """docs/doors/common.md#encoded-slashes: the door that owns the path answers, in its own order."""
+    async with system.http() as http:
+        run = await http.get("/api/runs/a%2Fb")
+        assert (run.status_code, run.json()) == (404, {"error": "Run not found"})
+        cancel = await http.post("/api/runs/a%2Fb/cancel")
+        assert (cancel.status_code, cancel.json()) == (404, {"error": "Run not found"})
+        answer = await http.post("/api/interactions/a%2Fb/answer", json={"answer": 1})
+        assert (answer.status_code, answer.json()) == (404, {"error": "Interaction not found"})
+        bad_body = await http.post("/api/interactions/a%2Fb/answer", content=b"{")
+        assert bad_body.status_code == 400  # the body is checked before the id
+    async with system.http(None) as anon:
+        media = await anon.get("/api/interactions/media/%2F")
+        assert (media.status_code, media.json()) == (400, {"error": "invalid media id"})
+        ticket = await anon.get("/api/interactions/callback/a%2Fb")
+        assert ticket.status_code == 404 and ticket.text == "Not Found"
+        assert ticket.headers["content-type"].startswith("text/plain")
+        unauthenticated = await anon.get("/api/runs/a%2Fb")
+        assert unauthenticated.status_code == 401

@@ -10,6 +10,7 @@ from layby_domain.clock import Clock
 from layby_server.service import run_main
 from layby_server.settings import Settings, load_settings
 from layby_services.door.app import create_app
+from layby_services.door.paths import EncodedSlashMiddleware
 from layby_services.door.protocol import Limits, protocol_with
 
 
@@ -22,7 +23,7 @@ def server_config(settings: Settings, *, clock: Clock | None = None) -> uvicorn.
         max_query_bytes=settings.max_body_bytes,
     )
     return uvicorn.Config(
-        create_app(settings, clock=clock),
+        EncodedSlashMiddleware(create_app(settings, clock=clock)),  # before routing: it rewrites the path
         host=settings.http_host,
         port=settings.http_port,
         log_level="warning",
