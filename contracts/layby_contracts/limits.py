@@ -26,6 +26,3 @@ ANSWERED_BY_EXPIRY: Final = "system:expiry"
 
 CHECKPOINT_MAX_BYTES = 512 * 1024
 """Cap on a park's checkpoint (its asks plus every answer so far), well under NATS's max payload."""
-
-WORKER_ALIVE_SECONDS = 30
-"""A worker counts as alive this long after its last report (it reports every 10 s)."""

@@ -28,7 +28,7 @@ ATTEMPTS = 5
 NOT_FOUND = "Run not found"
 
 
-async def _state(store: EventStore, run_id: str, who: Principal) -> tuple[RunStarted, Run]:
+async def load_run(store: EventStore, run_id: str, who: Principal) -> tuple[RunStarted, Run]:
     """The run's start and state; another identity's run is the same 404 as an unknown one."""
     first = await store.first(store.names.run(run_id))
     if first is None or not isinstance(first.event, RunStarted):
@@ -49,7 +49,7 @@ async def _decide_and_append(
     store: EventStore, run_id: str, who: Principal, decide: Callable[[Run], E], msg_id: str
 ) -> tuple[E, Run]:
     for _ in range(ATTEMPTS):
-        _, state = await _state(store, run_id, who)
+        _, state = await load_run(store, run_id, who)
         event = decide(state)
         try:
             await store.append(store.names.run(run_id), event, msg_id=msg_id, expected_seq=state.seq)

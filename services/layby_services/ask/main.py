@@ -29,9 +29,9 @@ from layby_domain.clock import Clock
 from layby_server.auth import Authenticator
 from layby_server.service import open_resources, run_main
 from layby_server.settings import Settings, load_settings
+from layby_server.workers import WorkerRegistry
 from layby_services.ask.admission import Admitter
 from layby_services.ask.handlers import AskHandlers
-from layby_services.ask.workers import WorkerRegistry
 
 log = get_logger("layby.ask")
 _enc = msgspec.json.Encoder()

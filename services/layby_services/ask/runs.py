@@ -44,8 +44,8 @@ from layby_server.consumer import ensure_flow_consumer
 from layby_server.eventstore import EventStore, Stored
 from layby_server.runops import cancel_run, retry_run
 from layby_server.settings import Settings
+from layby_server.workers import WorkerRegistry
 from layby_services.ask.caller import identify
-from layby_services.ask.workers import WorkerRegistry
 
 log = get_logger("layby.runs")
 _enc = msgspec.json.Encoder()

@@ -29,16 +29,14 @@ from layby_contracts.events import (
     RunStepRecorded,
 )
 from layby_contracts.limits import ANSWERED_BY_EXPIRY
-from layby_contracts.limits import WORKER_ALIVE_SECONDS as ALIVE_SECONDS
-from layby_domain.run import Run
 from layby_domain.validation import is_interaction_id
 from layby_server.auth import Principal
 from layby_server.eventstore import EventStore, Stored
-from layby_server.runops import cancel_run, retry_run
+from layby_server.runops import NOT_FOUND, cancel_run, load_run, retry_run
+from layby_server.workers import WorkerRegistry
 from layby_services.door.deps import door, principal_of
 from layby_services.door.routes.inbox import parse_window
 
-NOT_FOUND = "Run not found"
 STATUSES = ("running", "parked", "resumed", "finished", "failed", "cancelled")
 
 _DETAIL = """
@@ -123,23 +121,9 @@ async def run_door(request: Request[Any, Any, Any], run_id: FromPath[str]) -> di
     return {"data": data}
 
 
-_SERVES = f"""
-SELECT EXISTS (SELECT 1 FROM workers WHERE $1 = ANY(flows)
-    AND seen_at > now() - interval '{ALIVE_SECONDS} seconds')
-"""  # noqa: S608 - a constant
-
-_WORKERS = f"""
-SELECT worker_id, identity, host, pid, flows, concurrency, started_at, seen_at,
-    seen_at > now() - interval '{ALIVE_SECONDS} seconds' AS alive
-FROM workers
-WHERE seen_at > now() - interval '1 hour' AND ($1::text IS NULL OR identity = $1)
-ORDER BY seen_at DESC LIMIT 500
-"""  # noqa: S608 - a constant
-
-
 async def _warn_unserved(pool: Any, data: dict[str, Any]) -> None:
     """A running run whose flow no live worker serves says so (it waits for one)."""
-    if not await pool.fetchval(_SERVES, data["flow"]):
+    if not await WorkerRegistry(pool).serves(data["flow"]):
         data["warning"] = f"no worker serves flow {data['flow']!r}; the run waits for one"
 
 
@@ -148,7 +132,7 @@ async def workers_door(request: Request[Any, Any, Any]) -> dict[str, Any]:
     """A restricted identity sees its own workers only (docs/doors/runs.md#workers)."""
     state = door(request)
     who = principal_of(request)
-    rows = await state.pool.fetch(_WORKERS, who.identity if who.restricted else None)
+    rows = await WorkerRegistry(state.pool).listing(who.identity if who.restricted else None)
     items = [
         {
             "worker_id": r["worker_id"],
@@ -183,15 +167,9 @@ async def _settle_pending(store: EventStore, park: list[dict[str, Any]]) -> None
 async def _from_log(store: EventStore, run_id: str, who: Principal) -> dict[str, Any]:
     """A run's view built from its log (its first and last events), for a run the projection
     has not caught up with yet. Another identity's run is the same 404 as an unknown one."""
-    first = await store.first(store.names.run(run_id))
-    if first is None or not isinstance(first.event, RunStarted):
-        raise NotFound(NOT_FOUND)
-    started = first.event
-    if who.restricted and started.identity != who.identity:
-        raise NotFound(NOT_FOUND)
-    last = await store.last(store.names.run(run_id), leader=True)
-    event = last.event if last is not None and isinstance(last.event, RunEvent) else started
-    run = Run(seq=last.seq if last is not None else first.seq, last=event)
+    started, run = await load_run(store, run_id, who)
+    event = run.last
+    assert event is not None
     status = "resumed" if isinstance(event, RunResumed | RunStepRecorded) and run.generation else run.status
     data: dict[str, Any] = {
         "run_id": run_id,

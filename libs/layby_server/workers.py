@@ -2,8 +2,9 @@
 
 Every worker reports in every few seconds (``cmd.run.worker.v1``); the ask service keeps the
 latest report per worker in PostgreSQL (``workers``), so every replica, the run doors and
-``layby workers`` see the same list. A worker counts as alive while its last report is younger
-than ``ALIVE_SECONDS``. Times are the database's, never a service's clock.
+``layby workers`` see the same list. This module is the one place that table is written and
+read. A worker counts as alive while its last report is younger than ``ALIVE_SECONDS``. Times
+are the database's, never a service's clock.
 """
 
 from __future__ import annotations
@@ -12,11 +13,11 @@ import asyncpg
 
 from layby_contracts.commands import WorkerSeen
 from layby_contracts.errors import BadInput
-from layby_contracts.limits import WORKER_ALIVE_SECONDS
 from layby_domain.validation import is_flow_name
 from layby_server.auth import Principal
 
-ALIVE_SECONDS = WORKER_ALIVE_SECONDS
+ALIVE_SECONDS = 30
+"""A worker counts as alive this long after its last report (it reports every 10 s)."""
 MAX_FLOWS = 256
 
 _SEEN = """
@@ -30,6 +31,20 @@ ON CONFLICT (worker_id) DO UPDATE SET
 _SERVED = f"""
 SELECT DISTINCT unnest(flows) AS flow FROM workers
 WHERE seen_at > now() - interval '{ALIVE_SECONDS} seconds'
+"""  # noqa: S608 - a constant
+
+
+_SERVES = f"""
+SELECT EXISTS (SELECT 1 FROM workers WHERE $1 = ANY(flows)
+    AND seen_at > now() - interval '{ALIVE_SECONDS} seconds')
+"""  # noqa: S608 - a constant
+
+_LISTING = f"""
+SELECT worker_id, identity, host, pid, flows, concurrency, started_at, seen_at,
+    seen_at > now() - interval '{ALIVE_SECONDS} seconds' AS alive
+FROM workers
+WHERE seen_at > now() - interval '1 hour' AND ($1::text IS NULL OR identity = $1)
+ORDER BY seen_at DESC LIMIT 500
 """  # noqa: S608 - a constant
 
 
@@ -50,3 +65,11 @@ class WorkerRegistry:
     async def served(self) -> list[str]:
         """Every flow a live worker serves."""
         return sorted(r["flow"] for r in await self._pool.fetch(_SERVED))
+
+    async def serves(self, flow: str) -> bool:
+        """Whether a live worker serves ``flow``."""
+        return bool(await self._pool.fetchval(_SERVES, flow))
+
+    async def listing(self, identity: str | None) -> list[asyncpg.Record]:
+        """Workers seen in the last hour (``identity``'s only, when given), most recent first."""
+        return list(await self._pool.fetch(_LISTING, identity))
