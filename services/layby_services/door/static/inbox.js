@@ -41,9 +41,15 @@ function setStatus(text) {
 
 // -- sign-in ----------------------------------------------------------------------------
 
+function emit(name, detail = {}) {
+  document.dispatchEvent(new CustomEvent(name, { detail }));
+}
+
 function showSignIn(message) {
   stopStream();
   $("inbox").hidden = true;
+  $("runs").hidden = true;
+  $("views").hidden = true;
   $("sign-out").hidden = true;
   $("sign-in").hidden = false;
   const err = $("sign-in-error");
@@ -58,16 +64,40 @@ async function signIn(token) {
   if (!ok) return;
   sessionStorage.setItem(TOKEN_KEY, token);
   $("sign-in").hidden = true;
-  $("inbox").hidden = false;
   $("sign-out").hidden = false;
+  $("views").hidden = false;
+  emit("layby:signed-in", { token });
+  showView();
   startStream();
 }
+
+// -- views: the inbox (#inbox, the default) and the runs dashboard (#runs, runs.js) -------
+
+function currentView() {
+  return location.hash === "#runs" ? "runs" : "inbox";
+}
+
+function showView() {
+  if (!state.token) return;
+  const view = currentView();
+  $("inbox").hidden = view !== "inbox";
+  $("runs").hidden = view !== "runs";
+  for (const [tab, name] of [["tab-inbox", "inbox"], ["tab-runs", "runs"]]) {
+    if (name === view) $(tab).setAttribute("aria-current", "page");
+    else $(tab).removeAttribute("aria-current");
+  }
+  emit("layby:view", { view });
+}
+
+window.addEventListener("hashchange", showView);
+document.addEventListener("layby:unauthorized", (e) => showSignIn((e.detail && e.detail.message) || "The token is no longer accepted."));
 
 function signOut() {
   sessionStorage.removeItem(TOKEN_KEY);
   state.token = null;
   state.cards.clear();
   $("groups").replaceChildren();
+  emit("layby:signed-out");
   showSignIn("");
 }
 
@@ -229,6 +259,7 @@ function dispatch(frame) {
   } catch {
     return;
   }
+  emit("layby:frame", { event: frame.event, id: frame.id, data });
   // A frame the loaded list already reflects updates its card; only a later one moves the count.
   const counts = Number(frame.id) > state.listSeq;
   if (frame.event === "interaction.add") {
@@ -295,6 +326,7 @@ function render() {
   if (keep && document.contains(keep) && document.activeElement !== keep) keep.focus();
   $("count").textContent = `(${state.total} open)`;
   document.title = state.total ? `(${state.total}) Layby inbox` : "Layby inbox";
+  $("tab-count").textContent = `(${state.total})`;
   $("empty").hidden = state.cards.size > 0;
   $("more").hidden = !state.nextPage;
 }
