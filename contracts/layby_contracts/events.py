@@ -66,6 +66,10 @@ class InteractionAnswered(msgspec.Struct, frozen=True, kw_only=True, tag="intera
     """For a sensitive question: which ``<ns>.secret.<id>.<ref>`` message holds the answer."""
     run_id: str | None = None
     """Copied from the Asked event: the parked run this resolution may resume."""
+    via: str | None = None
+    """Where the answer came from: ``inbox``, ``cli`` or ``api`` (the answer door, as the client
+    says), ``callback`` (an outside system's callback), ``expiry`` (the deadline passed). Informs the
+    done list (docs/doors/done.md); absent on answers recorded before it existed."""
 
 
 class InteractionRemoved(msgspec.Struct, frozen=True, kw_only=True, tag="interaction.removed.v1"):

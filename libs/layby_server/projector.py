@@ -59,11 +59,11 @@ WHERE t.asked_seq IS NULL
 
 _ANSWERED = """
 INSERT INTO interactions AS t (interaction_id, group_id, status, audience, answered_by, answered_at, answer,
-    last_seq)
-VALUES ($1, $2, 'answered', $3, $4, $5, $6::jsonb, $7)
+    last_seq, via)
+VALUES ($1, $2, 'answered', $3, $4, $5, $6::jsonb, $7, $8)
 ON CONFLICT (interaction_id) DO UPDATE SET
     status = 'answered', answered_by = EXCLUDED.answered_by, answered_at = EXCLUDED.answered_at,
-    answer = EXCLUDED.answer, last_seq = EXCLUDED.last_seq
+    answer = EXCLUDED.answer, last_seq = EXCLUDED.last_seq, via = EXCLUDED.via
 WHERE t.last_seq < EXCLUDED.last_seq
 """
 
@@ -198,6 +198,7 @@ async def apply_batch(conn: Conn, batch: Sequence[Stored], *, name: str = INBOX)
                         ev.answered_at,
                         None if ev.sensitive else _json_or_null(ev.answer),
                         stored.seq,
+                        ev.via,
                     )
                 )
                 resolved.append((ev.interaction_id,))

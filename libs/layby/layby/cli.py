@@ -46,7 +46,7 @@ def _conn(url: str, timeout: float | None = 30) -> http.client.HTTPConnection:
 def _request(settings: ClientSettings, method: str, path: str, body: Any = None) -> tuple[int, Any]:
     url, token = _endpoint(settings)
     conn = _conn(url)
-    headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
+    headers = {"Authorization": f"Bearer {token}", "Accept": "application/json", "Layby-Client": "cli"}
     payload = None
     if body is not None:
         payload = json.dumps(body).encode()
@@ -96,7 +96,10 @@ def _paged(path: str, args: argparse.Namespace, **filters: Any) -> str:
 
 
 def cmd_list(settings: ClientSettings, args: argparse.Namespace) -> int:
-    status, body = _request(settings, "GET", _paged("/api/interactions", args))
+    path = _paged(
+        "/api/interactions", args, q=args.search, format=args.format, group=args.group, sort=args.sort
+    )
+    status, body = _request(settings, "GET", path)
     if status != 200:
         return _fail(status, body)
     if args.json:
@@ -391,6 +394,10 @@ def build_parser() -> argparse.ArgumentParser:
     lst = inter.add_parser("list", help="one page of pending questions")
     lst.add_argument("--page", type=int)
     lst.add_argument("--page-size", type=int)
+    lst.add_argument("--search", help="only questions whose text contains this (case-insensitive)")
+    lst.add_argument("--format", choices=("text", "confirm", "select", "form", "external"))
+    lst.add_argument("--group", help="only this group id")
+    lst.add_argument("--sort", choices=("group", "newest", "oldest", "deadline"))
     lst.add_argument("--json", action=argparse.BooleanOptionalAction, default=False)
     stream = inter.add_parser("stream", help="tail the live feed")
     stream.add_argument("--json", action=argparse.BooleanOptionalAction, default=False)

@@ -103,7 +103,7 @@ def evolve(state: Interaction, event: InteractionEvent, seq: int) -> Interaction
 
 
 def answered_event(
-    facts: Facts, *, by: str, at: datetime, answer: Any, secret_ref: str | None = None
+    facts: Facts, *, by: str, at: datetime, answer: Any, secret_ref: str | None = None, via: str | None = None
 ) -> InteractionAnswered:
     """The one way an answer is recorded: a sensitive answer's value never enters the log (it is
     kept under ``secret_ref``)."""
@@ -118,6 +118,7 @@ def answered_event(
         waiter=facts.waiter,
         secret_ref=secret_ref,
         run_id=facts.run_id,
+        via=via,
     )
 
 
@@ -166,7 +167,9 @@ def check_answerable(state: Interaction) -> InteractionAsked:
     return state.asked
 
 
-def decide_answer(state: Interaction, *, by: str, restricted: bool, answer: Any, now: datetime) -> Append:
+def decide_answer(
+    state: Interaction, *, by: str, restricted: bool, answer: Any, now: datetime, via: str = "api"
+) -> Append:
     """A person answers through the answer door. Raises the refusal (in the door's order: not
     found, already answered, external, audience, format); returns the Answered event."""
     asked = check_answerable(state)
@@ -178,7 +181,7 @@ def decide_answer(state: Interaction, *, by: str, restricted: bool, answer: Any,
         if asked.audience != by:
             raise Forbidden("interaction is addressed to another identity")
     typed = validate_answer(asked.answer_format, asked.format_payload, answer)
-    return _answer(facts_of(asked), by=by, answer=typed, now=now)
+    return _answer(facts_of(asked), by=by, answer=typed, now=now, via=via)
 
 
 def decide_claim(state: Interaction, *, by: str, answer: Any, now: datetime) -> Decision:
@@ -188,7 +191,7 @@ def decide_claim(state: Interaction, *, by: str, answer: Any, now: datetime) -> 
     if state.status in ("answered", "removed", "absent"):
         return Keep(state.status)
     assert state.facts is not None
-    return _answer(state.facts, by=by, answer=answer, now=now)
+    return _answer(state.facts, by=by, answer=answer, now=now, via="callback")
 
 
 def decide_expire(state: Interaction, *, now: datetime) -> Decision:
@@ -199,7 +202,7 @@ def decide_expire(state: Interaction, *, now: datetime) -> Decision:
     assert state.facts is not None
     # The marker is no secret, even on a sensitive question: the run must read it.
     facts = msgspec.structs.replace(state.facts, sensitive=False)
-    return Append(answered_event(facts, by=EXPIRY_ANSWERER, at=now, answer=EXPIRY_ANSWER))
+    return Append(answered_event(facts, by=EXPIRY_ANSWERER, at=now, answer=EXPIRY_ANSWER, via="expiry"))
 
 
 def decide_remove(
@@ -238,10 +241,10 @@ def decide_withdrawn(state: Interaction, *, by: str, reason: RemovalReason, now:
     return Keep(state.status)
 
 
-def _answer(facts: Facts, *, by: str, answer: Any, now: datetime) -> Append:
+def _answer(facts: Facts, *, by: str, answer: Any, now: datetime, via: str) -> Append:
     """A sensitive answer goes into ``secret``; the store files it under a fresh reference before
     it appends the event (one reference per attempt, so a losing answer never overwrites the
     winner's)."""
     if facts.sensitive:
-        return Append(answered_event(facts, by=by, at=now, answer=None), secret=answer)
-    return Append(answered_event(facts, by=by, at=now, answer=answer))
+        return Append(answered_event(facts, by=by, at=now, answer=None, via=via), secret=answer)
+    return Append(answered_event(facts, by=by, at=now, answer=answer, via=via))

@@ -24,7 +24,7 @@ from layby_services.door.ratelimit import RateLimiter, RateLimitMiddleware
 from layby_services.door.routes.answer import answer_door
 from layby_services.door.routes.callback import callback_get, callback_post
 from layby_services.door.routes.health import healthz, readyz
-from layby_services.door.routes.inbox import list_door
+from layby_services.door.routes.inbox import done_door, list_door
 from layby_services.door.routes.media import media_door
 from layby_services.door.routes.page import inbox_page, static_file
 from layby_services.door.routes.runs import cancel_door, retry_door, run_door, runs_door, workers_door
@@ -77,6 +77,7 @@ def create_app(settings: Settings, *, clock: Clock | None = None, run_projection
     return Litestar(
         route_handlers=[
             list_door,
+            done_door,
             stream_door,
             answer_door,
             run_door,

@@ -13,7 +13,12 @@ from __future__ import annotations
 from typing import Any
 
 from layby_contracts.events import EXPIRY_KEY
-from layby_contracts.limits import MAX_BODY_BYTES_DEFAULT, PAGE_MAX, PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX
+from layby_contracts.limits import (
+    MAX_BODY_BYTES_DEFAULT,
+    PAGE_MAX,
+    PAGE_SIZE_DEFAULT,
+    PAGE_SIZE_MAX,
+)
 from layby_domain.formats import NAMES as ANSWER_FORMATS
 from layby_domain.media import IMAGE_TYPES
 from layby_services.door.routes.runs import STATUSES as RUN_STATUSES
@@ -137,6 +142,30 @@ PAGE_SIZE = _query(
     f"Items per page (400 when it is not an integer or below 1). A larger value than {PAGE_SIZE_MAX} "
     f"is not refused: it is lowered to {PAGE_SIZE_MAX} and the response says so in `page_size`.",
 )
+AFTER = _query(
+    "after",
+    {"type": "string", "pattern": "^[0-9]{1,19}$"},
+    "A stream sequence the list must reflect: the door waits (at most 2 s) until its "
+    "view has applied the stream that far (docs/doors/list.md#seeding-the-stream).",
+)
+FILTERS = [
+    _query(
+        "q",
+        {"type": "string", "maxLength": 200},
+        "Only questions whose text contains this, ignoring case (docs/doors/list.md#filters-and-order).",
+    ),
+    _query(
+        "format", {"type": "string", "enum": list(ANSWER_FORMATS)}, "Only questions of this answer format."
+    ),
+    _query("group", {"type": "string", "maxLength": 200}, "Only questions of this group id."),
+    _query("origin", {"type": "string", "maxLength": 200}, "Only questions with this `origin`."),
+    _query(
+        "sort",
+        {"type": "string", "enum": ["group", "newest", "oldest", "deadline"], "default": "group"},
+        "The order: `group` (groups by their latest question, the default), `newest`, `oldest` "
+        "(created_at) or `deadline` (timeout_at, soonest first).",
+    ),
+]
 PAGING_400 = _error(
     "Paging that is not an integer, below 1, or a page above the maximum; or a request the HTTP "
     "parser cannot read (`invalid HTTP request`). Messages: `page and pageSize must be integers: "
@@ -248,6 +277,31 @@ def _schemas() -> Json:
                     "truncated": {"type": "boolean", "const": False},
                 },
                 ["items", "total", "page", "page_size", "next_page", "truncated"],
+            )
+        ),
+        "DoneQuestion": _object(
+            {
+                "interaction_id": {"type": "string"},
+                "group_id": {"type": "string"},
+                "question": {"type": "string"},
+                "answer_format": {"type": "string"},
+                "status": {"type": "string", "enum": ["answered", "expired", "removed"]},
+                "at": {"type": ["string", "null"], "format": "date-time"},
+                "by": {"type": "string"},
+                "via": {"type": "string", "enum": ["inbox", "cli", "api", "callback", "expiry"]},
+                "answer": {"description": "The answer; absent when sensitive, expired or removed."},
+                "sensitive": {"type": "boolean", "const": True},
+                "reason": {"type": "string"},
+            },
+            ["interaction_id", "group_id", "question", "answer_format", "status", "at"],
+        ),
+        "DonePage": _data(
+            _object(
+                {
+                    "items": {"type": "array", "items": _schema("DoneQuestion"), "maxItems": PAGE_SIZE_MAX},
+                    **page_fields,
+                },
+                ["items", "total", "page", "page_size", "next_page"],
             )
         ),
         "AnswerRequest": {
@@ -499,12 +553,8 @@ def _list_door() -> Json:
             "parameters": [
                 PAGE,
                 PAGE_SIZE,
-                _query(
-                    "after",
-                    {"type": "string", "pattern": "^[0-9]{1,19}$"},
-                    "A stream sequence the list must reflect: the door waits (at most 2 s) until its "
-                    "view has applied the stream that far (docs/doors/list.md#seeding-the-stream).",
-                ),
+                AFTER,
+                *FILTERS,
             ],
             "responses": _responses(
                 {
@@ -528,6 +578,35 @@ def _list_door() -> Json:
                             }
                         },
                     ),
+                    "400": _error(
+                        "Paging as on every paged door (see `page`, `pageSize`), or a filter that is "
+                        "too long (over 200 characters), holds a NUL character, or is not one of the "
+                        "allowed values (`format`, `sort`); the message names the field and never "
+                        "repeats the value.",
+                        field=True,
+                    ),
+                    "401": _ref("responses", "Unauthorized"),
+                }
+            ),
+        }
+    }
+
+
+def _done_door() -> Json:
+    return {
+        "get": {
+            "operationId": "listDoneInteractions",
+            "summary": "Recently resolved questions, newest first",
+            "description": (
+                "What was answered, by whom, when and where (inbox, cli, api, callback, expiry), "
+                "and what was removed and why; a sensitive answer is never shown (docs/doors/done.md)."
+            ),
+            "tags": ["interactions"],
+            "security": BEARER,
+            "parameters": [PAGE, PAGE_SIZE, AFTER],
+            "responses": _responses(
+                {
+                    "200": _ok("One page.", _schema("DonePage"), {"Cache-Control": NO_STORE}),
                     "400": PAGING_400,
                     "401": _ref("responses", "Unauthorized"),
                 }
@@ -1015,6 +1094,7 @@ def document() -> dict[str, Any]:
         "paths": {
             "/api/interactions": _list_door(),
             "/api/interactions/stream": _stream_door(),
+            "/api/interactions/done": _done_door(),
             "/api/interactions/{interaction_id}/answer": _answer_door(),
             "/api/interactions/media/{media_id}": _media_door(),
             "/api/interactions/callback/{ticket}": _callback_doors(),

@@ -40,7 +40,20 @@ def parse_answer_body(raw: bytes) -> Any:
     return body["answer"]
 
 
-async def submit_answer(state: DoorState, who: Principal, interaction_id: str, answer: Any) -> None:
+CLIENT_HEADER = "Layby-Client"
+"""Which client sent an answer (``inbox`` or ``cli``; anything else counts as ``api``): shown in the
+done list as where it was answered (docs/doors/done.md)."""
+CLIENTS = frozenset({"inbox", "cli"})
+
+
+def client_of(request: Request[Any, Any, Any]) -> str:
+    said = request.headers.get(CLIENT_HEADER, "").strip().lower()
+    return said if said in CLIENTS else "api"
+
+
+async def submit_answer(
+    state: DoorState, who: Principal, interaction_id: str, answer: Any, *, via: str = "api"
+) -> None:
     """Record a person's answer; raises the door's refusal (404, 409, 400, 403)."""
     if not is_interaction_id(interaction_id):
         raise NotFound(NOT_FOUND)
@@ -48,7 +61,7 @@ async def submit_answer(state: DoorState, who: Principal, interaction_id: str, a
     resolved = await state.store.resolve(
         interaction_id,
         lambda s: decide_answer(
-            s, by=who.identity, restricted=who.restricted, answer=answer, now=state.clock.now()
+            s, by=who.identity, restricted=who.restricted, answer=answer, now=state.clock.now(), via=via
         ),
         seed=state_of(cached) if cached is not None else None,
         trusted=False,  # the cache may be stale: a refusal is decided against the log (409 first)
@@ -64,5 +77,5 @@ async def answer_door(request: Request[Any, Any, Any], interaction_id: FromPath[
     who = principal_of(request)
     raw = await read_capped_body(request, state.settings.max_body_bytes)
     answer = parse_answer_body(raw)
-    await submit_answer(state, who, interaction_id, answer)
+    await submit_answer(state, who, interaction_id, answer, via=client_of(request))
     return {"data": {"interaction_id": interaction_id, "status": "answered"}}

@@ -5,33 +5,83 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import msgspec
 from litestar import Request, Response, get
 
 from layby.logs import get_logger
 from layby_contracts.errors import BadInput
-from layby_contracts.limits import PAGE_MAX, PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX
+from layby_contracts.events import EXPIRY_ANSWERER
+from layby_contracts.limits import ANSWER_FORMATS, PAGE_MAX, PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX
 from layby_server.prune import prune_abandoned
 from layby_services.door.deps import DoorState, door, principal_of
 
 log = get_logger("layby.door.inbox")
 
 # Pending, visible questions; a sync question past its deadline is an abandoned waiter and is
-# left out (and pruned in the background). Groups ordered by their most recent question, then
-# creation order within a group (docs/doors/list.md#order).
+# left out (and pruned in the background). Optional filters narrow the whole pending set before
+# paging (docs/doors/list.md#filters-and-order); every value is a $n parameter.
 _VISIBLE = """
     FROM interactions
     WHERE status = 'pending' AND item IS NOT NULL
       AND (mode = 'async' OR timeout_at > $1)
       AND ($2::text IS NULL OR audience = $2)
+      AND ($3::text IS NULL OR strpos(lower(item->>'question'), $3) > 0)
+      AND ($4::text IS NULL OR answer_format = $4)
+      AND ($5::text IS NULL OR group_id = $5)
+      AND ($6::text IS NULL OR item->>'origin' = $6)
 """
-# Constant SQL assembled from constants; every value is a $n parameter.
+# Constant SQL assembled from constants.
 _COUNT = "SELECT count(*) " + _VISIBLE
-_PAGE = (
-    "SELECT item::text AS item FROM (SELECT item, group_id, created_at, interaction_id, "  # noqa: S608
-    "max(created_at) OVER (PARTITION BY group_id) AS group_latest "
-    + _VISIBLE
-    + ") v ORDER BY group_latest, group_id, created_at, interaction_id LIMIT $3 OFFSET $4"
-)
+_ORDERS = {
+    # Groups by their most recent question, then creation order within a group (the default).
+    "group": "group_latest, group_id, created_at, interaction_id",
+    "newest": "created_at DESC, interaction_id DESC",
+    "oldest": "created_at, interaction_id",
+    "deadline": "timeout_at, created_at, interaction_id",
+}
+_PAGES = {
+    sort: (
+        "SELECT item::text AS item FROM (SELECT item, group_id, created_at, timeout_at, interaction_id, "  # noqa: S608
+        "max(created_at) OVER (PARTITION BY group_id) AS group_latest "
+        + _VISIBLE
+        + ") v ORDER BY "
+        + order
+        + " LIMIT $7 OFFSET $8"
+    )
+    for sort, order in _ORDERS.items()
+}
+FILTER_MAX_CHARS = 200
+
+
+class ListFilter(msgspec.Struct, frozen=True):
+    """The list door's optional narrowing and order (docs/doors/list.md#filters-and-order)."""
+
+    q: str | None = None
+    format: str | None = None
+    group: str | None = None
+    origin: str | None = None
+    sort: str = "group"
+
+    def args(self) -> tuple[str | None, str | None, str | None, str | None]:
+        return (self.q.lower() if self.q else None, self.format, self.group, self.origin)
+
+
+def parse_filter(params: Any) -> ListFilter:
+    values: dict[str, str] = {}
+    for name in ("q", "format", "group", "origin", "sort"):
+        raw = params.get(name)
+        if raw is None or raw == "":
+            continue
+        if len(raw) > FILTER_MAX_CHARS:
+            raise BadInput(f"{name} must be at most {FILTER_MAX_CHARS} characters", field=name)
+        if "\x00" in raw:
+            raise BadInput(f"{name} must not contain NUL characters", field=name)
+        values[name] = raw
+    if "format" in values and values["format"] not in ANSWER_FORMATS:
+        raise BadInput(f"format must be one of {', '.join(ANSWER_FORMATS)}", field="format")
+    if "sort" in values and values["sort"] not in _ORDERS:
+        raise BadInput(f"sort must be one of {', '.join(_ORDERS)}", field="sort")
+    return ListFilter(**values)
 
 
 _SEQ = "SELECT seq FROM projector_checkpoints WHERE name = 'inbox'"
@@ -70,11 +120,13 @@ def _prune_later(state: DoorState) -> None:
 
 @get("/api/interactions", summary="One page of pending questions")
 async def list_door(request: Request[Any, Any, Any]) -> Response[bytes]:
-    """Query ``page`` (default 1) and ``pageSize`` (default 50, capped at 200)."""
+    """Query ``page`` (default 1) and ``pageSize`` (default 50, capped at 200); optional ``q``,
+    ``format``, ``group``, ``origin`` and ``sort`` (docs/doors/list.md#filters-and-order)."""
     state = door(request)
     who = principal_of(request)
     page, size = parse_window(request.query_params.get("page"), request.query_params.get("pageSize"))
     after = parse_after(request.query_params.get("after"))
+    narrow = parse_filter(request.query_params)
     now = state.clock.now()
     audience = who.identity if who.restricted else None
     async with state.pool.acquire() as conn:
@@ -83,8 +135,12 @@ async def list_door(request: Request[Any, Any, Any]) -> Response[bytes]:
         # One snapshot: the page, its total and the stream position they reflect agree.
         async with conn.transaction(isolation="repeatable_read", readonly=True):
             seq = int(await conn.fetchval(_SEQ) or 0)
-            total = int(await conn.fetchval(_COUNT, now, audience))
-            rows = await conn.fetch(_PAGE, now, audience, size, (page - 1) * size) if total else []
+            total = int(await conn.fetchval(_COUNT, now, audience, *narrow.args()))
+            rows = (
+                await conn.fetch(_PAGES[narrow.sort], now, audience, *narrow.args(), size, (page - 1) * size)
+                if total
+                else []
+            )
         stale = await conn.fetchval(
             "SELECT EXISTS (SELECT 1 FROM interactions WHERE status = 'pending' AND mode = 'sync' "
             "AND timeout_at <= $1)",
@@ -120,3 +176,67 @@ async def _caught_up(conn: Any, after: int) -> None:
         if int(await conn.fetchval(_SEQ) or 0) >= after:
             return
         await asyncio.sleep(CATCH_UP_POLL)
+
+
+# Recently resolved questions the caller may see, newest first (docs/doors/done.md).
+_DONE_WHERE = """
+    FROM interactions
+    WHERE status <> 'pending' AND item IS NOT NULL
+      AND ($1::text IS NULL OR audience = $1)
+"""
+_DONE_COUNT = "SELECT count(*) " + _DONE_WHERE
+_DONE_PAGE = (
+    "SELECT interaction_id, group_id, status, item->>'question' AS question, answer_format, "
+    "sensitive, answer::text AS answer, answered_by, answered_at, removed_reason, removed_at, via "
+    + _DONE_WHERE
+    + " ORDER BY coalesce(answered_at, removed_at) DESC, interaction_id LIMIT $2 OFFSET $3"
+)
+
+
+def done_item(row: Any) -> dict[str, Any]:
+    """One resolved question: what was answered, by whom, when and where."""
+    item: dict[str, Any] = {
+        "interaction_id": row["interaction_id"],
+        "group_id": row["group_id"],
+        "question": row["question"],
+        "answer_format": row["answer_format"],
+    }
+    if row["status"] == "answered":
+        expired = row["via"] == "expiry" or row["answered_by"] == EXPIRY_ANSWERER
+        item["status"] = "expired" if expired else "answered"
+        item["at"] = row["answered_at"].isoformat()
+        item["by"] = row["answered_by"]
+        item["via"] = "expiry" if expired else (row["via"] or "api")
+        if not expired and not row["sensitive"] and row["answer"] is not None:
+            item["answer"] = msgspec.json.decode(row["answer"])
+        if row["sensitive"]:
+            item["sensitive"] = True
+    else:
+        item["status"] = "removed"
+        item["at"] = row["removed_at"].isoformat() if row["removed_at"] else None
+        item["reason"] = row["removed_reason"]
+    return item
+
+
+@get("/api/interactions/done", summary="Recently resolved questions, newest first")
+async def done_door(request: Request[Any, Any, Any]) -> Response[dict[str, Any]]:
+    """Query ``page`` (default 1), ``pageSize`` (default 50, capped at 200) and ``after``."""
+    state = door(request)
+    who = principal_of(request)
+    page, size = parse_window(request.query_params.get("page"), request.query_params.get("pageSize"))
+    after = parse_after(request.query_params.get("after"))
+    audience = who.identity if who.restricted else None
+    async with state.pool.acquire() as conn:
+        if after is not None:
+            await _caught_up(conn, after)
+        async with conn.transaction(isolation="repeatable_read", readonly=True):
+            total = int(await conn.fetchval(_DONE_COUNT, audience))
+            rows = await conn.fetch(_DONE_PAGE, audience, size, (page - 1) * size) if total else []
+    data = {
+        "items": [done_item(r) for r in rows],
+        "total": total,
+        "page": page,
+        "page_size": size,
+        "next_page": page + 1 if page * size < total else None,
+    }
+    return Response({"data": data}, headers={"Cache-Control": "no-store"})
