@@ -1,25 +1,51 @@
-// The Layby inbox: the pending questions, live (issue 5).
-// Seeded from GET /api/interactions, kept live by GET /api/interactions/stream (SSE read over
-// fetch, so the bearer token travels in a header), reconnecting with Last-Event-ID. Each time the
-// stream (re)connects, the first page is loaded again *at least as far as the stream starts*
-// (`after=`, docs/doors/list.md#seeding-the-stream), so nothing recorded between the two is
-// missed; the list says which stream sequence it reflects (Layby-Stream-Seq), and only frames
-// after it change the count. Every text from the server is set as text, never parsed as HTML.
+// The Layby inbox: every pending question, live, as dense rows with one open question beside
+// them (docs/doors/inbox-page.md).
+//
+// Loading: the stream opens first; it says which stream sequence its frames follow
+// (Layby-Stream-Seq), and the list is loaded page by page at least that far (`after=`), so nothing
+// recorded between the two is lost (docs/doors/list.md#seeding-the-stream). Every page says which
+// sequence it reflects: a question resolved by a frame is never brought back by a page, and the
+// open count is the newest page's total plus the frames after it. All pending questions are loaded
+// (pages of 200, in the background), so sorting, filtering and search are instant and cover the
+// whole set; while the load is still under way a filter also asks the server, whose answer covers
+// everything. Only the rows in sight are in the document (virtualized list), so 10,000 pending
+// questions scroll smoothly. Every text from the server is set as text, never parsed as HTML.
 
 const TOKEN_KEY = "layby.token";
+const NOTIFY_KEY = "layby.notify";
 const PAGE_SIZE = 200;
+const ROW = 44; // px, a question row (inbox.css .row)
+const HEAD = 32; // px, a group header row (inbox.css .ghead)
+const OVERSCAN = 8;
 const EXPIRED = "layby:interaction_expired";
+const FORMATS = { text: "Text", confirm: "Yes/No", select: "Choice", form: "Form", external: "Outside" };
 
 const $ = (id) => document.getElementById(id);
 const state = {
   token: sessionStorage.getItem(TOKEN_KEY),
   cards: new Map(), // interaction_id -> {item, status, el, answeredAt, by}
+  resolved: new Set(), // ids a frame or an answer resolved: a later page never revives them
+  known: new Set(), // ids ever pending here (their resolution lowers the count)
+  decremented: new Set(), // ids whose resolution the count has taken
+  incremented: new Set(), // ids whose add frame the count has taken
   lastEventId: null,
   abort: null,
-  total: 0, // pending questions this identity may see, all of them, loaded or not
-  listSeq: 0, // the stream sequence the loaded list reflects
-  nextPage: null,
-  refresh: null,
+  base: { total: 0, seq: -1 }, // the newest list page's total, and the stream sequence it reflects
+  frames: [], // [{id, delta}] frames after base.seq: the open count is base.total + their deltas
+  loading: 0, // generation of the running full load (0: none)
+  loaded: false, // every pending question is loaded
+  filter: { q: "", format: "", group: "", sort: "group" },
+  server: null, // {key, total} the server's count for the filter while the load is under way
+  view: [], // the rows shown: {kind: "head", gid, n} | {kind: "row", card}
+  offsets: [0],
+  selected: null, // interaction_id of the open question
+  dirty: true,
+  scheduled: false,
+  tab: "pending", // or "done"
+  done: [], // done items, newest first (docs/doors/done.md)
+  doneTotal: 0,
+  doneNext: null,
+  doneTimer: null,
 };
 
 function el(tag, attrs = {}, ...children) {
@@ -39,18 +65,20 @@ function setStatus(text) {
   $("status").textContent = text;
 }
 
-// -- sign-in ----------------------------------------------------------------------------
-
 function emit(name, detail = {}) {
   document.dispatchEvent(new CustomEvent(name, { detail }));
 }
 
+// -- sign-in ----------------------------------------------------------------------------
+
 function showSignIn(message) {
   stopStream();
+  state.loading = 0;
   $("inbox").hidden = true;
   $("runs").hidden = true;
   $("views").hidden = true;
   $("sign-out").hidden = true;
+  $("notify").hidden = true;
   $("sign-in").hidden = false;
   const err = $("sign-in-error");
   err.hidden = !message;
@@ -60,15 +88,56 @@ function showSignIn(message) {
 
 async function signIn(token) {
   state.token = token;
-  const ok = await loadFirstPage();
-  if (!ok) return;
+  // One probe checks the token before anything is shown; the stream's own load follows.
+  let resp;
+  try {
+    resp = await fetch("/api/interactions?page=1&pageSize=1", { headers: headers(), cache: "no-store" });
+  } catch {
+    setStatus("The server cannot be reached; retrying…");
+    setTimeout(() => signIn(token), 2000);
+    return;
+  }
+  if (resp.status === 401) return showSignIn("That token was refused.");
+  if (!resp.ok) {
+    setStatus(`The inbox could not be loaded (${resp.status}).`);
+    return;
+  }
+  const body = await resp.json();
+  rebase(body.data.total, Number(resp.headers.get("Layby-Stream-Seq")) || 0);
   sessionStorage.setItem(TOKEN_KEY, token);
   $("sign-in").hidden = true;
   $("sign-out").hidden = false;
   $("views").hidden = false;
+  $("notify").hidden = !("Notification" in window);
+  updateNotifyButton();
   emit("layby:signed-in", { token });
   showView();
+  schedule();
+  loadDone();
   startStream();
+}
+
+function signOut() {
+  sessionStorage.removeItem(TOKEN_KEY);
+  state.token = null;
+  state.cards.clear();
+  state.resolved.clear();
+  state.known.clear();
+  state.decremented.clear();
+  state.incremented.clear();
+  state.done = [];
+  state.selected = null;
+  state.loaded = false;
+  state.base = { total: 0, seq: -1 };
+  state.frames = [];
+  state.dirty = true;
+  $("detail").replaceChildren();
+  emit("layby:signed-out");
+  showSignIn("");
+}
+
+function headers(extra = {}) {
+  return { Authorization: `Bearer ${state.token}`, ...extra };
 }
 
 // -- views: the inbox (#inbox, the default) and the runs dashboard (#runs, runs.js) -------
@@ -87,102 +156,83 @@ function showView() {
     else $(tab).removeAttribute("aria-current");
   }
   emit("layby:view", { view });
+  if (view === "inbox") schedule();
 }
 
 window.addEventListener("hashchange", showView);
 document.addEventListener("layby:unauthorized", (e) => showSignIn((e.detail && e.detail.message) || "The token is no longer accepted."));
 
-function signOut() {
-  sessionStorage.removeItem(TOKEN_KEY);
-  state.token = null;
-  state.cards.clear();
-  $("groups").replaceChildren();
-  emit("layby:signed-out");
-  showSignIn("");
+// -- the open count -----------------------------------------------------------------------
+
+function rebase(total, seq) {
+  if (seq < state.base.seq) return; // an older snapshot than the one the count rests on
+  state.base = { total, seq };
+  state.frames = state.frames.filter((f) => f.id > seq);
 }
 
-function headers(extra = {}) {
-  return { Authorization: `Bearer ${state.token}`, ...extra };
+function openCount() {
+  let n = state.base.total;
+  for (const f of state.frames) if (f.id > state.base.seq) n += f.delta;
+  return Math.max(n, 0);
 }
 
-// -- the paged list ---------------------------------------------------------------------
+// -- loading every pending question --------------------------------------------------------
 
-async function loadFirstPage(after = null) {
-  let resp;
-  const seed = after === null ? "" : `&after=${after}`;
-  try {
-    resp = await fetch(`/api/interactions?page=1&pageSize=${PAGE_SIZE}${seed}`, { headers: headers(), cache: "no-store" });
-  } catch {
-    setStatus("The server cannot be reached; retrying…");
-    return false;
-  }
+async function fetchPage(query) {
+  const resp = await fetch(`/api/interactions?${query}`, { headers: headers(), cache: "no-store" });
   if (resp.status === 401) {
-    showSignIn("That token was refused.");
-    return false;
+    showSignIn("The token is no longer accepted.");
+    return null;
   }
-  if (!resp.ok) {
-    setStatus(`The inbox could not be loaded (${resp.status}).`);
-    return false;
-  }
+  if (!resp.ok) return null;
   const body = await resp.json();
-  const pending = new Set();
-  for (const item of body.data.items) {
-    pending.add(item.interaction_id);
-    upsert(item);
-  }
-  // A card this page showed as pending that the first page no longer lists was resolved while
-  // we were away (when everything fits on one page, that is certain).
-  if (body.data.total <= PAGE_SIZE) {
-    for (const [id, card] of state.cards) {
-      if (card.status === "pending" && !pending.has(id)) resolve(id, "answered", null);
-    }
-  }
-  state.total = body.data.total;
-  state.listSeq = Number(resp.headers.get("Layby-Stream-Seq")) || 0;
-  state.nextPage = body.data.next_page;
-  render();
-  return true;
+  return { data: body.data, seq: Number(resp.headers.get("Layby-Stream-Seq")) || 0 };
 }
 
-// A question resolved that this page never loaded (it lies past the first page): whether the
-// total counted it is the server's to say. Ask for the total again, at least as far as the stream.
-function refreshTotalSoon() {
-  if (state.refresh) return;
-  state.refresh = setTimeout(async () => {
-    state.refresh = null;
+// Load every pending question, at least as far as stream sequence `after`, page by page; the first
+// page shows at once, the rest follow in the background. A question pending here that the complete
+// load no longer holds was resolved while the page was away (a reconnect): it is marked so.
+async function loadAll(after, attempt = 0) {
+  const generation = ++state.loading;
+  const seen = new Set();
+  const started = state.base.seq;
+  let page = 1;
+  let total = 0;
+  while (page && generation === state.loading) {
+    const seed = page === 1 && after !== null ? `&after=${after}` : "";
+    let got;
     try {
-      const after = state.lastEventId ? `&after=${state.lastEventId}` : "";
-      const resp = await fetch(`/api/interactions?page=1&pageSize=1${after}`, { headers: headers(), cache: "no-store" });
-      if (!resp.ok) return;
-      const body = await resp.json();
-      state.total = body.data.total;
-      state.listSeq = Math.max(state.listSeq, Number(resp.headers.get("Layby-Stream-Seq")) || 0);
-      render();
+      got = await fetchPage(`page=${page}&pageSize=${PAGE_SIZE}${seed}`);
     } catch {
-      // the next reconnect reloads the list anyway
+      got = null;
     }
-  }, 300);
-}
-
-async function loadMore() {
-  if (!state.nextPage) return;
-  const button = $("more");
-  button.disabled = true;
-  try {
-    const resp = await fetch(`/api/interactions?page=${state.nextPage}&pageSize=${PAGE_SIZE}`, {
-      headers: headers(),
-      cache: "no-store",
-    });
-    if (resp.ok) {
-      const body = await resp.json();
-      for (const item of body.data.items) upsert(item);
-      state.total = body.data.total;
-      state.nextPage = body.data.next_page;
-      render();
+    if (!got || generation !== state.loading) return;
+    for (const item of got.data.items) {
+      seen.add(item.interaction_id);
+      if (!state.resolved.has(item.interaction_id)) upsert(item);
     }
-  } finally {
-    button.disabled = false;
+    rebase(got.data.total, got.seq);
+    total = got.data.total;
+    page = got.data.next_page;
+    state.dirty = true;
+    schedule();
   }
+  if (generation !== state.loading) return;
+  state.loading = 0;
+  for (const [id, card] of state.cards) {
+    // Pending here, not in any page, and not added by a frame since the load began: resolved.
+    if (card.status === "pending" && !seen.has(id) && !(card.addedBy > started)) resolve(id, "answered", null);
+  }
+  state.loaded = true;
+  state.server = null;
+  const pendingHere = [...state.cards.values()].filter((c) => c.status === "pending").length;
+  // Pages read at different moments can skip a question that moved between them; the count says so.
+  if (pendingHere !== openCount() && attempt < 2 && total > PAGE_SIZE) {
+    loadAll(null, attempt + 1);
+    return;
+  }
+  state.dirty = true;
+  schedule();
 }
 
 // -- the stream -------------------------------------------------------------------------
@@ -213,7 +263,7 @@ async function startStream() {
       // The stream's frames follow this sequence; the list is loaded at least that far, so a
       // question recorded between the two is in one or the other (frames wait in the body).
       const from = Number(resp.headers.get("Layby-Stream-Seq"));
-      if (!Number.isNaN(from)) await loadFirstPage(from);
+      loadAll(Number.isNaN(from) ? null : from);
       setStatus("Live");
       delay = 500;
       await readEvents(resp.body, abort.signal);
@@ -260,75 +310,326 @@ function dispatch(frame) {
     return;
   }
   emit("layby:frame", { event: frame.event, id: frame.id, data });
-  // A frame the loaded list already reflects updates its card; only a later one moves the count.
-  const counts = Number(frame.id) > state.listSeq;
+  const id = Number(frame.id) || 0;
+  // A frame the newest page already reflects changes nothing in the count.
+  const counts = id > state.base.seq;
   if (frame.event === "interaction.add") {
-    upsert(data);
-    if (counts) state.total += 1;
-  } else if (frame.event === "interaction.answered" || frame.event === "interaction.removed") {
-    const id = data.interaction_id;
-    if (counts) {
-      if (state.cards.has(id)) state.total = Math.max(state.total - 1, 0);
-      else if (state.nextPage) refreshTotalSoon(); // past the first page: the server decides
+    if (state.resolved.has(data.interaction_id)) return;
+    const known = state.known.has(data.interaction_id);
+    upsert(data).addedBy = id;
+    if (counts && !state.incremented.has(data.interaction_id)) {
+      state.frames.push({ id, delta: 1 });
+      state.incremented.add(data.interaction_id);
     }
-    resolve(id, frame.event === "interaction.answered" ? "answered" : "removed", null);
+    if (!known) notifyNew(data);
+  } else if (frame.event === "interaction.answered" || frame.event === "interaction.removed") {
+    const qid = data.interaction_id;
+    // Counted once: if it was pending here, or may be among the questions not loaded yet.
+    if (counts && !state.decremented.has(qid) && (state.known.has(qid) || !state.loaded)) {
+      state.frames.push({ id, delta: -1 });
+      state.decremented.add(qid);
+    }
+    resolve(qid, frame.event === "interaction.answered" ? "answered" : "removed", null);
+    loadDoneSoon(id);
   }
-  render();
+  state.dirty = true;
+  schedule();
 }
 
-// -- cards ------------------------------------------------------------------------------
+// -- the model -----------------------------------------------------------------------------
 
 function upsert(item) {
   const existing = state.cards.get(item.interaction_id);
   if (existing) {
     existing.item = item;
-    return;
+    return existing;
   }
-  state.cards.set(item.interaction_id, { item, status: "pending", el: null, answeredAt: null, by: null });
+  const card = { item, status: "pending", el: null, answeredAt: null, by: null, addedBy: 0, text: item.question.toLowerCase() };
+  state.known.add(item.interaction_id);
+  state.cards.set(item.interaction_id, card);
+  return card;
 }
 
 function resolve(id, status, by) {
   const card = state.cards.get(id);
+  state.resolved.add(id);
   if (!card || card.status !== "pending") return;
   card.status = status;
   card.answeredAt = new Date();
   card.by = by;
   if (card.el) updateCard(card);
+  // It leaves the list at once; the open question keeps showing what happened to it.
+  if (state.selected !== id) state.cards.delete(id);
+  state.dirty = true;
+  schedule();
+}
+
+function matches(card, f) {
+  if (f.format && card.item.answer_format !== f.format) return false;
+  if (f.group && card.item.group_id !== f.group) return false;
+  if (f.q && !card.text.includes(f.q.toLowerCase())) return false;
+  return true;
+}
+
+const BY = {
+  newest: (a, b) => cmp(b.item.created_at, a.item.created_at) || cmp(b.item.interaction_id, a.item.interaction_id),
+  oldest: (a, b) => cmp(a.item.created_at, b.item.created_at) || cmp(a.item.interaction_id, b.item.interaction_id),
+  deadline: (a, b) => cmp(a.item.timeout_at, b.item.timeout_at) || cmp(a.item.created_at, b.item.created_at),
+};
+
+function cmp(a, b) {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+// The rows in order: pending questions that match the filter; grouped, groups come by their most
+// recent question (as the list door orders them), a header over every group of two or more.
+function buildView() {
+  const f = state.filter;
+  const cards = [];
+  for (const card of state.cards.values()) if (card.status === "pending" && matches(card, f)) cards.push(card);
+  const view = [];
+  if (f.sort !== "group") {
+    cards.sort(BY[f.sort] || BY.newest);
+    for (const card of cards) view.push({ kind: "row", card });
+  } else {
+    const groups = new Map();
+    for (const card of cards) {
+      const g = groups.get(card.item.group_id);
+      if (g) g.push(card);
+      else groups.set(card.item.group_id, [card]);
+    }
+    const ordered = [...groups.entries()].map(([gid, list]) => {
+      list.sort(BY.oldest);
+      return { gid, list, latest: list[list.length - 1].item.created_at };
+    });
+    ordered.sort((a, b) => cmp(a.latest, b.latest) || cmp(a.gid, b.gid));
+    for (const g of ordered) {
+      if (g.list.length > 1) view.push({ kind: "head", gid: g.gid, n: g.list.length });
+      for (const card of g.list) view.push({ kind: "row", card });
+    }
+  }
+  const offsets = new Array(view.length + 1);
+  offsets[0] = 0;
+  for (let i = 0; i < view.length; i++) offsets[i + 1] = offsets[i] + (view[i].kind === "head" ? HEAD : ROW);
+  state.view = view;
+  state.offsets = offsets;
+  state.matching = cards.length;
+  // The filter's groups (for the group filter), with counts over the whole pending set.
+  return cards.length;
+}
+
+// -- rendering -----------------------------------------------------------------------------
+
+function schedule() {
+  if (state.scheduled) return;
+  state.scheduled = true;
+  requestAnimationFrame(() => {
+    state.scheduled = false;
+    render();
+  });
 }
 
 function render() {
-  const byGroup = new Map();
+  if (state.dirty) {
+    buildView();
+    state.dirty = false;
+    renderGroups();
+  }
+  // The open question: the selected one, else the first row.
+  if (!state.selected || !state.cards.has(state.selected)) {
+    const first = state.view.find((v) => v.kind === "row");
+    state.selected = first ? first.card.item.interaction_id : null;
+  }
+  renderRows();
+  renderDetail();
+  const n = openCount();
+  $("count").textContent = `(${n} open)`;
+  document.title = n ? `(${n}) Layby inbox` : "Layby inbox";
+  $("tab-count").textContent = `(${n})`;
+  $("tab-pending").textContent = `Pending (${n})`;
+  const filtered = isFiltered();
+  let shown = "";
+  if (filtered) {
+    const total = !state.loaded && state.server && state.server.key === filterKey() ? state.server.total : state.matching;
+    shown = `${total} match${total === 1 ? "" : "es"}`;
+  } else if (!state.loaded && state.loading) {
+    shown = `loading ${state.view.length ? state.matching : 0} of ${n}…`;
+  }
+  $("shown").textContent = shown;
+  $("empty").hidden = state.view.length > 0;
+  $("empty").textContent = filtered ? "No pending question matches." : "Nothing is waiting for an answer.";
+}
+
+function isFiltered() {
+  const f = state.filter;
+  return Boolean(f.q || f.format || f.group);
+}
+
+function filterKey() {
+  const f = state.filter;
+  return JSON.stringify([f.q, f.format, f.group, f.sort]);
+}
+
+// Only the rows in sight (and a few either side) are in the document.
+function renderRows() {
+  const scroller = $("rows");
+  const inner = $("rows-inner");
+  const total = state.offsets[state.offsets.length - 1] || 0;
+  inner.style.height = `${total}px`;
+  const top = scroller.scrollTop;
+  const bottom = top + (scroller.clientHeight || 600);
+  let first = lowerBound(state.offsets, top) - 1 - OVERSCAN;
+  first = Math.max(first, 0);
+  let last = lowerBound(state.offsets, bottom) + OVERSCAN;
+  last = Math.min(last, state.view.length);
+  const keep = new Map();
+  for (const node of inner.children) keep.set(node.dataset.key, node);
+  const wanted = new Set();
+  for (let i = first; i < last; i++) {
+    const v = state.view[i];
+    const key = v.kind === "head" ? `g:${v.gid}` : v.card.item.interaction_id;
+    wanted.add(key);
+    let node = keep.get(key);
+    if (!node) {
+      node = v.kind === "head" ? buildHead(v) : buildRow(v.card);
+      inner.append(node);
+    } else if (v.kind === "head") {
+      node.querySelector(".gcount").textContent = `${v.n} questions`;
+    }
+    node.style.transform = `translateY(${state.offsets[i]}px)`;
+    if (v.kind === "row") {
+      const on = v.card.item.interaction_id === state.selected;
+      node.setAttribute("aria-selected", on ? "true" : "false");
+      node.classList.toggle("selected", on);
+      tickRow(node, v.card);
+    }
+  }
+  for (const [key, node] of keep) if (!wanted.has(key)) node.remove();
+  if (state.selected) scroller.setAttribute("aria-activedescendant", `row-${state.selected}`);
+  else scroller.removeAttribute("aria-activedescendant");
+}
+
+function lowerBound(arr, x) {
+  let lo = 0;
+  let hi = arr.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (arr[mid] < x) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+function shortId(id) {
+  return /^[0-9a-f]{8}-[0-9a-f]{4}-/i.test(id) ? id.slice(0, 8) : id;
+}
+
+function sourceOf(item) {
+  if (item.origin) return item.origin;
+  if (item.channel) return item.recipient ? `${item.channel} · ${item.recipient}` : item.channel;
+  if (item.audience) return `for ${item.audience}`;
+  return "";
+}
+
+function buildHead(v) {
+  return el("div", { class: "ghead", role: "presentation", "data-key": `g:${v.gid}` },
+    el("span", { class: "gname", text: `Group ${shortId(v.gid)}` }),
+    el("span", { class: "gcount", text: `${v.n} questions` }));
+}
+
+function buildRow(card) {
+  const item = card.item;
+  const id = item.interaction_id;
+  const node = el("div", { class: "row", role: "option", id: `row-${id}`, "data-key": id, "data-id": id, "aria-selected": "false" });
+  node.append(
+    el("span", { class: `fmt fmt-${item.answer_format}`, text: FORMATS[item.answer_format] || item.answer_format }),
+    el("span", { class: "rq", text: item.question }),
+  );
+  const source = sourceOf(item);
+  if (source) node.append(el("span", { class: "chip src", text: source }));
+  node.append(el("span", { class: "chip grp", text: shortId(item.group_id), title: `group ${item.group_id}` }));
+  node.append(el("span", { class: "age" }), el("span", { class: "deadline" }));
+  node.addEventListener("click", () => select(id, { focusList: true }));
+  node.addEventListener("dblclick", () => openControls());
+  return node;
+}
+
+function near(item, left) {
+  // Coloured only when genuinely near: the last fifth of the question's time, and at most 5 minutes.
+  const lifetime = Date.parse(item.timeout_at) - Date.parse(item.created_at);
+  return left < Math.min(5 * 60 * 1000, lifetime / 5);
+}
+
+function tickRow(node, card) {
+  const now = Date.now();
+  node.querySelector(".age").textContent = relative(now - Date.parse(card.item.created_at));
+  const deadline = node.querySelector(".deadline");
+  const left = Date.parse(card.item.timeout_at) - now;
+  deadline.textContent = left > 0 ? `${relative(left)} left` : "due";
+  deadline.classList.toggle("soon", near(card.item, left));
+}
+
+function renderGroups() {
+  // The group filter's options: every group with its pending count (over everything loaded).
+  const counts = new Map();
   for (const card of state.cards.values()) {
-    const gid = card.item.group_id;
-    if (!byGroup.has(gid)) byGroup.set(gid, []);
-    byGroup.get(gid).push(card);
+    if (card.status !== "pending") continue;
+    counts.set(card.item.group_id, (counts.get(card.item.group_id) || 0) + 1);
   }
-  const activity = (cards) => Math.max(...cards.map((c) => Date.parse(c.item.created_at) || 0));
-  const groups = [...byGroup.entries()].sort((a, b) => activity(b[1]) - activity(a[1]));
-  const root = $("groups");
-  const keep = document.activeElement;
-  const nodes = [];
-  for (const [gid, cards] of groups) {
-    cards.sort((a, b) => Date.parse(a.item.created_at) - Date.parse(b.item.created_at));
-    let group = root.querySelector(`section[data-group="${CSS.escape(gid)}"]`);
-    if (!group) {
-      group = el("section", { class: "group", "data-group": gid, "aria-label": cards.length > 1 ? "Related questions" : "Question" });
-    }
-    const children = cards.map((c) => c.el || (c.el = buildCard(c)));
-    if (children.some((node, i) => group.children[i] !== node) || group.children.length !== children.length) {
-      group.replaceChildren(...children);
-    }
-    nodes.push(group);
+  const select = $("filter-group");
+  const current = select.value;
+  const options = [el("option", { value: "", text: "All groups" })];
+  const groups = [...counts.entries()].filter(([, n]) => n > 1 || current).sort((a, b) => b[1] - a[1]).slice(0, 200);
+  for (const [gid, n] of groups) options.push(el("option", { value: gid, text: `${shortId(gid)} (${n})` }));
+  if (current && !counts.has(current)) options.push(el("option", { value: current, text: `${shortId(current)} (0)` }));
+  select.replaceChildren(...options);
+  select.value = current;
+}
+
+function select(id, { focusList = false } = {}) {
+  state.selected = id;
+  const index = state.view.findIndex((v) => v.kind === "row" && v.card.item.interaction_id === id);
+  if (index >= 0) {
+    const scroller = $("rows");
+    const top = state.offsets[index];
+    if (top < scroller.scrollTop) scroller.scrollTop = top;
+    else if (top + ROW > scroller.scrollTop + scroller.clientHeight) scroller.scrollTop = top + ROW - scroller.clientHeight;
   }
-  if (nodes.some((node, i) => root.children[i] !== node) || root.children.length !== nodes.length) {
-    root.replaceChildren(...nodes);
+  render();
+  if (focusList) $("rows").focus({ preventScroll: true });
+}
+
+function move(step) {
+  const rows = state.view.filter((v) => v.kind === "row");
+  if (!rows.length) return;
+  let at = rows.findIndex((v) => v.card.item.interaction_id === state.selected);
+  at = at < 0 ? 0 : Math.min(Math.max(at + step, 0), rows.length - 1);
+  select(rows[at].card.item.interaction_id, { focusList: true });
+}
+
+// -- the open question ---------------------------------------------------------------------
+
+function renderDetail() {
+  const pane = $("detail");
+  const card = state.selected ? state.cards.get(state.selected) : null;
+  if (!card) {
+    if (pane.firstChild) pane.replaceChildren();
+    return;
   }
-  if (keep && document.contains(keep) && document.activeElement !== keep) keep.focus();
-  $("count").textContent = `(${state.total} open)`;
-  document.title = state.total ? `(${state.total}) Layby inbox` : "Layby inbox";
-  $("tab-count").textContent = `(${state.total})`;
-  $("empty").hidden = state.cards.size > 0;
-  $("more").hidden = !state.nextPage;
+  if (!card.el) buildCard(card);
+  if (pane.firstChild !== card.el) {
+    pane.replaceChildren(card.el);
+    // A question no longer open that was kept only to show its outcome can go now.
+    for (const [id, other] of state.cards) if (id !== card.item.interaction_id && other.status !== "pending") state.cards.delete(id);
+  }
+  tickCard(card);
+}
+
+function openControls() {
+  const card = state.selected ? state.cards.get(state.selected) : null;
+  if (!card || !card.el) return;
+  const first = card.el.querySelector(".controls input, .controls select, .controls textarea, .controls button");
+  if (first) first.focus();
 }
 
 function relative(ms) {
@@ -345,10 +646,12 @@ function buildCard(card) {
   const node = el("article", { class: "card", "data-id": id, "aria-labelledby": `q-${id}` });
   node.append(el("p", { class: "question", id: `q-${id}`, text: item.question }));
   const meta = el("p", { class: "meta" });
-  if (item.asked_by) meta.append(el("span", { text: `asked by ${item.asked_by}` }));
-  if (item.audience) meta.append(el("span", { text: `for ${item.audience}` }));
-  meta.append(el("span", { class: "age", "data-created": item.created_at }));
-  meta.append(el("span", { class: "deadline", "data-deadline": item.timeout_at }));
+  meta.append(el("span", { class: "chip", text: FORMATS[item.answer_format] || item.answer_format }));
+  const source = sourceOf(item);
+  if (source) meta.append(el("span", { text: source }));
+  meta.append(el("span", { text: `group ${shortId(item.group_id)}` }));
+  meta.append(el("span", { class: "age" }));
+  meta.append(el("span", { class: "deadline" }));
   node.append(meta);
   if (item.media && item.media.length) node.append(buildMedia(item.media));
   const body = el("div", { class: "controls" });
@@ -360,25 +663,6 @@ function buildCard(card) {
   updateCard(card);
   tickCard(card);
   return node;
-}
-
-function buildMedia(media) {
-  const box = el("div", { class: "media" });
-  for (const m of media) {
-    const caption = m.caption || "";
-    if (m.kind === "image") {
-      box.append(el("img", { src: m.url, alt: caption, loading: "lazy" }));
-    } else if (m.kind === "video") {
-      box.append(el("video", { src: m.url, controls: true, preload: "metadata", "aria-label": caption || "video" }));
-    } else if (m.kind === "audio") {
-      box.append(el("audio", { src: m.url, controls: true, preload: "metadata", "aria-label": caption || "audio" }));
-    } else if (m.kind === "document") {
-      box.append(el("a", { href: m.url, download: m.filename || "", rel: "noopener noreferrer", text: caption || m.filename || "Document" }));
-    } else {
-      box.append(el("a", { href: m.url, target: "_blank", rel: "noopener noreferrer", text: caption || m.url }));
-    }
-  }
-  return box;
 }
 
 function updateCard(card) {
@@ -409,21 +693,189 @@ function updateCard(card) {
 
 function tickCard(card) {
   const node = card.el;
-  if (!node) return;
+  if (!node || card.status !== "pending") return;
   const now = Date.now();
-  const age = node.querySelector(".age");
-  age.textContent = `asked ${relative(now - Date.parse(card.item.created_at))} ago`;
+  node.querySelector(".age").textContent = `asked ${relative(now - Date.parse(card.item.created_at))} ago`;
   const deadline = node.querySelector(".deadline");
   const left = Date.parse(card.item.timeout_at) - now;
   deadline.textContent = left > 0 ? `${relative(left)} left` : "deadline passed";
-  // Coloured only when genuinely near: the last fifth of the question's time, and at most 5 minutes.
-  const lifetime = Date.parse(card.item.timeout_at) - Date.parse(card.item.created_at);
-  deadline.classList.toggle("soon", left < Math.min(5 * 60 * 1000, lifetime / 5));
+  deadline.classList.toggle("soon", near(card.item, left));
 }
 
 setInterval(() => {
-  for (const card of state.cards.values()) if (card.status === "pending") tickCard(card);
+  if (!$("inbox").hidden) renderRows();
+  const card = state.selected ? state.cards.get(state.selected) : null;
+  if (card) tickCard(card);
 }, 1000);
+
+// -- filters -------------------------------------------------------------------------------
+
+let serverTimer = null;
+
+function applyFilter() {
+  state.filter = {
+    q: $("search").value.trim(),
+    format: $("filter-format").value,
+    group: $("filter-group").value,
+    sort: $("sort").value,
+  };
+  state.dirty = true;
+  $("rows").scrollTop = 0;
+  render();
+  // While the load is under way, the server answers for the whole pending set (and its first
+  // matches join the loaded ones, so they show now).
+  if (!state.loaded && isFiltered()) {
+    clearTimeout(serverTimer);
+    serverTimer = setTimeout(askServer, 150);
+  }
+}
+
+async function askServer() {
+  const key = filterKey();
+  const f = state.filter;
+  const query = new URLSearchParams({ page: "1", pageSize: String(PAGE_SIZE), sort: f.sort });
+  if (f.q) query.set("q", f.q);
+  if (f.format) query.set("format", f.format);
+  if (f.group) query.set("group", f.group);
+  const got = await fetchPage(query.toString()).catch(() => null);
+  if (!got || key !== filterKey()) return;
+  for (const item of got.data.items) if (!state.resolved.has(item.interaction_id)) upsert(item);
+  state.server = { key, total: got.data.total };
+  state.dirty = true;
+  schedule();
+}
+
+// -- done -----------------------------------------------------------------------------------
+
+function showTab(tab) {
+  state.tab = tab;
+  $("tab-pending").setAttribute("aria-selected", tab === "pending" ? "true" : "false");
+  $("tab-done").setAttribute("aria-selected", tab === "done" ? "true" : "false");
+  $("pending-pane").hidden = tab !== "pending";
+  $("done-pane").hidden = tab !== "done";
+  if (tab === "done") loadDone();
+  else schedule();
+}
+
+async function loadDone(after = null, page = 1) {
+  const seed = after ? `&after=${after}` : "";
+  let resp;
+  try {
+    resp = await fetch(`/api/interactions/done?page=${page}&pageSize=50${seed}`, { headers: headers(), cache: "no-store" });
+  } catch {
+    return;
+  }
+  if (!resp.ok) return;
+  const body = await resp.json();
+  const byId = new Map(state.done.map((d) => [d.interaction_id, d]));
+  for (const item of body.data.items) byId.set(item.interaction_id, { ...byId.get(item.interaction_id), ...item });
+  state.done = [...byId.values()].sort((a, b) => cmp(b.at || "", a.at || "")).slice(0, 500);
+  state.doneTotal = body.data.total;
+  state.doneNext = body.data.next_page;
+  renderDone();
+}
+
+function loadDoneSoon(after) {
+  clearTimeout(state.doneTimer);
+  state.doneTimer = setTimeout(() => loadDone(after), 300);
+}
+
+function answeredHere(card, answer) {
+  const item = card.item;
+  state.done = [
+    { interaction_id: item.interaction_id, group_id: item.group_id, question: item.question, answer_format: item.answer_format,
+      status: "answered", at: new Date().toISOString(), by: "you", via: "inbox", answer: item.sensitive ? undefined : answer,
+      sensitive: item.sensitive || undefined },
+    ...state.done.filter((d) => d.interaction_id !== item.interaction_id),
+  ];
+  renderDone();
+}
+
+const VIA = { inbox: "in the inbox", cli: "from the CLI", api: "through the API", callback: "by callback", expiry: "by expiry" };
+
+function answerText(value) {
+  if (value === undefined) return "";
+  if (typeof value === "string") return value;
+  if (value === true) return "Yes";
+  if (value === false) return "No";
+  return JSON.stringify(value);
+}
+
+function renderDone() {
+  $("tab-done").textContent = `Done (${Math.max(state.doneTotal, state.done.length)})`;
+  if (state.tab !== "done") return;
+  const list = $("done-list");
+  const nodes = state.done.slice(0, 200).map((d) => {
+    const row = el("li", { class: `done-row ${d.status}`, "data-id": d.interaction_id });
+    row.append(el("p", { class: "rq", text: d.question }));
+    const what = el("p", { class: "meta" });
+    if (d.status === "answered") {
+      const answer = d.sensitive ? "(sensitive: not shown)" : answerText(d.answer);
+      what.append(el("span", { class: "answer", text: answer }));
+      what.append(el("span", { text: `by ${d.by === "you" ? "you" : d.by}` }));
+      if (d.via) what.append(el("span", { class: "via", text: VIA[d.via] || d.via }));
+    } else if (d.status === "expired") {
+      what.append(el("span", { class: "answer", text: "Expired: no one answered in time" }));
+    } else {
+      what.append(el("span", { class: "answer", text: `Withdrawn (${d.reason || "removed"})` }));
+    }
+    if (d.at) what.append(el("time", { datetime: d.at, text: new Date(d.at).toLocaleString() }));
+    row.append(what);
+    return row;
+  });
+  list.replaceChildren(...nodes);
+  $("done-empty").hidden = nodes.length > 0;
+  $("done-more").hidden = !state.doneNext;
+}
+
+// -- notifications ---------------------------------------------------------------------------
+
+function updateNotifyButton() {
+  const on = sessionStorage.getItem(NOTIFY_KEY) === "1" && "Notification" in window && Notification.permission === "granted";
+  $("notify").textContent = on ? "Notifications on" : "Notify me";
+  $("notify").setAttribute("aria-pressed", on ? "true" : "false");
+}
+
+async function toggleNotify() {
+  if (!("Notification" in window)) return;
+  if (sessionStorage.getItem(NOTIFY_KEY) === "1") {
+    sessionStorage.removeItem(NOTIFY_KEY);
+  } else {
+    const permission = Notification.permission === "granted" ? "granted" : await Notification.requestPermission();
+    if (permission === "granted") sessionStorage.setItem(NOTIFY_KEY, "1");
+    else setStatus("Notifications are blocked for this page in the browser's settings.");
+  }
+  updateNotifyButton();
+}
+
+function notifyNew(item) {
+  if (!document.hidden || sessionStorage.getItem(NOTIFY_KEY) !== "1") return;
+  if (!("Notification" in window) || Notification.permission !== "granted") return;
+  const note = new Notification("New question in Layby", { body: item.question.slice(0, 200), tag: item.interaction_id });
+  note.addEventListener("click", () => {
+    window.focus();
+    select(item.interaction_id);
+  });
+}
+
+function buildMedia(media) {
+  const box = el("div", { class: "media" });
+  for (const m of media) {
+    const caption = m.caption || "";
+    if (m.kind === "image") {
+      box.append(el("img", { src: m.url, alt: caption, loading: "lazy" }));
+    } else if (m.kind === "video") {
+      box.append(el("video", { src: m.url, controls: true, preload: "metadata", "aria-label": caption || "video" }));
+    } else if (m.kind === "audio") {
+      box.append(el("audio", { src: m.url, controls: true, preload: "metadata", "aria-label": caption || "audio" }));
+    } else if (m.kind === "document") {
+      box.append(el("a", { href: m.url, download: m.filename || "", rel: "noopener noreferrer", text: caption || m.filename || "Document" }));
+    } else {
+      box.append(el("a", { href: m.url, target: "_blank", rel: "noopener noreferrer", text: caption || m.url }));
+    }
+  }
+  return box;
+}
 
 // -- controls ---------------------------------------------------------------------------
 
@@ -694,7 +1146,7 @@ async function submit(card, answer, locate = () => null) {
   try {
     resp = await fetch(`/api/interactions/${encodeURIComponent(card.item.interaction_id)}/answer`, {
       method: "POST",
-      headers: headers({ "Content-Type": "application/json" }),
+      headers: headers({ "Content-Type": "application/json", "Layby-Client": "inbox" }),
       body: JSON.stringify({ answer }),
     });
   } catch {
@@ -706,8 +1158,11 @@ async function submit(card, answer, locate = () => null) {
     card.status = "answered";
     card.by = "you";
     card.answeredAt = card.answeredAt || new Date();
+    state.resolved.add(card.item.interaction_id);
     updateCard(card);
-    render();
+    answeredHere(card, answer);
+    state.dirty = true;
+    schedule();
     return;
   }
   let body = {};
@@ -718,7 +1173,7 @@ async function submit(card, answer, locate = () => null) {
   }
   if (resp.status === 409 || resp.status === 404) {
     resolve(card.item.interaction_id, resp.status === 409 ? "answered" : "removed", null);
-    render();
+    loadDoneSoon(null);
     return;
   }
   if (resp.status === 401) return showSignIn("The token is no longer accepted.");
@@ -729,36 +1184,21 @@ async function submit(card, answer, locate = () => null) {
 }
 
 // -- keyboard ---------------------------------------------------------------------------
-// j / k move between questions, Enter opens the focused one's control, y / n answer a yes/no
-// question, 1-9 pick that option of a choice, Ctrl/Cmd+Enter sends the form being filled in,
-// ? shows the list. Typing in a field is never taken for a shortcut.
+// j / k move between questions, Enter goes to the open question's controls, y / n answer a
+// yes/no question, 1-9 pick that option of a choice, Ctrl/Cmd+Enter sends the form being filled
+// in, / goes to the search, Escape goes back to the list, ? shows the list of shortcuts. Typing in
+// a field is never taken for a shortcut.
 
 const SHORTCUTS = [
   ["j / k", "next / previous question"],
-  ["Enter", "go to the answer controls of the question"],
+  ["Enter", "go to the answer controls of the open question"],
   ["y / n", "answer Yes / No"],
   ["1 – 9", "choose that option and answer"],
   ["Ctrl+Enter / ⌘+Enter", "send the answer being filled in"],
+  ["/", "search"],
+  ["Escape", "back to the list"],
   ["?", "show or hide this list"],
 ];
-
-function pendingCards() {
-  return [...$("groups").querySelectorAll("article.card:not(.answered):not(.removed)")];
-}
-
-function focusCard(node) {
-  for (const other of $("groups").querySelectorAll("article.card.focused")) other.classList.remove("focused");
-  if (!node) return;
-  node.classList.add("focused");
-  node.tabIndex = -1;
-  node.focus();
-  node.scrollIntoView({ block: "nearest" });
-}
-
-function cardOf(node) {
-  const article = node && node.closest ? node.closest("article.card") : null;
-  return article ? state.cards.get(article.dataset.id) : null;
-}
 
 function toggleHelp() {
   let help = $("shortcuts");
@@ -784,35 +1224,47 @@ document.addEventListener("keydown", (e) => {
     }
     return;
   }
+  if (e.key === "Escape") {
+    e.preventDefault();
+    $("rows").focus({ preventScroll: true });
+    return;
+  }
   if (typing || e.ctrlKey || e.metaKey || e.altKey) return;
-  const cards = pendingCards();
-  const current = e.target.closest ? e.target.closest("article.card") : null;
-  const at = cards.indexOf(current);
   if (e.key === "j" || e.key === "k") {
     e.preventDefault();
-    const next = e.key === "j" ? Math.min(at + 1, cards.length - 1) : Math.max(at - 1, 0);
-    focusCard(cards[at < 0 ? 0 : next]);
-  } else if (e.key === "?") {
+    if (state.tab !== "pending") showTab("pending");
+    move(e.key === "j" ? 1 : -1);
+    return;
+  }
+  if (e.key === "?") {
     e.preventDefault();
     toggleHelp();
-  } else if (current && e.target === current) {
-    const card = cardOf(current);
-    if (!card || card.status !== "pending") return;
-    const fmt = card.item.answer_format;
-    if (e.key === "Enter") {
+    return;
+  }
+  if (e.key === "/") {
+    e.preventDefault();
+    $("search").focus();
+    return;
+  }
+  const card = state.selected ? state.cards.get(state.selected) : null;
+  if (!card || card.status !== "pending" || state.tab !== "pending") return;
+  // Buttons and links keep their own Enter; anywhere else Enter opens the controls.
+  if (e.key === "Enter") {
+    if (e.target.closest && e.target.closest("button, a, article.card")) return;
+    e.preventDefault();
+    openControls();
+    return;
+  }
+  const fmt = card.item.answer_format;
+  if (fmt === "confirm" && (e.key === "y" || e.key === "n")) {
+    e.preventDefault();
+    submit(card, e.key === "y");
+  } else if (fmt === "select" && /^[1-9]$/.test(e.key)) {
+    const options = (card.item.format_payload || {}).options || [];
+    const choice = options[Number(e.key) - 1];
+    if (choice !== undefined) {
       e.preventDefault();
-      const first = current.querySelector(".controls input, .controls select, .controls textarea, .controls button");
-      if (first) first.focus();
-    } else if (fmt === "confirm" && (e.key === "y" || e.key === "n")) {
-      e.preventDefault();
-      submit(card, e.key === "y");
-    } else if (fmt === "select" && /^[1-9]$/.test(e.key)) {
-      const options = (card.item.format_payload || {}).options || [];
-      const choice = options[Number(e.key) - 1];
-      if (choice !== undefined) {
-        e.preventDefault();
-        submit(card, choice);
-      }
+      submit(card, choice);
     }
   }
 });
@@ -826,7 +1278,14 @@ $("sign-in-form").addEventListener("submit", (e) => {
   signIn(token);
 });
 $("sign-out").addEventListener("click", signOut);
-$("more").addEventListener("click", loadMore);
+$("notify").addEventListener("click", toggleNotify);
+$("rows").addEventListener("scroll", () => renderRows(), { passive: true });
+$("search").addEventListener("input", applyFilter);
+for (const id of ["filter-format", "filter-group", "sort"]) $(id).addEventListener("change", applyFilter);
+$("tab-pending").addEventListener("click", () => showTab("pending"));
+$("tab-done").addEventListener("click", () => showTab("done"));
+$("done-more").addEventListener("click", () => loadDone(null, Math.floor(state.done.length / 50) + 1));
+window.addEventListener("resize", () => schedule());
 
 if (state.token) signIn(state.token);
 else showSignIn("");
