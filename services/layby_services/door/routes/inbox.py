@@ -39,15 +39,14 @@ _ORDERS = {
     "oldest": "created_at, interaction_id",
     "deadline": "timeout_at, created_at, interaction_id",
 }
+# The group order needs each group's latest question: a window over the matching set.
+_GROUPED = (
+    "SELECT item::text AS item FROM (SELECT item, group_id, created_at, interaction_id, "  # noqa: S608
+    "max(created_at) OVER (PARTITION BY group_id) AS group_latest " + _VISIBLE + ") v"
+)
+_PLAIN = "SELECT item::text AS item " + _VISIBLE
 _PAGES = {
-    sort: (
-        "SELECT item::text AS item FROM (SELECT item, group_id, created_at, timeout_at, interaction_id, "  # noqa: S608
-        "max(created_at) OVER (PARTITION BY group_id) AS group_latest "
-        + _VISIBLE
-        + ") v ORDER BY "
-        + order
-        + " LIMIT $7 OFFSET $8"
-    )
+    sort: (_GROUPED if sort == "group" else _PLAIN) + " ORDER BY " + order + " LIMIT $7 OFFSET $8"
     for sort, order in _ORDERS.items()
 }
 FILTER_MAX_CHARS = 200

@@ -189,35 +189,41 @@ async function fetchPage(query) {
   return { data: body.data, seq: Number(resp.headers.get("Layby-Stream-Seq")) || 0 };
 }
 
-// Load every pending question, at least as far as stream sequence `after`, page by page; the first
-// page shows at once, the rest follow in the background. A question pending here that the complete
-// load no longer holds was resolved while the page was away (a reconnect): it is marked so.
+// Load every pending question, at least as far as stream sequence `after`: the first page shows
+// at once, the rest follow in the background, LOADERS pages at a time (oldest first, the order
+// the door pages most cheaply). A question pending here that the complete load no longer holds
+// was resolved while the page was away (a reconnect): it is marked so.
+const LOADERS = 4;
+
 async function loadAll(after, attempt = 0) {
   const generation = ++state.loading;
   const seen = new Set();
   const started = state.base.seq;
-  let page = 1;
-  let total = 0;
-  while (page && generation === state.loading) {
-    const seed = page === 1 && after !== null ? `&after=${after}` : "";
-    let got;
-    try {
-      got = await fetchPage(`page=${page}&pageSize=${PAGE_SIZE}${seed}`);
-    } catch {
-      got = null;
-    }
-    if (!got || generation !== state.loading) return;
+  const take = (got) => {
     for (const item of got.data.items) {
       seen.add(item.interaction_id);
       if (!state.resolved.has(item.interaction_id)) upsert(item);
     }
     rebase(got.data.total, got.seq);
-    total = got.data.total;
-    page = got.data.next_page;
     state.dirty = true;
     schedule();
-  }
-  if (generation !== state.loading) return;
+  };
+  const page = (n, seed = "") => fetchPage(`page=${n}&pageSize=${PAGE_SIZE}&sort=oldest${seed}`).catch(() => null);
+  const first = await page(1, after !== null ? `&after=${after}` : "");
+  if (!first || generation !== state.loading) return;
+  take(first);
+  const pages = Math.ceil(first.data.total / PAGE_SIZE);
+  let next = 2;
+  let failed = false;
+  const worker = async () => {
+    while (next <= pages && generation === state.loading && !failed) {
+      const got = await page(next++);
+      if (!got) failed = true;
+      else if (generation === state.loading) take(got);
+    }
+  };
+  await Promise.all(Array.from({ length: LOADERS }, worker));
+  if (generation !== state.loading || failed) return;
   state.loading = 0;
   for (const [id, card] of state.cards) {
     // Pending here, not in any page, and not added by a frame since the load began: resolved.
@@ -227,7 +233,7 @@ async function loadAll(after, attempt = 0) {
   state.server = null;
   const pendingHere = [...state.cards.values()].filter((c) => c.status === "pending").length;
   // Pages read at different moments can skip a question that moved between them; the count says so.
-  if (pendingHere !== openCount() && attempt < 2 && total > PAGE_SIZE) {
+  if (pendingHere !== openCount() && attempt < 2 && pages > 1) {
     loadAll(null, attempt + 1);
     return;
   }
@@ -487,12 +493,24 @@ function renderRows() {
   const wanted = new Set();
   for (let i = first; i < last; i++) {
     const v = state.view[i];
+    wanted.add(v.kind === "head" ? `g:${v.gid}` : v.card.item.interaction_id);
+  }
+  // Rows that scrolled out of sight are reused for the ones coming in (no churn while scrolling).
+  const spare = { row: [], head: [] };
+  for (const [key, node] of keep) {
+    if (wanted.has(key)) continue;
+    spare[node.classList.contains("ghead") ? "head" : "row"].push(node);
+    keep.delete(key);
+  }
+  for (let i = first; i < last; i++) {
+    const v = state.view[i];
     const key = v.kind === "head" ? `g:${v.gid}` : v.card.item.interaction_id;
-    wanted.add(key);
     let node = keep.get(key);
     if (!node) {
-      node = v.kind === "head" ? buildHead(v) : buildRow(v.card);
-      inner.append(node);
+      node = spare[v.kind].pop() || (v.kind === "head" ? buildHead() : buildRow());
+      if (v.kind === "head") fillHead(node, v);
+      else fillRow(node, v.card);
+      if (!node.parentNode) inner.append(node);
     } else if (v.kind === "head") {
       node.querySelector(".gcount").textContent = `${v.n} questions`;
     }
@@ -504,7 +522,7 @@ function renderRows() {
       tickRow(node, v.card);
     }
   }
-  for (const [key, node] of keep) if (!wanted.has(key)) node.remove();
+  for (const node of [...spare.row, ...spare.head]) node.remove();
   if (state.selected) scroller.setAttribute("aria-activedescendant", `row-${state.selected}`);
   else scroller.removeAttribute("aria-activedescendant");
 }
@@ -531,27 +549,37 @@ function sourceOf(item) {
   return "";
 }
 
-function buildHead(v) {
-  return el("div", { class: "ghead", role: "presentation", "data-key": `g:${v.gid}` },
-    el("span", { class: "gname", text: `Group ${shortId(v.gid)}` }),
-    el("span", { class: "gcount", text: `${v.n} questions` }));
+function buildHead() {
+  return el("div", { class: "ghead", role: "presentation" }, el("span", { class: "gname" }), el("span", { class: "gcount" }));
 }
 
-function buildRow(card) {
+function fillHead(node, v) {
+  node.dataset.key = `g:${v.gid}`;
+  node.firstChild.textContent = `Group ${shortId(v.gid)}`;
+  node.lastChild.textContent = `${v.n} questions`;
+}
+
+function buildRow() {
+  return el("div", { class: "row", role: "option", "aria-selected": "false" },
+    el("span", { class: "fmt" }), el("span", { class: "rq" }), el("span", { class: "chip src" }),
+    el("span", { class: "chip grp" }), el("span", { class: "age" }), el("span", { class: "deadline" }));
+}
+
+function fillRow(node, card) {
   const item = card.item;
   const id = item.interaction_id;
-  const node = el("div", { class: "row", role: "option", id: `row-${id}`, "data-key": id, "data-id": id, "aria-selected": "false" });
-  node.append(
-    el("span", { class: `fmt fmt-${item.answer_format}`, text: FORMATS[item.answer_format] || item.answer_format }),
-    el("span", { class: "rq", text: item.question }),
-  );
+  node.id = `row-${id}`;
+  node.dataset.key = id;
+  node.dataset.id = id;
+  const [fmt, question, src, grp] = node.children;
+  fmt.className = `fmt fmt-${item.answer_format}`;
+  fmt.textContent = FORMATS[item.answer_format] || item.answer_format;
+  question.textContent = item.question;
   const source = sourceOf(item);
-  if (source) node.append(el("span", { class: "chip src", text: source }));
-  node.append(el("span", { class: "chip grp", text: shortId(item.group_id), title: `group ${item.group_id}` }));
-  node.append(el("span", { class: "age" }), el("span", { class: "deadline" }));
-  node.addEventListener("click", () => select(id, { focusList: true }));
-  node.addEventListener("dblclick", () => openControls());
-  return node;
+  src.textContent = source;
+  src.hidden = !source;
+  grp.textContent = shortId(item.group_id);
+  grp.title = `group ${item.group_id}`;
 }
 
 function near(item, left) {
@@ -599,12 +627,33 @@ function select(id, { focusList = false } = {}) {
   if (focusList) $("rows").focus({ preventScroll: true });
 }
 
+// j / k: the next or previous question still waiting (one being answered right now is skipped;
+// from a question just answered at the end of the list, the one before it).
 function move(step) {
   const rows = state.view.filter((v) => v.kind === "row");
   if (!rows.length) return;
-  let at = rows.findIndex((v) => v.card.item.interaction_id === state.selected);
-  at = at < 0 ? 0 : Math.min(Math.max(at + step, 0), rows.length - 1);
-  select(rows[at].card.item.interaction_id, { focusList: true });
+  const waiting = (i) => rows[i].card.status === "pending" && !rows[i].card.sending;
+  const at = rows.findIndex((v) => v.card.item.interaction_id === state.selected);
+  let target = -1;
+  if (at < 0) {
+    target = rows.findIndex((_, i) => waiting(i));
+  } else {
+    for (let i = at + step; i >= 0 && i < rows.length; i += step) {
+      if (waiting(i)) {
+        target = i;
+        break;
+      }
+    }
+    if (target < 0 && !waiting(at)) {
+      for (let i = at - step; i >= 0 && i < rows.length; i -= step) {
+        if (waiting(i)) {
+          target = i;
+          break;
+        }
+      }
+    }
+  }
+  if (target >= 0) select(rows[target].card.item.interaction_id, { focusList: true });
 }
 
 // -- the open question ---------------------------------------------------------------------
@@ -1138,7 +1187,16 @@ function showError(card, message, field) {
 }
 
 async function submit(card, answer, locate = () => null) {
-  if (card.status !== "pending") return;
+  if (card.status !== "pending" || card.sending) return;
+  card.sending = true;
+  try {
+    await send(card, answer, locate);
+  } finally {
+    card.sending = false;
+  }
+}
+
+async function send(card, answer, locate) {
   clearErrors(card);
   const buttons = card.el.querySelectorAll(".controls button");
   buttons.forEach((b) => (b.disabled = true));
@@ -1280,6 +1338,13 @@ $("sign-in-form").addEventListener("submit", (e) => {
 $("sign-out").addEventListener("click", signOut);
 $("notify").addEventListener("click", toggleNotify);
 $("rows").addEventListener("scroll", () => renderRows(), { passive: true });
+$("rows").addEventListener("click", (e) => {
+  const node = e.target.closest && e.target.closest(".row");
+  if (node) select(node.dataset.id, { focusList: true });
+});
+$("rows").addEventListener("dblclick", (e) => {
+  if (e.target.closest && e.target.closest(".row")) openControls();
+});
 $("search").addEventListener("input", applyFilter);
 for (const id of ["filter-format", "filter-group", "sort"]) $(id).addEventListener("change", applyFilter);
 $("tab-pending").addEventListener("click", () => showTab("pending"));
