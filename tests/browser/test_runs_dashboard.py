@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
@@ -31,6 +32,7 @@ async def page(browser: Any, system: System) -> AsyncIterator[Any]:
     p.on("pageerror", lambda e: errors.append(str(e)))
     p.on("console", lambda m: errors.append(m.text) if _counts(m) else None)
     p.on("response", lambda r: errors.append(f"{r.status} {r.url}") if _refused(r) else None)
+    p.errors = errors
     yield p
     await context.close()
     assert errors == [], errors  # no script error, no CSP violation, no door refusing the page
@@ -278,3 +280,40 @@ async def test_a_restricted_token_sees_only_its_own_runs(
     await expect(row(page, mine).locator('td[data-label="Identity"]')).to_have_text("alice")
     await expect(row(page, theirs)).to_have_count(0)
     await expect(page.get_by_label("Flow").locator("option")).to_have_text(["All flows", "quick"])
+
+
+async def test_an_operation_the_door_refuses_says_why_in_plain_words(
+    page: Any, system: System, workers: Workers, db: asyncpg.Pool
+) -> None:
+    """When the run moved on behind the page, the confirmed Retry is refused (409) and the page
+    says so with the door's reason, then shows the run as it is (docs/doors/runs.md#retry)."""
+    broken = {"yes": True}
+
+    def register(w: layby.Worker) -> None:
+        @w.flow("flaky")
+        async def flaky(_: Any) -> Any:
+            if broken["yes"]:
+                raise RuntimeError("not yet")
+            return "done"
+
+    await serve(workers, register)
+    run_id = await (await system.sdk()).start_run("flaky")
+    await wait_status(db, run_id, "failed", timeout=60)
+    # The page's timers stand still: no poll redraws it while the run moves on behind its back.
+    now = datetime.now(UTC)
+    await page.clock.install(time=now)
+    await page.clock.pause_at(now)
+    await open_dashboard(page, system)
+    detail = await show(page, run_id)
+    await detail.get_by_role("button", name="Retry run…").click()
+    broken["yes"] = False
+    async with system.http() as http:
+        assert (await http.post(f"/api/runs/{run_id}/retry")).status_code == 200
+    await wait_status(db, run_id, "finished")
+    await detail.get_by_role("button", name="Yes, retry the run").click()
+    await expect(page.locator("#run-action-error")).to_have_text(
+        "Could not retry the run: the run is finished; only a failed run can be retried."
+    )
+    await expect(fact(detail, "Status")).to_have_text("finished")
+    await expect(detail.get_by_role("button", name="Retry run…")).to_have_count(0)
+    page.errors.remove(f"409 {system.url}/api/runs/{run_id}/retry")  # the one refusal meant

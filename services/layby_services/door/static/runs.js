@@ -146,16 +146,17 @@ function refresh() {
 
 async function load() {
   const flow = state.flow || null;
+  const selected = state.selected;
   try {
     const [summary, page, run] = await Promise.all([
       call("GET", `/api/runs/summary?${query({ flow })}`),
       call("GET", `/api/runs?${query({ status: state.status, flow, page: 1, pageSize: state.size })}`),
-      state.selected ? loadRun(state.selected) : Promise.resolve(null),
+      selected ? loadRun(selected) : Promise.resolve(null),
     ]);
     if (!live()) return;
     drawSummary(summary);
     drawList(page);
-    if (state.selected) drawDetail(run);
+    if (selected && selected === state.selected) drawDetail(run); // not another run's, picked meanwhile
     $("runs-updated").textContent = `Updated ${new Date().toLocaleTimeString()}; refreshed every 5 seconds and on every change of a question.`;
     if ($("runs-live").dataset.kind === "trouble") say("");
   } catch (err) {
@@ -391,7 +392,7 @@ function detailBody(run) {
   fact("Started", when(run.created_at, ago(run.created_at)));
   fact("Last activity", when(run.updated_at, ago(run.updated_at)));
   fact("Steps", String(run.steps));
-  if (run.generation) fact("Parks and retries", String(run.generation));
+  if (run.generation) fact("Generation", String(run.generation)); // parks and retries so far
   if (run.cancelled_by) fact("Cancelled by", run.cancelled_by);
   if (run.retried_by) fact("Last retried by", run.retried_by);
   const out = [];
