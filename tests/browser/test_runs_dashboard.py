@@ -317,3 +317,58 @@ async def test_an_operation_the_door_refuses_says_why_in_plain_words(
     await expect(fact(detail, "Status")).to_have_text("finished")
     await expect(detail.get_by_role("button", name="Retry run…")).to_have_count(0)
     page.errors.remove(f"409 {system.url}/api/runs/{run_id}/retry")  # the one refusal meant
+
+
+async def test_a_run_no_worker_serves_says_so_and_can_be_cancelled(
+    page: Any, system: System, workers: Workers, db: asyncpg.Pool
+) -> None:
+    """A running run whose flow no live worker serves carries the door's warning, and a running
+    run can be cancelled from the page (docs/doors/runs.md#workers, docs/doors/runs.md#cancel)."""
+    await serve(workers)
+    run_id = await (await system.sdk()).start_run("nosuchflow")
+    await wait_status(db, run_id, "running")
+
+    await open_dashboard(page, system)
+    detail = await show(page, run_id)
+    await expect(detail.locator(".run-warning")).to_have_text(
+        "no worker serves flow 'nosuchflow'; the run waits for one"
+    )
+    await detail.get_by_role("button", name="Cancel run…").click()
+    await detail.get_by_role("button", name="Yes, cancel the run").click()
+    await expect(fact(detail, "Status")).to_have_text("cancelled")
+    await expect(detail.locator(".run-warning")).to_have_count(0)
+
+
+async def test_polling_runs_only_while_the_runs_view_is_shown(
+    page: Any, system: System, workers: Workers, db: asyncpg.Pool
+) -> None:
+    """The view reloads every 5 s while shown, and not at all once another view is shown or the
+    person signed out (docs/doors/inbox-page.md#the-runs-dashboard)."""
+    await serve(workers)
+    run_id = await (await system.sdk()).start_run("quick", 1)
+    await wait_status(db, run_id, "finished")
+    summaries: list[str] = []
+    page.on("request", lambda r: summaries.append(r.url) if "/api/runs/summary" in r.url else None)
+    await page.clock.install()
+    await open_dashboard(page, system)
+    await expect(row(page, run_id)).to_be_visible()
+    async with page.expect_request("**/api/runs/summary*"):
+        await page.clock.run_for(5000)
+
+    await page.locator("#tab-inbox").click()
+    await expect(page.locator("#runs")).to_be_hidden()
+    summaries.clear()
+    await page.clock.run_for(30000)
+    await page.evaluate("1")  # a round trip to the page after its timers ran
+    assert summaries == []  # hidden: no poll
+    async with page.expect_request("**/api/runs/summary*"):
+        await page.locator("#tab-runs").click()  # shown again: loaded at once
+    async with page.expect_request("**/api/runs/summary*"):
+        await page.clock.run_for(5000)  # and polled again
+
+    await page.locator("#sign-out").click()
+    await expect(page.locator("#sign-in")).to_be_visible()
+    summaries.clear()
+    await page.clock.run_for(30000)
+    await page.evaluate("1")
+    assert summaries == []  # signed out: no poll
