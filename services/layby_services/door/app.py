@@ -27,7 +27,14 @@ from layby_services.door.routes.health import healthz, readyz
 from layby_services.door.routes.inbox import done_door, list_door
 from layby_services.door.routes.media import media_door
 from layby_services.door.routes.page import inbox_page, static_file
-from layby_services.door.routes.runs import cancel_door, retry_door, run_door, runs_door, workers_door
+from layby_services.door.routes.runs import (
+    cancel_door,
+    retry_door,
+    run_door,
+    runs_door,
+    summary_door,
+    workers_door,
+)
 from layby_services.door.routes.stream import stream_door
 
 log = get_logger("layby.door")
@@ -82,6 +89,7 @@ def create_app(settings: Settings, *, clock: Clock | None = None, run_projection
             answer_door,
             run_door,
             runs_door,
+            summary_door,
             cancel_door,
             retry_door,
             workers_door,

@@ -21,6 +21,7 @@ from layby_contracts.limits import (
 )
 from layby_domain.formats import NAMES as ANSWER_FORMATS
 from layby_domain.media import IMAGE_TYPES
+from layby_services.door.routes.runs import FLOWS_MAX as RUN_FLOWS_MAX
 from layby_services.door.routes.runs import STATUSES as RUN_STATUSES
 from layby_services.door.routes.stream import STREAM_RETRY_AFTER
 
@@ -335,8 +336,11 @@ def _schemas() -> Json:
             ),
         },
         "RunSummary": _object(
-            run_fields,
-            run_summary_keys,
+            {
+                **run_fields,
+                "steps": {"type": "integer", "minimum": 0, "description": "Steps recorded so far."},
+            },
+            [*run_summary_keys, "steps"],
             allOf=[when(["parked"], ["expiry_at"], required=False)],
         ),
         "RunPage": _data(
@@ -355,8 +359,48 @@ def _schemas() -> Json:
                 "expiry_at": timestamp,
                 "status": _text("pending", "answered", "expired", "removed"),
                 "answered_by": {"type": "string"},
+                "audience": {"type": "string", "description": "The identity the question is addressed to."},
+                "channel": {"type": "string", "description": "The channel that delivers it."},
+                "recipient": {"type": "string", "description": "Who the channel delivers it to."},
             },
             ["interaction_id", "question", "expiry_at", "status"],
+        ),
+        "RunsSummary": _data(
+            _object(
+                {
+                    "counts": _object(
+                        {status: {"type": "integer", "minimum": 0} for status in RUN_STATUSES},
+                        list(RUN_STATUSES),
+                        description="How many runs this caller may see are in each status.",
+                    ),
+                    "total": {"type": "integer", "minimum": 0, "description": "The sum of the counts."},
+                    "flows": {
+                        "type": "array",
+                        "items": {"type": "string"},
+                        "maxItems": RUN_FLOWS_MAX,
+                        "description": "The flows of the runs this caller may see, sorted.",
+                    },
+                    "oldest_open": {
+                        "oneOf": [
+                            {"type": "null"},
+                            _object(
+                                {
+                                    "interaction_id": {"type": "string"},
+                                    "run_id": {"type": "string"},
+                                    "flow": {"type": "string"},
+                                    "question": {"type": "string"},
+                                    "created_at": timestamp,
+                                    "expiry_at": timestamp,
+                                    "audience": {"type": "string"},
+                                },
+                                ["interaction_id", "run_id", "flow", "question", "created_at", "expiry_at"],
+                            ),
+                        ],
+                        "description": "The oldest pending question one of these runs waits on, or null.",
+                    },
+                },
+                ["counts", "total", "flows", "oldest_open"],
+            )
         ),
         "Run": _data(
             _object(
@@ -899,6 +943,9 @@ def _callback_doors() -> Json:
     }
 
 
+FLOW = _query("flow", {"type": "string"}, "Only runs of this flow (the exact name).")
+
+
 def _runs_doors() -> dict[str, Json]:
     return {
         "/api/runs": {
@@ -909,6 +956,7 @@ def _runs_doors() -> dict[str, Json]:
                 "security": BEARER,
                 "parameters": [
                     _query("status", _text(*RUN_STATUSES), "Only runs in this status."),
+                    FLOW,
                     PAGE,
                     PAGE_SIZE,
                 ],
@@ -929,6 +977,25 @@ def _runs_doors() -> dict[str, Json]:
                             f"{PAGING_400['description']} A `status` that is not a run status: "
                             f"`status must be one of {', '.join(RUN_STATUSES)}` (field `status`).",
                             field=True,
+                        ),
+                        "401": _ref("responses", "Unauthorized"),
+                    }
+                ),
+            }
+        },
+        "/api/runs/summary": {
+            "get": {
+                "operationId": "summarizeRuns",
+                "summary": "How many runs are in each status, their flows, the oldest open question",
+                "tags": ["runs"],
+                "security": BEARER,
+                "parameters": [FLOW],
+                "responses": _responses(
+                    {
+                        "200": _ok(
+                            "One snapshot: the counts and the oldest question for `flow` when given; "
+                            "a `user` token counts its own identity's runs only.",
+                            _schema("RunsSummary"),
                         ),
                         "401": _ref("responses", "Unauthorized"),
                     }

@@ -48,7 +48,10 @@ SELECT r.*, (
         'status', CASE
             WHEN i.status = 'answered' AND i.answered_by = 'system:expiry' THEN 'expired'
             ELSE coalesce(i.status, 'pending') END,
-        'answered_by', i.answered_by) ORDER BY (a.value->>'call')::int), '[]'::jsonb)
+        'answered_by', i.answered_by,
+        'audience', i.audience,
+        'channel', i.item->>'channel',
+        'recipient', i.item->>'recipient') ORDER BY (a.value->>'call')::int), '[]'::jsonb)
     FROM jsonb_array_elements(coalesce(r.asks, '[]'::jsonb)) a
     LEFT JOIN interactions i ON i.interaction_id = a.value->>'interaction_id'
 )::text AS park
@@ -58,13 +61,29 @@ FROM runs r WHERE r.run_id = $1 AND ($2::text IS NULL OR r.identity = $2)
 _FILTER = (
     " FROM runs WHERE flow IS NOT NULL"  # a row projected before its start event is not a run yet
     " AND ($1::text IS NULL OR identity = $1) AND ($2::text IS NULL OR status = $2)"
+    " AND ($3::text IS NULL OR flow = $3)"
 )
 _COUNT = "SELECT count(*)" + _FILTER
 _PAGE = (
-    "SELECT run_id, flow, identity, status, generation, expiry_at, created_at, updated_at"
+    "SELECT run_id, flow, identity, status, generation, expiry_at, created_at, updated_at, step_count"
     + _FILTER
-    + " ORDER BY updated_at DESC NULLS LAST, run_id LIMIT $3 OFFSET $4"
+    + " ORDER BY updated_at DESC NULLS LAST, run_id LIMIT $4 OFFSET $5"
 )
+
+# The summary door (docs/doors/runs.md#summary): one snapshot for the dashboard's header.
+_VISIBLE = " FROM runs WHERE flow IS NOT NULL AND ($1::text IS NULL OR identity = $1)"
+_COUNTS = "SELECT status, count(*) AS n" + _VISIBLE + " AND ($2::text IS NULL OR flow = $2) GROUP BY status"
+_FLOWS = "SELECT DISTINCT flow" + _VISIBLE + " ORDER BY flow LIMIT $2"
+_OLDEST = """
+SELECT i.interaction_id, i.run_id, r.flow, coalesce(i.item->>'question', '') AS question, i.audience,
+       i.created_at, i.timeout_at
+FROM interactions i JOIN runs r ON r.run_id = i.run_id
+WHERE i.status = 'pending' AND r.flow IS NOT NULL
+  AND ($1::text IS NULL OR r.identity = $1) AND ($2::text IS NULL OR r.flow = $2)
+ORDER BY i.created_at, i.interaction_id LIMIT 1
+"""
+FLOWS_MAX = 200
+"""The summary names at most this many flows (the dashboard's flow filter)."""
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -80,6 +99,7 @@ def _summary(row: Any) -> dict[str, Any]:
         "generation": row["generation"],
         "created_at": _iso(row["created_at"]),
         "updated_at": _iso(row["updated_at"]),
+        "steps": row["step_count"],
     }
     if row["status"] == "parked" and row["expiry_at"] is not None:
         item["expiry_at"] = _iso(row["expiry_at"])
@@ -115,7 +135,6 @@ async def run_door(request: Request[Any, Any, Any], run_id: FromPath[str]) -> di
     for key in ("cancelled_by", "retried_by"):
         if row[key] is not None:
             data[key] = row[key]
-    data["steps"] = row["step_count"]
     if row["status"] in ("running", "resumed"):
         await _warn_unserved(state.pool, data)
     return {"data": data}
@@ -224,17 +243,18 @@ def _at(event: RunEvent) -> datetime:
 
 @get("/api/runs", summary="Runs, most recently active first")
 async def runs_door(request: Request[Any, Any, Any]) -> dict[str, Any]:
-    """Query ``status`` (one of running, parked, resumed, finished, failed), ``page``, ``pageSize``."""
+    """Query ``status`` (a run status), ``flow`` (a flow name), ``page``, ``pageSize``."""
     state = door(request)
     who = principal_of(request)
     page, size = parse_window(request.query_params.get("page"), request.query_params.get("pageSize"))
     status = request.query_params.get("status")
     if status is not None and status not in STATUSES:
         raise BadInput(f"status must be one of {', '.join(STATUSES)}", field="status")
+    flow = request.query_params.get("flow")
     identity = who.identity if who.restricted else None
     async with state.pool.acquire() as conn:
-        total = int(await conn.fetchval(_COUNT, identity, status))
-        rows = await conn.fetch(_PAGE, identity, status, size, (page - 1) * size) if total else []
+        total = int(await conn.fetchval(_COUNT, identity, status, flow))
+        rows = await conn.fetch(_PAGE, identity, status, flow, size, (page - 1) * size) if total else []
     return {
         "data": {
             "items": [_summary(r) for r in rows if r["flow"] is not None],
@@ -244,6 +264,35 @@ async def runs_door(request: Request[Any, Any, Any]) -> dict[str, Any]:
             "next_page": page + 1 if page * size < total else None,
         }
     }
+
+
+@get("/api/runs/summary", summary="How many runs are in each status, their flows, the oldest open question")
+async def summary_door(request: Request[Any, Any, Any]) -> dict[str, Any]:
+    """The dashboard's header in one snapshot (docs/doors/runs.md#summary): the count of every
+    status (zero included) and the oldest question a run waits on, both for ``flow`` when given;
+    the flows the caller's runs belong to. A restricted identity counts its own runs only."""
+    state = door(request)
+    who = principal_of(request)
+    flow = request.query_params.get("flow")
+    identity = who.identity if who.restricted else None
+    async with state.pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
+        counted = {r["status"]: int(r["n"]) for r in await conn.fetch(_COUNTS, identity, flow)}
+        flows = [r["flow"] for r in await conn.fetch(_FLOWS, identity, FLOWS_MAX)]
+        oldest = await conn.fetchrow(_OLDEST, identity, flow)
+    counts = {status: counted.get(status, 0) for status in STATUSES}
+    waiting: dict[str, Any] | None = None
+    if oldest is not None:
+        waiting = {
+            "interaction_id": oldest["interaction_id"],
+            "run_id": oldest["run_id"],
+            "flow": oldest["flow"],
+            "question": oldest["question"],
+            "created_at": _iso(oldest["created_at"]),
+            "expiry_at": _iso(oldest["timeout_at"]),
+        }
+        if oldest["audience"] is not None:
+            waiting["audience"] = oldest["audience"]
+    return {"data": {"counts": counts, "total": sum(counts.values()), "flows": flows, "oldest_open": waiting}}
 
 
 @post("/api/runs/{run_id:str}/cancel", status_code=200, summary="Cancel a running or parked run")
