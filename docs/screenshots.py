@@ -99,6 +99,26 @@ def flows(worker: layby.Worker) -> None:
         return n * 2
 
 
+async def wait_failed(up: Any) -> None:
+    """Until the failing flow has used up its attempts and its run is failed."""
+    import json
+    from urllib.parse import urlsplit
+
+    from _http import Conn
+
+    parts = urlsplit(up.url)
+    conn = await Conn(parts.hostname or "127.0.0.1", parts.port or 80, up.token).open()
+    try:
+        for _ in range(600):
+            status, raw = await conn.request("GET", "/api/runs?status=failed&pageSize=1")
+            if status == 200 and json.loads(raw)["data"]["total"] >= 1:
+                return
+            await asyncio.sleep(0.2)
+        raise RuntimeError("the failing flow's run never failed")
+    finally:
+        await conn.close()
+
+
 async def main() -> None:
     from playwright.async_api import async_playwright
 
@@ -142,16 +162,12 @@ async def main() -> None:
             await page.wait_for_timeout(300)
             await page.screenshot(path=str(OUT / "inbox-done.png"))
             await page.locator("#tab-pending").click()
+            await wait_failed(up)
             await page.goto(up.url + "/#runs")
-            await page.wait_for_timeout(1500)
-            failed = page.locator("#runs button", has_text="failed")
-            if await failed.count():
-                await failed.first.click()
-                await page.wait_for_timeout(500)
-                run_button = page.locator("#runs table button, #runs .run-id").first
-                if await run_button.count():
-                    await run_button.click()
-                    await page.wait_for_timeout(800)
+            await page.locator("#runs button", has_text="failed").first.click()
+            await page.wait_for_timeout(800)
+            await page.locator("#runs table button").first.click()
+            await page.wait_for_timeout(800)
             await page.screenshot(path=str(OUT / "runs.png"), full_page=True)
             phone = await browser.new_page(viewport={"width": 390, "height": 780}, is_mobile=True)
             await phone.goto(up.url + "/")

@@ -538,8 +538,12 @@ function lowerBound(arr, x) {
   return lo;
 }
 
+function isGenerated(id) {
+  return /^[0-9a-f]{8}-[0-9a-f]{4}-/i.test(id);
+}
+
 function shortId(id) {
-  return /^[0-9a-f]{8}-[0-9a-f]{4}-/i.test(id) ? id.slice(0, 8) : id;
+  return isGenerated(id) ? id.slice(0, 8) : id;
 }
 
 function sourceOf(item) {
@@ -578,8 +582,10 @@ function fillRow(node, card) {
   const source = sourceOf(item);
   src.textContent = source;
   src.hidden = !source;
+  // A generated group id (a UUID) names nothing a person knows: its chip is left out.
   grp.textContent = shortId(item.group_id);
   grp.title = `group ${item.group_id}`;
+  grp.hidden = isGenerated(item.group_id);
 }
 
 function near(item, left) {
