@@ -48,17 +48,14 @@ SCROLL = """async (rows) => {
   let last = performance.now();
   let longest = 0;
   let frames = 0;
-  const slow = [];
   while (rows.scrollTop + rows.clientHeight < rows.scrollHeight - 1) {
     rows.scrollTop += rows.clientHeight;
     await new Promise((r) => requestAnimationFrame(r));
     const now = performance.now();
     longest = Math.max(longest, now - last);
-    if (now - last > 40) slow.push([frames, Math.round(now - last)]);
     last = now;
     frames += 1;
   }
-  console.log("slow frames " + JSON.stringify(slow));
   return [longest, frames];
 }"""
 
@@ -93,7 +90,6 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         async with async_playwright() as pw:
             browser = await pw.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
             page = await browser.new_page(viewport={"width": 1280, "height": 800})
-            page.on("console", lambda m: print("console:", m.text))
             await page.goto(up.url + "/")
             await page.evaluate(f"sessionStorage.setItem('layby.token', {up.token!r})")
             t0 = time.perf_counter()
