@@ -513,3 +513,152 @@ async def test_form_rules_are_checked_at_the_field_in_plain_words_before_sending
     await c.get_by_label("Count").fill("3")
     await send.click()
     assert await asyncio.wait_for(ask, 10) == {"name": "Ada", "code": "ABC", "count": 3}
+
+
+async def test_every_other_shortcut_opens_sends_searches_and_moves_back(page: Any, system: System) -> None:
+    """Enter opens the controls, Ctrl+Enter sends a form, n answers No, k moves up, / goes to the
+    search and Escape back to the list (docs/doors/inbox-page.md#keyboard)."""
+    await sign_in(page, system)
+    client = await system.sdk()
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string", "title": "Name"}},
+        "required": ["name"],
+    }
+    form = asyncio.create_task(
+        client.ask_user("Name by keyboard?", answer_format="form", schema=schema, timeout=60)
+    )
+    await row(page, "Name by keyboard?").wait_for()
+    no = asyncio.create_task(client.ask_user("Say no by keyboard?", answer_format="confirm", timeout=60))
+    await row(page, "Say no by keyboard?").wait_for()
+    await row(page, "Say no by keyboard?").click()  # the second row
+    await page.keyboard.press("k")  # up to the form
+    selected = page.locator("#rows .row[aria-selected=true] .rq")
+    await expect(selected).to_have_text("Name by keyboard?")
+    await page.keyboard.press("Enter")
+    name = page.locator("#detail").get_by_label("Name (required)")
+    await expect(name).to_be_focused()
+    await page.keyboard.type("Ada")
+    await page.keyboard.press("Control+Enter")
+    assert await asyncio.wait_for(form, 10) == {"name": "Ada"}
+    await page.keyboard.press("Escape")
+    await expect(page.locator("#rows")).to_be_focused()
+    await page.keyboard.press("j")
+    await expect(selected).to_have_text("Say no by keyboard?")
+    await page.keyboard.press("n")
+    assert await asyncio.wait_for(no, 10) is False
+    await page.keyboard.press("/")
+    await expect(page.locator("#search")).to_be_focused()
+    await page.keyboard.type("jk")  # typed into the search, not taken for shortcuts
+    assert await page.input_value("#search") == "jk"
+
+
+async def test_search_and_filters_cover_questions_not_loaded_yet(page: Any, system: System) -> None:
+    """While the background load is held back, a search still finds a question past the first page:
+    the page asks the list door, whose answer covers every pending question."""
+    from tests.helpers import wait_total
+
+    client = await system.sdk()
+    asks = [asyncio.create_task(client.ask_user(f"Filler {i}?", timeout=60)) for i in range(200)]
+    await wait_total(system, 200)
+    asks.append(
+        asyncio.create_task(
+            client.ask_user("The needle in the haystack?", answer_format="confirm", timeout=60)
+        )
+    )
+    await wait_total(system, 201)
+
+    async def hold_later_pages(route: Any) -> None:
+        if "page=2&" in route.request.url:
+            return  # never answered: the load stays incomplete
+        await route.continue_()
+
+    await page.route("**/api/interactions?*", hold_later_pages)
+    await sign_in(page, system)
+    await expect(page.locator("#count")).to_have_text("(201 open)")
+    assert await row(page, "The needle in the haystack?").count() == 0  # not loaded
+    await page.fill("#search", "needle")
+    await row(page, "The needle in the haystack?").wait_for()
+    await expect(page.locator("#shown")).to_have_text("1 match")
+    await page.fill("#search", "")
+    await page.select_option("#filter-format", "confirm")
+    await expect(page.locator("#shown")).to_have_text("1 match")
+    for task in asks:
+        task.cancel()
+
+
+async def test_the_done_list_shows_the_answer_who_when_and_where(
+    page: Any, system: System, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from layby import cli
+
+    await sign_in(page, system)
+    client = await system.sdk()
+    here = asyncio.create_task(client.ask_user("Answered here?", answer_format="confirm", timeout=60))
+    there = asyncio.create_task(client.ask_user("Answered from the CLI?", timeout=60))
+    c = await open_card(page, "Answered here?")
+    await c.get_by_role("button", name="Yes").click()
+    assert await asyncio.wait_for(here, 10) is True
+    iid = await row(page, "Answered from the CLI?").get_attribute("data-id")
+    monkeypatch.setenv("LAYBY_URL", system.url)
+    monkeypatch.setenv("LAYBY_TOKEN", OPERATOR)
+    assert (
+        await asyncio.to_thread(cli.main, ["interactions", "answer", str(iid), "--answer", '"by cli"']) == 0
+    )
+    assert await asyncio.wait_for(there, 10) == "by cli"
+    await expect(page.locator("#rows .row")).to_have_count(0)
+    await page.locator("#tab-done").click()
+    cli_row = page.locator("#done-list li", has_text="Answered from the CLI?")
+    await expect(cli_row).to_contain_text("by cli")
+    await expect(cli_row).to_contain_text("from the CLI")
+    await expect(cli_row.locator("time")).to_have_count(1)
+    here_row = page.locator("#done-list li", has_text="Answered here?")
+    await expect(here_row).to_contain_text("Yes")
+    await expect(here_row).to_contain_text("in the inbox")
+    await expect(page.locator("#tab-done")).to_have_text("Done (2)")
+    await expect(page.locator("#done-list .deadline")).to_have_count(0)  # no countdown
+
+
+async def test_a_new_question_notifies_only_when_asked_for_and_the_tab_is_in_the_background(
+    browser: Any, system: System
+) -> None:
+    context = await browser.new_context()
+    # The browser's notification and visibility, observed: what the page shows, not a real popup.
+    await context.add_init_script(
+        """
+        window.__shown = [];
+        window.__hidden = false;
+        Object.defineProperty(document, "hidden", { get: () => window.__hidden });
+        window.Notification = class {
+          static permission = "default";
+          static async requestPermission() { window.Notification.permission = "granted"; return "granted"; }
+          constructor(title, options) { window.__shown.push([title, options.body]); }
+          addEventListener() {}
+        };
+        """
+    )
+    page = await context.new_page()
+    try:
+        await sign_in(page, system)
+        client = await system.sdk()
+        first = asyncio.create_task(client.ask_user("Seen while looking?", timeout=60))
+        await row(page, "Seen while looking?").wait_for()
+        await page.evaluate("window.__hidden = true")
+        second = asyncio.create_task(client.ask_user("Not asked to notify?", timeout=60))
+        await row(page, "Not asked to notify?").wait_for()
+        assert await page.evaluate("window.__shown") == []  # not turned on
+        await page.evaluate("window.__hidden = false")
+        await page.get_by_role("button", name="Notify me").click()
+        await expect(page.locator("#notify")).to_have_text("Notifications on")
+        await page.evaluate("window.__hidden = true")
+        third = asyncio.create_task(client.ask_user("Ring the bell?", timeout=60))
+        await row(page, "Ring the bell?").wait_for()
+        assert await page.evaluate("window.__shown") == [["New question in Layby", "Ring the bell?"]]
+        await page.evaluate("window.__hidden = false")
+        fourth = asyncio.create_task(client.ask_user("In plain sight?", timeout=60))
+        await row(page, "In plain sight?").wait_for()
+        assert len(await page.evaluate("window.__shown")) == 1  # the tab is visible: no popup
+        for task in (first, second, third, fourth):
+            task.cancel()
+    finally:
+        await context.close()
