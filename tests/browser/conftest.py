@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from tests.integration.test_parks import clock, clocked, clocked_workers  # noqa: F401 - fixtures for browser tests
+
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 HAVE_CHROMIUM = os.path.exists(CHROMIUM)
 ARGS = [

@@ -662,3 +662,44 @@ async def test_a_new_question_notifies_only_when_asked_for_and_the_tab_is_in_the
             task.cancel()
     finally:
         await context.close()
+
+
+async def test_the_open_count_goes_down_when_a_park_expires_and_done_says_expired(
+    browser: Any,
+    clocked: System,
+    clocked_workers: Any,
+    clock: Any,
+) -> None:
+    """An async park's expiry is an answered frame (answered by the system): the count drops and
+    the Done tab says it expired (docs/doors/inbox-page.md#the-open-count)."""
+    from datetime import timedelta
+
+    import layby
+
+    def register(w: layby.Worker) -> None:
+        @w.flow("lapse")
+        async def lapse(_: Any) -> Any:
+            return await layby.ask_user(
+                "Will anyone answer?",
+                answer_format="confirm",
+                mode="async",
+                expiry_at=clock.now() + timedelta(minutes=10),
+            )
+
+    worker = await clocked_workers.new(register)
+    await clocked_workers.serve(worker)
+    context = await browser.new_context()
+    page = await context.new_page()
+    try:
+        await sign_in(page, clocked)
+        await worker.start("lapse")
+        await row(page, "Will anyone answer?").wait_for()
+        await expect(page.locator("#count")).to_have_text("(1 open)")
+        clock.advance(11 * 60)
+        await expect(page.locator("#count")).to_have_text("(0 open)", timeout=15000)
+        await expect(page.locator("#rows .row")).to_have_count(0)
+        await page.locator("#tab-done").click()
+        expired = page.locator("#done-list li", has_text="Will anyone answer?")
+        await expect(expired).to_contain_text("Expired")
+    finally:
+        await context.close()
