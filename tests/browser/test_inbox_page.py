@@ -703,3 +703,22 @@ async def test_the_open_count_goes_down_when_a_park_expires_and_done_says_expire
         await expect(expired).to_contain_text("Expired")
     finally:
         await context.close()
+
+
+async def test_the_source_filter_keeps_the_questions_from_one_asker_or_for_one_person(
+    page: Any, system: System
+) -> None:
+    await sign_in(page, system)
+    client = await system.sdk()
+    asks = [
+        asyncio.create_task(client.ask_user(f"For {who} {i}?", audience=who, timeout=60))
+        for who in ("alice", "bob")
+        for i in range(2)
+    ]
+    await expect(page.locator("#count")).to_have_text("(4 open)")
+    await page.select_option("#filter-source", "for bob")
+    await expect(page.locator("#rows .row")).to_have_count(2)
+    await expect(page.locator("#shown")).to_have_text("2 matches")
+    assert set(await page.locator("#rows .row .rq").all_text_contents()) == {"For bob 0?", "For bob 1?"}
+    for task in asks:
+        task.cancel()

@@ -34,7 +34,8 @@ const state = {
   frames: [], // [{id, delta}] frames after base.seq: the open count is base.total + their deltas
   loading: 0, // generation of the running full load (0: none)
   loaded: false, // every pending question is loaded
-  filter: { q: "", format: "", group: "", sort: "group" },
+  filter: { q: "", format: "", group: "", source: "", sort: "group" },
+  origins: new Set(), // sources that are an `origin` (the list door can filter on those)
   server: null, // {key, total} the server's count for the filter while the load is under way
   view: [], // the rows shown: {kind: "head", gid, n} | {kind: "row", card}
   offsets: [0],
@@ -373,6 +374,7 @@ function resolve(id, status, by) {
 function matches(card, f) {
   if (f.format && card.item.answer_format !== f.format) return false;
   if (f.group && card.item.group_id !== f.group) return false;
+  if (f.source && sourceOf(card.item) !== f.source) return false;
   if (f.q && !card.text.includes(f.q.toLowerCase())) return false;
   return true;
 }
@@ -468,12 +470,12 @@ function render() {
 
 function isFiltered() {
   const f = state.filter;
-  return Boolean(f.q || f.format || f.group);
+  return Boolean(f.q || f.format || f.group || f.source);
 }
 
 function filterKey() {
   const f = state.filter;
-  return JSON.stringify([f.q, f.format, f.group, f.sort]);
+  return JSON.stringify([f.q, f.format, f.group, f.source, f.sort]);
 }
 
 // Only the rows in sight (and a few either side) are in the document.
@@ -618,6 +620,24 @@ function renderGroups() {
   if (current && !counts.has(current)) options.push(el("option", { value: current, text: `${shortId(current)} (0)` }));
   select.replaceChildren(...options);
   select.value = current;
+  // Where questions come from (asker, channel, audience), with their counts.
+  const sources = new Map();
+  for (const card of state.cards.values()) {
+    if (card.status !== "pending") continue;
+    const source = sourceOf(card.item);
+    if (!source) continue;
+    if (card.item.origin) state.origins.add(source);
+    sources.set(source, (sources.get(source) || 0) + 1);
+  }
+  const from = $("filter-source");
+  const chosen = from.value;
+  const choices = [el("option", { value: "", text: "All sources" })];
+  for (const [source, n] of [...sources.entries()].sort((a, b) => b[1] - a[1]).slice(0, 200)) {
+    choices.push(el("option", { value: source, text: `${source} (${n})` }));
+  }
+  if (chosen && !sources.has(chosen)) choices.push(el("option", { value: chosen, text: `${chosen} (0)` }));
+  from.replaceChildren(...choices);
+  from.value = chosen;
 }
 
 function select(id, { focusList = false } = {}) {
@@ -772,6 +792,7 @@ function applyFilter() {
     q: $("search").value.trim(),
     format: $("filter-format").value,
     group: $("filter-group").value,
+    source: $("filter-source").value,
     sort: $("sort").value,
   };
   state.dirty = true;
@@ -792,6 +813,8 @@ async function askServer() {
   if (f.q) query.set("q", f.q);
   if (f.format) query.set("format", f.format);
   if (f.group) query.set("group", f.group);
+  if (f.source && state.origins.has(f.source)) query.set("origin", f.source);
+  else if (f.source) return; // a channel or audience: only what is loaded can say
   const got = await fetchPage(query.toString()).catch(() => null);
   if (!got || key !== filterKey()) return;
   for (const item of got.data.items) if (!state.resolved.has(item.interaction_id)) upsert(item);
@@ -1352,7 +1375,7 @@ $("rows").addEventListener("dblclick", (e) => {
   if (e.target.closest && e.target.closest(".row")) openControls();
 });
 $("search").addEventListener("input", applyFilter);
-for (const id of ["filter-format", "filter-group", "sort"]) $(id).addEventListener("change", applyFilter);
+for (const id of ["filter-format", "filter-group", "filter-source", "sort"]) $(id).addEventListener("change", applyFilter);
 $("tab-pending").addEventListener("click", () => showTab("pending"));
 $("tab-done").addEventListener("click", () => showTab("done"));
 $("done-more").addEventListener("click", () => loadDone(null, Math.floor(state.done.length / 50) + 1));
