@@ -10,6 +10,7 @@ share the durable consumer may apply neighbouring batches in either order.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -370,23 +371,102 @@ async def rebuild(pool: asyncpg.Pool, store: EventStore) -> int:
     return len(events)
 
 
+PROJECTOR_LOCK = 0x1A7B7
+"""The advisory lock class one live projector per schema holds (the other key is the schema)."""
+STANDBY_SECONDS = 2.0
+
+
 async def run_projector(
     pool: asyncpg.Pool,
     store: EventStore,
     stop: asyncio.Event,
     *,
     observe: Callable[[list[Stored]], None] | None = None,
+    standby: float = STANDBY_SECONDS,
 ) -> None:
-    """The live projector: a durable pull consumer shared by every replica of its host service.
+    """The live projector: one per schema at a time (docs/architecture.md#one-projector-at-a-time).
+
+    Every replica of the host service runs this; the one holding the schema's advisory lock
+    consumes the log (a durable pull consumer, so a successor resumes where it stopped) and the
+    others stand by, trying again every ``standby`` seconds. One projector applies the log in
+    order, so its checkpoint is a true watermark: everything up to it is in the tables, which is
+    what the list door's ``after=`` relies on. The lock lives on its own connection: if that
+    connection is lost the lock goes with it, and this projector stops before another takes over
+    (each batch first checks that the lock is still held).
 
     ``observe`` sees each batch after it committed (the door keeps its asked-event cache with it).
     """
+    while not stop.is_set():
+        try:
+            conn = await pool.acquire()
+        except (OSError, asyncpg.PostgresError) as exc:
+            log.warning("projector.no_database", error=str(exc))
+            await _pause(stop, standby)
+            continue
+        try:
+            held = await conn.fetchval(
+                "SELECT pg_try_advisory_lock($1, hashtext(current_schema()))", PROJECTOR_LOCK
+            )
+            if held:
+                log.info("projector.leading")
+                try:
+                    await _project(pool, store, stop, conn, observe)
+                finally:
+                    with contextlib.suppress(OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+                        await conn.execute(
+                            "SELECT pg_advisory_unlock($1, hashtext(current_schema()))", PROJECTOR_LOCK
+                        )
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, _LockLost) as exc:
+            log.warning("projector.stepped_down", error=str(exc))
+        finally:
+            with contextlib.suppress(asyncpg.InterfaceError):
+                await pool.release(conn)  # a lost connection has left the pool already
+        await _pause(stop, standby)
+
+
+class _LockLost(Exception):
+    """The connection holding the projector lock is gone: another replica may project now."""
+
+
+async def _project(
+    pool: asyncpg.Pool,
+    store: EventStore,
+    stop: asyncio.Event,
+    lock: Any,
+    observe: Callable[[list[Stored]], None] | None,
+) -> None:
     from layby_server.consumer import consume
 
+    leading = asyncio.Event()  # set to stop consuming: the service stops, or the lock is lost
+    lost: list[str] = []
+
     async def handle(batch: list[Stored]) -> None:
+        try:
+            await lock.fetchval("SELECT 1")
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            lost.append(str(exc))
+            leading.set()
+            raise Transient(f"the projector lock is lost: {exc}") from None  # the batch is redelivered
         async with pool.acquire() as conn:
             await apply_batch(conn, batch)
         if observe is not None:
             observe(batch)
 
-    await consume(store, role="projector", handler=handle, stop=stop, deliver_all=True, linger=0.005)
+    async def follow_stop() -> None:
+        await stop.wait()
+        leading.set()
+
+    follower = asyncio.create_task(follow_stop())
+    try:
+        await consume(store, role="projector", handler=handle, stop=leading, deliver_all=True, linger=0.005)
+    finally:
+        follower.cancel()
+    if lost:
+        raise _LockLost(lost[0])
+
+
+async def _pause(stop: asyncio.Event, seconds: float) -> None:
+    try:
+        await asyncio.wait_for(stop.wait(), seconds)
+    except TimeoutError:
+        pass
