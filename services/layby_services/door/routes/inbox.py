@@ -1,4 +1,5 @@
-"""``GET /api/interactions``: the paged pending list (docs/doors/list.md#the-list-door)."""
+"""``GET /api/interactions`` (the paged pending list, docs/doors/list.md#the-list-door) and
+``GET /api/interactions/done`` (recently resolved questions, docs/doors/done.md)."""
 
 from __future__ import annotations
 
