@@ -133,3 +133,52 @@ async def mint(system: System, store: EventStore, interaction_id: str) -> str:
     expires = datetime.now(UTC) + timedelta(seconds=60)
     assert await store.put_ticket(digest, interaction_id, expires, new=True)
     return f"{system.url}/api/interactions/callback/{ticket}"
+
+
+def order_flows(w: Any) -> None:
+    """Flows the run tests share: ``approve`` parks on a question for alice, ``explode`` fails,
+    ``quick`` returns its input."""
+    import layby
+
+    @w.flow("approve")
+    async def approve(order: Any) -> Any:
+        return await layby.ask_user(
+            f"Approve order {order}?",
+            mode="async",
+            expiry_at=datetime.now(UTC) + timedelta(minutes=60),
+            audience="alice",
+        )
+
+    @w.flow("explode")
+    async def explode(_: Any) -> Any:
+        raise RuntimeError("the mail server is down")
+
+    @w.flow("quick")
+    async def quick(n: Any) -> Any:
+        return n
+
+
+class Booking:
+    """The flow ``book``: a step reserves a seat (counted in ``effects``), then the run fails
+    while ``broken`` — what a retry must resume after, not repeat."""
+
+    def __init__(self) -> None:
+        from collections import Counter
+
+        self.effects: Counter[str] = Counter()
+        self.broken = True
+
+    def register(self, w: Any) -> None:
+        import layby
+
+        @layby.step
+        async def reserve() -> str:
+            self.effects["reserve"] += 1
+            return "seat 12A"
+
+        @w.flow("book")
+        async def book(_: Any) -> Any:
+            seat = await reserve()
+            if self.broken:
+                raise RuntimeError("the mail server is down")
+            return seat

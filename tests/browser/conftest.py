@@ -9,7 +9,12 @@ from typing import Any
 
 import pytest
 
-from tests.integration.test_parks import clock, clocked, clocked_workers  # noqa: F401 - fixtures for browser tests
+from tests.integration.test_parks import (  # noqa: F401 - fixtures for browser tests
+    clock,
+    clocked,
+    clocked_workers,
+    workers,
+)
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 HAVE_CHROMIUM = os.path.exists(CHROMIUM)

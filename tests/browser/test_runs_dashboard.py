@@ -7,19 +7,18 @@ and the runs are real flows executed by a real layby worker (docs/doors/inbox-pa
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
-import msgspec
 import pytest
 
 import layby
 from tests.browser.conftest import expect
 from tests.conftest import ALICE, OPERATOR, System
-from tests.integration.test_parks import Workers, answer, open_asks, soon, wait_status
+from tests.helpers import Booking, order_flows
+from tests.integration.test_parks import Workers, answer, open_asks, wait_status
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.browser]
 
@@ -47,34 +46,8 @@ def _refused(response: Any) -> bool:
     return bool(response.status >= 400 and not response.url.endswith("/favicon.ico"))
 
 
-@pytest.fixture
-async def workers(system: System) -> AsyncIterator[Workers]:
-    w = Workers(system)
-    yield w
-    await w.stop_all()
-
-
-def _flows(w: layby.Worker) -> None:
-    @w.flow("approve")
-    async def approve(order: Any) -> Any:
-        return await layby.ask_user(
-            f"Approve order {order}?", mode="async", expiry_at=soon(), audience="alice"
-        )
-
-    @w.flow("explode")
-    async def explode(_: Any) -> Any:
-        raise RuntimeError("the mail server is down")
-
-    @w.flow("quick")
-    async def quick(n: Any) -> Any:
-        return n
-
-
-async def serve(workers: Workers, register: Any = _flows) -> None:
-    worker = await workers.new(register)
-    # One attempt: a failing run fails at once instead of retrying with backoff.
-    worker._settings = msgspec.structs.replace(worker._settings, continuation_max_attempts=1)
-    await workers.serve(worker)
+async def serve(workers: Workers, register: Any = order_flows) -> None:
+    await workers.serve_failing_fast(register)
 
 
 async def open_dashboard(page: Any, system: System, token: str = OPERATOR) -> None:
@@ -178,23 +151,8 @@ async def test_a_failed_run_shows_its_error_and_retry_re_executes_it_from_its_la
 ) -> None:
     """A failed run shows its error; Retry, once confirmed, executes it again from its last
     recorded step, not from scratch (docs/doors/runs.md#retry)."""
-    effects: Counter[str] = Counter()
-    broken = {"yes": True}
-
-    @layby.step
-    async def reserve() -> str:
-        effects["reserve"] += 1
-        return "seat 12A"
-
-    def register(w: layby.Worker) -> None:
-        @w.flow("book")
-        async def book(_: Any) -> Any:
-            seat = await reserve()
-            if broken["yes"]:
-                raise RuntimeError("the mail server is down")
-            return seat
-
-    await serve(workers, register)
+    booking = Booking()
+    await serve(workers, booking.register)
     run_id = await (await system.sdk()).start_run("book")
     await wait_status(db, run_id, "failed", timeout=60)
 
@@ -203,14 +161,14 @@ async def test_a_failed_run_shows_its_error_and_retry_re_executes_it_from_its_la
     detail = await show(page, run_id)
     await expect(detail.locator(".run-error")).to_contain_text("the mail server is down")
     await expect(detail.get_by_role("button", name="Cancel run…")).to_have_count(0)
-    broken["yes"] = False
+    booking.broken = False
     await detail.get_by_role("button", name="Retry run…").click()
     await detail.get_by_role("button", name="Yes, retry the run").click()
     await expect(page.locator("#runs-live")).to_have_text(f"Run {run_id[:8]} retried; it executes again.")
     await expect(fact(detail, "Status")).to_have_text("finished", timeout=30000)
     await expect(detail.locator(".run-result")).to_have_text('"seat 12A"')
     await expect(fact(detail, "Last retried by")).to_have_text("ops")
-    assert effects["reserve"] == 1  # the recorded step was not executed again
+    assert booking.effects["reserve"] == 1  # the recorded step was not executed again
 
 
 async def test_cancel_of_a_parked_run_removes_its_question_and_ends_it_cancelled(

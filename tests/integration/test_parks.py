@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
+import msgspec
 import pytest
 
 import layby
@@ -48,6 +49,13 @@ class Workers:
         self.running.append((stop, task, worker))
         await asyncio.wait_for(worker.ready.wait(), 15)  # bound to its flows' consumers
         return stop
+
+    async def serve_failing_fast(self, register: Callable[[layby.Worker], None]) -> layby.Worker:
+        """A worker whose failing runs fail at once: one attempt, no retries with backoff."""
+        worker = await self.new(register)
+        worker._settings = msgspec.structs.replace(worker._settings, continuation_max_attempts=1)
+        await self.serve(worker)
+        return worker
 
     async def stop(self, worker: layby.Worker) -> None:
         for stop, task, w in self.running:

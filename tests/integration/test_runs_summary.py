@@ -4,25 +4,16 @@ services and a worker in-process."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
-import msgspec
 import pytest
 
-import layby
 from tests.conftest import ALICE, BOB, OPERATOR, System
-from tests.integration.test_parks import Workers, open_asks, soon, wait_status
+from tests.helpers import order_flows
+from tests.integration.test_parks import Workers, open_asks, wait_status
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
-
-
-@pytest.fixture
-async def workers(system: System) -> AsyncIterator[Workers]:
-    w = Workers(system)
-    yield w
-    await w.stop_all()
 
 
 async def get(system: System, path: str, token: str = OPERATOR) -> tuple[int, dict[str, Any]]:
@@ -31,23 +22,8 @@ async def get(system: System, path: str, token: str = OPERATOR) -> tuple[int, di
         return r.status_code, r.json()
 
 
-def _register(w: layby.Worker) -> None:
-    @w.flow("approve")
-    async def approve(order: Any) -> Any:
-        return await layby.ask_user(
-            f"Approve order {order}?", mode="async", expiry_at=soon(), audience="alice"
-        )
-
-    @w.flow("explode")
-    async def explode(_: Any) -> Any:
-        raise RuntimeError("the mail server is down")
-
-
 async def _serve(workers: Workers) -> None:
-    worker = await workers.new(_register)
-    # One attempt: a failing run fails at once.
-    worker._settings = msgspec.structs.replace(worker._settings, continuation_max_attempts=1)
-    await workers.serve(worker)
+    await workers.serve_failing_fast(order_flows)
 
 
 async def test_the_summary_counts_every_status_and_names_the_oldest_open_question(

@@ -6,25 +6,17 @@ from __future__ import annotations
 import asyncio
 import secrets
 from collections import Counter
-from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
-import msgspec
 import pytest
 
 import layby
 from tests.conftest import ALICE, BOB, OPERATOR, System
+from tests.helpers import Booking
 from tests.integration.test_parks import Workers, answer, open_asks, run_row, soon, wait_status
 
 pytestmark = pytest.mark.timeout(90)
-
-
-@pytest.fixture
-async def workers(system: System) -> AsyncIterator[Workers]:
-    w = Workers(system)
-    yield w
-    await w.stop_all()
 
 
 async def run_view(system: System, run_id: str, token: str = OPERATOR) -> tuple[int, dict[str, Any]]:
@@ -227,37 +219,19 @@ async def test_a_running_run_is_cancelled_at_its_next_step(
 async def test_retrying_a_failed_run_resumes_from_its_recorded_steps(
     system: System, workers: Workers, db: asyncpg.Pool
 ) -> None:
-    effects: Counter[str] = Counter()
-    broken = {"yes": True}
-
-    @layby.step
-    async def reserve() -> str:
-        effects["reserve"] += 1
-        return "seat 12A"
-
-    def register(w: layby.Worker) -> None:
-        @w.flow("book")
-        async def flow(_: Any) -> Any:
-            seat = await reserve()
-            if broken["yes"]:
-                raise RuntimeError("the mail server is down")
-            return seat
-
-    worker = await workers.new(register)
-    # One attempt: the run fails at once.
-    worker._settings = msgspec.structs.replace(worker._settings, continuation_max_attempts=1)
-    await workers.serve(worker)
+    booking = Booking()
+    await workers.serve_failing_fast(booking.register)
     run_id = await (await system.sdk()).start_run("book")
     row = await wait_status(db, run_id, "failed", timeout=60)
     assert "mail server" in row["error"]
     assert (await post(system, f"/api/runs/{run_id}/cancel"))[0] == 409
-    broken["yes"] = False
+    booking.broken = False
     status, body = await post(system, f"/api/runs/{run_id}/retry")
     assert status == 200, body
     assert body["data"]["retried_by"] == "ops"
     row = await wait_status(db, run_id, "finished", timeout=60)
     assert __import__("json").loads(row["result"]) == "seat 12A"
-    assert effects["reserve"] == 1  # not from scratch: the recorded step is not executed again
+    assert booking.effects["reserve"] == 1  # not from scratch: the recorded step is not executed again
     assert row["retried_by"] == "ops"
 
 
