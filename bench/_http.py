@@ -100,3 +100,25 @@ async def sse(host: str, port: int, token: str) -> AsyncIterator[dict[str, Any]]
                     fields[key] = value
     finally:
         writer.close()
+
+
+async def wait_total(
+    url: str, token: str, path: str, total: int, *, every: float = 0.05, limit: float = 600
+) -> None:
+    """Poll a paged door (``path``, e.g. ``/api/runs?status=finished&pageSize=1``) on one
+    keep-alive connection until its ``total`` reaches ``total``; give up after ``limit`` seconds."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    conn = await Conn(parts.hostname or "127.0.0.1", parts.port or 80, token).open()
+    deadline = asyncio.get_running_loop().time() + limit
+    try:
+        while True:
+            status, raw = await conn.request("GET", path)
+            if status == 200 and json.loads(raw)["data"]["total"] >= total:
+                return
+            if asyncio.get_running_loop().time() > deadline:
+                raise RuntimeError(f"{path}: the total never reached {total}")
+            await asyncio.sleep(every)
+    finally:
+        await conn.close()

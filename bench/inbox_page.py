@@ -25,6 +25,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+from _http import wait_total
 from _up import pct, start_up
 
 from layby.sdk import connect
@@ -86,7 +87,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             )
             if i % 500 == 499:
                 await asyncio.sleep(0.2)
-        await wait_listed(up, args.pending)
+        await wait_total(up.url, up.token, "/api/interactions?pageSize=1", args.pending, every=0.2)
         async with async_playwright() as pw:
             browser = await pw.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
             page = await browser.new_page(viewport={"width": 1280, "height": 800})
@@ -138,24 +139,6 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         up.stop()
     return out
-
-
-async def wait_listed(up: Any, total: int) -> None:
-    import json
-    from urllib.parse import urlsplit
-
-    from _http import Conn
-
-    parts = urlsplit(up.url)
-    conn = await Conn(parts.hostname or "127.0.0.1", parts.port or 80, up.token).open()
-    try:
-        while True:
-            status, raw = await conn.request("GET", "/api/interactions?pageSize=1")
-            if status == 200 and json.loads(raw)["data"]["total"] >= total:
-                return
-            await asyncio.sleep(0.2)
-    finally:
-        await conn.close()
 
 
 def main() -> None:

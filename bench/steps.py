@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 import time
 from datetime import UTC, datetime, timedelta
@@ -29,12 +28,15 @@ from urllib.parse import urlsplit
 import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _http import Conn, sse
+from _http import Conn, sse, wait_total
 from _up import Up, start_up
 
 import layby
 from layby.sdk import connect
 from layby_server.settings import load_settings
+
+
+FINISHED = "/api/runs?status=finished&pageSize=1"
 
 
 @layby.step(name="bench-step", retries=0)
@@ -68,21 +70,6 @@ def build_worker(client: Any, settings: Any, steps: int, concurrency: int, flows
     return worker
 
 
-async def wait_finished(up: Up, token: str, total: int) -> None:
-    """Poll the runs door until ``total`` runs (counted since the start of the benchmark) are
-    finished: one cheap request every 50 ms on a keep-alive connection."""
-    host, port = urlsplit(up.url).hostname or "127.0.0.1", urlsplit(up.url).port or 80
-    conn = await Conn(host, port, token).open()
-    try:
-        while True:
-            status, raw = await conn.request("GET", "/api/runs?status=finished&pageSize=1")
-            if status == 200 and json.loads(raw)["data"]["total"] >= total:
-                return
-            await asyncio.sleep(0.05)
-    finally:
-        await conn.close()
-
-
 async def serve_while(worker: layby.Worker, work: Any) -> float:
     stop = asyncio.Event()
     serving = asyncio.create_task(worker.serve(stop))
@@ -108,7 +95,7 @@ async def bench(args: argparse.Namespace, up: Up) -> dict[str, Any]:
         for _ in range(args.runs):
             await client.start_run("steps")
         worker = build_worker(client, settings, args.steps, args.concurrency, [])
-        out["steps_s"] = await serve_while(worker, wait_finished(up, up.token, done))
+        out["steps_s"] = await serve_while(worker, wait_total(up.url, up.token, FINISHED, done))
 
         # 2. steps and one park, answered as soon as it shows
         answering = asyncio.Event()
@@ -135,7 +122,7 @@ async def bench(args: argparse.Namespace, up: Up) -> dict[str, Any]:
             await client.start_run("steps-park", n)
         done += args.runs
         worker = build_worker(client, settings, args.steps, args.concurrency, [])
-        out["park_s"] = await serve_while(worker, wait_finished(up, up.token, done))
+        out["park_s"] = await serve_while(worker, wait_total(up.url, up.token, FINISHED, done))
         reader.cancel()
 
         # 3. fairness: 8 flows x runs/8 against 1 flow x runs
@@ -146,12 +133,12 @@ async def bench(args: argparse.Namespace, up: Up) -> dict[str, Any]:
                 await client.start_run(f)
         done += per * 8
         worker = build_worker(client, settings, args.steps, args.concurrency, flows)
-        out["eight_s"] = await serve_while(worker, wait_finished(up, up.token, done))
+        out["eight_s"] = await serve_while(worker, wait_total(up.url, up.token, FINISHED, done))
         for _ in range(per * 8):
             await client.start_run("solo")
         done += per * 8
         worker = build_worker(client, settings, args.steps, args.concurrency, ["solo"])
-        out["one_s"] = await serve_while(worker, wait_finished(up, up.token, done))
+        out["one_s"] = await serve_while(worker, wait_total(up.url, up.token, FINISHED, done))
         out["fair_runs"] = per * 8
     finally:
         await client.close()

@@ -16,6 +16,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
+from _http import wait_total
 from _up import start_up
 
 import layby
@@ -99,26 +100,6 @@ def flows(worker: layby.Worker) -> None:
         return n * 2
 
 
-async def wait_failed(up: Any) -> None:
-    """Until the failing flow has used up its attempts and its run is failed."""
-    import json
-    from urllib.parse import urlsplit
-
-    from _http import Conn
-
-    parts = urlsplit(up.url)
-    conn = await Conn(parts.hostname or "127.0.0.1", parts.port or 80, up.token).open()
-    try:
-        for _ in range(600):
-            status, raw = await conn.request("GET", "/api/runs?status=failed&pageSize=1")
-            if status == 200 and json.loads(raw)["data"]["total"] >= 1:
-                return
-            await asyncio.sleep(0.2)
-        raise RuntimeError("the failing flow's run never failed")
-    finally:
-        await conn.close()
-
-
 async def main() -> None:
     from playwright.async_api import async_playwright
 
@@ -162,7 +143,8 @@ async def main() -> None:
             await page.wait_for_timeout(300)
             await page.screenshot(path=str(OUT / "inbox-done.png"))
             await page.locator("#tab-pending").click()
-            await wait_failed(up)
+            # Until the failing flow has used up its attempts and its run is failed.
+            await wait_total(up.url, up.token, "/api/runs?status=failed&pageSize=1", 1, every=0.2, limit=120)
             await page.goto(up.url + "/#runs")
             await page.locator("#runs button", has_text="failed").first.click()
             await page.wait_for_timeout(800)

@@ -38,6 +38,7 @@ from layby_contracts.events import (
 from layby_domain.frames import add_frame
 from layby_server.db import PROJECTION_TABLES, projection_sql
 from layby_server.eventstore import EventStore, Stored
+from layby_server.service import pause
 
 log = get_logger("layby_server.projector")
 if TYPE_CHECKING:
@@ -401,7 +402,7 @@ async def run_projector(
             conn = await pool.acquire()
         except (OSError, asyncpg.PostgresError) as exc:
             log.warning("projector.no_database", error=str(exc))
-            await _pause(stop, standby)
+            await pause(stop, standby)
             continue
         try:
             held = await conn.fetchval(
@@ -421,7 +422,7 @@ async def run_projector(
         finally:
             with contextlib.suppress(asyncpg.InterfaceError):
                 await pool.release(conn)  # a lost connection has left the pool already
-        await _pause(stop, standby)
+        await pause(stop, standby)
 
 
 class _LockLost(Exception):
@@ -463,10 +464,3 @@ async def _project(
         follower.cancel()
     if lost:
         raise _LockLost(lost[0])
-
-
-async def _pause(stop: asyncio.Event, seconds: float) -> None:
-    try:
-        await asyncio.wait_for(stop.wait(), seconds)
-    except TimeoutError:
-        pass

@@ -19,7 +19,7 @@ from layby.logs import get_logger
 from layby_contracts.errors import Transient
 from layby_domain.clock import Clock
 from layby_server.prune import prune_abandoned
-from layby_server.service import open_resources, run_main
+from layby_server.service import open_resources, pause, run_main
 from layby_server.settings import Settings, load_settings
 from layby_services.sweeper.expiry import EXPIRY_BATCH, expire_due
 
@@ -45,7 +45,7 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
                     )
                 except (Transient, asyncpg.PostgresError, OSError) as exc:
                     log.warning("sweeper.pass_failed", error=repr(exc))
-                await _pause(stop, settings.sweep_interval_seconds)
+                await pause(stop, settings.sweep_interval_seconds)
 
         async def expiry_loop() -> None:
             while not stop.is_set():
@@ -54,18 +54,11 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
                         pass  # a full batch: look again at once
                 except (Transient, asyncpg.PostgresError, OSError) as exc:
                     log.warning("sweeper.expiry_failed", error=repr(exc))
-                await _pause(stop, settings.expiry_poll_seconds)
+                await pause(stop, settings.expiry_poll_seconds)
 
         async with asyncio.TaskGroup() as tg:
             tg.create_task(prune_loop())
             tg.create_task(expiry_loop())
-
-
-async def _pause(stop: asyncio.Event, seconds: float) -> None:
-    try:
-        await asyncio.wait_for(stop.wait(), timeout=seconds)
-    except TimeoutError:
-        pass
 
 
 def main() -> None:

@@ -107,6 +107,11 @@ def parse_window(page_raw: str | None, size_raw: str | None) -> tuple[int, int]:
     return page, min(size, PAGE_SIZE_MAX)
 
 
+def next_page(page: int, size: int, total: int) -> int | None:
+    """The page after ``page``, when there is one (docs/doors/list.md#response)."""
+    return page + 1 if page * size < total else None
+
+
 _background: set[asyncio.Task[int]] = set()
 
 
@@ -148,13 +153,13 @@ async def list_door(request: Request[Any, Any, Any]) -> Response[bytes]:
         )
     if stale:
         _prune_later(state)
-    next_page = page + 1 if page * size < total else None
+    following = next_page(page, size, total)
     items = b",".join(r["item"].encode() for r in rows)
     body = (
         b'{"data":{"items":['
         + items
         + b'],"total":%d,"page":%d,"page_size":%d,"next_page":%s,"truncated":false}}'
-        % (total, page, size, b"null" if next_page is None else str(next_page).encode())
+        % (total, page, size, b"null" if following is None else str(following).encode())
     )
     return Response(
         body, media_type="application/json", headers={"Cache-Control": "no-store", STREAM_SEQ: str(seq)}
@@ -237,6 +242,6 @@ async def done_door(request: Request[Any, Any, Any]) -> Response[dict[str, Any]]
         "total": total,
         "page": page,
         "page_size": size,
-        "next_page": page + 1 if page * size < total else None,
+        "next_page": next_page(page, size, total),
     }
     return Response({"data": data}, headers={"Cache-Control": "no-store"})

@@ -1,10 +1,10 @@
 """The inbox web page (issue 5): ``/`` and ``/inbox``, and its static files under ``/static``.
 
-Plain HTML, CSS and two ES modules (the inbox, and the runs dashboard) shipped inside the package
-(no build step, no Node.js on the user's machine; ADR 0008). A strict Content-Security-Policy:
-scripts and styles from the door only, images from https:, data: and the door (the media rules
-assume exactly this), media from https: and the door, connections to the door only, no frames, no
-third-party requests.
+Plain HTML, CSS and three ES modules (the inbox, the runs dashboard, their DOM helper) shipped
+inside the package (no build step, no Node.js on the user's machine; ADR 0008). A strict
+Content-Security-Policy: scripts and styles from the door only, images from https:, data: and the
+door (the media rules assume exactly this), media from https: and the door, connections to the
+door only, no frames, no third-party requests.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ _TYPES = {
     "inbox.css": "text/css",
     "runs.js": "text/javascript",
     "runs.css": "text/css",
+    "dom.js": "text/javascript",
 }
 _ROOT = resources.files("layby_services.door") / "static"
 _INDEX = (_ROOT / "index.html").read_bytes()

@@ -35,7 +35,7 @@ from layby_server.eventstore import EventStore, Stored
 from layby_server.runops import NOT_FOUND, cancel_run, load_run, retry_run
 from layby_server.workers import WorkerRegistry
 from layby_services.door.deps import door, principal_of
-from layby_services.door.routes.inbox import parse_window
+from layby_services.door.routes.inbox import next_page, parse_window
 
 STATUSES = ("running", "parked", "resumed", "finished", "failed", "cancelled")
 
@@ -261,7 +261,7 @@ async def runs_door(request: Request[Any, Any, Any]) -> dict[str, Any]:
             "total": total,
             "page": page,
             "page_size": size,
-            "next_page": page + 1 if page * size < total else None,
+            "next_page": next_page(page, size, total),
         }
     }
 

@@ -11,6 +11,8 @@
 // everything. Only the rows in sight are in the document (virtualized list), so 10,000 pending
 // questions scroll smoothly. Every text from the server is set as text, never parsed as HTML.
 
+import { el } from "./dom.js";
+
 const TOKEN_KEY = "layby.token";
 const NOTIFY_KEY = "layby.notify";
 const PAGE_SIZE = 200;
@@ -48,19 +50,6 @@ const state = {
   doneNext: null,
   doneTimer: null,
 };
-
-function el(tag, attrs = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [key, value] of Object.entries(attrs)) {
-    if (value === undefined || value === null || value === false) continue;
-    if (key === "text") node.textContent = value;
-    else if (key === "class") node.className = value;
-    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
-    else node.setAttribute(key, value === true ? "" : String(value));
-  }
-  for (const child of children) if (child) node.append(child);
-  return node;
-}
 
 function setStatus(text) {
   $("status").textContent = text;
@@ -422,8 +411,6 @@ function buildView() {
   state.view = view;
   state.offsets = offsets;
   state.matching = cards.length;
-  // The filter's groups (for the group filter), with counts over the whole pending set.
-  return cards.length;
 }
 
 // -- rendering -----------------------------------------------------------------------------

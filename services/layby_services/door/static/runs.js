@@ -11,6 +11,8 @@
 // run; it operates runs with POST /api/runs/{id}/cancel and /retry. It refreshes 300 ms after a
 // stream frame and every 5 s while the view is shown. Every server value is set as text.
 
+import { el } from "./dom.js";
+
 const TOKEN_KEY = "layby.token";
 const STATUSES = ["running", "parked", "resumed", "finished", "failed", "cancelled"];
 const PAGE_SIZE = 50;
@@ -34,19 +36,6 @@ const state = {
   again: false, // a refresh was asked for while one was under way
   generation: 0, // bumped at sign-out: a late answer of an earlier session is dropped
 };
-
-function el(tag, attrs = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [key, value] of Object.entries(attrs)) {
-    if (value === undefined || value === null || value === false) continue;
-    if (key === "text") node.textContent = value;
-    else if (key === "class") node.className = value;
-    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
-    else node.setAttribute(key, value === true ? "" : String(value));
-  }
-  for (const child of children) if (child) node.append(typeof child === "string" ? document.createTextNode(child) : child);
-  return node;
-}
 
 const shortId = (id) => String(id).slice(0, 8);
 
