@@ -375,6 +375,8 @@ async def rebuild(pool: asyncpg.Pool, store: EventStore) -> int:
 PROJECTOR_LOCK = 0x1A7B7
 """The advisory lock class one live projector per schema holds (the other key is the schema)."""
 STANDBY_SECONDS = 2.0
+LOCK_CHECK_SECONDS = 5.0
+"""A lock connection that does not answer within this is taken for lost (the projector steps down)."""
 
 
 async def run_projector(
@@ -443,8 +445,8 @@ async def _project(
 
     async def handle(batch: list[Stored]) -> None:
         try:
-            await lock.fetchval("SELECT 1")
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            await lock.fetchval("SELECT 1", timeout=LOCK_CHECK_SECONDS)
+        except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
             lost.append(str(exc))
             leading.set()
             raise Transient(f"the projector lock is lost: {exc}") from None  # the batch is redelivered
