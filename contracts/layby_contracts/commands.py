@@ -242,6 +242,9 @@ class RunAccepted(msgspec.Struct, frozen=True, kw_only=True, tag="run"):
     warning: str | None = None
     """A start of a flow no live worker serves: recorded, and it will run once a worker serves
     the flow; the SDK logs this and the CLI prints it."""
+    step: StepResult | None = None
+    """A recorded step: set when another execution recorded the step at that call first; every
+    execution goes on with that record, not with its own attempt's."""
 
 
 class Noted(msgspec.Struct, frozen=True, kw_only=True, tag="noted"):

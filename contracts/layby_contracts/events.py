@@ -182,6 +182,9 @@ class RunFinished(msgspec.Struct, frozen=True, kw_only=True, tag="run.finished.v
     result: Any = None
     finished_at: datetime
     resume_id: str | None = None
+    step_count: int = 0
+    """How many steps the run recorded in all (its dashboard count; the steps stay on the step
+    streams)."""
 
 
 class RunFailed(msgspec.Struct, frozen=True, kw_only=True, tag="run.failed.v1"):
@@ -200,7 +203,12 @@ class RunFailed(msgspec.Struct, frozen=True, kw_only=True, tag="run.failed.v1"):
 
 class RunStepRecorded(msgspec.Struct, frozen=True, kw_only=True, tag="run.step.v1"):
     """Execution ``generation`` finished the step at ``call``; ``steps`` holds every step recorded
-    so far (the checkpoint a replay of this generation starts from)."""
+    so far (the checkpoint a replay of this generation starts from).
+
+    No longer written: steps are recorded as ``StepRecorded`` on the step streams
+    (docs/aggregates/run.md#steps). Runs recorded before that still end their log with it, so it
+    is still read (a running run, with ``steps`` as its checkpoint).
+    """
 
     run_id: str
     generation: int
@@ -210,6 +218,33 @@ class RunStepRecorded(msgspec.Struct, frozen=True, kw_only=True, tag="run.step.v
     answers: dict[str, Resolution] = {}
     recorded_at: datetime
     resume_id: str | None = None
+
+
+class StepRecorded(msgspec.Struct, frozen=True, kw_only=True, tag="step.recorded.v1"):
+    """Execution ``generation`` of a run recorded the step at ``call``, on the subject of that
+    run's generation in a step stream (docs/aggregates/run.md#steps). ``steps`` holds every step
+    this generation recorded so far, ``call``'s included: the last message of the subject is the
+    generation's whole record, and the first record of a call is the one every execution gets."""
+
+    run_id: str
+    generation: int
+    call: int
+    step: StepResult
+    steps: dict[str, StepResult]
+    recorded_at: datetime
+    resume_id: str | None = None
+
+
+class StepsClosed(msgspec.Struct, frozen=True, kw_only=True, tag="step.closed.v1"):
+    """The run was cancelled while execution ``generation`` ran: its step record takes no more
+    steps (docs/aggregates/run.md#steps). Appended after ``run.cancelled`` on the generation's
+    step subject, so a step recorded against the record as it was loses its append, reads the
+    run again and finds it cancelled. ``steps`` repeats the record it closes."""
+
+    run_id: str
+    generation: int
+    steps: dict[str, StepResult] = {}
+    closed_at: datetime
 
 
 class RunCancelled(msgspec.Struct, frozen=True, kw_only=True, tag="run.cancelled.v1"):
@@ -226,7 +261,15 @@ class RunCancelled(msgspec.Struct, frozen=True, kw_only=True, tag="run.cancelled
 
 InteractionEvent = InteractionAsked | InteractionAnswered | InteractionRemoved
 RunEvent = RunStarted | RunParked | RunResumed | RunFinished | RunFailed | RunStepRecorded | RunCancelled
-Event = InteractionAsked | InteractionAnswered | InteractionRemoved | InteractionWithdrawn | RunEvent
+Event = (
+    InteractionAsked
+    | InteractionAnswered
+    | InteractionRemoved
+    | InteractionWithdrawn
+    | RunEvent
+    | StepRecorded
+    | StepsClosed
+)
 
 EXPIRY_ANSWER: dict[str, bool] = {"layby:interaction_expired": True}
 """The reserved marker an expired ask contributes in place of an answer

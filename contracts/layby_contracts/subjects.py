@@ -6,7 +6,13 @@ NATS account) never see each other's traffic. The default namespace is ``layby``
 
 from __future__ import annotations
 
+import zlib
+
 import msgspec
+
+STEP_SHARDS = 4
+"""How many step streams a namespace has. A run's steps live in the stream its id hashes to, so
+this never changes once a namespace holds runs (docs/decisions/0016-steps-on-their-own-streams.md)."""
 
 
 class Names(msgspec.Struct, frozen=True):
@@ -71,6 +77,25 @@ class Names(msgspec.Struct, frozen=True):
     @property
     def runs_all(self) -> str:
         return f"{self.namespace}.ev.run.*"
+
+    def steps_stream(self, shard: int) -> str:
+        """Step stream ``shard``: the recorded steps of the runs whose ids hash to it."""
+        return f"{self.namespace.upper()}_STEPS_{shard}"
+
+    def steps_all(self, shard: int) -> str:
+        return f"{self.namespace}.step.{shard}.>"
+
+    @property
+    def steps_streams(self) -> list[str]:
+        return [self.steps_stream(shard) for shard in range(STEP_SHARDS)]
+
+    @staticmethod
+    def step_shard(run_id: str) -> int:
+        return zlib.crc32(run_id.encode()) % STEP_SHARDS
+
+    def steps(self, run_id: str, generation: int) -> str:
+        """The steps that execution ``generation`` of a run recorded (each message holds them all)."""
+        return f"{self.namespace}.step.{self.step_shard(run_id)}.{run_id}.{generation}"
 
     @property
     def continuations_stream(self) -> str:

@@ -29,7 +29,7 @@ from nats.js.api import (
 from layby.connection import NO_MESSAGE_FOUND
 from layby_contracts.errors import Conflict, Transient
 from layby_contracts.events import Event, decode_event, encode_event
-from layby_contracts.subjects import Names
+from layby_contracts.subjects import STEP_SHARDS, Names
 from layby_server.resolve import Resolving
 from layby_server.sealing import Sealer, open_secret, sealer_of
 
@@ -84,6 +84,20 @@ class EventStore(Resolving):
                 description="Layby event log: the source of truth",
             )
         )
+        for shard in range(STEP_SHARDS):
+            await self._ensure(
+                StreamConfig(
+                    name=self.names.steps_stream(shard),
+                    subjects=[self.names.steps_all(shard)],
+                    retention=RetentionPolicy.LIMITS,
+                    storage=StorageType.FILE,
+                    discard=DiscardPolicy.OLD,
+                    num_replicas=self._replicas,
+                    duplicate_window=DUPLICATE_WINDOW.total_seconds(),
+                    allow_direct=True,
+                    description="Layby recorded steps of runs, one subject per run generation",
+                )
+            )
         await self._ensure(
             StreamConfig(
                 name=self.names.secrets_stream,
@@ -181,7 +195,12 @@ class EventStore(Resolving):
             raise Conflict(f"{subject}: duplicate of an earlier append")
         return int(ack.seq)
 
-    async def last(self, subject: str, *, leader: bool = False) -> Stored | None:
+    async def last_steps(self, run_id: str, generation: int, *, leader: bool = False) -> Stored | None:
+        """The last ``StepRecorded`` of a run's generation (it holds all the generation's steps)."""
+        stream = self.names.steps_stream(self.names.step_shard(run_id))
+        return await self.last(self.names.steps(run_id, generation), leader=leader, stream=stream)
+
+    async def last(self, subject: str, *, leader: bool = False, stream: str | None = None) -> Stored | None:
         """The last event on a subject, or ``None`` when the subject is empty.
 
         By default this is a direct get, which any replica may serve (fast, possibly a moment
@@ -192,7 +211,7 @@ class EventStore(Resolving):
         # it costs the server far less than the JetStream API's JSON form.
         direct = not leader or self._replicas == 1
         try:
-            raw = await self.js.get_last_msg(self.names.events_stream, subject, direct=direct)
+            raw = await self.js.get_last_msg(stream or self.names.events_stream, subject, direct=direct)
         except nats.js.errors.NotFoundError:
             return None
         except nats.js.errors.APIError as exc:

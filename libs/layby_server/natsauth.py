@@ -74,17 +74,30 @@ def _stream_api(manage: Iterable[str], read: Iterable[str]) -> list[str]:
 
 
 def _streams(n: Names) -> list[str]:
-    return [n.events_stream, n.secrets_stream, n.media_stream, n.tickets_stream, n.continuations_stream]
+    return [
+        n.events_stream,
+        n.secrets_stream,
+        n.media_stream,
+        n.tickets_stream,
+        n.continuations_stream,
+        *n.steps_streams,
+    ]
 
 
 def _reads(role: str, n: Names) -> list[str]:
     """The streams a role reads. Sealed answers are read only by the services that hand them to
     their waiter (the resume service's wake, the ask service's late-answer reply)."""
     return {
-        "ask": [n.events_stream, n.secrets_stream, n.tickets_stream, n.continuations_stream],
-        "door": [n.events_stream, n.media_stream, n.tickets_stream],
+        "ask": [
+            n.events_stream,
+            n.secrets_stream,
+            n.tickets_stream,
+            n.continuations_stream,
+            *n.steps_streams,
+        ],
+        "door": [n.events_stream, n.media_stream, n.tickets_stream, *n.steps_streams],
         "delivery": [n.events_stream, n.media_stream, n.tickets_stream],
-        "resume": [n.events_stream, n.secrets_stream, n.continuations_stream],
+        "resume": [n.events_stream, n.secrets_stream, n.continuations_stream, *n.steps_streams],
         "sweeper": [n.events_stream],
         "admin": [n.events_stream],
     }[role]
@@ -94,10 +107,10 @@ def service_permissions(role: str, n: Names) -> dict[str, object]:
     """What one service role may publish and subscribe to."""
     ns = n.namespace
     own = {
-        "ask": [f"{ns}.ev.>", f"{ns}.media.*", f"{ns}.ticket.*"],
-        "door": [f"{ns}.ev.>", f"{ns}.secret.>", f"{ns}.ticket.*"],
+        "ask": [f"{ns}.ev.>", f"{ns}.media.*", f"{ns}.ticket.*", f"{ns}.step.>"],
+        "door": [f"{ns}.ev.>", f"{ns}.secret.>", f"{ns}.ticket.*", f"{ns}.step.>"],
         "delivery": [f"{ns}.ev.>", f"{ns}.ticket.*"],
-        "resume": [f"{ns}.ev.>", f"{ns}.cont.>", f"{ns}.wake.>"],
+        "resume": [f"{ns}.ev.>", f"{ns}.cont.>", f"{ns}.wake.>", f"{ns}.step.>"],
         "sweeper": [f"{ns}.ev.>"],
         "admin": [],
     }[role]

@@ -103,9 +103,10 @@ _STATUS = ("status", "generation", "resume_id", "updated_at")
 # checkpoint (checkpoint_seq) and the status (last_seq). An event sets only what it determines.
 _RUN_PARKED = f"""
 INSERT INTO runs AS r (run_id, status, generation, resume_id, updated_at, last_seq, checkpoint,
-    checkpoint_seq, asks, expiry_at, parked_seq)
-VALUES ($1, 'parked', $2, $6, $7, $8, $3::jsonb, $8, $4::jsonb, $5, $8)
+    checkpoint_seq, asks, expiry_at, parked_seq, step_count)
+VALUES ($1, 'parked', $2, $6, $7, $8, $3::jsonb, $8, $4::jsonb, $5, $8, $9)
 ON CONFLICT (run_id) DO UPDATE SET
+    step_count = GREATEST(r.step_count, EXCLUDED.step_count),
     {_guarded(("asks", "expiry_at"), "parked_seq")},
     {_guarded(("checkpoint",), "checkpoint_seq")},
     {_guarded(_STATUS, "last_seq")},
@@ -116,9 +117,10 @@ ON CONFLICT (run_id) DO UPDATE SET
 
 _RUN_RESUMED = f"""
 INSERT INTO runs AS r (run_id, status, generation, resume_id, updated_at, last_seq, checkpoint,
-    checkpoint_seq, retried_by)
-VALUES ($1, 'resumed', $2, $3, $4, $5, $6::jsonb, $5, $7)
+    checkpoint_seq, retried_by, step_count)
+VALUES ($1, 'resumed', $2, $3, $4, $5, $6::jsonb, $5, $7, $8)
 ON CONFLICT (run_id) DO UPDATE SET
+    step_count = GREATEST(r.step_count, EXCLUDED.step_count),
     {_guarded(("checkpoint",), "checkpoint_seq")},
     {_guarded(_STATUS, "last_seq")},
     retried_by = coalesce(EXCLUDED.retried_by, r.retried_by),
@@ -127,9 +129,11 @@ ON CONFLICT (run_id) DO UPDATE SET
 """  # noqa: S608 - built from constant column names
 
 _RUN_ENDED = f"""
-INSERT INTO runs AS r (run_id, status, generation, resume_id, updated_at, last_seq, result, error)
-VALUES ($1, $2, $3, $8, $6, $7, $4::jsonb, $5)
+INSERT INTO runs AS r (run_id, status, generation, resume_id, updated_at, last_seq, result, error,
+    step_count)
+VALUES ($1, $2, $3, $8, $6, $7, $4::jsonb, $5, $9)
 ON CONFLICT (run_id) DO UPDATE SET
+    step_count = GREATEST(r.step_count, EXCLUDED.step_count),
     {_guarded(("result", "error", *_STATUS), "last_seq")},
     last_seq = GREATEST(r.last_seq, EXCLUDED.last_seq)
 """  # noqa: S608 - built from constant column names
@@ -229,6 +233,7 @@ async def apply_batch(conn: Conn, batch: Sequence[Stored], *, name: str = INBOX)
                             ev.resume_id,
                             ev.parked_at,
                             stored.seq,
+                            len(ev.steps),
                         ),
                     )
                 )
@@ -244,6 +249,7 @@ async def apply_batch(conn: Conn, batch: Sequence[Stored], *, name: str = INBOX)
                             stored.seq,
                             _json.encode(ev.answers).decode(),
                             ev.retried_by,
+                            len(ev.steps),
                         ),
                     )
                 )
@@ -260,10 +266,11 @@ async def apply_batch(conn: Conn, batch: Sequence[Stored], *, name: str = INBOX)
                             ev.finished_at,
                             stored.seq,
                             ev.resume_id,
+                            ev.step_count,
                         ),
                     )
                 )
-            case RunStepRecorded():
+            case RunStepRecorded():  # written before steps moved to the step streams
                 runs.append(
                     (_RUN_STEP, (ev.run_id, ev.generation, ev.recorded_at, stored.seq, len(ev.steps)))
                 )
@@ -282,6 +289,7 @@ async def apply_batch(conn: Conn, batch: Sequence[Stored], *, name: str = INBOX)
                             ev.failed_at,
                             stored.seq,
                             ev.resume_id,
+                            len(ev.steps),
                         ),
                     )
                 )

@@ -5,7 +5,8 @@ run doors (``POST /api/runs/{id}/cancel`` and ``/retry``). Each reads the run's 
 the leader, decides with ``layby_domain.run``, and appends with that event's sequence expected;
 after a lost race it reads and decides again, so a cancel racing an answer has exactly one
 outcome: the run resumed (and the cancel then stops the resumed execution at its next step, park
-or end) or the run cancelled (and the answer finds its question removed).
+or end) or the run cancelled (and the answer finds its question removed). A cancel of a running
+run also closes the step record of the execution it stops.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from layby.logs import get_logger
 from layby_contracts.errors import Conflict, NotFound, Transient, Unavailable
 from layby_contracts.events import RunCancelled, RunEvent, RunResumed, RunStarted
 from layby_domain.interaction import decide_remove
-from layby_domain.run import Run, decide_cancel, decide_retry
+from layby_domain.run import Run, Steps, decide_cancel, decide_close_steps, decide_retry
 from layby_server.auth import Principal
 from layby_server.eventstore import EventStore
 
@@ -70,8 +71,35 @@ async def cancel_run(
         store, run_id, who, lambda s: decide_cancel(s, by=who.identity, now=now()), f"cancelled-{run_id}"
     )
     await remove_open_asks(store, event, now)
+    await close_steps(store, event, now)
     log.info("run.cancelled", run_id=run_id, by=who.identity, was=event.was)
     return event
+
+
+async def close_steps(store: EventStore, cancelled: RunCancelled, now: Callable[[], datetime]) -> None:
+    """Close the step record of the execution a cancel stopped, so its next step finds the run
+    cancelled (docs/aggregates/run.md#steps). Idempotent: the resume service repeats it from the
+    event."""
+    for _ in range(ATTEMPTS):
+        try:
+            last = await store.last_steps(cancelled.run_id, cancelled.generation, leader=True)
+            steps = Steps() if last is None else Steps.of(last.seq, last.event)
+            closing = decide_close_steps(cancelled, steps, now=now())
+            if closing is None:
+                return
+            subject = store.names.steps(cancelled.run_id, cancelled.generation)
+            await store.append(
+                subject,
+                closing,
+                msg_id=f"closed-{cancelled.run_id}-{uuid.uuid4().hex}",
+                expected_seq=steps.seq,
+            )
+            return
+        except Conflict:
+            continue  # a step landed meanwhile: close the record as it is now
+        except Transient as exc:
+            raise Unavailable(f"the step log is unavailable: {exc}") from None
+    raise Unavailable("the run's steps kept changing; try again")
 
 
 async def remove_open_asks(store: EventStore, cancelled: RunCancelled, now: Callable[[], datetime]) -> None:

@@ -6,17 +6,23 @@ from __future__ import annotations
 import asyncio
 import secrets
 from collections import Counter
+from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
 import pytest
 
 import layby
+from layby_contracts.commands import CheckCurrent, Current, RecordStep, Refused, RunAccepted
+from layby_contracts.errors import Conflict, RunCancelledError
+from layby_contracts.events import RunCancelled, StepResult, StepsClosed
+from layby_server.eventstore import EventStore
 from tests.conftest import ALICE, BOB, OPERATOR, System
 from tests.helpers import Booking
 from tests.integration.test_parks import Workers, answer, open_asks, run_row, soon, wait_status
 
 pytestmark = pytest.mark.timeout(90)
+NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
 
 async def run_view(system: System, run_id: str, token: str = OPERATOR) -> tuple[int, dict[str, Any]]:
@@ -135,6 +141,81 @@ async def test_a_different_step_at_a_recorded_position_is_non_deterministic(
     assert await answer(system, asked, "x") == 200
     row = await wait_status(db, run_id, "failed", timeout=60)
     assert "NonDeterministicRunError" in row["error"] and "'" in row["error"]
+
+
+async def test_the_first_record_of_a_step_wins_and_every_execution_goes_on_with_it(system: System) -> None:
+    """Two executions of one generation (a redelivered continuation while the first still runs)
+    record the same call at once: one record lands, the other execution gets that record back,
+    and a replay of the generation starts from it. Steps of other calls merge into the record."""
+    client = await system.sdk()
+    run_id = await client.start_run("nobody-serves-this")  # stays in generation 0, running
+
+    def record(call: int, nonce: str) -> RecordStep:
+        step = StepResult(name="charge", result={"nonce": nonce})
+        return RecordStep(token=OPERATOR, run_id=run_id, generation=0, call=call, step=step)
+
+    first, second = await asyncio.gather(
+        client.run_command(record(0, "a")), client.run_command(record(0, "b"))
+    )
+    assert isinstance(first, RunAccepted) and isinstance(second, RunAccepted)
+    winner = "b" if first.step is not None else "a"
+    loser = second if winner == "a" else first
+    assert loser.step == StepResult(name="charge", result={"nonce": winner})
+    # The loser's retry (its reply was lost) gets the same answer; the winner's is plain.
+    again = await client.run_command(record(0, "b" if winner == "a" else "a"))
+    assert isinstance(again, RunAccepted) and again.step == loser.step
+    others = await asyncio.gather(*(client.run_command(record(call, f"n{call}")) for call in range(1, 6)))
+    assert all(isinstance(r, RunAccepted) and r.step is None for r in others)
+    current = await client.request_run(CheckCurrent(token=OPERATOR, run_id=run_id, generation=0))
+    assert isinstance(current, Current) and current.status == "current"
+    assert current.steps is not None
+    assert {k: v.result for k, v in current.steps.items()} == {
+        "0": {"nonce": winner},
+        **{str(call): {"nonce": f"n{call}"} for call in range(1, 6)},
+    }
+    # The steps are the run's: another identity's token learns nothing of them.
+    alice = await system.sdk(ALICE)
+    refused = await alice.request_run(CheckCurrent(token=ALICE, run_id=run_id, generation=0))
+    assert isinstance(refused, Refused) and refused.kind == "audience", refused
+    # A generation that is not executing records nothing.
+    stale = RecordStep(
+        token=OPERATOR, run_id=run_id, generation=3, call=9, step=StepResult(name="charge", result=1)
+    )
+    assert isinstance(await client.run_command(stale), Conflict)
+
+
+async def test_a_cancel_whose_canceller_stopped_half_way_still_stops_the_next_step(
+    system: System, store: EventStore
+) -> None:
+    """The canceller records the cancel, then closes the running execution's step record; should
+    it stop in between, the resume service closes the record from the event, and the execution's
+    next step finds the run cancelled (even where the ask service remembers the record)."""
+    client = await system.sdk()
+    run_id = await client.start_run("nobody-serves-this")
+
+    def record(call: int) -> RecordStep:
+        return RecordStep(
+            token=OPERATOR, run_id=run_id, generation=0, call=call, step=StepResult(name="s", result=call)
+        )
+
+    assert isinstance(await client.run_command(record(0)), RunAccepted)  # remembered by the ask service
+    last = await store.last(store.names.run(run_id), leader=True)
+    assert last is not None
+    cancelled = RunCancelled(run_id=run_id, generation=0, by="ops", cancelled_at=NOW, was="running")
+    await store.append(store.names.run(run_id), cancelled, msg_id=f"c-{run_id}", expected_seq=last.seq)
+
+    async def closed() -> bool:
+        found = await store.last_steps(run_id, 0, leader=True)
+        return found is not None and isinstance(found.event, StepsClosed)
+
+    deadline = asyncio.get_running_loop().time() + 20
+    while not await closed():
+        assert asyncio.get_running_loop().time() < deadline, "the resume service never closed the record"
+        await asyncio.sleep(0.05)
+    closing = await store.last_steps(run_id, 0, leader=True)
+    assert closing is not None and isinstance(closing.event, StepsClosed)
+    assert closing.event.steps == {"0": StepResult(name="s", result=0)}
+    assert isinstance(await client.run_command(record(1)), RunCancelledError)
 
 
 async def test_outside_a_flow_a_step_is_just_the_function() -> None:

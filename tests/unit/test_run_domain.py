@@ -6,21 +6,38 @@ from datetime import UTC, datetime
 
 import pytest
 
-from layby_contracts.errors import Conflict
+from layby_contracts.errors import Conflict, RunCancelledError
 from layby_contracts.events import (
     EXPIRY_ANSWER,
     InteractionAnswered,
     InteractionRemoved,
     ParkedAsk,
     Resolution,
+    RunCancelled,
     RunEvent,
     RunFailed,
     RunFinished,
     RunParked,
     RunResumed,
     RunStarted,
+    RunStepRecorded,
+    StepRecorded,
+    StepResult,
+    StepsClosed,
 )
-from layby_domain.run import Run, decide_end, decide_park, decide_resume, evolve, is_current, resolution
+from layby_domain.run import (
+    Run,
+    Steps,
+    checkpoint,
+    decide_close_steps,
+    decide_end,
+    decide_park,
+    decide_resume,
+    decide_step,
+    evolve,
+    is_current,
+    resolution,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -63,31 +80,60 @@ def test_only_the_current_generation_executes() -> None:
 
 def test_the_executing_generation_parks_once_and_a_retry_is_recognised() -> None:
     """Generation g-1 parks as g; the same park again is a retry; any other is a conflict."""
-    event = decide_park(given(STARTED), generation=1, asks=[ASK], answers={}, now=NOW, resume_id=None)
+    event = decide_park(
+        given(STARTED), steps=Steps(), generation=1, asks=[ASK], answers={}, now=NOW, resume_id=None
+    )
     assert isinstance(event, RunParked)
     assert (event.run_id, event.generation, event.asks) == (RUN, 1, [ASK])
     assert (
-        decide_park(given(STARTED, PARKED), generation=1, asks=[ASK], answers={}, now=NOW, resume_id=None)
+        decide_park(
+            given(STARTED, PARKED),
+            steps=Steps(),
+            generation=1,
+            asks=[ASK],
+            answers={},
+            now=NOW,
+            resume_id=None,
+        )
         is None
     )
     with pytest.raises(Conflict, match="another execution of this run already moved it on"):
-        decide_park(given(STARTED, PARKED), generation=2, asks=[ASK], answers={}, now=NOW, resume_id=None)
+        decide_park(
+            given(STARTED, PARKED),
+            steps=Steps(),
+            generation=2,
+            asks=[ASK],
+            answers={},
+            now=NOW,
+            resume_id=None,
+        )
 
 
 def test_an_end_is_recorded_once_by_the_executing_generation() -> None:
     """The executing generation finishes or fails the run; a repeated end is a retry."""
-    finished = decide_end(given(STARTED), generation=0, outcome="finished", result=7, now=NOW, resume_id=None)
+    finished = decide_end(
+        given(STARTED), steps=Steps(), generation=0, outcome="finished", result=7, now=NOW, resume_id=None
+    )
     assert isinstance(finished, RunFinished)
     assert finished.result == 7
     failed = decide_end(
-        given(STARTED), generation=0, outcome="failed", error="boom", attempts=5, now=NOW, resume_id=None
+        given(STARTED),
+        steps=Steps(),
+        generation=0,
+        outcome="failed",
+        error="boom",
+        attempts=5,
+        now=NOW,
+        resume_id=None,
     )
     assert isinstance(failed, RunFailed)
     assert (failed.error, failed.attempts) == ("boom", 5)
     ended = given(STARTED, RunFinished(run_id=RUN, generation=0, finished_at=NOW))
-    assert decide_end(ended, generation=0, outcome="finished", now=NOW, resume_id=None) is None
+    assert decide_end(ended, steps=Steps(), generation=0, outcome="finished", now=NOW, resume_id=None) is None
     with pytest.raises(Conflict):
-        decide_end(given(STARTED, PARKED), generation=0, outcome="finished", now=NOW, resume_id=None)
+        decide_end(
+            given(STARTED, PARKED), steps=Steps(), generation=0, outcome="finished", now=NOW, resume_id=None
+        )
 
 
 def test_a_park_resumes_only_when_its_last_question_resolves() -> None:
@@ -113,3 +159,95 @@ def test_a_park_resumes_only_when_its_last_question_resolves() -> None:
     assert isinstance(resumed, RunResumed)
     assert (resumed.generation, sorted(resumed.answers)) == (1, ["0", "1"])
     assert decide_resume(given(STARTED), [], now=NOW, resume_id="x") is None
+
+
+CHARGED = StepResult(name="charge", result={"receipt": "r-1"})
+MAILED = StepResult(name="mail", result=None)
+
+
+def test_the_first_record_of_a_step_call_is_the_one_every_execution_gets() -> None:
+    """A call recorded already (in the generation's starting checkpoint or by the generation
+    itself) is returned, not recorded again; a new call joins the generation's record."""
+    resumed = RunResumed(run_id=RUN, generation=1, resume_id=f"{RUN}:1", resumed_at=NOW, steps={"0": CHARGED})
+    state = given(STARTED, PARKED, resumed)
+    other = StepResult(name="charge", result={"receipt": "r-2"})
+    assert (
+        decide_step(state, steps=Steps(), generation=1, call=0, step=other, now=NOW, resume_id=None)
+        == CHARGED
+    )
+    mine = Steps(seq=7, recorded={"3": MAILED})
+    assert decide_step(state, steps=mine, generation=1, call=3, step=other, now=NOW, resume_id=None) == MAILED
+    recorded = decide_step(state, steps=mine, generation=1, call=4, step=other, now=NOW, resume_id="r")
+    assert isinstance(recorded, StepRecorded)
+    assert (recorded.call, recorded.generation, recorded.steps) == (4, 1, {"3": MAILED, "4": other})
+
+
+def test_a_step_of_an_execution_that_is_not_current_is_refused() -> None:
+    """Once the run parked, ended or was cancelled, a late execution records nothing new."""
+    with pytest.raises(Conflict, match="moved it on"):
+        decide_step(
+            given(STARTED, PARKED), steps=Steps(), generation=0, call=1, step=MAILED, now=NOW, resume_id=None
+        )
+    cancelled = RunCancelled(run_id=RUN, generation=0, by="ops", cancelled_at=NOW, was="running")
+    with pytest.raises(RunCancelledError):
+        decide_step(
+            given(STARTED, cancelled),
+            steps=Steps(),
+            generation=0,
+            call=1,
+            step=MAILED,
+            now=NOW,
+            resume_id=None,
+        )
+
+
+def test_a_park_or_an_end_carries_every_step_recorded_so_far() -> None:
+    """The checkpoint joins the generation's starting steps and the steps it recorded since, so
+    the next generation (or a retry) starts from all of them."""
+    resumed = RunResumed(run_id=RUN, generation=1, resume_id=f"{RUN}:1", resumed_at=NOW, steps={"0": CHARGED})
+    state = given(STARTED, PARKED, resumed)
+    since = Steps(seq=3, recorded={"2": MAILED})
+    park = decide_park(state, steps=since, generation=2, asks=[ASK], answers={}, now=NOW, resume_id=None)
+    assert isinstance(park, RunParked) and park.steps == {"0": CHARGED, "2": MAILED}
+    failed = decide_end(
+        state, steps=since, generation=1, outcome="failed", error="x", now=NOW, resume_id=None
+    )
+    assert isinstance(failed, RunFailed) and failed.steps == {"0": CHARGED, "2": MAILED}
+    finished = decide_end(state, steps=since, generation=1, outcome="finished", now=NOW, resume_id=None)
+    assert isinstance(finished, RunFinished) and finished.step_count == 2
+
+
+def test_a_run_recorded_before_steps_moved_keeps_its_steps() -> None:
+    """A log that ends with a step recorded on the run's own subject (the earlier layout) is a
+    running run whose checkpoint holds those steps."""
+    legacy = RunStepRecorded(
+        run_id=RUN, generation=0, call=0, step=CHARGED, steps={"0": CHARGED}, recorded_at=NOW
+    )
+    state = given(STARTED, legacy)
+    assert (state.status, state.executing) == ("running", 0)
+    assert checkpoint(state, Steps(seq=1, recorded={"1": MAILED})) == {"0": CHARGED, "1": MAILED}
+    assert (
+        decide_step(state, steps=Steps(), generation=0, call=0, step=MAILED, now=NOW, resume_id=None)
+        == CHARGED
+    )
+
+
+def test_a_cancel_closes_the_running_executions_step_record_and_its_next_step_is_refused() -> None:
+    """Cancelling a running run closes its executing generation's step record (repeating what
+    it holds); a closed record refuses new steps but still returns recorded ones."""
+    cancelled = RunCancelled(run_id=RUN, generation=0, by="ops", cancelled_at=NOW, was="running")
+    record = Steps(seq=4, recorded={"0": CHARGED})
+    closing = decide_close_steps(cancelled, record, now=NOW)
+    assert isinstance(closing, StepsClosed) and closing.steps == {"0": CHARGED}
+    closed = Steps.of(5, closing)
+    assert closed.closed and closed.recorded == {"0": CHARGED}
+    assert decide_close_steps(cancelled, closed, now=NOW) is None
+    parked = RunCancelled(run_id=RUN, generation=1, by="ops", cancelled_at=NOW, was="parked")
+    assert decide_close_steps(parked, Steps(), now=NOW) is None
+    running = given(STARTED)  # the state a process remembered from before the cancel
+    with pytest.raises(RunCancelledError):
+        decide_step(running, steps=closed, generation=0, call=1, step=MAILED, now=NOW, resume_id=None)
+    assert (
+        decide_step(running, steps=closed, generation=0, call=0, step=MAILED, now=NOW, resume_id=None)
+        == CHARGED
+    )

@@ -153,7 +153,7 @@ async def _durable(
     ctx.recording()  # a park raised meanwhile waits for this step: it joins no half-done state
     try:
         result = await _attempts(ctx, policy, call, f, args=args, kwargs=kwargs)
-        await _record(ctx, call, result)
+        result = await _record(ctx, call, result)
     finally:
         ctx.recorded()
     ctx.steps[str(call)] = result
@@ -198,8 +198,10 @@ async def _attempts(
         return StepResult(name=policy.name, result=plain, attempts=attempt)
 
 
-async def _record(ctx: RunContext, call: int, result: StepResult) -> None:
-    """Record the step in the run's log before the flow goes on; Layby unavailable is waited out."""
+async def _record(ctx: RunContext, call: int, result: StepResult) -> StepResult:
+    """Record the step in the run's log before the flow goes on; Layby unavailable is waited out.
+    Returns what the log holds for the call: ``result``, or the record of another execution of
+    the run that recorded that call first (every execution goes on with the same value)."""
     client = ctx.client
     cmd = RecordStep(
         token=client.token,
@@ -215,7 +217,7 @@ async def _record(ctx: RunContext, call: int, result: StepResult) -> None:
         except Transient:
             reply = None
         if isinstance(reply, RunAccepted):
-            return
+            return reply.step or result
         if isinstance(reply, LaybyError) and not isinstance(reply, Transient):
             raise reply  # cancelled, superseded by another execution, or refused outright
         await asyncio.sleep(min(0.25 * 2**attempt, 5.0))

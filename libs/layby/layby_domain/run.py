@@ -10,7 +10,7 @@ whether a continuation is the one to execute now.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, NoReturn, assert_never
 
@@ -29,7 +29,9 @@ from layby_contracts.events import (
     RunResumed,
     RunStarted,
     RunStepRecorded,
+    StepRecorded,
     StepResult,
+    StepsClosed,
 )
 
 RunStatus = Literal["absent", "running", "parked", "finished", "failed", "cancelled"]
@@ -98,6 +100,32 @@ class Run:
         return 0 if last is None or isinstance(last, RunStarted) else last.generation
 
 
+@dataclass(frozen=True, slots=True)
+class Steps:
+    """The steps one execution generation of a run recorded, as far as the last message of its
+    step subject: ``seq`` is that message's sequence (the expected sequence of the next record,
+    0 while the generation recorded none)."""
+
+    seq: int = 0
+    recorded: dict[str, StepResult] = field(default_factory=dict)
+    closed: bool = False
+    """The run was cancelled while this generation executed (``StepsClosed``)."""
+
+    @classmethod
+    def of(cls, seq: int, event: object) -> Steps:
+        if isinstance(event, StepRecorded):
+            return cls(seq=seq, recorded=event.steps)
+        if isinstance(event, StepsClosed):
+            return cls(seq=seq, recorded=event.steps, closed=True)
+        return cls(seq=seq)
+
+
+def checkpoint(state: Run, steps: Steps) -> dict[str, StepResult]:
+    """Every step of the run so far: the executing generation's starting checkpoint and what that
+    generation recorded since."""
+    return {**state.steps, **steps.recorded} if steps.recorded else state.steps
+
+
 def evolve(_state: Run, event: RunEvent, seq: int) -> Run:
     """Every run event replaces the one before it: the last event is the state."""
     return Run(seq=seq, last=event)
@@ -114,6 +142,7 @@ def is_current(state: Run, generation: int) -> bool | None:
 def decide_park(
     state: Run,
     *,
+    steps: Steps,
     generation: int,
     asks: list[ParkedAsk],
     answers: dict[str, Resolution],
@@ -133,13 +162,14 @@ def decide_park(
         answers=answers,
         parked_at=now,
         resume_id=resume_id,
-        steps=state.steps,
+        steps=checkpoint(state, steps),
     )
 
 
 def decide_end(
     state: Run,
     *,
+    steps: Steps,
     generation: int,
     outcome: Literal["finished", "failed"],
     result: Any = None,
@@ -158,7 +188,12 @@ def decide_end(
     run_id = _run_id(state)
     if outcome == "finished":
         return RunFinished(
-            run_id=run_id, generation=generation, result=result, finished_at=now, resume_id=resume_id
+            run_id=run_id,
+            generation=generation,
+            result=result,
+            finished_at=now,
+            resume_id=resume_id,
+            step_count=len(checkpoint(state, steps)),
         )
     return RunFailed(
         run_id=run_id,
@@ -168,7 +203,7 @@ def decide_end(
         failed_at=now,
         resume_id=resume_id,
         answers=state.answers,
-        steps=state.steps,
+        steps=checkpoint(state, steps),
     )
 
 
@@ -220,30 +255,43 @@ def decide_resume(
 def decide_step(
     state: Run,
     *,
+    steps: Steps,
     generation: int,
     call: int,
     step: StepResult,
     now: datetime,
     resume_id: str | None,
-) -> RunStepRecorded | None:
-    """Record the step at ``call`` of execution ``generation`` (docs/aggregates/run.md#steps).
-    None: that call is recorded already (a retried command, or a replay that recorded it first).
-    Raises ``RunCancelledError`` once the run is cancelled, ``Conflict`` when another execution
-    moved the run on."""
-    if str(call) in state.steps:
-        return None
+) -> StepRecorded | StepResult:
+    """Record the step at ``call`` of execution ``generation`` (docs/aggregates/run.md#steps):
+    the ``StepRecorded`` to append (expecting ``steps.seq``), or the ``StepResult`` another
+    execution recorded for that call first (every execution goes on with that one). Raises
+    ``RunCancelledError`` once the run is cancelled, ``Conflict`` when another execution moved
+    the run on."""
+    recorded = state.steps.get(str(call)) or steps.recorded.get(str(call))
+    if recorded is not None:
+        return recorded
+    if steps.closed:
+        raise RunCancelledError(CANCELLED)
     if state.executing != generation:
         _moved_on(state)
-    steps = {**state.steps, str(call): step}
-    return RunStepRecorded(
+    return StepRecorded(
         run_id=_run_id(state),
         generation=generation,
         call=call,
         step=step,
-        steps=steps,
-        answers=state.answers,
+        steps={**steps.recorded, str(call): step},
         recorded_at=now,
         resume_id=resume_id,
+    )
+
+
+def decide_close_steps(cancelled: RunCancelled, steps: Steps, *, now: datetime) -> StepsClosed | None:
+    """Close the step record of the execution a cancel stopped; None when there is nothing to
+    close (the run was parked, or the record is closed already)."""
+    if cancelled.was != "running" or steps.closed:
+        return None
+    return StepsClosed(
+        run_id=cancelled.run_id, generation=cancelled.generation, steps=steps.recorded, closed_at=now
     )
 
 

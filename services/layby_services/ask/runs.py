@@ -34,10 +34,12 @@ from layby_contracts.errors import BadInput, Conflict, Forbidden, Transient, Una
 from layby_contracts.events import (
     RunEvent,
     RunStarted,
+    StepRecorded,
+    StepResult,
 )
 from layby_contracts.limits import CHECKPOINT_MAX_BYTES
 from layby_domain.clock import Clock
-from layby_domain.run import Run, decide_end, decide_park, decide_step, is_current
+from layby_domain.run import Run, Steps, checkpoint, decide_end, decide_park, decide_step, is_current
 from layby_domain.validation import call_interaction_id, is_flow_name, nul_path
 from layby_server.auth import Authenticator, Principal
 from layby_server.consumer import ensure_flow_consumer
@@ -54,6 +56,9 @@ STARTED_CACHE = 50_000
 MAX_ACK_WAIT_SECONDS = 3600.0
 STEP_ATTEMPTS = 20
 """A step's record retries this often when other steps of its execution win the append."""
+EXECUTIONS_CACHE = 4_096
+"""Executing generations whose run and step record this process remembers (their next step is
+then recorded with one append, without reading the log first)."""
 
 
 def _run(found: RunOwner) -> Run:
@@ -74,6 +79,9 @@ class RunHandlers:
         self._auth = auth
         self._clock = clock
         self._started: OrderedDict[str, RunStarted] = OrderedDict()
+        self._executions: OrderedDict[tuple[str, int], tuple[Run, Steps]] = OrderedDict()
+        """Each executing generation's run state and step record, as this process last read or
+        recorded them (docs/aggregates/run.md#recording-a-step-costs-one-append)."""
         self.workers: WorkerRegistry | None = None
         """Worker reports (PostgreSQL); None in unit tests of the run rules."""
 
@@ -101,6 +109,20 @@ class RunHandlers:
         if last is None:
             return None
         return RunOwner(started=started, last=last)
+
+    async def steps(self, run_id: str, generation: int) -> Steps:
+        """The steps execution ``generation`` recorded, from its step subject (the leader)."""
+        try:
+            last = await self._store.last_steps(run_id, generation, leader=True)
+        except Transient as exc:
+            raise Unavailable(f"the step log is unavailable: {exc}") from None
+        return Steps() if last is None else Steps.of(last.seq, last.event)
+
+    def _remember(self, key: tuple[str, int], run: Run, steps: Steps) -> None:
+        self._executions[key] = (run, steps)
+        self._executions.move_to_end(key)
+        if len(self._executions) > EXECUTIONS_CACHE:
+            self._executions.popitem(last=False)
 
     @staticmethod
     def may_act(principal: Principal, started: RunStarted) -> bool:
@@ -208,6 +230,7 @@ class RunHandlers:
             )
         event = decide_park(
             _run(found),
+            steps=await self.steps(cmd.run_id, cmd.generation - 1),
             generation=cmd.generation,
             asks=cmd.asks,
             answers=cmd.answers,
@@ -216,7 +239,13 @@ class RunHandlers:
         )
         if event is None:
             return RunAccepted(run_id=cmd.run_id, seq=found.last.seq)  # a retry of this park
+        size = len(_enc.encode(event.steps)) + len(_enc.encode(event.answers))
+        if size > CHECKPOINT_MAX_BYTES:
+            raise BadInput(
+                f"the run's checkpoint is {size} bytes; the limit is {CHECKPOINT_MAX_BYTES}", field="answers"
+            )
         reply = await self._append(found, event, f"parked-{cmd.run_id}-{cmd.generation}")
+        self._executions.pop((cmd.run_id, cmd.generation - 1), None)
         if isinstance(reply, RunAccepted):
             log.info("run.parked", run_id=cmd.run_id, generation=cmd.generation, asks=len(cmd.asks))
         return reply
@@ -228,6 +257,7 @@ class RunHandlers:
             self._check_payload("result", cmd.result)
         event = decide_end(
             _run(found),
+            steps=await self.steps(cmd.run_id, cmd.generation),
             generation=cmd.generation,
             outcome=cmd.outcome,
             result=cmd.result,
@@ -239,6 +269,7 @@ class RunHandlers:
         if event is None:
             return RunAccepted(run_id=cmd.run_id, seq=found.last.seq)  # a retry of this end
         reply = await self._append(found, event, f"ended-{cmd.run_id}-{cmd.generation}-{uuid.uuid4().hex}")
+        self._executions.pop((cmd.run_id, cmd.generation), None)
         if isinstance(reply, RunAccepted):
             if cmd.outcome == "failed":
                 log.error("run.failed", run_id=cmd.run_id, generation=cmd.generation, error=event.error)  # type: ignore[union-attr]
@@ -247,8 +278,12 @@ class RunHandlers:
         return reply
 
     async def step(self, cmd: RecordStep) -> RunAccepted:
-        """Record a finished step before the flow goes on (docs/aggregates/run.md#steps). Steps of
-        one execution run concurrently (``asyncio.gather``): a lost race re-reads and merges."""
+        """Record a finished step before the flow goes on (docs/aggregates/run.md#steps).
+
+        The step joins its generation's record on the run's step subject, appended with the
+        record's last sequence expected: the first record of a call wins, and an execution that
+        comes second gets that record back (``RunAccepted.step``). Steps of one execution run
+        concurrently (``asyncio.gather``): a lost race re-reads and merges."""
         if cmd.call < 0:
             raise BadInput("call must be >= 0", field="call")
         if cmd.step.error is None:
@@ -258,29 +293,66 @@ class RunHandlers:
             if cmd.step.error
             else cmd.step
         )
-        for _ in range(STEP_ATTEMPTS):
-            found, _ = await self._executing(cmd.token, cmd.run_id, cmd.generation)
-            event = decide_step(
-                _run(found),
+        key = (cmd.run_id, cmd.generation)
+        for attempt in range(STEP_ATTEMPTS):
+            known = self._executions.get(key) if attempt == 0 else None
+            started = self._started.get(cmd.run_id)
+            if known is not None and started is not None:
+                # The run and its record as this process last saw them: the append below expects
+                # the record unchanged, and a cancel changes it (it closes the record).
+                principal = identify(self._auth, cmd.token, cmd.run_id, "run_id")
+                if not self.may_act(principal, started):
+                    raise Forbidden("this run belongs to another identity")
+                run, steps = known
+            else:
+                found, _ = await self._executing(cmd.token, cmd.run_id, cmd.generation)
+                run = _run(found)
+                steps = await self.steps(cmd.run_id, cmd.generation)
+            decided = decide_step(
+                run,
+                steps=steps,
                 generation=cmd.generation,
                 call=cmd.call,
                 step=step,
                 now=self._clock.now(),
                 resume_id=cmd.resume_id,
             )
-            if event is None:
-                return RunAccepted(run_id=cmd.run_id, seq=found.last.seq)  # recorded already
-            size = len(_enc.encode(event.steps)) + len(_enc.encode(event.answers))
-            if size > CHECKPOINT_MAX_BYTES:
-                raise BadInput(
-                    f"the run's checkpoint would be {size} bytes; the limit is {CHECKPOINT_MAX_BYTES}",
-                    field="result",
+            if isinstance(decided, StepResult):
+                # Recorded already: by this very command (a retry), or first by another execution.
+                return RunAccepted(
+                    run_id=cmd.run_id, seq=steps.seq, step=None if decided == step else decided
                 )
+            self._check_checkpoint(run, decided)
             try:
-                return await self._append(found, event, f"step-{cmd.run_id}-{cmd.generation}-{cmd.call}")
+                seq = await self._store.append(
+                    self._store.names.steps(cmd.run_id, cmd.generation),
+                    decided,
+                    msg_id=f"step-{cmd.run_id}-{cmd.generation}-{cmd.call}-{uuid.uuid4().hex}",
+                    expected_seq=steps.seq,
+                )
             except Conflict:
-                continue  # another step of this execution was recorded first: merge with it
+                # The record changed since it was read: another step of this execution landed
+                # first (merge with it), another execution's, or a cancel closed it. Read again.
+                self._executions.pop(key, None)
+                continue
+            except Transient as exc:
+                raise Unavailable(f"the step log is unavailable: {exc}") from None
+            self._remember(key, run, Steps(seq=seq, recorded=decided.steps))
+            return RunAccepted(run_id=cmd.run_id, seq=seq)
         raise Unavailable("the run kept changing while the step was recorded; try again")
+
+    @staticmethod
+    def _check_checkpoint(run: Run, recorded: StepRecorded) -> None:
+        """The run's checkpoint (every step and answer) must stay within its limit: a park
+        carries it whole."""
+        size = len(_enc.encode(checkpoint(run, Steps(recorded=recorded.steps)))) + len(
+            _enc.encode(run.answers)
+        )
+        if size > CHECKPOINT_MAX_BYTES:
+            raise BadInput(
+                f"the run's checkpoint would be {size} bytes; the limit is {CHECKPOINT_MAX_BYTES}",
+                field="result",
+            )
 
     async def cancel(self, cmd: CancelRun) -> RunAccepted:
         principal = identify(self._auth, cmd.token, cmd.run_id, "run_id")
@@ -315,8 +387,12 @@ class RunHandlers:
         return Attached(stream=names.continuations_stream, durable=durable)
 
     async def current(self, cmd: CheckCurrent) -> Current:
-        """Whether a continuation is the one to execute now, from the run's log (the leader)."""
-        identify(self._auth, cmd.token, cmd.run_id, "run_id")
+        """Whether a continuation is the one to execute now, from the run's log (the leader).
+        The answer carries the run's steps: only who may act for the run gets it."""
+        principal = identify(self._auth, cmd.token, cmd.run_id, "run_id")
+        started = await self.started(cmd.run_id)
+        if started is not None and not self.may_act(principal, started):
+            raise Forbidden("this run belongs to another identity")
         try:
             last = await self._store.last(self._store.names.run(cmd.run_id), leader=True)
         except Transient as exc:
@@ -329,5 +405,10 @@ class RunHandlers:
         if verdict:
             # A replay of a generation that recorded steps starts from them, not from the
             # continuation's older checkpoint.
-            return Current(status="current", steps=state.steps or None)
+            recorded = await self.steps(cmd.run_id, cmd.generation)
+            if recorded.closed:
+                return Current(status="cancelled")
+            self._remember((cmd.run_id, cmd.generation), state, recorded)
+            steps = checkpoint(state, recorded)
+            return Current(status="current", steps=steps or None)
         return Current(status="unknown" if verdict is None else "duplicate")

@@ -41,7 +41,7 @@ from layby_contracts.events import (
 from layby_domain.clock import Clock
 from layby_domain.run import Run, decide_resume, resolution, resume_id_of
 from layby_server.eventstore import EventStore, Stored
-from layby_server.runops import remove_open_asks
+from layby_server.runops import close_steps, remove_open_asks
 
 log = get_logger("layby.resume")
 _enc = msgspec.json.Encoder()
@@ -62,9 +62,11 @@ class Resumer:
                 await self.start(ev)
             case RunParked():
                 await self.evaluate(ev.run_id)
-            case RunCancelled() if ev.asks:
-                # Repeats the canceller's removals, should it have stopped half-way (idempotent).
+            case RunCancelled():
+                # Repeats the canceller's removals and closing, should it have stopped half-way
+                # (both idempotent).
                 await remove_open_asks(self._store, ev, self._clock.now)
+                await close_steps(self._store, ev, self._clock.now)
             case RunResumed() if ev.retried_by is not None:
                 # A person retried a failed run: the ask service decided it; publish its continuation.
                 await self.evaluate(ev.run_id)

@@ -198,7 +198,7 @@ async def _from_log(store: EventStore, run_id: str, who: Principal) -> dict[str,
         "generation": run.generation,
         "created_at": _iso(started.started_at),
         "updated_at": _iso(_at(event)),
-        "steps": len(run.steps),
+        "steps": event.step_count if isinstance(event, RunFinished) else len(run.steps),
     }
     if isinstance(event, RunParked):
         park = [
