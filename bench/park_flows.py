@@ -1,7 +1,8 @@
 """Flows of bench/parks.py, served by a separate worker process (`layby worker park_flows:worker`).
 
-Each flow reports, on core NATS subject ``bench.report``, the wall-clock moment its code after
-the park starts executing, so the benchmark can measure answer→continuation and expiry lateness.
+Each flow reports, over a local TCP connection to the benchmark (one JSON line per report), the
+wall-clock moment its code after the park starts executing, so the benchmark can measure
+answer→continuation and expiry lateness.
 """
 
 from __future__ import annotations
@@ -13,23 +14,23 @@ from datetime import datetime
 from typing import Any
 
 import msgspec
-import nats
 
 import layby
 
 worker = layby.Worker(concurrency=int(os.environ.get("BENCH_WORKER_CONCURRENCY", "256")))
-_nc: Any = None
+_writer: asyncio.StreamWriter | None = None
 _lock = asyncio.Lock()
 
 
 async def report(key: str, value: Any) -> None:
-    global _nc  # noqa: PLW0603 - one lazily opened connection per worker process
+    global _writer
     t = time.time()
     async with _lock:
-        if _nc is None:
-            _nc = await nats.connect(os.environ["BENCH_NATS_URL"])
-    expired = isinstance(value, dict) and value.get("layby:interaction_expired") is True
-    await _nc.publish("bench.report", msgspec.json.encode({"key": key, "t": t, "expired": expired}))
+        if _writer is None:
+            _, _writer = await asyncio.open_connection("127.0.0.1", int(os.environ["BENCH_REPORT_PORT"]))
+        expired = isinstance(value, dict) and value.get("layby:interaction_expired") is True
+        _writer.write(msgspec.json.encode({"key": key, "t": t, "expired": expired}) + b"\n")
+        await _writer.drain()
 
 
 @worker.flow("bench_one")

@@ -29,14 +29,13 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import msgspec
-import nats
 import psutil
 import uvloop
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _http import Conn, sse
-from _up import Up, pct, start_up, tree_rss_mb
+from _up import Up, free_port, pct, start_up, tree_rss_mb
 
 from layby.sdk import connect
 from layby_server.settings import load_settings
@@ -58,16 +57,22 @@ class Bench:
     async def open(self) -> None:
         settings = load_settings({}, max_concurrent=None)
         self.client = await connect(nats_url=self.up.nats_url, token=self.up.token, settings=settings)
-        self.nc = await nats.connect(self.up.nats_url)
-        await self.nc.subscribe("bench.report", cb=self._on_report)
+        # The flows report over a local TCP line channel: NATS admits only Layby's own keys.
+        self.reports_server = await asyncio.start_server(
+            self._on_reporter, "127.0.0.1", int(os.environ["BENCH_REPORT_PORT"])
+        )
         self.reader = asyncio.create_task(self._read())
         await asyncio.sleep(0.5)
 
-    async def _on_report(self, msg: Any) -> None:
-        body = msgspec.json.decode(msg.data)
-        self.reports[body["key"]] = (body["t"], body["expired"])
-        if len(self.reports) >= self.expect_reports:
-            self.reported.set()
+    async def _on_reporter(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while line := await reader.readline():
+                body = msgspec.json.decode(line)
+                self.reports[body["key"]] = (body["t"], body["expired"])
+                if len(self.reports) >= self.expect_reports:
+                    self.reported.set()
+        finally:
+            writer.close()
 
     async def _read(self) -> None:
         count = 0
@@ -236,7 +241,7 @@ async def bench(args: argparse.Namespace, up: Up, worker: subprocess.Popen[bytes
     out["fan_runs_per_s"] = args.fanout / (time.perf_counter() - t0)
     b.reader.cancel()
     await b.client.close()
-    await b.nc.close()
+    b.reports_server.close()
     return out
 
 
@@ -250,12 +255,13 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=300.0, help="answers/s of the paced phase")
     args = parser.parse_args()
 
+    os.environ["BENCH_REPORT_PORT"] = str(free_port())
     up = start_up()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LAYBY_", "INTERACTIONS_"))}
     env.update(
         LAYBY_DATA_DIR=up.data_dir,
         LAYBY_LOG_LEVEL="warning",
-        BENCH_NATS_URL=up.nats_url,
+        BENCH_REPORT_PORT=os.environ["BENCH_REPORT_PORT"],
         PYTHONPATH=os.pathsep.join([str(HERE), env.get("PYTHONPATH", "")]),
     )
     worker = subprocess.Popen(

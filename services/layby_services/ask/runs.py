@@ -95,10 +95,13 @@ class RunHandlers:
         first = await self._store.first(self._store.names.run(run_id))
         if first is None or not isinstance(first.event, RunStarted):
             return None
-        self._started[run_id] = first.event
+        self._keep_started(first.event)
+        return first.event
+
+    def _keep_started(self, started: RunStarted) -> None:
+        self._started[started.run_id] = started
         if len(self._started) > STARTED_CACHE:
             self._started.popitem(last=False)
-        return first.event
 
     async def load(self, run_id: str) -> RunOwner | None:
         """The run's start and its last event, read from the leader (decisions rest on it)."""
@@ -169,6 +172,7 @@ class RunHandlers:
             raise BadInput("run_id is already in use", field="run_id") from None
         except Transient as exc:
             raise Unavailable(f"the event log is unavailable: {exc}") from None
+        self._keep_started(event)  # its first execution asks about it in a moment
         log.info("run.started", run_id=cmd.run_id, flow=cmd.flow, identity=principal.identity)
         return RunAccepted(run_id=cmd.run_id, seq=seq, warning=await self._unserved(cmd.flow))
 
