@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import msgspec
 import nats
@@ -71,88 +72,73 @@ class EventStore(Resolving):
 
     async def provision(self) -> None:
         """Create or update the streams; safe to run from every replica at every start."""
+        names = self.names
         await self._ensure(
-            StreamConfig(
-                name=self.names.events_stream,
-                subjects=[self.names.events_all],
-                retention=RetentionPolicy.LIMITS,
-                storage=StorageType.FILE,
+            self._stream(
+                names.events_stream,
+                names.events_all,
+                "Layby event log: the source of truth",
                 discard=DiscardPolicy.OLD,
-                num_replicas=self._replicas,
-                duplicate_window=DUPLICATE_WINDOW.total_seconds(),
-                allow_direct=True,
-                description="Layby event log: the source of truth",
             )
         )
         for shard in range(STEP_SHARDS):
             await self._ensure(
-                StreamConfig(
-                    name=self.names.steps_stream(shard),
-                    subjects=[self.names.steps_all(shard)],
-                    retention=RetentionPolicy.LIMITS,
-                    storage=StorageType.FILE,
+                self._stream(
+                    names.steps_stream(shard),
+                    names.steps_all(shard),
+                    "Layby recorded steps of runs, one subject per run generation",
                     discard=DiscardPolicy.OLD,
-                    num_replicas=self._replicas,
-                    duplicate_window=DUPLICATE_WINDOW.total_seconds(),
-                    allow_direct=True,
-                    description="Layby recorded steps of runs, one subject per run generation",
                 )
             )
         await self._ensure(
-            StreamConfig(
-                name=self.names.secrets_stream,
-                subjects=[self.names.secrets_all],
-                retention=RetentionPolicy.LIMITS,
-                storage=StorageType.FILE,
-                num_replicas=self._replicas,
+            self._stream(
+                names.secrets_stream,
+                names.secrets_all,
+                "Layby answers of sensitive questions, kept for the idle TTL only",
                 max_age=self._idle_ttl,
-                allow_direct=True,
                 max_msgs_per_subject=1,
-                duplicate_window=DUPLICATE_WINDOW.total_seconds(),
-                description="Layby answers of sensitive questions, kept for the idle TTL only",
+            )
+        )
+        await self._ensure(
+            self._stream(
+                names.continuations_stream,
+                names.continuations_all,
+                "Layby continuations: one per (run, generation), consumed by workers",
+                max_age=CONTINUATION_MAX_AGE.total_seconds(),
+                max_msgs_per_subject=1,
+            )
+        )
+        await self._ensure(
+            self._stream(
+                names.media_stream,
+                names.media_all,
+                "Layby inline images of questions, served by reference",
+                max_age=self.media_retention,
+                max_msgs_per_subject=1,
+            )
+        )
+        await self._ensure(
+            self._stream(
+                names.tickets_stream,
+                names.tickets_all,
+                "Layby callback tickets by hash: interaction id and expiry",
+                max_msgs_per_subject=1,
             )
         )
 
-        await self._ensure(
-            StreamConfig(
-                name=self.names.continuations_stream,
-                subjects=[self.names.continuations_all],
-                retention=RetentionPolicy.LIMITS,
-                storage=StorageType.FILE,
-                num_replicas=self._replicas,
-                max_age=CONTINUATION_MAX_AGE.total_seconds(),
-                max_msgs_per_subject=1,
-                allow_direct=True,
-                duplicate_window=DUPLICATE_WINDOW.total_seconds(),
-                description="Layby continuations: one per (run, generation), consumed by workers",
-            )
-        )
-        await self._ensure(
-            StreamConfig(
-                name=self.names.media_stream,
-                subjects=[self.names.media_all],
-                retention=RetentionPolicy.LIMITS,
-                storage=StorageType.FILE,
-                num_replicas=self._replicas,
-                max_age=self.media_retention,
-                max_msgs_per_subject=1,
-                allow_direct=True,
-                duplicate_window=DUPLICATE_WINDOW.total_seconds(),
-                description="Layby inline images of questions, served by reference",
-            )
-        )
-        await self._ensure(
-            StreamConfig(
-                name=self.names.tickets_stream,
-                subjects=[self.names.tickets_all],
-                retention=RetentionPolicy.LIMITS,
-                storage=StorageType.FILE,
-                num_replicas=self._replicas,
-                max_msgs_per_subject=1,
-                allow_direct=True,
-                duplicate_window=DUPLICATE_WINDOW.total_seconds(),
-                description="Layby callback tickets by hash: interaction id and expiry",
-            )
+    def _stream(self, name: str, subjects: str, description: str, **limits: Any) -> StreamConfig:
+        """One Layby stream: file storage, limits retention, direct gets, the de-duplication
+        window, this store's replica count, and the stream's own ``limits``."""
+        return StreamConfig(
+            name=name,
+            subjects=[subjects],
+            retention=RetentionPolicy.LIMITS,
+            storage=StorageType.FILE,
+            num_replicas=self._replicas,
+            allow_direct=True,
+            duplicate_window=DUPLICATE_WINDOW.total_seconds(),
+            description=description,
+            **limits,
         )
 
     async def _ensure(self, config: StreamConfig) -> None:

@@ -76,14 +76,19 @@ async def cancel_run(
     return event
 
 
+async def read_steps(store: EventStore, run_id: str, generation: int) -> Steps:
+    """The step record of a run's generation, from the leader (``Transient`` when unreachable)."""
+    last = await store.last_steps(run_id, generation, leader=True)
+    return Steps() if last is None else Steps.of(last.seq, last.event)
+
+
 async def close_steps(store: EventStore, cancelled: RunCancelled, now: Callable[[], datetime]) -> None:
     """Close the step record of the execution a cancel stopped, so its next step finds the run
     cancelled (docs/aggregates/run.md#steps). Idempotent: the resume service repeats it from the
     event."""
     for _ in range(ATTEMPTS):
         try:
-            last = await store.last_steps(cancelled.run_id, cancelled.generation, leader=True)
-            steps = Steps() if last is None else Steps.of(last.seq, last.event)
+            steps = await read_steps(store, cancelled.run_id, cancelled.generation)
             closing = decide_close_steps(cancelled, steps, now=now())
             if closing is None:
                 return

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any, Literal
 
 import pytest
 
@@ -57,6 +58,34 @@ def given(*events: RunEvent) -> Run:
 STARTED = RunStarted(run_id=RUN, flow="release", identity="alice", started_at=NOW)
 PARKED = RunParked(run_id=RUN, generation=1, asks=[ASK, ASK2], parked_at=NOW)
 RESUMED = RunResumed(run_id=RUN, generation=1, resume_id=f"{RUN}:1", resumed_at=NOW)
+NO_STEPS = Steps()
+
+
+def park(state: Run, generation: int, steps: Steps = NO_STEPS) -> RunParked | None:
+    """Park on ``ASK`` as ``generation``."""
+    return decide_park(
+        state, steps=steps, generation=generation, asks=[ASK], answers={}, now=NOW, resume_id=None
+    )
+
+
+def end(
+    state: Run,
+    generation: int,
+    outcome: Literal["finished", "failed"],
+    steps: Steps = NO_STEPS,
+    **detail: Any,
+) -> RunFinished | RunFailed | None:
+    return decide_end(
+        state, steps=steps, generation=generation, outcome=outcome, now=NOW, resume_id=None, **detail
+    )
+
+
+def record(
+    state: Run, generation: int, call: int, step: StepResult, steps: Steps = NO_STEPS
+) -> StepRecorded | StepResult:
+    return decide_step(
+        state, steps=steps, generation=generation, call=call, step=step, now=NOW, resume_id=None
+    )
 
 
 def test_status_follows_the_last_event() -> None:
@@ -80,60 +109,26 @@ def test_only_the_current_generation_executes() -> None:
 
 def test_the_executing_generation_parks_once_and_a_retry_is_recognised() -> None:
     """Generation g-1 parks as g; the same park again is a retry; any other is a conflict."""
-    event = decide_park(
-        given(STARTED), steps=Steps(), generation=1, asks=[ASK], answers={}, now=NOW, resume_id=None
-    )
+    event = park(given(STARTED), 1)
     assert isinstance(event, RunParked)
     assert (event.run_id, event.generation, event.asks) == (RUN, 1, [ASK])
-    assert (
-        decide_park(
-            given(STARTED, PARKED),
-            steps=Steps(),
-            generation=1,
-            asks=[ASK],
-            answers={},
-            now=NOW,
-            resume_id=None,
-        )
-        is None
-    )
+    assert park(given(STARTED, PARKED), 1) is None
     with pytest.raises(Conflict, match="another execution of this run already moved it on"):
-        decide_park(
-            given(STARTED, PARKED),
-            steps=Steps(),
-            generation=2,
-            asks=[ASK],
-            answers={},
-            now=NOW,
-            resume_id=None,
-        )
+        park(given(STARTED, PARKED), 2)
 
 
 def test_an_end_is_recorded_once_by_the_executing_generation() -> None:
     """The executing generation finishes or fails the run; a repeated end is a retry."""
-    finished = decide_end(
-        given(STARTED), steps=Steps(), generation=0, outcome="finished", result=7, now=NOW, resume_id=None
-    )
+    finished = end(given(STARTED), 0, "finished", result=7)
     assert isinstance(finished, RunFinished)
     assert finished.result == 7
-    failed = decide_end(
-        given(STARTED),
-        steps=Steps(),
-        generation=0,
-        outcome="failed",
-        error="boom",
-        attempts=5,
-        now=NOW,
-        resume_id=None,
-    )
+    failed = end(given(STARTED), 0, "failed", error="boom", attempts=5)
     assert isinstance(failed, RunFailed)
     assert (failed.error, failed.attempts) == ("boom", 5)
     ended = given(STARTED, RunFinished(run_id=RUN, generation=0, finished_at=NOW))
-    assert decide_end(ended, steps=Steps(), generation=0, outcome="finished", now=NOW, resume_id=None) is None
+    assert end(ended, 0, "finished") is None
     with pytest.raises(Conflict):
-        decide_end(
-            given(STARTED, PARKED), steps=Steps(), generation=0, outcome="finished", now=NOW, resume_id=None
-        )
+        end(given(STARTED, PARKED), 0, "finished")
 
 
 def test_a_park_resumes_only_when_its_last_question_resolves() -> None:
@@ -171,12 +166,9 @@ def test_the_first_record_of_a_step_call_is_the_one_every_execution_gets() -> No
     resumed = RunResumed(run_id=RUN, generation=1, resume_id=f"{RUN}:1", resumed_at=NOW, steps={"0": CHARGED})
     state = given(STARTED, PARKED, resumed)
     other = StepResult(name="charge", result={"receipt": "r-2"})
-    assert (
-        decide_step(state, steps=Steps(), generation=1, call=0, step=other, now=NOW, resume_id=None)
-        == CHARGED
-    )
+    assert record(state, 1, 0, other) == CHARGED
     mine = Steps(seq=7, recorded={"3": MAILED})
-    assert decide_step(state, steps=mine, generation=1, call=3, step=other, now=NOW, resume_id=None) == MAILED
+    assert record(state, 1, 3, other, mine) == MAILED
     recorded = decide_step(state, steps=mine, generation=1, call=4, step=other, now=NOW, resume_id="r")
     assert isinstance(recorded, StepRecorded)
     assert (recorded.call, recorded.generation, recorded.steps) == (4, 1, {"3": MAILED, "4": other})
@@ -185,20 +177,10 @@ def test_the_first_record_of_a_step_call_is_the_one_every_execution_gets() -> No
 def test_a_step_of_an_execution_that_is_not_current_is_refused() -> None:
     """Once the run parked, ended or was cancelled, a late execution records nothing new."""
     with pytest.raises(Conflict, match="moved it on"):
-        decide_step(
-            given(STARTED, PARKED), steps=Steps(), generation=0, call=1, step=MAILED, now=NOW, resume_id=None
-        )
+        record(given(STARTED, PARKED), 0, 1, MAILED)
     cancelled = RunCancelled(run_id=RUN, generation=0, by="ops", cancelled_at=NOW, was="running")
     with pytest.raises(RunCancelledError):
-        decide_step(
-            given(STARTED, cancelled),
-            steps=Steps(),
-            generation=0,
-            call=1,
-            step=MAILED,
-            now=NOW,
-            resume_id=None,
-        )
+        record(given(STARTED, cancelled), 0, 1, MAILED)
 
 
 def test_a_park_or_an_end_carries_every_step_recorded_so_far() -> None:
@@ -207,13 +189,11 @@ def test_a_park_or_an_end_carries_every_step_recorded_so_far() -> None:
     resumed = RunResumed(run_id=RUN, generation=1, resume_id=f"{RUN}:1", resumed_at=NOW, steps={"0": CHARGED})
     state = given(STARTED, PARKED, resumed)
     since = Steps(seq=3, recorded={"2": MAILED})
-    park = decide_park(state, steps=since, generation=2, asks=[ASK], answers={}, now=NOW, resume_id=None)
-    assert isinstance(park, RunParked) and park.steps == {"0": CHARGED, "2": MAILED}
-    failed = decide_end(
-        state, steps=since, generation=1, outcome="failed", error="x", now=NOW, resume_id=None
-    )
+    parked = park(state, 2, since)
+    assert isinstance(parked, RunParked) and parked.steps == {"0": CHARGED, "2": MAILED}
+    failed = end(state, 1, "failed", since, error="x")
     assert isinstance(failed, RunFailed) and failed.steps == {"0": CHARGED, "2": MAILED}
-    finished = decide_end(state, steps=since, generation=1, outcome="finished", now=NOW, resume_id=None)
+    finished = end(state, 1, "finished", since)
     assert isinstance(finished, RunFinished) and finished.step_count == 2
 
 
@@ -226,18 +206,15 @@ def test_a_run_recorded_before_steps_moved_keeps_its_steps() -> None:
     state = given(STARTED, legacy)
     assert (state.status, state.executing) == ("running", 0)
     assert checkpoint(state, Steps(seq=1, recorded={"1": MAILED})) == {"0": CHARGED, "1": MAILED}
-    assert (
-        decide_step(state, steps=Steps(), generation=0, call=0, step=MAILED, now=NOW, resume_id=None)
-        == CHARGED
-    )
+    assert record(state, 0, 0, MAILED) == CHARGED
 
 
 def test_a_cancel_closes_the_running_executions_step_record_and_its_next_step_is_refused() -> None:
     """Cancelling a running run closes its executing generation's step record (repeating what
     it holds); a closed record refuses new steps but still returns recorded ones."""
     cancelled = RunCancelled(run_id=RUN, generation=0, by="ops", cancelled_at=NOW, was="running")
-    record = Steps(seq=4, recorded={"0": CHARGED})
-    closing = decide_close_steps(cancelled, record, now=NOW)
+    open_record = Steps(seq=4, recorded={"0": CHARGED})
+    closing = decide_close_steps(cancelled, open_record, now=NOW)
     assert isinstance(closing, StepsClosed) and closing.steps == {"0": CHARGED}
     closed = Steps.of(5, closing)
     assert closed.closed and closed.recorded == {"0": CHARGED}
@@ -246,8 +223,5 @@ def test_a_cancel_closes_the_running_executions_step_record_and_its_next_step_is
     assert decide_close_steps(parked, Steps(), now=NOW) is None
     running = given(STARTED)  # the state a process remembered from before the cancel
     with pytest.raises(RunCancelledError):
-        decide_step(running, steps=closed, generation=0, call=1, step=MAILED, now=NOW, resume_id=None)
-    assert (
-        decide_step(running, steps=closed, generation=0, call=0, step=MAILED, now=NOW, resume_id=None)
-        == CHARGED
-    )
+        record(running, 0, 1, MAILED, closed)
+    assert record(running, 0, 0, MAILED, closed) == CHARGED

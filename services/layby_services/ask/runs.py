@@ -34,7 +34,6 @@ from layby_contracts.errors import BadInput, Conflict, Forbidden, Transient, Una
 from layby_contracts.events import (
     RunEvent,
     RunStarted,
-    StepRecorded,
     StepResult,
 )
 from layby_contracts.limits import CHECKPOINT_MAX_BYTES
@@ -44,7 +43,7 @@ from layby_domain.validation import call_interaction_id, is_flow_name, nul_path
 from layby_server.auth import Authenticator, Principal
 from layby_server.consumer import ensure_flow_consumer
 from layby_server.eventstore import EventStore, Stored
-from layby_server.runops import cancel_run, retry_run
+from layby_server.runops import cancel_run, read_steps, retry_run
 from layby_server.settings import Settings
 from layby_server.workers import WorkerRegistry
 from layby_services.ask.caller import identify
@@ -65,6 +64,17 @@ def _run(found: RunOwner) -> Run:
     """The run's state (``layby_domain.run``) from its last event."""
     event = found.last.event
     return Run(seq=found.last.seq, last=event) if isinstance(event, RunEvent) else Run()
+
+
+def _check_checkpoint(*parts: object, field: str, would: bool = False) -> None:
+    """A run's checkpoint (the encoded ``parts``) stays within ``CHECKPOINT_MAX_BYTES``
+    (docs/aggregates/run.md#checkpoint); ``would``: a step that would take it past."""
+    size = sum(len(_enc.encode(part)) for part in parts)
+    if size > CHECKPOINT_MAX_BYTES:
+        verb = "would be" if would else "is"
+        raise BadInput(
+            f"the run's checkpoint {verb} {size} bytes; the limit is {CHECKPOINT_MAX_BYTES}", field=field
+        )
 
 
 class RunOwner(msgspec.Struct, frozen=True):
@@ -116,10 +126,9 @@ class RunHandlers:
     async def steps(self, run_id: str, generation: int) -> Steps:
         """The steps execution ``generation`` recorded, from its step subject (the leader)."""
         try:
-            last = await self._store.last_steps(run_id, generation, leader=True)
+            return await read_steps(self._store, run_id, generation)
         except Transient as exc:
             raise Unavailable(f"the step log is unavailable: {exc}") from None
-        return Steps() if last is None else Steps.of(last.seq, last.event)
 
     def _remember(self, key: tuple[str, int], run: Run, steps: Steps) -> None:
         self._executions[key] = (run, steps)
@@ -227,11 +236,7 @@ class RunHandlers:
                 raise BadInput(
                     "interaction_id does not belong to this run's call", field=f"asks[{index}].interaction_id"
                 )
-        size = len(_enc.encode(cmd.answers)) + len(_enc.encode(cmd.asks))
-        if size > CHECKPOINT_MAX_BYTES:
-            raise BadInput(
-                f"the run's checkpoint is {size} bytes; the limit is {CHECKPOINT_MAX_BYTES}", field="answers"
-            )
+        _check_checkpoint(cmd.answers, cmd.asks, field="answers")
         event = decide_park(
             _run(found),
             steps=await self.steps(cmd.run_id, cmd.generation - 1),
@@ -243,11 +248,7 @@ class RunHandlers:
         )
         if event is None:
             return RunAccepted(run_id=cmd.run_id, seq=found.last.seq)  # a retry of this park
-        size = len(_enc.encode(event.steps)) + len(_enc.encode(event.answers))
-        if size > CHECKPOINT_MAX_BYTES:
-            raise BadInput(
-                f"the run's checkpoint is {size} bytes; the limit is {CHECKPOINT_MAX_BYTES}", field="answers"
-            )
+        _check_checkpoint(event.steps, event.answers, field="answers")
         reply = await self._append(found, event, f"parked-{cmd.run_id}-{cmd.generation}")
         self._executions.pop((cmd.run_id, cmd.generation - 1), None)
         if isinstance(reply, RunAccepted):
@@ -326,7 +327,10 @@ class RunHandlers:
                 return RunAccepted(
                     run_id=cmd.run_id, seq=steps.seq, step=None if decided == step else decided
                 )
-            self._check_checkpoint(run, decided)
+            # A park carries every step and answer: a step must leave room for them.
+            _check_checkpoint(
+                checkpoint(run, Steps(recorded=decided.steps)), run.answers, field="result", would=True
+            )
             try:
                 seq = await self._store.append(
                     self._store.names.steps(cmd.run_id, cmd.generation),
@@ -344,19 +348,6 @@ class RunHandlers:
             self._remember(key, run, Steps(seq=seq, recorded=decided.steps))
             return RunAccepted(run_id=cmd.run_id, seq=seq)
         raise Unavailable("the run kept changing while the step was recorded; try again")
-
-    @staticmethod
-    def _check_checkpoint(run: Run, recorded: StepRecorded) -> None:
-        """The run's checkpoint (every step and answer) must stay within its limit: a park
-        carries it whole."""
-        size = len(_enc.encode(checkpoint(run, Steps(recorded=recorded.steps)))) + len(
-            _enc.encode(run.answers)
-        )
-        if size > CHECKPOINT_MAX_BYTES:
-            raise BadInput(
-                f"the run's checkpoint would be {size} bytes; the limit is {CHECKPOINT_MAX_BYTES}",
-                field="result",
-            )
 
     async def cancel(self, cmd: CancelRun) -> RunAccepted:
         principal = identify(self._auth, cmd.token, cmd.run_id, "run_id")
