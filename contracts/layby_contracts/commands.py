@@ -196,14 +196,16 @@ class Accepted(msgspec.Struct, frozen=True, kw_only=True, tag="ok"):
     timeout_at: str
 
 
-PROTOCOL = 4
+PROTOCOL = 5
 PROTOCOL_RESERVATIONS = 2
 PROTOCOL_WORKER_COMMANDS = 3
 PROTOCOL_STEPS = 4
+PROTOCOL_ERROR_KINDS = 5
 """The command protocol this side speaks. 1: the first (absent from its replies); 2: ticket
 reservations (``cmd.ticket.reserve.v1``) and the ``protocol`` field on refusals; 3: the worker's
 ``cmd.run.attach.v1`` and ``cmd.run.current.v1``; 4: steps, cancel and retry
-(``cmd.run.step.v1``, ``cmd.run.cancel.v1``, ``cmd.run.retry.v1``)
+(``cmd.run.step.v1``, ``cmd.run.cancel.v1``, ``cmd.run.retry.v1``); 5: every error class its own
+refusal kind (``cross_identity_audience``, ``not_found``, ``transient``, ``permanent``, ...)
 (docs/errors.md#capabilities-travel-in-the-protocol-field)."""
 
 

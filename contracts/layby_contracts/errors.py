@@ -1,31 +1,67 @@
 """One small error tree, shared by every side of Layby (docs/errors.md).
 
-Each error says what happens next, and each carries its wire ``kind``: the services raise these
-classes, ``layby_contracts.refusals`` turns them into the ``Refused`` reply of a command and back,
-and the SDK raises the very class the service raised. The door maps them to HTTP statuses in one
-module (``layby_services.door.errors``); the consumer loop maps them to ack / nak / terminate in
-``layby_server.consumer``.
+Each error says what happens next, and each class carries its own wire ``kind``: the services
+raise these classes, ``layby_contracts.refusals`` turns them into the ``Refused`` reply of a
+command and back, and the SDK raises the very class the service raised. Every subclass of
+``LaybyError`` must name a ``kind`` no other class uses; the kind → class table (``by_kind``) is
+built from the classes as they are defined, never written by hand. The door maps them to HTTP
+statuses in one module (``layby_services.door.errors``); the consumer loop maps them to ack / nak /
+terminate in ``layby_server.consumer``.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Any, ClassVar
 
-RefusalKind = Literal[
-    "invalid", "limit", "audience", "unauthorized", "unavailable", "retention", "conflict", "cancelled"
-]
-"""The wire names of the errors a command can be refused with (``Refused.kind``)."""
+RefusalKind = str
+"""The wire name of an error class (``Refused.kind``): one per class, see ``by_kind``."""
+
+_BY_KIND: dict[str, type[LaybyError]] = {}
 
 
 class LaybyError(Exception):
-    """Base of every error Layby raises on purpose. ``field`` names the offending input."""
+    """Base of every error Layby raises on purpose. ``field`` names the offending input.
 
-    kind: ClassVar[RefusalKind] = "unavailable"
+    A subclass declares its own ``kind`` (its wire name) in its class body; a missing or repeated
+    kind is refused when the class is defined, so no two classes can meet on the wire as one.
+    """
+
+    kind: ClassVar[RefusalKind] = "error"
+    retryable: ClassVar[bool] = False
+    """True only where trying the same thing again later may succeed (nothing was decided)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        kind = cls.__dict__.get("kind")
+        if not isinstance(kind, str) or not kind:
+            raise TypeError(f"{cls.__qualname__} must declare its own wire kind")
+        known = _BY_KIND.get(kind)
+        if known is not None and known.__qualname__ != cls.__qualname__:
+            raise TypeError(f"{cls.__qualname__} reuses the wire kind {kind!r} of {known.__qualname__}")
+        _BY_KIND[kind] = cls
 
     def __init__(self, message: str = "", *, field: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.field = field
+
+    @classmethod
+    def from_wire(cls, message: str, *, field: str | None, interaction_id: str = "") -> LaybyError:
+        """The error as the receiving side raises it (a class with more state overrides this)."""
+        return cls(message, field=field)
+
+
+_BY_KIND[LaybyError.kind] = LaybyError
+
+
+def by_kind(kind: str) -> type[LaybyError]:
+    """The class of a wire kind; an unknown kind (a newer peer's) is a plain ``LaybyError``."""
+    return _BY_KIND.get(kind, LaybyError)
+
+
+def known_kinds() -> dict[str, type[LaybyError]]:
+    """Every wire kind defined so far and its class (a copy)."""
+    return dict(_BY_KIND)
 
 
 class BadInput(LaybyError, ValueError):
@@ -41,7 +77,7 @@ class Unauthorized(LaybyError, PermissionError):
 
 
 class Forbidden(LaybyError, PermissionError):
-    """The caller is known but may not do this."""
+    """The caller is known but may not do this (the question or run is not in its audience)."""
 
     kind = "audience"
 
@@ -49,7 +85,7 @@ class Forbidden(LaybyError, PermissionError):
 class NotFound(LaybyError, LookupError):
     """The thing does not exist (or the caller may not learn that it does)."""
 
-    kind = "invalid"
+    kind = "not_found"
 
 
 class Conflict(LaybyError):
@@ -61,13 +97,14 @@ class Conflict(LaybyError):
 class Transient(LaybyError):
     """Try again later; nothing was changed."""
 
-    kind = "unavailable"
+    kind = "transient"
+    retryable = True
 
 
 class Permanent(LaybyError):
-    """Will never succeed; surface it and drop the work item."""
+    """Will never succeed; surface it and drop the work item. Never retried by the receiver."""
 
-    kind = "unavailable"
+    kind = "permanent"
 
 
 class InteractionLimitError(LaybyError, RuntimeError):
@@ -79,15 +116,21 @@ class InteractionLimitError(LaybyError, RuntimeError):
 class CrossIdentityAudienceError(Forbidden):
     """A restricted identity addressed a question to someone else (docs/asking.md#audience)."""
 
-    kind = "audience"
+    kind = "cross_identity_audience"
 
 
 class InteractionTimeoutError(LaybyError, TimeoutError):
     """A sync ask ran out of budget; the question was pruned (docs/asking.md#timeout)."""
 
-    def __init__(self, message: str, *, interaction_id: str) -> None:
-        super().__init__(message)
+    kind = "timeout"
+
+    def __init__(self, message: str, *, interaction_id: str, field: str | None = None) -> None:
+        super().__init__(message, field=field)
         self.interaction_id = interaction_id
+
+    @classmethod
+    def from_wire(cls, message: str, *, field: str | None, interaction_id: str = "") -> LaybyError:
+        return cls(message, interaction_id=interaction_id, field=field)
 
 
 class ParkExpiryExceedsRetentionError(LaybyError, ValueError):
@@ -103,9 +146,15 @@ class ParkExpiryExceedsRetentionError(LaybyError, ValueError):
         super().__init__(message, field=field)
         self.interaction_id = interaction_id
 
+    @classmethod
+    def from_wire(cls, message: str, *, field: str | None, interaction_id: str = "") -> LaybyError:
+        return cls(message, interaction_id=interaction_id, field=field)
+
 
 class NonDeterministicRunError(LaybyError, RuntimeError):
     """A resumed flow asked a different question at a call whose answer was recorded."""
+
+    kind = "nondeterministic"
 
 
 class RunCancelledError(LaybyError):
@@ -117,6 +166,10 @@ class RunCancelledError(LaybyError):
 class StepFailedError(LaybyError, RuntimeError):
     """A step raised on its last attempt; the failure is recorded and raised again on every replay."""
 
+    kind = "step_failed"
+
 
 class Unavailable(Transient, RuntimeError):
     """A Layby service or NATS did not answer; nothing was decided. Safe to retry."""
+
+    kind = "unavailable"

@@ -93,6 +93,6 @@ def clamp_audience(principal: Principal, audience: str | None) -> str | None:
         return principal.identity
     if audience != principal.identity:
         raise CrossIdentityAudienceError(
-            f"identity {principal.identity!r} may address questions only to itself"
+            f"identity {principal.identity!r} may address questions only to itself", field="audience"
         )
     return audience

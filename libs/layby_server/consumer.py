@@ -26,7 +26,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from layby.connection import until_stopped
 from layby.logs import get_logger
-from layby_contracts.errors import Permanent, Transient
+from layby_contracts.errors import Permanent, Transient, Unavailable
 from layby_contracts.events import decode_event
 from layby_server.eventstore import EventStore, Stored
 
@@ -131,7 +131,7 @@ async def ensure_flow_consumer(store: EventStore, flow: str, *, ack_wait_seconds
             except nats.js.errors.BadRequestError:
                 pass  # a sibling replica created it first
     except (nats.errors.Error, nats.js.errors.Error) as exc:
-        raise Transient(f"consumer {durable}: {type(exc).__name__}: {exc}") from exc
+        raise Unavailable(f"consumer {durable}: {type(exc).__name__}: {exc}") from exc
     return durable
 
 

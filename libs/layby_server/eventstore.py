@@ -10,6 +10,8 @@ in NATS 2.9 are used (see docs/decisions/0002-jetstream-durability.md).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -28,7 +30,7 @@ from nats.js.api import (
 )
 
 from layby.connection import NO_MESSAGE_FOUND
-from layby_contracts.errors import Conflict, Transient
+from layby_contracts.errors import Conflict, Unavailable
 from layby_contracts.events import Event, decode_event, encode_event
 from layby_contracts.subjects import STEP_SHARDS, Names
 from layby_server.resolve import Resolving
@@ -38,8 +40,19 @@ WRONG_LAST_SEQUENCE = 10071
 STREAM_NOT_FOUND = 10059
 DUPLICATE_WINDOW = timedelta(minutes=2)
 CONTINUATION_MAX_AGE = timedelta(days=30)
-_NO_STREAM: type[Exception] = getattr(nats.js.errors, "NoStreamResponseError", nats.errors.NoRespondersError)
-"""nats-py's "no stream answered the publish" (newer releases); a transient failure, like no responders."""
+
+
+@contextlib.contextmanager
+def unavailable_on_transport_error(what: str) -> Iterator[None]:
+    """The one place a NATS transport failure becomes ``Unavailable`` ("nothing was decided; try
+    again"): a timeout, no responders, no stream answering (a leader election), a closed
+    connection, or an API error the caller did not handle itself. Callers catch the API errors
+    that mean something (a lost race, a missing message) inside this block."""
+    try:
+        yield
+    except (nats.errors.Error, TimeoutError) as exc:
+        detail = f"{exc}" if isinstance(exc, nats.js.errors.APIError) else type(exc).__name__
+        raise Unavailable(f"{what} failed: {detail}") from exc
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,24 +170,18 @@ class EventStore(Resolving):
         """Append one event; returns its stream sequence.
 
         Raises ``Conflict`` when ``expected_seq`` is no longer the subject's last sequence (a
-        lost race: re-read and re-decide) and ``Transient`` when the server is unreachable.
+        lost race: re-read and re-decide) and ``Unavailable`` when the server is unreachable.
         """
         headers = {"Nats-Msg-Id": msg_id}
         if expected_seq is not None:
             headers["Nats-Expected-Last-Subject-Sequence"] = str(expected_seq)
-        try:
-            ack = await self.js.publish(subject, encode_event(event), headers=headers, timeout=10)
-        except nats.js.errors.APIError as exc:
-            if exc.err_code == WRONG_LAST_SEQUENCE:
-                raise Conflict(f"{subject} moved on past sequence {expected_seq}") from None
-            raise Transient(f"append to {subject} failed: {exc}") from exc
-        except (
-            nats.errors.TimeoutError,
-            nats.errors.NoRespondersError,
-            nats.errors.ConnectionClosedError,
-            _NO_STREAM,  # no stream answered (a leader election)
-        ) as exc:
-            raise Transient(f"append to {subject} failed: {type(exc).__name__}") from exc
+        with unavailable_on_transport_error(f"append to {subject}"):
+            try:
+                ack = await self.js.publish(subject, encode_event(event), headers=headers, timeout=10)
+            except nats.js.errors.APIError as exc:
+                if exc.err_code == WRONG_LAST_SEQUENCE:
+                    raise Conflict(f"{subject} moved on past sequence {expected_seq}") from None
+                raise
         if ack.duplicate and expected_seq:
             # The server de-duplicated on Nats-Msg-Id before checking the expected sequence: an
             # identical append already landed, so this one did not decide anything.
@@ -196,30 +203,28 @@ class EventStore(Resolving):
         # A single-replica stream has no followers: its direct get is the leader's answer, and
         # it costs the server far less than the JetStream API's JSON form.
         direct = not leader or self._replicas == 1
-        try:
-            raw = await self.js.get_last_msg(stream or self.names.events_stream, subject, direct=direct)
-        except nats.js.errors.NotFoundError:
-            return None
-        except nats.js.errors.APIError as exc:
-            if exc.err_code == NO_MESSAGE_FOUND:
+        with unavailable_on_transport_error(f"read of {subject}"):
+            try:
+                raw = await self.js.get_last_msg(stream or self.names.events_stream, subject, direct=direct)
+            except nats.js.errors.NotFoundError:
                 return None
-            raise Transient(f"read of {subject} failed: {exc}") from exc
-        except (nats.errors.TimeoutError, nats.errors.NoRespondersError) as exc:
-            raise Transient(f"read of {subject} failed: {type(exc).__name__}") from exc
+            except nats.js.errors.APIError as exc:
+                if exc.err_code == NO_MESSAGE_FOUND:
+                    return None
+                raise
         assert raw.data is not None
         assert raw.seq is not None
         return Stored(seq=int(raw.seq), event=decode_event(raw.data))
 
     async def first(self, subject: str) -> Stored | None:
         """The first event on a subject (for an interaction: its ``asked`` event), from the leader."""
-        try:
-            raw = await self.js.get_msg(
-                self.names.events_stream, seq=1, subject=subject, next=True, direct=self._replicas == 1
-            )
-        except nats.js.errors.NotFoundError:
-            return None
-        except (nats.errors.TimeoutError, nats.errors.NoRespondersError, nats.js.errors.APIError) as exc:
-            raise Transient(f"read of {subject} failed: {type(exc).__name__}") from exc
+        with unavailable_on_transport_error(f"read of {subject}"):
+            try:
+                raw = await self.js.get_msg(
+                    self.names.events_stream, seq=1, subject=subject, next=True, direct=self._replicas == 1
+                )
+            except nats.js.errors.NotFoundError:
+                return None
         assert raw.data is not None
         assert raw.seq is not None
         return Stored(seq=int(raw.seq), event=decode_event(raw.data))
@@ -241,41 +246,34 @@ class EventStore(Resolving):
         subject sequence 0 absorbs one after it. Returns False when it was already there.
         """
         headers = {"Nats-Msg-Id": msg_id, "Nats-Expected-Last-Subject-Sequence": "0"}
-        try:
-            ack = await self.js.publish(subject, payload, headers=headers, timeout=10)
-        except nats.js.errors.APIError as exc:
-            if exc.err_code == WRONG_LAST_SEQUENCE:
-                return False
-            raise Transient(f"publish to {subject} failed: {exc}") from exc
-        except (
-            nats.errors.TimeoutError,
-            nats.errors.NoRespondersError,
-            nats.errors.ConnectionClosedError,
-            _NO_STREAM,  # no stream answered (a leader election)
-        ) as exc:
-            raise Transient(f"publish to {subject} failed: {type(exc).__name__}") from exc
+        with unavailable_on_transport_error(f"publish to {subject}"):
+            try:
+                ack = await self.js.publish(subject, payload, headers=headers, timeout=10)
+            except nats.js.errors.APIError as exc:
+                if exc.err_code == WRONG_LAST_SEQUENCE:
+                    return False
+                raise
         return not ack.duplicate
 
     async def put_media(self, media_id: str, mime: str, payload: bytes) -> None:
         """Keep an inline image of a question, by reference (docs/asking.md#inline-images)."""
-        try:
+        with unavailable_on_transport_error("storing an inline image"):
             await self.js.publish(
                 self.names.media(media_id),
                 payload,
                 headers={"Content-Type": mime, "Nats-Msg-Id": f"media-{media_id}"},
                 timeout=10,
             )
-        except (nats.errors.Error, nats.js.errors.Error) as exc:
-            raise Transient(f"storing an inline image failed: {type(exc).__name__}") from exc
 
     async def get_media(self, media_id: str) -> tuple[str, bytes, datetime] | None:
         """(MIME type, bytes, stored at) of an inline image, or None when unknown or expired."""
-        try:
-            raw = await self.js.get_last_msg(self.names.media_stream, self.names.media(media_id), direct=True)
-        except nats.js.errors.NotFoundError:
-            return None
-        except (nats.errors.TimeoutError, nats.errors.NoRespondersError, nats.js.errors.APIError) as exc:
-            raise Transient(f"read of an inline image failed: {type(exc).__name__}") from exc
+        with unavailable_on_transport_error("read of an inline image"):
+            try:
+                raw = await self.js.get_last_msg(
+                    self.names.media_stream, self.names.media(media_id), direct=True
+                )
+            except nats.js.errors.NotFoundError:
+                return None
         mime = (raw.headers or {}).get("Content-Type", "application/octet-stream")
         stored = raw.time or datetime.now(UTC)
         return mime, raw.data or b"", stored
@@ -286,28 +284,26 @@ class EventStore(Resolving):
         """Record (``new``: only if the hash is unused) or refresh a ticket; False if it was taken."""
         headers = {"Nats-Expected-Last-Subject-Sequence": "0"} if new else {}
         payload = f'{{"interaction_id":"{interaction_id}","expires_at":"{expires_at.isoformat()}"}}'.encode()
-        try:
-            await self.js.publish(
-                self.names.ticket(ticket_hash), payload, headers=headers or None, timeout=10
-            )
-        except nats.js.errors.APIError as exc:
-            if exc.err_code == WRONG_LAST_SEQUENCE:
-                return False
-            raise Transient(f"storing a ticket failed: {exc}") from exc
-        except (nats.errors.Error, nats.js.errors.Error) as exc:
-            raise Transient(f"storing a ticket failed: {type(exc).__name__}") from exc
+        with unavailable_on_transport_error("storing a ticket"):
+            try:
+                await self.js.publish(
+                    self.names.ticket(ticket_hash), payload, headers=headers or None, timeout=10
+                )
+            except nats.js.errors.APIError as exc:
+                if exc.err_code == WRONG_LAST_SEQUENCE:
+                    return False
+                raise
         return True
 
     async def get_ticket(self, ticket_hash: str) -> tuple[str, datetime] | None:
         """(interaction id, expires at) of a ticket hash, or None."""
-        try:
-            raw = await self.js.get_last_msg(
-                self.names.tickets_stream, self.names.ticket(ticket_hash), direct=True
-            )
-        except nats.js.errors.NotFoundError:
-            return None
-        except (nats.errors.TimeoutError, nats.errors.NoRespondersError, nats.js.errors.APIError) as exc:
-            raise Transient(f"read of a ticket failed: {type(exc).__name__}") from exc
+        with unavailable_on_transport_error("read of a ticket"):
+            try:
+                raw = await self.js.get_last_msg(
+                    self.names.tickets_stream, self.names.ticket(ticket_hash), direct=True
+                )
+            except nats.js.errors.NotFoundError:
+                return None
         body = msgspec.json.decode(raw.data or b"{}")
         return body["interaction_id"], datetime.fromisoformat(body["expires_at"])
 
@@ -315,10 +311,8 @@ class EventStore(Resolving):
         """Keep a sensitive answer for its waiter (idle TTL), sealed, outside the event log."""
         subject = self.names.secret(interaction_id, ref)
         sealed = sealer_of(self).seal(payload, bound_to=subject)
-        try:
+        with unavailable_on_transport_error("storing the sensitive answer"):
             await self.js.publish(subject, sealed, timeout=10)
-        except (nats.errors.Error, nats.js.errors.Error) as exc:
-            raise Transient(f"storing the sensitive answer failed: {type(exc).__name__}") from exc
 
     async def get_secret(self, interaction_id: str, ref: str | None) -> bytes | None:
         """A sensitive answer; a direct get first, the leader when a replica has not caught up."""
@@ -326,12 +320,11 @@ class EventStore(Resolving):
             return None
         subject = self.names.secret(interaction_id, ref)
         for direct in (True, False):
-            try:
-                raw = await self.js.get_last_msg(self.names.secrets_stream, subject, direct=direct)
-            except nats.js.errors.NotFoundError:
-                continue
-            except (nats.errors.TimeoutError, nats.errors.NoRespondersError, nats.js.errors.APIError) as exc:
-                raise Transient(f"read of the sensitive answer failed: {type(exc).__name__}") from exc
+            with unavailable_on_transport_error("read of the sensitive answer"):
+                try:
+                    raw = await self.js.get_last_msg(self.names.secrets_stream, subject, direct=direct)
+                except nats.js.errors.NotFoundError:
+                    continue
             return open_secret(self, raw.data or b"", subject)
         return None
 

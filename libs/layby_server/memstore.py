@@ -32,7 +32,7 @@ from datetime import datetime, timedelta
 
 import msgspec
 
-from layby_contracts.errors import Conflict, Transient
+from layby_contracts.errors import Conflict, Unavailable
 from layby_contracts.events import Event, decode_event, encode_event
 from layby_contracts.subjects import Names
 from layby_domain.clock import Clock, SystemClock
@@ -197,7 +197,7 @@ class MemoryEventStore(Resolving):
             if _matches(stream.filter, subject):
                 now = self.clock.now()
                 return stream.store(subject, data, now, msg_id=msg_id, expected=expected, headers=headers)
-        raise Transient(f"publish to {subject} failed: no stream stores it")
+        raise Unavailable(f"publish to {subject} failed: no stream stores it")
 
     def last_payload(self, subject: str) -> bytes | None:
         """The raw last message of ``subject`` in whichever stream stores it (for tests that look

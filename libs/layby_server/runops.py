@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import TypeVar
 
 from layby.logs import get_logger
-from layby_contracts.errors import Conflict, NotFound, Transient, Unavailable
+from layby_contracts.errors import Conflict, NotFound, Unavailable
 from layby_contracts.events import RunCancelled, RunEvent, RunResumed, RunStarted
 from layby_domain.interaction import decide_remove
 from layby_domain.run import Run, Steps, decide_cancel, decide_close_steps, decide_retry
@@ -56,8 +56,6 @@ async def _decide_and_append(
             await store.append(store.names.run(run_id), event, msg_id=msg_id, expected_seq=state.seq)
         except Conflict:
             continue  # another writer moved the run on: decide again on what it recorded
-        except Transient as exc:
-            raise Unavailable(f"the event log is unavailable: {exc}") from None
         return event, state
     raise Unavailable("the run kept changing; try again")
 
@@ -102,8 +100,6 @@ async def close_steps(store: EventStore, cancelled: RunCancelled, now: Callable[
             return
         except Conflict:
             continue  # a step landed meanwhile: close the record as it is now
-        except Transient as exc:
-            raise Unavailable(f"the step log is unavailable: {exc}") from None
     raise Unavailable("the run's steps kept changing; try again")
 
 

@@ -61,6 +61,7 @@ from layby_contracts.errors import (
     InteractionTimeoutError,
     LaybyError,
     NonDeterministicRunError,
+    Permanent,
     Unavailable,
 )
 from layby_contracts.events import ParkedAsk, Resolution
@@ -589,18 +590,18 @@ class Client:
         cmd = Prune(token=self._token, interaction_id=interaction_id, reason=reason)  # type: ignore[arg-type]
         msg = await self._nc.request(self._names.cmd_prune, _enc.encode(cmd), timeout=timeout)
         reply = REPLY_DECODER.decode(msg.data)
+        if isinstance(reply, Refused):
+            raise from_refused(reply, interaction_id=interaction_id)
         if not isinstance(reply, PruneResult):
-            raise RuntimeError(  # noqa: TRY004 - a refusal from the service, not a caller's type error
-                f"prune of interaction {interaction_id} was refused: {reply}"
-            )
+            raise Permanent(f"unexpected reply to the prune of interaction {interaction_id}: {reply!r}")
         return reply
 
     async def _timed_out(self, interaction_id: str, budget: float, server_deadline: float) -> Any:
         try:
             result = await self._prune(interaction_id, "timeout", timeout=PRUNE_SECONDS)
-        except (nats.errors.Error, TimeoutError, RuntimeError) as exc:
-            # Layby cannot be reached to withdraw the question: the budget is spent all the same.
-            # The question, if it was recorded, expires at its deadline and is swept.
+        except (nats.errors.Error, TimeoutError, LaybyError) as exc:
+            # Layby cannot be reached to withdraw the question (or refused to): the budget is spent
+            # all the same. The question, if it was recorded, expires at its deadline and is swept.
             log.warning("sdk.prune_failed", interaction_id=interaction_id, error=repr(exc))
             raise InteractionTimeoutError(
                 f"no answer to interaction {interaction_id} within {budget:g}s; Layby could not be "

@@ -17,7 +17,6 @@ from layby_contracts.commands import Accepted, Ask, Prune, PruneResult, Reserved
 from layby_contracts.errors import (
     BadInput,
     Conflict,
-    CrossIdentityAudienceError,
     Forbidden,
     InteractionLimitError,
     ParkExpiryExceedsRetentionError,
@@ -109,15 +108,12 @@ class AskHandlers:
     async def _bind_ticket(self, ticket_hash: str, interaction_id: str, expires: datetime) -> None:
         """Store a ticket for this question, or refresh the one its reservation stored; refused
         when the hash belongs to another question."""
-        try:
-            if await self._store.put_ticket(ticket_hash, interaction_id, expires, new=True):
-                return
-            found = await self._store.get_ticket(ticket_hash)
-            if found is None or found[0] != interaction_id:
-                raise BadInput("ticket_hash is already in use", field="ticket_hash")
-            await self._store.put_ticket(ticket_hash, interaction_id, expires, new=False)
-        except Transient as exc:
-            raise Unavailable(str(exc)) from None
+        if await self._store.put_ticket(ticket_hash, interaction_id, expires, new=True):
+            return
+        found = await self._store.get_ticket(ticket_hash)
+        if found is None or found[0] != interaction_id:
+            raise BadInput("ticket_hash is already in use", field="ticket_hash")
+        await self._store.put_ticket(ticket_hash, interaction_id, expires, new=False)
 
     async def reserve(self, cmd: ReserveTicket) -> Reserved:
         """Bind an external question's ticket before its link is built (ADR 0010)."""
@@ -173,10 +169,7 @@ class AskHandlers:
         principal = identify(self._auth, cmd.token, cmd.interaction_id, "interaction_id")
         spec = self._validate(cmd)
         principal = await self._acting(cmd, spec, principal)
-        try:
-            audience = clamp_audience(principal, spec.audience)
-        except CrossIdentityAudienceError as exc:
-            raise Forbidden(str(exc), field="audience") from None
+        audience = clamp_audience(principal, spec.audience)
         event = self._asked(cmd, spec, principal, audience)
         if event.run_id is not None:
             # A replayed or duplicated execution re-asks under the same id: the question exists
@@ -195,9 +188,9 @@ class AskHandlers:
         if inline:
             try:
                 event = msgspec.structs.replace(event, media=await self._store_inline(event.media or []))
-            except Transient as exc:
+            except Transient:
                 await self._admitter.release(event.interaction_id)
-                raise Unavailable(str(exc)) from None
+                raise
         event = await self._record(event)
         log.info(
             "ask.recorded",
@@ -334,11 +327,9 @@ class AskHandlers:
             except Transient as exc:
                 log.warning("ask.append_retry", interaction_id=event.interaction_id, error=str(exc))
                 await asyncio.sleep(0.2 * (attempt + 1))
-        try:
-            first = await self._store.first(subject)
-        except Transient as exc:
-            # Unknown whether it landed: keep the slot (it expires at the deadline) and say so.
-            raise Unavailable(f"the event log is unavailable: {exc}") from None
+        # When this read fails too, it is unknown whether the ask landed: the slot is kept (it
+        # expires at the deadline) and the caller gets ``Unavailable``.
+        first = await self._store.first(subject)
         if (
             first is not None
             and isinstance(first.event, InteractionAsked)
@@ -400,15 +391,12 @@ class AskHandlers:
         other, so a cancelled asker never leaves an orphan question; and since a withdrawal
         binds only its author, nobody pre-empts another identity's question by guessing its id."""
         event = withdrawal(cmd.interaction_id, by=by, reason=cmd.reason, now=self._clock.now())
-        try:
-            await self._store.append(
-                self._store.names.withdrawn(cmd.interaction_id),
-                event,
-                msg_id=f"withdrawn-{cmd.interaction_id}-{uuid.uuid4().hex}",
-                expected_seq=None,
-            )
-        except Transient as exc:
-            raise Unavailable(f"the event log is unavailable: {exc}") from None
+        await self._store.append(
+            self._store.names.withdrawn(cmd.interaction_id),
+            event,
+            msg_id=f"withdrawn-{cmd.interaction_id}-{uuid.uuid4().hex}",
+            expected_seq=None,
+        )
         resolved = await self._store.resolve(
             cmd.interaction_id,
             lambda s: decide_withdrawn(s, by=by, reason=cmd.reason, now=self._clock.now()),

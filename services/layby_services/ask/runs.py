@@ -30,7 +30,7 @@ from layby_contracts.commands import (
     StartRun,
     WorkerSeen,
 )
-from layby_contracts.errors import BadInput, Conflict, Forbidden, Transient, Unauthorized, Unavailable
+from layby_contracts.errors import BadInput, Conflict, Forbidden, Unauthorized, Unavailable
 from layby_contracts.events import (
     RunEvent,
     RunStarted,
@@ -125,10 +125,7 @@ class RunHandlers:
 
     async def steps(self, run_id: str, generation: int) -> Steps:
         """The steps execution ``generation`` recorded, from its step subject (the leader)."""
-        try:
-            return await read_steps(self._store, run_id, generation)
-        except Transient as exc:
-            raise Unavailable(f"the step log is unavailable: {exc}") from None
+        return await read_steps(self._store, run_id, generation)
 
     def _remember(self, key: tuple[str, int], run: Run, steps: Steps) -> None:
         self._executions[key] = (run, steps)
@@ -179,8 +176,6 @@ class RunHandlers:
             ):
                 return RunAccepted(run_id=cmd.run_id, seq=found.last.seq)  # a retry of this start
             raise BadInput("run_id is already in use", field="run_id") from None
-        except Transient as exc:
-            raise Unavailable(f"the event log is unavailable: {exc}") from None
         self._keep_started(event)  # its first execution asks about it in a moment
         log.info("run.started", run_id=cmd.run_id, flow=cmd.flow, identity=principal.identity)
         return RunAccepted(run_id=cmd.run_id, seq=seq, warning=await self._unserved(cmd.flow))
@@ -222,8 +217,6 @@ class RunHandlers:
             seq = await self._store.append(subject, event, msg_id=msg_id, expected_seq=found.last.seq)
         except Conflict:
             raise Conflict("another execution of this run already moved it on") from None
-        except Transient as exc:
-            raise Unavailable(f"the event log is unavailable: {exc}") from None
         return RunAccepted(run_id=found.started.run_id, seq=seq)
 
     async def park(self, cmd: ParkRun) -> RunAccepted:
@@ -343,8 +336,6 @@ class RunHandlers:
                 # first (merge with it), another execution's, or a cancel closed it. Read again.
                 self._executions.pop(key, None)
                 continue
-            except Transient as exc:
-                raise Unavailable(f"the step log is unavailable: {exc}") from None
             self._remember(key, run, Steps(seq=seq, recorded=decided.steps))
             return RunAccepted(run_id=cmd.run_id, seq=seq)
         raise Unavailable("the run kept changing while the step was recorded; try again")
@@ -375,10 +366,7 @@ class RunHandlers:
             )
         names = self._store.names
         durable = names.flow_durable(cmd.flow)
-        try:
-            await ensure_flow_consumer(self._store, cmd.flow, ack_wait_seconds=cmd.ack_wait_seconds)
-        except Transient as exc:
-            raise Unavailable(f"the continuation stream is unavailable: {exc}") from None
+        await ensure_flow_consumer(self._store, cmd.flow, ack_wait_seconds=cmd.ack_wait_seconds)
         return Attached(stream=names.continuations_stream, durable=durable)
 
     async def current(self, cmd: CheckCurrent) -> Current:
@@ -388,10 +376,7 @@ class RunHandlers:
         started = await self.started(cmd.run_id)
         if started is not None and not self.may_act(principal, started):
             raise Forbidden("this run belongs to another identity")
-        try:
-            last = await self._store.last(self._store.names.run(cmd.run_id), leader=True)
-        except Transient as exc:
-            raise Unavailable(f"the event log is unavailable: {exc}") from None
+        last = await self._store.last(self._store.names.run(cmd.run_id), leader=True)
         event = last.event if last is not None else None
         state = Run(seq=last.seq, last=event) if last is not None and isinstance(event, RunEvent) else Run()
         if state.status == "cancelled":

@@ -15,11 +15,20 @@ from layby.logs import get_logger
 from layby_contracts.errors import (
     BadInput,
     Conflict,
+    CrossIdentityAudienceError,
     Forbidden,
+    InteractionLimitError,
+    InteractionTimeoutError,
     LaybyError,
+    NonDeterministicRunError,
     NotFound,
+    ParkExpiryExceedsRetentionError,
+    Permanent,
+    RunCancelledError,
+    StepFailedError,
     Transient,
     Unauthorized,
+    Unavailable,
 )
 
 log = get_logger("layby.door")
@@ -30,13 +39,52 @@ NO_STORE = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
 class PayloadTooLarge(LaybyError):
     """The body's actual bytes exceed ``INTERACTIONS_CALLBACK_MAX_BODY_BYTES``."""
 
+    kind = "too_large"
+
 
 class Busy(LaybyError):
     """The door cannot take this client now (its open streams are at the cap): 503 + Retry-After."""
 
+    kind = "busy"
+
     def __init__(self, message: str, *, retry_after: int) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+    @classmethod
+    def from_wire(cls, message: str, *, field: str | None, interaction_id: str = "") -> LaybyError:
+        return cls(message, retry_after=1)
+
+
+STATUS: dict[type[LaybyError], int] = {
+    BadInput: 400,
+    ParkExpiryExceedsRetentionError: 400,
+    Unauthorized: 401,
+    Forbidden: 403,
+    CrossIdentityAudienceError: 403,
+    NotFound: 404,
+    Conflict: 409,
+    RunCancelledError: 409,
+    PayloadTooLarge: 413,
+    InteractionLimitError: 429,
+    Transient: 503,
+    Unavailable: 503,
+    Busy: 503,
+    InteractionTimeoutError: 504,
+    Permanent: 500,
+    NonDeterministicRunError: 500,
+    StepFailedError: 500,
+    LaybyError: 500,
+}
+"""Every error class's HTTP status; a class not listed takes its nearest listed base's."""
+
+
+def status_of(exc: LaybyError) -> int:
+    """The HTTP status of an error: its class's own, else its nearest base's."""
+    for cls in type(exc).__mro__:
+        if cls in STATUS:
+            return STATUS[cls]
+    return 500
 
 
 def error_response(
@@ -53,17 +101,9 @@ def error_response(
 
 
 def _layby(_: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
+    assert isinstance(exc, LaybyError)
+    status = status_of(exc)
     match exc:
-        case BadInput():
-            return error_response(400, exc.message, field=exc.field)
-        case Unauthorized():
-            return error_response(401, str(exc))
-        case Forbidden():
-            return error_response(403, str(exc))
-        case NotFound():
-            return error_response(404, str(exc))
-        case Conflict():
-            return error_response(409, str(exc))
         case PayloadTooLarge():
             return error_response(413, "payload too large")
         case Busy():
@@ -72,8 +112,13 @@ def _layby(_: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]
         case Transient():
             log.warning("door.transient", error=str(exc))
             return error_response(503, "service temporarily unavailable; retry")
-    log.error("door.unexpected", error=repr(exc))
-    return error_response(500, "internal server error")
+    if status >= 500:
+        # Never the text of a failure the client cannot act on: it is logged instead.
+        log.error("door.unexpected", error=repr(exc))
+        return error_response(status, "internal server error")
+    if status == 400:
+        return error_response(400, exc.message, field=exc.field)
+    return error_response(status, str(exc))
 
 
 def _http(_: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
