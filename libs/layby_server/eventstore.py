@@ -14,7 +14,7 @@ import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import nats
@@ -34,6 +34,9 @@ from layby_contracts.errors import Conflict, Unavailable
 from layby_contracts.events import Event, decode_event, encode_event
 from layby_contracts.subjects import STEP_SHARDS, Names
 from layby_server.resolve import Resolving
+
+if TYPE_CHECKING:
+    from layby_server.eventlog import EventLog
 from layby_server.sealing import Sealer, open_secret, sealer_of
 
 WRONG_LAST_SEQUENCE = 10071
@@ -345,3 +348,7 @@ async def wait_for_jetstream(nc: NATS, timeout: float = 30.0) -> None:
             if asyncio.get_running_loop().time() > deadline:
                 raise
             await asyncio.sleep(0.2)
+
+
+if TYPE_CHECKING:
+    _: type[EventLog] = EventStore  # mypy checks JetStream's store against the interface

@@ -1,7 +1,8 @@
 """An in-memory twin of the JetStream event store, for fast unit tests of the services' rules.
 
-``MemoryEventStore`` has the public methods of ``layby_server.eventstore.EventStore`` and keeps
-the five streams of ``EventStore.provision`` (docs/architecture.md, "Streams and subjects") with
+``MemoryEventStore`` implements ``layby_server.eventlog.EventLog`` as ``EventStore`` does (mypy
+checks both) and keeps the streams of ``EventStore.provision`` (the event log, the step streams
+and the side streams) (docs/architecture.md, "Streams and subjects") with
 the append rules JetStream enforces on them, so a rule that holds here holds against NATS:
 
 - each stream numbers its messages with one sequence, shared by all its subjects;
@@ -29,13 +30,15 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from layby_contracts.errors import Conflict, Unavailable
 from layby_contracts.events import Event, decode_event, encode_event
-from layby_contracts.subjects import Names
+from layby_contracts.subjects import STEP_SHARDS, Names
 from layby_domain.clock import Clock, SystemClock
+from layby_server.eventlog import EventLog
 from layby_server.eventstore import CONTINUATION_MAX_AGE, DUPLICATE_WINDOW, Stored
 from layby_server.resolve import Resolving
 from layby_server.sealing import Sealer, new_key, open_secret, sealer_of
@@ -170,6 +173,7 @@ class MemoryEventStore(Resolving):
             n.continuations_stream: (n.continuations_all, CONTINUATION_MAX_AGE, 1),
             n.media_stream: (n.media_all, timedelta(seconds=self.media_retention), 1),
             n.tickets_stream: (n.tickets_all, None, 1),
+            **{n.steps_stream(shard): (n.steps_all(shard), None, None) for shard in range(STEP_SHARDS)},
         }
         for name, (filter_, max_age, max_per_subject) in limits.items():
             stream = self._streams.setdefault(name, _Stream(filter_))
@@ -223,11 +227,16 @@ class MemoryEventStore(Resolving):
             raise Conflict(f"{subject}: duplicate of an earlier append")
         return seq
 
-    async def last(self, subject: str, *, leader: bool = False) -> Stored | None:
-        """The last event on a subject, or ``None`` when the subject is empty."""
+    async def last(self, subject: str, *, leader: bool = False, stream: str | None = None) -> Stored | None:
+        """The last event on a subject of the event log (or of ``stream``), ``None`` when empty."""
         await _round_trip()
-        msg = self._get(self.names.events_stream, subject)
+        msg = self._get(stream or self.names.events_stream, subject)
         return None if msg is None else Stored(seq=msg.seq, event=decode_event(msg.data))
+
+    async def last_steps(self, run_id: str, generation: int, *, leader: bool = False) -> Stored | None:
+        """The last ``StepRecorded`` of a run's generation (it holds all the generation's steps)."""
+        stream = self.names.steps_stream(self.names.step_shard(run_id))
+        return await self.last(self.names.steps(run_id, generation), leader=leader, stream=stream)
 
     async def first(self, subject: str) -> Stored | None:
         """The first event on a subject."""
@@ -300,3 +309,7 @@ class MemoryEventStore(Resolving):
         subject = self.names.secret(interaction_id, ref)
         msg = self._get(self.names.secrets_stream, subject)
         return None if msg is None else open_secret(self, msg.data, subject)
+
+
+if TYPE_CHECKING:
+    _: type[EventLog] = MemoryEventStore  # mypy checks the twin against the interface

@@ -16,7 +16,6 @@ from typing import Protocol
 
 import msgspec
 
-from layby_contracts.errors import Conflict, LaybyError
 from layby_contracts.events import (
     EXPIRY_ANSWERER,
     Event,
@@ -27,8 +26,8 @@ from layby_contracts.events import (
 )
 from layby_contracts.subjects import Names
 from layby_domain.interaction import Append, Decision, Interaction, Keep, evolve
+from layby_server.eventlog import ATTEMPTS, decide_and_append
 
-RESOLVE_ATTEMPTS = 5
 _enc = msgspec.json.Encoder()
 
 
@@ -77,7 +76,8 @@ def state_of(stored: _Stored | None) -> Interaction:
     return Interaction(seq=stored.seq)  # not an interaction's subject: nothing to resolve
 
 
-def _msg_id(event: InteractionEvent) -> str:
+def _msg_id(event: Event) -> str:
+    assert isinstance(event, InteractionAsked | InteractionAnswered | InteractionRemoved)
     if isinstance(event, InteractionAnswered):
         kind = "expired" if event.answered_by == EXPIRY_ANSWERER else "answered"
     elif isinstance(event, InteractionRemoved):
@@ -96,7 +96,7 @@ async def resolve(
     seed: Interaction | None = None,
     trusted: bool = True,
     retry: bool = True,
-    attempts: int = RESOLVE_ATTEMPTS,
+    attempts: int = ATTEMPTS,
 ) -> Resolved:
     """Decide on the interaction's state and append the decision with that state's sequence
     expected; after a lost race, read the leader and decide again (``retry=False``: report the
@@ -108,32 +108,34 @@ async def resolve(
     ``Append``/``Keep``.
     """
     subject = log.names.ix(interaction_id)
-    state = seed
-    leader = False
-    for _ in range(attempts):
-        from_log = state is None
-        if state is None:
-            state = state_of(await log.last(subject, leader=leader))
-        try:
-            decision = decide(state)
-        except LaybyError:
-            if from_log or trusted:
-                raise
-            state, leader = None, False  # a cached state may be stale: refuse only on the log's word
-            continue
-        if isinstance(decision, Keep):
-            return Resolved(state)
-        event = await _with_secret(log, decision)
-        try:
-            seq = await log.append(subject, event, msg_id=_msg_id(event), expected_seq=state.seq)
-        except Conflict:
-            if not retry:
-                return Resolved(state, lost=True)
-            state, leader = None, True  # another resolution won: read it from the leader
-            continue
-        return Resolved(state, event, seq)
-    assert state is not None
-    return Resolved(state, lost=True)
+
+    async def read(leader: bool) -> Interaction:
+        return state_of(await log.last(subject, leader=leader))
+
+    def appending(state: Interaction) -> Append | None:
+        decision = decide(state)
+        return None if isinstance(decision, Keep) else decision
+
+    async def event_of(decision: Append) -> Event:
+        return await _with_secret(log, decision)
+
+    outcome = await decide_and_append(
+        log,
+        subject,
+        read=read,
+        decide=appending,
+        event_of=event_of,
+        msg_id=_msg_id,
+        seed=seed,
+        trusted=trusted,
+        retry=retry,
+        attempts=attempts,
+    )
+    appended = outcome.event
+    assert appended is None or isinstance(
+        appended, InteractionAsked | InteractionAnswered | InteractionRemoved
+    )
+    return Resolved(outcome.state, appended, outcome.seq, outcome.lost)
 
 
 async def _with_secret(log: InteractionLog, decision: Append) -> InteractionEvent:

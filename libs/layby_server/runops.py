@@ -17,19 +17,18 @@ from datetime import datetime
 from typing import TypeVar
 
 from layby.logs import get_logger
-from layby_contracts.errors import Conflict, NotFound, Unavailable
+from layby_contracts.errors import NotFound, Unavailable
 from layby_contracts.events import RunCancelled, RunEvent, RunResumed, RunStarted
 from layby_domain.interaction import decide_remove
 from layby_domain.run import Run, Steps, decide_cancel, decide_close_steps, decide_retry
 from layby_server.auth import Principal
-from layby_server.eventstore import EventStore
+from layby_server.eventlog import EventLog, as_event, decide_and_append
 
 log = get_logger("layby.runops")
-ATTEMPTS = 5
 NOT_FOUND = "Run not found"
 
 
-async def load_run(store: EventStore, run_id: str, who: Principal) -> tuple[RunStarted, Run]:
+async def load_run(store: EventLog, run_id: str, who: Principal) -> tuple[RunStarted, Run]:
     """The run's start and state; another identity's run is the same 404 as an unknown one."""
     first = await store.first(store.names.run(run_id))
     if first is None or not isinstance(first.event, RunStarted):
@@ -47,21 +46,21 @@ E = TypeVar("E", RunCancelled, RunResumed)
 
 
 async def _decide_and_append(
-    store: EventStore, run_id: str, who: Principal, decide: Callable[[Run], E], msg_id: str
+    store: EventLog, run_id: str, who: Principal, decide: Callable[[Run], E], msg_id: str
 ) -> tuple[E, Run]:
-    for _ in range(ATTEMPTS):
-        _, state = await load_run(store, run_id, who)
-        event = decide(state)
-        try:
-            await store.append(store.names.run(run_id), event, msg_id=msg_id, expected_seq=state.seq)
-        except Conflict:
-            continue  # another writer moved the run on: decide again on what it recorded
-        return event, state
-    raise Unavailable("the run kept changing; try again")
+    async def read(_leader: bool) -> Run:
+        return (await load_run(store, run_id, who))[1]  # always the leader's word
+
+    outcome = await decide_and_append(
+        store, store.names.run(run_id), read=read, decide=decide, event_of=as_event, msg_id=lambda _: msg_id
+    )
+    if outcome.decision is None:
+        raise Unavailable("the run kept changing; try again")
+    return outcome.decision, outcome.state
 
 
 async def cancel_run(
-    store: EventStore, run_id: str, who: Principal, now: Callable[[], datetime]
+    store: EventLog, run_id: str, who: Principal, now: Callable[[], datetime]
 ) -> RunCancelled:
     """Cancel a running or parked run. A parked run's open questions are removed at once (the
     resume service removes them again from the event, should this process stop half-way)."""
@@ -74,36 +73,32 @@ async def cancel_run(
     return event
 
 
-async def read_steps(store: EventStore, run_id: str, generation: int) -> Steps:
-    """The step record of a run's generation, from the leader (``Transient`` when unreachable)."""
+async def read_steps(store: EventLog, run_id: str, generation: int) -> Steps:
+    """The step record of a run's generation, from the leader (``Unavailable`` when unreachable)."""
     last = await store.last_steps(run_id, generation, leader=True)
     return Steps() if last is None else Steps.of(last.seq, last.event)
 
 
-async def close_steps(store: EventStore, cancelled: RunCancelled, now: Callable[[], datetime]) -> None:
+async def close_steps(store: EventLog, cancelled: RunCancelled, now: Callable[[], datetime]) -> None:
     """Close the step record of the execution a cancel stopped, so its next step finds the run
     cancelled (docs/aggregates/run.md#steps). Idempotent: the resume service repeats it from the
     event."""
-    for _ in range(ATTEMPTS):
-        try:
-            steps = await read_steps(store, cancelled.run_id, cancelled.generation)
-            closing = decide_close_steps(cancelled, steps, now=now())
-            if closing is None:
-                return
-            subject = store.names.steps(cancelled.run_id, cancelled.generation)
-            await store.append(
-                subject,
-                closing,
-                msg_id=f"closed-{cancelled.run_id}-{uuid.uuid4().hex}",
-                expected_seq=steps.seq,
-            )
-            return
-        except Conflict:
-            continue  # a step landed meanwhile: close the record as it is now
-    raise Unavailable("the run's steps kept changing; try again")
+    async def read(_leader: bool) -> Steps:
+        return await read_steps(store, cancelled.run_id, cancelled.generation)
+
+    outcome = await decide_and_append(
+        store,
+        store.names.steps(cancelled.run_id, cancelled.generation),
+        read=read,
+        decide=lambda steps: decide_close_steps(cancelled, steps, now=now()),
+        event_of=as_event,
+        msg_id=lambda _: f"closed-{cancelled.run_id}-{uuid.uuid4().hex}",
+    )
+    if outcome.lost:
+        raise Unavailable("the run's steps kept changing; try again")
 
 
-async def remove_open_asks(store: EventStore, cancelled: RunCancelled, now: Callable[[], datetime]) -> None:
+async def remove_open_asks(store: EventLog, cancelled: RunCancelled, now: Callable[[], datetime]) -> None:
     """Remove a cancelled park's questions that are still pending (an answered one keeps its
     answer). Idempotent: the resume service repeats it from the event."""
     for interaction_id in cancelled.asks:
@@ -111,7 +106,7 @@ async def remove_open_asks(store: EventStore, cancelled: RunCancelled, now: Call
 
 
 async def retry_run(
-    store: EventStore, run_id: str, who: Principal, now: Callable[[], datetime]
+    store: EventLog, run_id: str, who: Principal, now: Callable[[], datetime]
 ) -> RunResumed:
     """Execute a failed run again from its last recorded step or park (the resume service
     publishes the continuation when it sees the event)."""

@@ -17,10 +17,19 @@ import pytest
 
 from layby.connection import connect_nats
 from layby_contracts.errors import Conflict, NotFound
-from layby_contracts.events import InteractionAnswered, InteractionAsked, RunStarted, encode_event
+from layby_contracts.events import (
+    InteractionAnswered,
+    InteractionAsked,
+    RunStarted,
+    StepRecorded,
+    StepResult,
+    encode_event,
+)
 from layby_contracts.subjects import Names
 from layby_domain.interaction import Decision, Interaction, decide_answer, decide_remove
+from layby_domain.run import Steps
 from layby_server.embedded import EmbeddedNats
+from layby_server.eventlog import Outcome, as_event, decide_and_append
 from layby_server.eventstore import EventStore
 from layby_server.memstore import MemoryEventStore
 from layby_server.sealing import Sealer, new_key
@@ -394,3 +403,98 @@ async def test_a_sensitive_answer_is_sealed_at_rest(log: Log) -> None:
         raw = found.data
     assert raw and b"correct horse" not in raw
     assert await log.get_secret("i", "r") == b'"correct horse battery staple"'
+
+
+def recorded(run_id: str, call: int, steps: dict[str, StepResult], generation: int = 0) -> StepRecorded:
+    step = StepResult(name=f"s{call}", result=call)
+    return StepRecorded(
+        run_id=run_id,
+        generation=generation,
+        call=call,
+        step=step,
+        steps={**steps, str(call): step},
+        recorded_at=NOW,
+    )
+
+
+async def test_a_generations_step_record_lives_on_its_step_stream(log: Log) -> None:
+    """A step record is read back by run and generation from its step stream, not the event log;
+    another generation of the same run has a record of its own."""
+    assert await log.last_steps("r1", 0) is None
+    subject = log.names.steps("r1", 0)
+    seq = await log.append(subject, recorded("r1", 0, {}), msg_id="s-1", expected_seq=0)
+    found = await log.last_steps("r1", 0, leader=True)
+    assert found is not None and found.seq == seq
+    assert isinstance(found.event, StepRecorded) and set(found.event.steps) == {"0"}
+    assert await log.last(subject) is None  # not on the event log
+    assert await log.last_steps("r1", 1) is None
+
+
+async def test_step_streams_are_sharded_by_run_with_their_own_sequences(log: Log) -> None:
+    """Runs of different shards number their records independently of each other and of the log."""
+    runs = {}
+    for n in range(40):
+        runs.setdefault(log.names.step_shard(f"run-{n}"), f"run-{n}")
+        if len(runs) == 2:
+            break
+    first, second = runs.values()
+    await log.append(log.names.ix("a"), asked("a"), msg_id="a-1", expected_seq=0)
+    one = await log.append(log.names.steps(first, 0), recorded(first, 0, {}), msg_id="x-1", expected_seq=0)
+    two = await log.append(log.names.steps(second, 0), recorded(second, 0, {}), msg_id="x-2", expected_seq=0)
+    assert one == two == 1
+
+
+async def test_the_first_record_of_a_step_wins_and_the_next_extends_it(log: Log) -> None:
+    """Two records expecting the same sequence: one lands; the next step appends on top of it."""
+    subject = log.names.steps("r1", 0)
+    results = await asyncio.gather(
+        *(log.append(subject, recorded("r1", 0, {}), msg_id=f"s-{n}", expected_seq=0) for n in range(2)),
+        return_exceptions=True,
+    )
+    assert sum(isinstance(r, int) for r in results) == 1
+    assert sum(isinstance(r, Conflict) for r in results) == 1
+    first = await log.last_steps("r1", 0, leader=True)
+    assert first is not None and isinstance(first.event, StepRecorded)
+    await log.append(subject, recorded("r1", 1, first.event.steps), msg_id="s-3", expected_seq=first.seq)
+    last = await log.last_steps("r1", 0, leader=True)
+    assert last is not None and isinstance(last.event, StepRecorded)
+    assert set(last.event.steps) == {"0", "1"}
+
+
+async def test_racing_step_writers_each_decide_again_on_what_won(log: Log) -> None:
+    """The generic decide -> append -> re-read loop: concurrent writers of one step record all
+    land, each deciding on the record the previous one left (no step is lost)."""
+    subject = log.names.steps("r1", 0)
+
+    async def read(_leader: bool) -> Steps:
+        last = await log.last_steps("r1", 0, leader=True)
+        return Steps() if last is None else Steps.of(last.seq, last.event)
+
+    async def write(call: int) -> Outcome[Steps, StepRecorded]:
+        return await decide_and_append(
+            log,
+            subject,
+            read=read,
+            decide=lambda steps: recorded("r1", call, steps.recorded),
+            event_of=as_event,
+            msg_id=lambda _: f"step-{call}-{uuid.uuid4().hex}",
+            attempts=20,
+        )
+
+    outcomes = await asyncio.gather(*(write(call) for call in range(5)))
+    assert all(o.seq is not None and not o.lost for o in outcomes)
+    last = await log.last_steps("r1", 0, leader=True)
+    assert last is not None and isinstance(last.event, StepRecorded)
+    assert set(last.event.steps) == {str(call) for call in range(5)}
+
+
+async def test_a_decision_to_append_nothing_appends_nothing(log: Log) -> None:
+    """``decide`` returning None keeps the state: no append, no sequence, not lost."""
+    async def read(_leader: bool) -> Steps:
+        return Steps()
+
+    outcome: Outcome[Steps, StepRecorded] = await decide_and_append(
+        log, log.names.steps("r1", 0), read=read, decide=lambda _: None, event_of=as_event, msg_id=str
+    )
+    assert (outcome.decision, outcome.seq, outcome.lost) == (None, None, False)
+    assert await log.last_steps("r1", 0) is None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections import OrderedDict
+from dataclasses import dataclass
 
 import msgspec
 
@@ -34,6 +35,7 @@ from layby_contracts.errors import BadInput, Conflict, Forbidden, Unauthorized, 
 from layby_contracts.events import (
     RunEvent,
     RunStarted,
+    StepRecorded,
     StepResult,
 )
 from layby_contracts.limits import CHECKPOINT_MAX_BYTES
@@ -42,6 +44,7 @@ from layby_domain.run import Run, Steps, checkpoint, decide_end, decide_park, de
 from layby_domain.validation import call_interaction_id, is_flow_name, nul_path
 from layby_server.auth import Authenticator, Principal
 from layby_server.consumer import ensure_flow_consumer
+from layby_server.eventlog import as_event, decide_and_append
 from layby_server.eventstore import EventStore, Stored
 from layby_server.runops import cancel_run, read_steps, retry_run
 from layby_server.settings import Settings
@@ -75,6 +78,18 @@ def _check_checkpoint(*parts: object, field: str, would: bool = False) -> None:
         raise BadInput(
             f"the run's checkpoint {verb} {size} bytes; the limit is {CHECKPOINT_MAX_BYTES}", field=field
         )
+
+
+@dataclass(frozen=True, slots=True)
+class _Execution:
+    """An executing generation as a step decides on it: the run and its step record."""
+
+    run: Run
+    steps: Steps
+
+    @property
+    def seq(self) -> int:
+        return self.steps.seq  # a step appends to the record, expecting the record unchanged
 
 
 class RunOwner(msgspec.Struct, frozen=True):
@@ -292,23 +307,29 @@ class RunHandlers:
             else cmd.step
         )
         key = (cmd.run_id, cmd.generation)
-        for attempt in range(STEP_ATTEMPTS):
-            known = self._executions.get(key) if attempt == 0 else None
-            started = self._started.get(cmd.run_id)
-            if known is not None and started is not None:
-                # The run and its record as this process last saw them: the append below expects
-                # the record unchanged, and a cancel changes it (it closes the record).
-                principal = identify(self._auth, cmd.token, cmd.run_id, "run_id")
-                if not self.may_act(principal, started):
-                    raise Forbidden("this run belongs to another identity")
-                run, steps = known
-            else:
-                found, _ = await self._executing(cmd.token, cmd.run_id, cmd.generation)
-                run = _run(found)
-                steps = await self.steps(cmd.run_id, cmd.generation)
+        seed: _Execution | None = None
+        known = self._executions.get(key)
+        started = self._started.get(cmd.run_id)
+        if known is not None and started is not None:
+            # The run and its record as this process last saw them: the append expects the
+            # record unchanged, and a cancel changes it (it closes the record).
+            principal = identify(self._auth, cmd.token, cmd.run_id, "run_id")
+            if not self.may_act(principal, started):
+                raise Forbidden("this run belongs to another identity")
+            seed = _Execution(*known)
+        recorded: list[StepResult] = []
+
+        async def read(_leader: bool) -> _Execution:
+            # After a lost race the record changed: another step of this execution landed first
+            # (merge with it), another execution's, or a cancel closed it. Read both again.
+            self._executions.pop(key, None)
+            found, _ = await self._executing(cmd.token, cmd.run_id, cmd.generation)
+            return _Execution(_run(found), await self.steps(cmd.run_id, cmd.generation))
+
+        def decide(current: _Execution) -> StepRecorded | None:
             decided = decide_step(
-                run,
-                steps=steps,
+                current.run,
+                steps=current.steps,
                 generation=cmd.generation,
                 call=cmd.call,
                 step=step,
@@ -316,29 +337,32 @@ class RunHandlers:
                 resume_id=cmd.resume_id,
             )
             if isinstance(decided, StepResult):
-                # Recorded already: by this very command (a retry), or first by another execution.
-                return RunAccepted(
-                    run_id=cmd.run_id, seq=steps.seq, step=None if decided == step else decided
-                )
+                recorded.append(decided)  # recorded already: by this very command, or first by another
+                return None
             # A park carries every step and answer: a step must leave room for them.
-            _check_checkpoint(
-                checkpoint(run, Steps(recorded=decided.steps)), run.answers, field="result", would=True
+            room = checkpoint(current.run, Steps(recorded=decided.steps))
+            _check_checkpoint(room, current.run.answers, field="result", would=True)
+            return decided
+
+        outcome = await decide_and_append(
+            self._store,
+            self._store.names.steps(cmd.run_id, cmd.generation),
+            read=read,
+            decide=decide,
+            event_of=as_event,
+            msg_id=lambda _: f"step-{cmd.run_id}-{cmd.generation}-{cmd.call}-{uuid.uuid4().hex}",
+            seed=seed,
+            attempts=STEP_ATTEMPTS,
+        )
+        if recorded and outcome.decision is None and not outcome.lost:
+            first = recorded[-1]
+            return RunAccepted(
+                run_id=cmd.run_id, seq=outcome.state.steps.seq, step=None if first == step else first
             )
-            try:
-                seq = await self._store.append(
-                    self._store.names.steps(cmd.run_id, cmd.generation),
-                    decided,
-                    msg_id=f"step-{cmd.run_id}-{cmd.generation}-{cmd.call}-{uuid.uuid4().hex}",
-                    expected_seq=steps.seq,
-                )
-            except Conflict:
-                # The record changed since it was read: another step of this execution landed
-                # first (merge with it), another execution's, or a cancel closed it. Read again.
-                self._executions.pop(key, None)
-                continue
-            self._remember(key, run, Steps(seq=seq, recorded=decided.steps))
-            return RunAccepted(run_id=cmd.run_id, seq=seq)
-        raise Unavailable("the run kept changing while the step was recorded; try again")
+        if outcome.decision is None or outcome.seq is None:
+            raise Unavailable("the run kept changing while the step was recorded; try again")
+        self._remember(key, outcome.state.run, Steps(seq=outcome.seq, recorded=outcome.decision.steps))
+        return RunAccepted(run_id=cmd.run_id, seq=outcome.seq)
 
     async def cancel(self, cmd: CancelRun) -> RunAccepted:
         principal = identify(self._auth, cmd.token, cmd.run_id, "run_id")
