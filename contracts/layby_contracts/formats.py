@@ -9,7 +9,7 @@ before (docs/asking.md#answer-formats).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, get_args
 
 import msgspec
 
@@ -50,7 +50,10 @@ class ExternalPayload(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=T
 
 
 FormatPayload = TextPayload | ConfirmPayload | SelectPayload | FormPayload | ExternalPayload
-FORMAT_NAMES: tuple[str, ...] = ("text", "confirm", "select", "form", "external")
+FORMAT_NAMES: tuple[str, ...] = tuple(
+    str(member.__struct_config__.tag) for member in get_args(FormatPayload)
+)
+"""Every answer format's name, in the documented order: the union's tags (the one list)."""
 
 
 def payload_of(answer_format: str, format_payload: dict[str, Any] | None) -> FormatPayload:

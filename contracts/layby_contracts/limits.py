@@ -4,6 +4,8 @@ settings."""
 
 from typing import Final
 
+from layby_contracts.formats import FORMAT_NAMES
+
 QUESTION_MAX_CHARS: Final = 8192
 MEDIA_MAX_ITEMS: Final = 50
 MEDIA_URL_MAX_CHARS: Final = 8192
@@ -18,7 +20,8 @@ PAGE_SIZE_DEFAULT: Final = 50
 PAGE_SIZE_MAX: Final = 200
 KEEPALIVE_SECONDS: Final = 15.0
 
-ANSWER_FORMATS: Final = ("text", "confirm", "select", "form", "external")
+ANSWER_FORMATS: Final = FORMAT_NAMES
+"""The answer formats' names (the one list is ``layby_contracts.formats.FORMAT_NAMES``)."""
 
 # Sentinel answerers (docs/aggregates/interaction.md#reserved-values).
 ANSWERED_BY_EXTERNAL: Final = "external-callback"

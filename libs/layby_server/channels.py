@@ -27,6 +27,7 @@ import msgspec
 
 from layby_contracts.channels import Channel
 from layby_contracts.errors import BadInput
+from layby_domain.formats import format_named
 from layby_domain.formats.form import check_form_subset
 
 Factory = Callable[..., Channel]
@@ -84,7 +85,7 @@ def check_channel_ask(
     if plugin is None:
         known = ", ".join(sorted(channels)) or "none are configured in LAYBY_CHANNELS"
         raise BadInput(f"unknown channel {channel!r} (known: {known})", field="channel")
-    if answer_format != "form":
+    if not format_named(answer_format).delivered_as_form:
         return
     if not getattr(plugin, "supports_form_delivery", False):
         raise BadInput(f"channel {channel!r} does not deliver form questions", field="channel")

@@ -395,7 +395,7 @@ def build_parser() -> argparse.ArgumentParser:
     lst.add_argument("--page", type=int)
     lst.add_argument("--page-size", type=int)
     lst.add_argument("--search", help="only questions whose text contains this (case-insensitive)")
-    lst.add_argument("--format", choices=("text", "confirm", "select", "form", "external"))
+    lst.add_argument("--format", choices=NAMES)
     lst.add_argument("--group", help="only this group id")
     lst.add_argument("--sort", choices=("group", "newest", "oldest", "deadline"))
     lst.add_argument("--json", action=argparse.BooleanOptionalAction, default=False)

@@ -67,6 +67,7 @@ from layby_contracts.errors import (
 from layby_contracts.events import ParkedAsk, Resolution
 from layby_contracts.refusals import from_refused, to_refused
 from layby_contracts.subjects import Names
+from layby_domain.formats import FORMATS, known_format
 from layby_domain.tickets import callback_url, new_ticket
 from layby_domain.validation import (
     AskSpec,
@@ -150,15 +151,21 @@ def validate_call(
     if args.get("channel") is not None:
         # The delivery service mints the ticket and hands the callback URL to the channel.
         return validate_ask(question, **args, link_url=link)
-    if args.get("answer_format") == "external":
+    fmt = known_format(args.get("answer_format"))
+    if fmt is not None and fmt.needs_link(None):
         check_link(link)
         if callback_base is not None:
             callback_base()
         # Everything else first: the link builder may create an outside resource.
         return validate_ask(question, **args, link_url=LINK_PLACEHOLDER)
     if link is not None:
-        raise BadInput("link is only for 'external' questions", field="link")
+        raise BadInput(f"link is only for {_linked_formats()} questions", field="link")
     return validate_ask(question, **args)
+
+
+def _linked_formats() -> str:
+    """The formats that take a ``link``, as a message names them ('external')."""
+    return " or ".join(repr(name) for name, fmt in FORMATS.items() if fmt.ticketed)
 
 
 def check_link(link: object) -> None:
@@ -277,7 +284,8 @@ class Client:
             "channel": channel,
             "recipient": recipient,
         }
-        external = answer_format == "external" and channel is None
+        fmt = known_format(answer_format)
+        external = fmt is not None and fmt.needs_link(channel)
         spec = validate_call(question, args, link, self._callback_base)
         if channel is not None and not self._public_base_url:
             raise BadInput(
@@ -530,8 +538,8 @@ class Client:
             media=spec.media,
             data=(spec.format_payload or {}).get("data"),
             pages=(spec.format_payload or {}).get("pages"),
-            link_url=(spec.format_payload or {}).get("url") if fmt == "external" else None,
-            verifier=(spec.format_payload or {}).get("verifier") if fmt == "external" else None,
+            link_url=(spec.format_payload or {}).get("url"),
+            verifier=(spec.format_payload or {}).get("verifier"),
             ticket_hash=ticket_hash,
             channel=spec.channel,
             recipient=spec.recipient,

@@ -27,6 +27,7 @@ from layby_contracts.events import (
     InteractionRemoved,
     InteractionWithdrawn,
 )
+from layby_domain.formats import format_named
 from layby_domain.validation import validate_answer
 
 Status = Literal["absent", "pending", "answered", "removed"]
@@ -173,7 +174,7 @@ def decide_answer(
     """A person answers through the answer door. Raises the refusal (in the door's order: not
     found, already answered, external, audience, format); returns the Answered event."""
     asked = check_answerable(state)
-    if asked.answer_format == "external":
+    if not format_named(asked.answer_format).answered_at_the_door:
         raise BadInput("external interactions are answered via their callback URL")
     if restricted:
         if asked.audience is None:

@@ -27,6 +27,7 @@ from layby_contracts.errors import (
 from layby_contracts.events import InteractionAsked, InteractionWithdrawn, MediaItem
 from layby_contracts.limits import MEDIA_ROUTE_PREFIX
 from layby_domain.clock import Clock
+from layby_domain.formats import format_named
 from layby_domain.interaction import decide_prune, decide_withdrawn, withdrawal
 from layby_domain.media import decode_data_image
 from layby_domain.tickets import ticket_expires_at
@@ -177,7 +178,7 @@ class AskHandlers:
             first_ask = await self._asked_before(event)
             if first_ask is not None:
                 return _accepted(first_ask)
-        if spec.answer_format == "external" and spec.channel is None:
+        if format_named(spec.answer_format).needs_link(spec.channel):
             # A channel question's ticket is minted by the delivery service, per delivery.
             await self._bind_external_ticket(cmd, event, spec.mode)
         inline = self._inline_media(event)
@@ -225,7 +226,7 @@ class AskHandlers:
             recipient=cmd.recipient,
         )
         self._check_channel(spec)
-        if spec.answer_format == "external" and spec.channel is None and not _is_hash(cmd.ticket_hash):
+        if format_named(spec.answer_format).needs_link(spec.channel) and not _is_hash(cmd.ticket_hash):
             raise BadInput("an external question needs its ticket's SHA-256 (64 hex)", field="ticket_hash")
         return spec
 

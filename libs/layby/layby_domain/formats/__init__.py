@@ -10,6 +10,7 @@ delivery service and the CLI look a format up here instead of branching on its n
 from __future__ import annotations
 
 from layby_contracts.errors import BadInput
+from layby_contracts.formats import FORMAT_NAMES
 from layby_domain.formats._base import AskInputs, Format, Page
 from layby_domain.formats.confirm import CONFIRM
 from layby_domain.formats.external import EXTERNAL
@@ -18,15 +19,22 @@ from layby_domain.formats.select import SELECT
 from layby_domain.formats.text import TEXT
 
 FORMATS: dict[str, Format] = {f.name: f for f in (TEXT, CONFIRM, SELECT, FORM, EXTERNAL)}
-NAMES: tuple[str, ...] = tuple(FORMATS)
+NAMES: tuple[str, ...] = FORMAT_NAMES
+"""The format names, in the documented order: the tags of the wire union, written once."""
+assert tuple(FORMATS) == NAMES, "every format of the wire union has its module here, in order"
+
+
+def known_format(name: object) -> Format | None:
+    """The format called ``name``, or None (callers that report an unknown one later)."""
+    return FORMATS.get(name) if isinstance(name, str) else None
 
 
 def format_named(name: object) -> Format:
     """The format called ``name``; an unknown one is a ``BadInput`` naming ``answer_format``."""
-    found = FORMATS.get(name) if isinstance(name, str) else None
+    found = known_format(name)
     if found is None:
         raise BadInput(f"unknown answer_format: {name!r}", field="answer_format")
     return found
 
 
-__all__ = ["FORMATS", "NAMES", "AskInputs", "Format", "Page", "format_named"]
+__all__ = ["FORMATS", "NAMES", "AskInputs", "Format", "Page", "format_named", "known_format"]

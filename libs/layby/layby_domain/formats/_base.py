@@ -38,6 +38,14 @@ class Format:
     page: Page = "awaiting"
     answered_at_the_door: bool = True
     """False when only the question's callback may answer it (the answer door refuses)."""
+    ticketed: bool = False
+    """Answered through its own callback URL even when no channel delivers it: the ask carries a
+    ``link`` the person visits and the hash of the question's ticket, and the callback's JSON is
+    the answer (``check_callback_answer``). Any format delivered by a channel has a ticket too
+    (the delivery mints it); this says whether one is needed without a channel."""
+    delivered_as_form: bool = False
+    """A channel that delivers it must render a form (``supports_form_delivery``), and its schema
+    must keep to the channel-renderable subset (docs/channels.md#forms)."""
 
     def check_ask(self, ask: AskInputs) -> dict[str, Any] | None:
         """The ``format_payload`` to record, once every format-dependent argument passed."""
@@ -46,6 +54,20 @@ class Format:
     def check_answer(self, payload: FormatPayload, answer: Any) -> Any:
         """The typed value of a valid answer; raises ``BadInput`` with the door's message."""
         raise NotImplementedError
+
+    def check_callback_answer(self, payload: FormatPayload, answer: dict[str, Any]) -> dict[str, Any]:
+        """The answer an outside system's callback carries, checked (ticketed formats only)."""
+        raise BadInput(f"{self.name!r} questions are not answered by an outside system's callback")
+
+    def needs_link(self, channel: object) -> bool:
+        """Whether an ask of this format carries a link and its ticket's hash: a ticketed format
+        that no channel delivers (a channel's delivery mints the ticket and hands the callback URL
+        on itself)."""
+        return self.ticketed and channel is None
+
+    def has_ticket(self, channel: object) -> bool:
+        """Whether a recorded question of this format can be reached through a callback ticket."""
+        return self.ticketed or channel is not None
 
     def frame(self, payload: dict[str, Any] | None) -> dict[str, Any]:
         """What a client sees of the format in the pending-question item."""

@@ -11,9 +11,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from layby_contracts.errors import BadInput
-from layby_contracts.formats import FormatPayload
+from layby_contracts.formats import ExternalPayload, FormatPayload, FormPayload
 from layby_domain.formats._base import AskInputs, Format
-from layby_domain.formats.form import check_schema
+from layby_domain.formats.form import FORM, check_schema
 from layby_domain.verifiers import check_binding
 
 
@@ -21,6 +21,7 @@ class External(Format):
     name = "external"
     page = "confirm"
     answered_at_the_door = False
+    ticketed = True
 
     def check_ask(self, ask: AskInputs) -> dict[str, Any] | None:
         self._refuse_options(ask.options)
@@ -29,6 +30,14 @@ class External(Format):
 
     def check_answer(self, payload: FormatPayload, answer: Any) -> Any:
         raise BadInput("external interactions are answered via their callback URL")
+
+    def check_callback_answer(self, payload: FormatPayload, answer: dict[str, Any]) -> dict[str, Any]:
+        """The callback's JSON object, checked against the question's ``schema`` when it has one
+        (the door's form message on a mismatch)."""
+        assert isinstance(payload, ExternalPayload)
+        if payload.schema is not None:
+            FORM.check_answer(FormPayload(schema=payload.schema), answer)
+        return answer
 
     def frame(self, payload: dict[str, Any] | None) -> dict[str, Any]:
         """The verifier binding never leaves the server; clients learn only that there is one."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -26,7 +27,7 @@ from layby.logs import get_logger
 from layby_contracts.errors import BadInput, Transient
 from layby_contracts.events import EXPIRY_KEY, InteractionAnswered, InteractionAsked, InteractionRemoved
 from layby_contracts.limits import ANSWERED_BY_EXTERNAL
-from layby_domain.formats import FORMATS
+from layby_domain.formats import FORMATS, Page
 from layby_domain.interaction import decide_claim
 from layby_domain.tickets import ticket_hash
 from layby_domain.validation import nul_path, validate_answer
@@ -86,6 +87,22 @@ def _server_error_text() -> Response[bytes]:
     )
 
 
+def _form_page(asked: InteractionAsked) -> Response[bytes]:
+    try:
+        return _page(200, form_page(asked), FORM_PAGE_HEADERS)
+    except Unrenderable as exc:
+        log.error("callback.form_unrenderable", interaction_id=asked.interaction_id, reason=str(exc))
+        return _server_error_text()
+
+
+_PAGES: dict[Page, Callable[[InteractionAsked], Response[bytes]]] = {
+    "form": _form_page,
+    "confirm": lambda _: _page(200, CONFIRM_PAGE),
+    "awaiting": lambda _: _page(200, AWAITING_PAGE),
+}
+"""The public page of a ticketed question, by what its format shows (``Format.page``)."""
+
+
 async def _resolve(
     state: DoorState, ticket: str, leader: bool = False
 ) -> tuple[InteractionAsked, Stored] | None:
@@ -111,8 +128,8 @@ async def _resolve(
         if first is None or not isinstance(first.event, InteractionAsked):
             return None
         asked = first.event
-    if asked.answer_format != "external" and asked.channel is None:
-        return None  # only external and channel questions have tickets: nothing else is reachable
+    if not FORMATS[asked.answer_format].has_ticket(asked.channel):
+        return None  # only ticketed and channel questions have tickets: nothing else is reachable
     return asked, last
 
 
@@ -190,7 +207,8 @@ async def callback_post(request: Request[Any, Any, Any], ticket: FromPath[str]) 
             return _json(500, {"error": "webhook verification error"})
     if isinstance(last.event, InteractionAnswered):
         return _json(200, {"data": {"status": "already_answered"}})
-    if asked.answer_format != "external":
+    fmt = FORMATS[asked.answer_format]
+    if not fmt.ticketed:
         return await _channel_answer(state, ticket, asked, last, raw)
     if not raw.strip():
         if binding is not None and binding.get("name") in POST_ONLY:
@@ -208,12 +226,10 @@ async def callback_post(request: Request[Any, Any, Any], ticket: FromPath[str]) 
         return _json(
             400, {"error": f"answer must not carry the reserved key {EXPIRY_KEY!r}", "field": EXPIRY_KEY}
         )
-    schema = payload.get("schema")
-    if schema is not None:
-        try:
-            validate_answer("form", {"schema": schema}, answer)
-        except BadInput as exc:
-            return _json(400, {"error": exc.message})
+    try:
+        answer = fmt.check_callback_answer(fmt.typed(asked.format_payload), answer)
+    except BadInput as exc:
+        return _json(400, {"error": exc.message})
     return await _claim(state, ticket, asked, last, answer)
 
 
@@ -303,11 +319,4 @@ async def callback_get(request: Request[Any, Any, Any], ticket: FromPath[str]) -
         return _not_found_text()  # a verifier-bound question is answered by its provider only
     if isinstance(last.event, InteractionAnswered):
         return _page(200, DONE_PAGE)
-    page = FORMATS[asked.answer_format].page
-    if page == "form":
-        try:
-            return _page(200, form_page(asked), FORM_PAGE_HEADERS)
-        except Unrenderable as exc:
-            log.error("callback.form_unrenderable", interaction_id=asked.interaction_id, reason=str(exc))
-            return _server_error_text()
-    return _page(200, CONFIRM_PAGE if page == "confirm" else AWAITING_PAGE)
+    return _PAGES[FORMATS[asked.answer_format].page](asked)
