@@ -1,4 +1,4 @@
-"""Benchmark: the public callback door (issue 4, "How fast").
+"""Benchmark: the public callback door ("How fast").
 
     python bench/callbacks.py [--questions 2000] [--callers 50]
 

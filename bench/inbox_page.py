@@ -1,4 +1,4 @@
-"""Benchmark: the inbox page in headless Chromium (issues 5 and 13, "How fast").
+"""Benchmark: the inbox page in headless Chromium.
 
     python bench/inbox_page.py [--pending 10000] [--samples 20]
 

@@ -1,4 +1,4 @@
-"""Benchmark: durable async parks through `layby up` (issue 3, "How fast").
+"""Benchmark: durable async parks through `layby up` ("How fast").
 
     python bench/parks.py [--runs 10000] [--expiries 1000] [--fanout 1000] [--answerers 16]
 

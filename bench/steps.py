@@ -1,4 +1,4 @@
-"""Benchmark: durable steps and fair workers through `layby up` (issue 12, "How fast").
+"""Benchmark: durable steps and fair workers through `layby up` ("How fast").
 
     python bench/steps.py [--runs 1000] [--steps 10] [--concurrency 64] [--passes 3]
 

@@ -1,4 +1,4 @@
-"""Benchmark: the sync ask→answer cycle through `layby up` (issue 2, "How fast").
+"""Benchmark: the sync ask→answer cycle through `layby up` ("How fast").
 
     python bench/sync_cycle.py [--seconds 10] [--concurrency 1 10 100] [--url URL --token T --nats URL]
                                [--without-nats-auth]

@@ -1,4 +1,4 @@
-"""Take the screenshots in README.md and docs/ (issue 13): ``python docs/screenshots.py``.
+"""Take the screenshots in README.md and docs/: ``python docs/screenshots.py``.
 
 Starts `layby up` (embedded NATS and PostgreSQL in a temporary data dir), asks a handful of
 questions of every format, runs a few flows on a worker in this process (one parked, one failed,

@@ -1,4 +1,4 @@
-"""Failpoints: crash a process at a named point, for the crash tests (issue 3).
+"""Failpoints: crash a process at a named point, for the crash tests.
 
 ``LAYBY_FAILPOINTS=resume.after_claim,worker.after_flow`` makes the process SIGKILL itself the
 first time it reaches one of those points, exactly like ``kill -9`` at the worst moment. Unset

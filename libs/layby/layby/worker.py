@@ -1,4 +1,4 @@
-"""The run driver: ``layby.Worker`` hosts resumable flows (issue 3, docs/aggregates/run.md#parking,
+"""The run driver: ``layby.Worker`` hosts resumable flows (docs/aggregates/run.md#parking,
 docs/aggregates/run.md#deadlines-and-checkpoint-retention).
 
 A flow is an async function of one JSON input, registered by name::

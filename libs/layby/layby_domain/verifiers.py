@@ -1,4 +1,4 @@
-"""Webhook verifiers for external questions (issue 4, docs/asking.md#verifiers,
+"""Webhook verifiers for external questions (docs/asking.md#verifiers,
 docs/doors/callback.md#verifiers).
 
 An author binds a verifier to an external question: ``{"name": "stripe", "config": {"secret":
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -145,6 +144,3 @@ def verify(binding: Any, request: Request, secrets: Mapping[str, bytes]) -> None
     except Exception as exc:  # noqa: BLE001 - a verifier crash fails closed
         raise VerifierError(f"verifier {bound['name']!r} crashed: {type(exc).__name__}") from None
 
-
-def now() -> float:
-    return time.time()

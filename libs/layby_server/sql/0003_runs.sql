@@ -1,4 +1,4 @@
--- Runs and async parks (issue 3). Projections of the run events on `<ns>.ev.run.<id>`:
+-- Runs and async parks. Projections of the run events on `<ns>.ev.run.<id>`:
 -- `layby projections rebuild` drops and replays these too. Every statement is idempotent.
 
 ALTER TABLE interactions ADD COLUMN IF NOT EXISTS run_id text;

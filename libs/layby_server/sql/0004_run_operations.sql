@@ -1,4 +1,4 @@
--- Steps, cancel and retry (issue 12). Every statement is idempotent.
+-- Steps, cancel and retry. Every statement is idempotent.
 
 ALTER TABLE runs DROP CONSTRAINT IF EXISTS runs_status_check;
 ALTER TABLE runs ADD CONSTRAINT runs_status_check

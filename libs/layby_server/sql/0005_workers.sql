@@ -1,4 +1,4 @@
--- Workers that reported in (issue 12): who serves which flows, seen when. Not a projection of
+-- Workers that reported in: who serves which flows, seen when. Not a projection of
 -- the log: each worker repeats its report while it runs, so the table heals by itself.
 CREATE TABLE IF NOT EXISTS workers (
     worker_id   text PRIMARY KEY,

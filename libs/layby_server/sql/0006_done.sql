@@ -1,4 +1,4 @@
--- The done list (issue 13, docs/doors/done.md): where each answer came from, and the recently
+-- The done list (docs/doors/done.md): where each answer came from, and the recently
 -- resolved questions newest first.
 ALTER TABLE interactions ADD COLUMN IF NOT EXISTS via text;
 CREATE INDEX IF NOT EXISTS interactions_resolved_idx

@@ -1,4 +1,4 @@
-"""``GET /api/runs`` and ``GET /api/runs/{id}``: run status (issue 3, authenticated, read).
+"""``GET /api/runs`` and ``GET /api/runs/{id}``: run status (authenticated, read).
 
 A run is ``running`` (started, executing), ``parked`` (on its open questions, each with its
 deadline), ``resumed`` (its park resolved; the continuation is being executed), ``finished``
