@@ -15,7 +15,9 @@ from typing import Literal
 import msgspec
 
 from layby.settings import SettingsError
-from layby_contracts.errors import BadInput, CrossIdentityAudienceError, Unauthorized
+from layby_contracts.errors import Unauthorized
+from layby_domain.ask import Asker
+from layby_domain.ask import clamp_audience as domain_clamp
 
 Role = Literal["operator", "user"]
 
@@ -84,15 +86,10 @@ def new_token() -> str:
 
 
 def clamp_audience(principal: Principal, audience: str | None) -> str | None:
-    """Audience clamp on write (docs/asking.md#audience)."""
-    if audience is not None and (not isinstance(audience, str) or not audience.strip()):
-        raise BadInput("audience must be a non-empty identity", field="audience")
-    if not principal.restricted:
-        return audience
-    if audience is None:
-        return principal.identity
-    if audience != principal.identity:
-        raise CrossIdentityAudienceError(
-            f"identity {principal.identity!r} may address questions only to itself", field="audience"
-        )
-    return audience
+    """Audience clamp on write (docs/asking.md#audience): the domain's rule for this principal."""
+    return domain_clamp(asker_of(principal), audience)
+
+
+def asker_of(principal: Principal) -> Asker:
+    """The domain's view of an authenticated principal."""
+    return Asker(principal.identity, principal.role)

@@ -26,9 +26,7 @@ from typing import Any
 import msgspec
 
 from layby_contracts.channels import Channel
-from layby_contracts.errors import BadInput
-from layby_domain.formats import format_named
-from layby_domain.formats.form import check_form_subset
+from layby_domain.ask import ChannelAbilities
 
 Factory = Callable[..., Channel]
 BUILTIN: dict[str, str] = {"webhook": "layby_server.channel_webhook:WebhookChannel"}
@@ -77,22 +75,13 @@ def load_channels(raw: str | None, secrets: Mapping[str, bytes]) -> dict[str, Ch
     return loaded
 
 
-def check_channel_ask(
-    channels: Mapping[str, Channel], channel: str, answer_format: str, question: str, schema: Any
-) -> None:
-    """The registry-dependent ask-time rules (docs/asking.md#channel-checks), naming the field."""
-    plugin = channels.get(channel)
-    if plugin is None:
-        known = ", ".join(sorted(channels)) or "none are configured in LAYBY_CHANNELS"
-        raise BadInput(f"unknown channel {channel!r} (known: {known})", field="channel")
-    if not format_named(answer_format).delivered_as_form:
-        return
-    if not getattr(plugin, "supports_form_delivery", False):
-        raise BadInput(f"channel {channel!r} does not deliver form questions", field="channel")
-    check_form_subset(schema)
-    hook = getattr(plugin, "validate_form_schema", None)
-    if hook is not None:
-        try:
-            hook(schema, question)
-        except ValueError as exc:
-            raise BadInput(f"channel {channel!r} refuses this form: {exc}", field="schema") from None
+def abilities(channels: Mapping[str, Channel]) -> dict[str, ChannelAbilities]:
+    """What each registered channel can deliver, as the ask decision needs to know it
+    (docs/asking.md#channel-checks)."""
+    return {
+        name: ChannelAbilities(
+            forms=bool(getattr(plugin, "supports_form_delivery", False)),
+            check_form=getattr(plugin, "validate_form_schema", None),
+        )
+        for name, plugin in channels.items()
+    }

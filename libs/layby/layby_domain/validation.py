@@ -102,6 +102,14 @@ def is_interaction_id(value: object) -> bool:
 _WAITER_RE = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
 
 
+_SHA256_HEX_RE = re.compile(r"^[0-9a-f]{64}$")
+
+
+def is_sha256_hex(value: object) -> bool:
+    """A ticket's hash as the ask carries it: SHA-256, 64 lowercase hex digits."""
+    return isinstance(value, str) and bool(_SHA256_HEX_RE.match(value))
+
+
 def is_waiter(value: object) -> bool:
     """A waiter id is one subject token: no dots, no wildcards."""
     return isinstance(value, str) and bool(_WAITER_RE.match(value))

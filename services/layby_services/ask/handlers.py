@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import re
 import secrets
 import uuid
 from datetime import datetime, timedelta
@@ -19,30 +18,26 @@ from layby_contracts.errors import (
     Conflict,
     Forbidden,
     InteractionLimitError,
-    ParkExpiryExceedsRetentionError,
     Transient,
     Unauthorized,
     Unavailable,
 )
-from layby_contracts.events import InteractionAsked, InteractionWithdrawn, MediaItem
+from layby_contracts.events import InteractionAsked, InteractionWithdrawn, MediaItem, RunStarted
 from layby_contracts.limits import MEDIA_ROUTE_PREFIX
+from layby_domain.ask import AskFacts, check_retention, decide_ask, park_identity
 from layby_domain.clock import Clock
-from layby_domain.formats import format_named
 from layby_domain.interaction import decide_prune, decide_withdrawn, withdrawal
 from layby_domain.media import decode_data_image
 from layby_domain.tickets import ticket_expires_at
 from layby_domain.validation import (
-    AskSpec,
-    call_interaction_id,
     check_wait,
     is_interaction_id,
-    is_waiter,
+    is_sha256_hex,
     new_interaction_id,
-    validate_ask,
 )
 from layby_domain.verifiers import parse_secrets
-from layby_server.auth import Authenticator, Principal, clamp_audience
-from layby_server.channels import check_channel_ask, load_channels
+from layby_server.auth import Authenticator, Principal, asker_of
+from layby_server.channels import abilities, load_channels
 from layby_server.eventstore import EventStore
 from layby_server.settings import Settings
 from layby_services.ask.admission import Admitter
@@ -52,11 +47,6 @@ from layby_services.ask.runs import RunHandlers
 log = get_logger("layby.ask")
 RESERVATION_SECONDS = 600.0
 """How long a reserved ticket lives before its ask binds it (the link builder's time)."""
-_HASH_RE = re.compile(r"^[0-9a-f]{64}$")
-
-
-def _is_hash(value: object) -> bool:
-    return isinstance(value, str) and bool(_HASH_RE.match(value))
 
 
 class AskHandlers:
@@ -69,41 +59,22 @@ class AskHandlers:
         self._auth = auth
         self._clock = clock
         self.runs = RunHandlers(settings, store, auth, clock)
-        self._channels = load_channels(settings.channels, parse_secrets(settings.webhook_secrets))
+        self._channel_abilities = abilities(
+            load_channels(settings.channels, parse_secrets(settings.webhook_secrets))
+        )
 
-    async def _park_principal(self, cmd: Ask | ReserveTicket, principal: Principal) -> Principal:
-        """For an async ask: the run it parks and the identity it asks as (the run's,
-        docs/aggregates/run.md#identities)."""
-        if cmd.run_id is None or cmd.call is None:
-            raise BadInput(
-                "mode='async' needs a resumable run: ask inside a flow hosted by layby.Worker", field="mode"
-            )
-        if not is_interaction_id(cmd.run_id):
-            raise BadInput("run_id must be a uuid4 string", field="run_id")
-        if cmd.call < 0 or cmd.interaction_id != call_interaction_id(cmd.run_id, cmd.call):
-            raise BadInput("interaction_id does not belong to this run's call", field="interaction_id")
-        started = await self.runs.started(cmd.run_id)
-        if started is None:
-            raise BadInput(f"run {cmd.run_id} does not exist", field="run_id")
-        if not self.runs.may_act(principal, started):
-            raise Forbidden("this run belongs to another identity")
-        return Principal(started.identity, started.role)
+    async def _run_of(self, cmd: Ask | ReserveTicket) -> RunStarted | None:
+        """The run an async ask parks, when the command names a well-formed one (the decision
+        says what is wrong with one that does not)."""
+        if cmd.mode != "async" or not is_interaction_id(cmd.run_id):
+            return None
+        assert cmd.run_id is not None
+        return await self.runs.started(cmd.run_id)
 
     def _check_retention(self, interaction_id: str, expiry_at: datetime) -> None:
-        """A park that would outlive its checkpoint is refused
-        (docs/aggregates/run.md#deadlines-and-checkpoint-retention)."""
-        retention = self._settings.checkpoint_retention_seconds
-        if retention is None:
-            return
-        horizon = self._clock.now() + timedelta(seconds=retention)
-        if expiry_at <= horizon:
-            return
-        raise ParkExpiryExceedsRetentionError(
-            f"park of interaction {interaction_id} refused: its expiry_at {expiry_at.isoformat()} "
-            f"lies beyond the checkpoint retention horizon {horizon.isoformat()} "
-            f"(LAYBY_CHECKPOINT_RETENTION={retention:g}s)",
-            field="expiry_at",
-            interaction_id=interaction_id,
+        """A park that would outlive its checkpoint is refused (the domain's rule)."""
+        check_retention(
+            interaction_id, expiry_at, self._clock.now(), self._settings.checkpoint_retention_seconds
         )
 
     async def _bind_ticket(self, ticket_hash: str, interaction_id: str, expires: datetime) -> None:
@@ -119,7 +90,7 @@ class AskHandlers:
     async def reserve(self, cmd: ReserveTicket) -> Reserved:
         """Bind an external question's ticket before its link is built (ADR 0010)."""
         principal = identify(self._auth, cmd.token, cmd.interaction_id, "interaction_id")
-        if not _is_hash(cmd.ticket_hash):
+        if not is_sha256_hex(cmd.ticket_hash):
             raise BadInput("ticket_hash must be a SHA-256 (64 hex)", field="ticket_hash")
         expiry = check_wait(cmd.mode, cmd.timeout, cmd.expiry_at)
         if cmd.timeout is not None and (not math.isfinite(cmd.timeout) or cmd.timeout <= 0):
@@ -127,8 +98,10 @@ class AskHandlers:
         if cmd.mode == "async":
             # A park's id is derived from its run: only the run's identity (or an operator) may
             # bind a ticket to it, exactly as only they may ask it.
-            acting = await self._park_principal(cmd, principal)
-            principal = acting
+            acting = park_identity(
+                cmd.run_id, cmd.call, cmd.interaction_id, asker_of(principal), await self._run_of(cmd)
+            )
+            principal = Principal(acting.identity, "user" if acting.restricted else "operator")
         elif cmd.run_id is not None or cmd.call is not None:
             raise BadInput("run_id and call belong to async asks only", field="run_id")
         first = await self._store.first(self._store.names.ix(cmd.interaction_id))
@@ -150,43 +123,41 @@ class AskHandlers:
         await self._bind_ticket(cmd.ticket_hash, cmd.interaction_id, expires)
         return Reserved()
 
-    def _check_channel(self, spec: AskSpec) -> None:
-        """The registry-dependent channel rules (docs/asking.md#channel-checks,
-        docs/doors/callback.md#callback-url)."""
-        if spec.channel is None:
-            return
-        if not self._settings.public_base_url:
-            raise BadInput(
-                "channel questions need INTERACTIONS_PUBLIC_BASE_URL (an https:// origin) for their "
-                "callback URL; it is not set on the ask service",
-                field="channel",
-            )
-        schema = (spec.format_payload or {}).get("schema")
-        check_channel_ask(self._channels, spec.channel, spec.answer_format, spec.question, schema)
-
     async def ask(self, cmd: Ask) -> Accepted:
-        """Validate, authorise, admit and record one question; nothing is stored on a refusal
-        (the steps run in the order of docs/asking.md#asking-a-question)."""
+        """Gather the facts, decide (``layby_domain.ask.decide_ask``), then do what the decision
+        says: bind the ticket, admit, store inline images, record. Nothing is stored on a refusal
+        (docs/asking.md#asking-a-question)."""
         principal = identify(self._auth, cmd.token, cmd.interaction_id, "interaction_id")
-        spec = self._validate(cmd)
-        principal = await self._acting(cmd, spec, principal)
-        audience = clamp_audience(principal, spec.audience)
-        event = self._asked(cmd, spec, principal, audience)
+        facts = AskFacts(
+            asker=asker_of(principal),
+            now=self._clock.now(),
+            new_group_id=new_interaction_id(),
+            default_timeout=self._settings.answer_timeout_seconds,
+            token_key=key_id(cmd.token),
+            run=await self._run_of(cmd),
+            channels=self._channel_abilities,
+            public_base_url=bool(self._settings.public_base_url),
+            retention_seconds=self._settings.checkpoint_retention_seconds,
+            media_retention_seconds=self._settings.media_retention_seconds,
+        )
+        decision = decide_ask(cmd, facts)
+        event = decision.event
         if event.run_id is not None:
             # A replayed or duplicated execution re-asks under the same id: the question exists
             # already (perhaps answered), so it takes no new slot and is not appended again.
             first_ask = await self._asked_before(event)
             if first_ask is not None:
                 return _accepted(first_ask)
-        if format_named(spec.answer_format).needs_link(spec.channel):
+        if decision.binds_ticket:
             # A channel question's ticket is minted by the delivery service, per delivery.
-            await self._bind_external_ticket(cmd, event, spec.mode)
-        inline = self._inline_media(event)
+            assert cmd.ticket_hash is not None
+            expires = ticket_expires_at(event.created_at, event.timeout_at, event.mode)
+            await self._bind_ticket(cmd.ticket_hash, cmd.interaction_id, expires)
         if not await self._admitter.admit(event.interaction_id, event.timeout_at):
             raise InteractionLimitError(
                 f"ask_user refused: already at the max_concurrent limit ({self._admitter.cap})"
             )
-        if inline:
+        if decision.inline:
             try:
                 event = msgspec.structs.replace(event, media=await self._store_inline(event.media or []))
             except Transient:
@@ -196,76 +167,10 @@ class AskHandlers:
         log.info(
             "ask.recorded",
             interaction_id=event.interaction_id,
-            asked_by=principal.identity,
+            asked_by=event.asked_by,
             answer_format=event.answer_format,
         )
         return _accepted(event)
-
-    def _validate(self, cmd: Ask) -> AskSpec:
-        """The ask's own rules (the same ``validate_ask`` the SDK ran) and the service's."""
-        if cmd.waiter is not None and not is_waiter(cmd.waiter):
-            raise BadInput("waiter must be 8-64 of [A-Za-z0-9_-]", field="waiter")
-        spec = validate_ask(
-            cmd.question,
-            answer_format=cmd.answer_format,
-            options=cmd.options,
-            schema=cmd.schema,
-            timeout=cmd.timeout,
-            group_id=cmd.group_id,
-            audience=cmd.audience,
-            sensitive=cmd.sensitive,
-            default_timeout=self._settings.answer_timeout_seconds,
-            mode=cmd.mode,
-            expiry_at=cmd.expiry_at,
-            media=cmd.media,
-            data=cmd.data,
-            pages=cmd.pages,
-            verifier=cmd.verifier,
-            link_url=cmd.link_url,
-            channel=cmd.channel,
-            recipient=cmd.recipient,
-        )
-        self._check_channel(spec)
-        if format_named(spec.answer_format).needs_link(spec.channel) and not _is_hash(cmd.ticket_hash):
-            raise BadInput("an external question needs its ticket's SHA-256 (64 hex)", field="ticket_hash")
-        return spec
-
-    async def _acting(self, cmd: Ask, spec: AskSpec, principal: Principal) -> Principal:
-        """Who the question is asked as: an async park asks as its run's identity."""
-        if spec.mode == "async":
-            assert spec.expiry_at is not None
-            acting = await self._park_principal(cmd, principal)
-            self._check_retention(cmd.interaction_id, spec.expiry_at)
-            return acting
-        if cmd.run_id is not None or cmd.call is not None:
-            raise BadInput("run_id and call belong to async asks only", field="run_id")
-        return principal
-
-    def _asked(self, cmd: Ask, spec: AskSpec, principal: Principal, audience: str | None) -> InteractionAsked:
-        now = self._clock.now()
-        timeout_at = spec.expiry_at if spec.expiry_at is not None else now + timedelta(seconds=spec.timeout)
-        parked = spec.mode == "async"
-        return InteractionAsked(
-            interaction_id=cmd.interaction_id,
-            group_id=spec.group_id or new_interaction_id(),
-            question=spec.question,
-            answer_format=spec.answer_format,
-            format_payload=spec.format_payload,
-            created_at=now,
-            timeout_at=timeout_at,
-            sensitive=spec.sensitive,
-            audience=audience,
-            asked_by=principal.identity,
-            # Only the asking token's holder may read wakes under its key id (docs/security.md).
-            waiter=None if cmd.waiter is None else f"{key_id(cmd.token)}.{cmd.waiter}",
-            mode="async" if parked else "sync",
-            expiry_at=spec.expiry_at,
-            run_id=cmd.run_id if parked else None,
-            call=cmd.call if parked else None,
-            media=spec.media,
-            channel=spec.channel,
-            recipient=spec.recipient,
-        )
 
     async def _asked_before(self, event: InteractionAsked) -> InteractionAsked | None:
         """The question an earlier execution of this run's call recorded under the same id."""
@@ -275,24 +180,6 @@ class AskHandlers:
         if isinstance(existing.event, InteractionAsked) and existing.event.asked_by == event.asked_by:
             return existing.event
         raise BadInput("interaction_id is already in use", field="interaction_id")
-
-    async def _bind_external_ticket(self, cmd: Ask, event: InteractionAsked, mode: str) -> None:
-        assert cmd.ticket_hash is not None
-        expires = ticket_expires_at(event.created_at, event.timeout_at, mode)
-        await self._bind_ticket(cmd.ticket_hash, cmd.interaction_id, expires)
-
-    def _inline_media(self, event: InteractionAsked) -> list[int]:
-        """Indexes of inline images; a question that would outlive their serving is refused."""
-        inline = [i for i, m in enumerate(event.media or []) if m.url.startswith("data:")]
-        horizon = event.created_at + timedelta(seconds=self._settings.media_retention_seconds)
-        if inline and event.timeout_at > horizon:
-            raise BadInput(
-                f"media[{inline[0]}].url: an inline image is served for "
-                f"LAYBY_MEDIA_RETENTION_SECONDS={self._settings.media_retention_seconds:g}s, and this "
-                "question would outlive it; link an https image instead",
-                field=f"media[{inline[0]}].url",
-            )
-        return inline
 
     async def _store_inline(self, media: list[MediaItem]) -> list[MediaItem]:
         """Store each ``data:image`` by reference (docs/asking.md#inline-images): the record keeps the served
