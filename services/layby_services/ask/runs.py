@@ -14,7 +14,6 @@ from collections import OrderedDict
 
 import msgspec
 
-from layby.logs import get_logger
 from layby_contracts.commands import (
     Attached,
     AttachWorker,
@@ -43,6 +42,7 @@ from layby_domain.validation import call_interaction_id, is_flow_name, nul_path
 from layby_server.auth import Authenticator, Principal
 from layby_server.consumer import ensure_flow_consumer
 from layby_server.eventstore import EventStore, Stored
+from layby_server.logs import get_logger
 from layby_server.runops import cancel_run, read_steps, retry_run
 from layby_server.settings import Settings
 from layby_server.workers import WorkerRegistry
