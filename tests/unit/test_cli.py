@@ -4,10 +4,14 @@ names (docs/cli.md)."""
 from __future__ import annotations
 
 import argparse
+import json
+from collections.abc import Iterator
 
+import httpx
 import pytest
 
 from layby import cli
+from layby.settings import load_client_settings
 from layby_server.cli import register
 
 pytestmark = pytest.mark.unit
@@ -44,3 +48,49 @@ def test_a_server_command_without_the_server_says_so(
         f"error: 'layby {argv[0]}' is a server command; this install has the SDK only "
         "(install the whole system from the repository: pip install -e .)\n"
     )
+
+
+class _Dropped(httpx.SyncByteStream):
+    """A stream body that breaks off after its chunks, as a connection cut mid-stream does."""
+
+    def __init__(self, *chunks: bytes) -> None:
+        self.chunks = chunks
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield from self.chunks
+        raise httpx.RemoteProtocolError("peer closed connection without sending complete message body")
+
+
+def test_the_stream_skips_keepalives_and_resumes_after_the_last_frame(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``layby interactions stream`` prints each frame, not the keepalives; when the connection
+    drops it reconnects with ``Last-Event-ID`` set to the last frame's id (docs/cli.md#following-the-stream)."""
+    frame = {"interaction_id": "ix-1", "question": "Ship it?"}
+    seen: list[str | None] = []
+
+    def door(request: httpx.Request) -> httpx.Response:
+        seen.append(request.headers.get("Last-Event-ID"))
+        if len(seen) > 1:
+            raise KeyboardInterrupt  # the person at the terminal stops it
+        body = f": keepalive\n\nid: 7\nevent: interaction.add\ndata: {json.dumps(frame)}\n\n: keepalive\n\n"
+        return httpx.Response(
+            200, headers={"Content-Type": "text/event-stream"}, stream=_Dropped(body.encode())
+        )
+
+    def client(url: str, token: str, timeout: float | None) -> httpx.Client:
+        assert (url, token, timeout) == ("http://layby.test", "tok", None)
+        return httpx.Client(base_url=url, transport=httpx.MockTransport(door))
+
+    monkeypatch.setenv("LAYBY_URL", "http://layby.test")
+    monkeypatch.setenv("LAYBY_TOKEN", "tok")
+    monkeypatch.setattr(cli, "_client", client)
+    monkeypatch.setattr(cli.time, "sleep", lambda _seconds: None)
+    args = argparse.Namespace(json=True)
+    assert cli.cmd_stream(load_client_settings(), args) == 0
+    assert seen == [None, "7"]
+    out, err = capsys.readouterr()
+    assert [json.loads(line) for line in out.splitlines()] == [
+        {"id": "7", "event": "interaction.add", "data": frame}
+    ]
+    assert err == "stream interrupted; reconnecting...\n"

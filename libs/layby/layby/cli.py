@@ -59,16 +59,24 @@ def _endpoint(settings: ClientSettings) -> tuple[str, str]:
     return url.rstrip("/"), token
 
 
-@contextmanager
-def _doors(settings: ClientSettings, *, timeout: float | None = 30) -> Iterator[httpx.Client]:
-    """An HTTP client of the doors: their URL, the caller's token; a refused connection is a
-    ``CliError`` naming the URL. ``timeout=None`` waits for data forever (a stream)."""
+def _client(url: str, token: str, timeout: float | None) -> httpx.Client:
+    """An HTTP client of the doors at ``url`` with the caller's token; ``timeout=None`` waits for
+    data forever (a stream)."""
     import httpx  # lazy: every `layby` command, `layby up` included, starts without it
 
-    url, token = _endpoint(settings)
     headers = {"Authorization": f"Bearer {token}", "Accept": "application/json", "Layby-Client": "cli"}
+    return httpx.Client(base_url=url, headers=headers, timeout=httpx.Timeout(30, read=timeout))
+
+
+@contextmanager
+def _doors(settings: ClientSettings, *, timeout: float | None = 30) -> Iterator[httpx.Client]:
+    """A client of the configured doors (``_client``). A connection that fails, or breaks off,
+    while it is open is ``_Unreachable`` naming the URL."""
+    import httpx
+
+    url, token = _endpoint(settings)
     try:
-        with httpx.Client(base_url=url, headers=headers, timeout=httpx.Timeout(30, read=timeout)) as client:
+        with _client(url, token, timeout) as client:
             yield client
     except httpx.TransportError as exc:
         raise _Unreachable(f"cannot reach Layby at {url}: {exc}") from None
@@ -82,19 +90,6 @@ def _body(response: httpx.Response) -> Any:
         return response.json()
     except ValueError:
         return response.text
-
-
-def _request(
-    settings: ClientSettings, method: str, path: str, body: Any = None, params: dict[str, Any] | None = None
-) -> tuple[int, Any]:
-    """One call of a door: its status and body. Parameters that are None are not sent."""
-    query = {k: v for k, v in (params or {}).items() if v is not None}
-    with _doors(settings) as client:
-        kwargs: dict[str, Any] = {"params": query} if query else {}
-        if body is not None:
-            kwargs["json"] = body
-        response = client.request(method, path, **kwargs)
-    return response.status_code, _body(response)
 
 
 def _fail(status: int, body: Any) -> int:
@@ -122,11 +117,14 @@ def _output(args: argparse.Namespace, data: Any, text: Callable[[Any], str]) -> 
 def _call(
     settings: ClientSettings, method: str, path: str, body: Any = None, params: dict[str, Any] | None = None
 ) -> Any:
-    """A door's ``data``; a refusal raises ``_Refused`` (printed by ``main``)."""
-    status, answer = _request(settings, method, path, body, params)
-    if status != 200:
-        raise _Refused(status, answer)
-    return answer["data"]
+    """One call of a door: its ``data``. Parameters that are None are not sent; a refusal raises
+    ``_Refused`` (``main`` prints it)."""
+    query = {k: v for k, v in (params or {}).items() if v is not None}
+    with _doors(settings) as client:
+        response = client.request(method, path, params=query or None, json=body)
+    if response.status_code != 200:
+        raise _Refused(response.status_code, _body(response))
+    return response.json()["data"]
 
 
 def _page(args: argparse.Namespace, **filters: Any) -> dict[str, Any]:
@@ -174,30 +172,31 @@ def _frame_line(sse: ServerSentEvent, data: Any, as_json: bool) -> str:
 
 
 def cmd_stream(settings: ClientSettings, args: argparse.Namespace) -> int:
-    import httpx
+    """Print every frame until interrupted; after a drop, reconnect from the last frame's id."""
     from httpx_sse import connect_sse
 
     last_id: str | None = None
-    while True:
-        headers = {"Last-Event-ID": last_id} if last_id else {}
-        try:
-            with (
-                _doors(settings, timeout=None) as client,
-                connect_sse(client, "GET", "/api/interactions/stream", headers=headers) as source,
-            ):
-                if source.response.status_code != 200:
-                    source.response.read()
-                    return _fail(source.response.status_code, _body(source.response))
-                for sse in source.iter_sse():
-                    if not sse.data:
-                        continue  # a keepalive: nothing to print, nothing to resume from
-                    last_id = sse.id or last_id
-                    print(_frame_line(sse, json.loads(sse.data), args.json), flush=True)
-        except KeyboardInterrupt:
-            return 0
-        except (_Unreachable, httpx.TransportError):
-            print("stream interrupted; reconnecting...", file=sys.stderr)
-            time.sleep(1)
+    try:
+        while True:
+            headers = {"Last-Event-ID": last_id} if last_id else {}
+            try:
+                with (
+                    _doors(settings, timeout=None) as client,
+                    connect_sse(client, "GET", "/api/interactions/stream", headers=headers) as source,
+                ):
+                    if source.response.status_code != 200:
+                        source.response.read()
+                        return _fail(source.response.status_code, _body(source.response))
+                    for sse in source.iter_sse():
+                        if not sse.data:
+                            continue  # a keepalive: nothing to print, nothing to resume from
+                        last_id = sse.id or last_id
+                        print(_frame_line(sse, json.loads(sse.data), args.json), flush=True)
+            except _Unreachable:
+                print("stream interrupted; reconnecting...", file=sys.stderr)
+                time.sleep(1)
+    except KeyboardInterrupt:
+        return 0
 
 
 def cmd_answer(settings: ClientSettings, args: argparse.Namespace) -> int:
