@@ -25,10 +25,10 @@ from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from layby.connection import until_stopped
-from layby.logs import get_logger
 from layby_contracts.errors import Permanent, Transient, Unavailable
 from layby_contracts.events import decode_event
 from layby_server.eventstore import EventStore, Stored
+from layby_server.logs import get_logger
 
 log = get_logger("layby_server.consumer")
 MAX_DELIVER = 20

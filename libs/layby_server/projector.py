@@ -20,7 +20,6 @@ import nats.errors
 from asyncpg.pool import PoolConnectionProxy
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
-from layby.logs import get_logger
 from layby_contracts.errors import Permanent, Transient
 from layby_contracts.events import (
     InteractionAnswered,
@@ -38,6 +37,7 @@ from layby_contracts.events import (
 from layby_domain.frames import add_frame
 from layby_server.db import PROJECTION_TABLES, projection_sql
 from layby_server.eventstore import EventStore, Stored
+from layby_server.logs import get_logger
 from layby_server.service import pause
 
 log = get_logger("layby_server.projector")

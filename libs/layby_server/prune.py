@@ -12,10 +12,10 @@ from datetime import timedelta
 
 import asyncpg
 
-from layby.logs import get_logger
 from layby_domain.clock import Clock
 from layby_domain.interaction import Facts, Interaction, decide_remove
 from layby_server.eventstore import EventStore
+from layby_server.logs import get_logger
 
 log = get_logger("layby_server.prune")
 SWEEP_BATCH = 500

@@ -16,13 +16,13 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TypeVar
 
-from layby.logs import get_logger
 from layby_contracts.errors import NotFound, Unavailable
 from layby_contracts.events import RunCancelled, RunEvent, RunResumed, RunStarted
 from layby_domain.interaction import decide_remove
 from layby_domain.run import Run, Steps, decide_cancel, decide_close_steps, decide_retry
 from layby_server.auth import Principal
 from layby_server.eventlog import EventLog, as_event, decide_and_append
+from layby_server.logs import get_logger
 
 log = get_logger("layby.runops")
 NOT_FOUND = "Run not found"

@@ -22,9 +22,9 @@ from nacl.bindings import (
 )
 from nacl.exceptions import CryptoError
 
-from layby.logs import get_logger
 from layby.settings import SettingsError
 from layby_contracts.errors import Permanent
+from layby_server.logs import get_logger
 
 log = get_logger("layby_server.sealing")
 

@@ -13,12 +13,12 @@ import asyncpg
 from nats.aio.client import Client as NATS
 
 from layby.connection import connect_nats, redacted
-from layby.logs import configure_logging, get_logger
 from layby.natskeys import service_inbox
 from layby_contracts.errors import Permanent
 from layby_domain.clock import Clock, SystemClock
 from layby_server.db import create_pool
 from layby_server.eventstore import EventStore, wait_for_jetstream
+from layby_server.logs import configure_logging, get_logger
 from layby_server.natsauth import SERVICE_ROLES
 from layby_server.runtime import resolve_seed, resolve_urls
 from layby_server.sealing import Sealer

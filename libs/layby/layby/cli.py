@@ -4,26 +4,48 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import http.client
 import importlib
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from importlib.metadata import entry_points
-from typing import Any
-from urllib.parse import quote, urlencode, urlsplit
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 import msgspec
 
-from layby.logs import configure_logging
+from layby.logsetup import configure_logging
 from layby.runtime import data_dir, read_runtime
 from layby.settings import ClientSettings, SettingsError, load_client_settings
 from layby_domain.formats import NAMES
 
+if TYPE_CHECKING:
+    import httpx
+    from httpx_sse import ServerSentEvent
+
+SHOWN_EVENTS = ("sdk.waiting",)
+"""SDK events the command shows at info although the SDK logs them at debug: what ``layby ask``
+waits for (docs/cli.md#asking)."""
+
 
 class CliError(Exception):
     pass
+
+
+class _Unreachable(CliError):
+    """The doors did not answer (a stream reconnects; any other command stops)."""
+
+
+class _Refused(Exception):
+    """A door's refusal: its status and body (``main`` prints it)."""
+
+    def __init__(self, status: int, body: Any) -> None:
+        super().__init__(status)
+        self.status = status
+        self.body = body
 
 
 def _endpoint(settings: ClientSettings) -> tuple[str, str]:
@@ -37,32 +59,37 @@ def _endpoint(settings: ClientSettings) -> tuple[str, str]:
     return url.rstrip("/"), token
 
 
-def _conn(url: str, timeout: float | None = 30) -> http.client.HTTPConnection:
-    parts = urlsplit(url)
-    cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-    return cls(parts.hostname or "127.0.0.1", parts.port, timeout=timeout)
+def _client(url: str, token: str, timeout: float | None) -> httpx.Client:
+    """An HTTP client of the doors at ``url`` with the caller's token; ``timeout=None`` waits for
+    data forever (a stream)."""
+    import httpx  # lazy: every `layby` command, `layby up` included, starts without it
 
-
-def _request(settings: ClientSettings, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-    url, token = _endpoint(settings)
-    conn = _conn(url)
     headers = {"Authorization": f"Bearer {token}", "Accept": "application/json", "Layby-Client": "cli"}
-    payload = None
-    if body is not None:
-        payload = json.dumps(body).encode()
-        headers["Content-Type"] = "application/json"
+    return httpx.Client(base_url=url, headers=headers, timeout=httpx.Timeout(30, read=timeout))
+
+
+@contextmanager
+def _doors(settings: ClientSettings, *, timeout: float | None = 30) -> Iterator[httpx.Client]:
+    """A client of the configured doors (``_client``). A connection that fails, or breaks off,
+    while it is open is ``_Unreachable`` naming the URL."""
+    import httpx
+
+    url, token = _endpoint(settings)
     try:
-        conn.request(method, urlsplit(url).path + path, body=payload, headers=headers)
-        resp = conn.getresponse()
-        raw = resp.read()
-    except OSError as exc:
-        raise CliError(f"cannot reach Layby at {url}: {exc}") from None
-    finally:
-        conn.close()
+        with _client(url, token, timeout) as client:
+            yield client
+    except httpx.TransportError as exc:
+        raise _Unreachable(f"cannot reach Layby at {url}: {exc}") from None
+
+
+def _body(response: httpx.Response) -> Any:
+    """The door's JSON body (its text when it is not JSON, None when empty)."""
+    if not response.content:
+        return None
     try:
-        return resp.status, json.loads(raw) if raw else None
+        return response.json()
     except ValueError:
-        return resp.status, raw.decode(errors="replace")
+        return response.text
 
 
 def _fail(status: int, body: Any) -> int:
@@ -71,97 +98,105 @@ def _fail(status: int, body: Any) -> int:
     return 1
 
 
-def _table(items: list[dict[str, Any]]) -> str:
-    rows = [("ID", "FORMAT", "AUDIENCE", "TIMEOUT AT", "QUESTION")]
-    for it in items:
-        question = " ".join(str(it["question"]).split())
-        rows.append(
-            (
-                it["interaction_id"],
-                it["answer_format"],
-                it.get("audience", "-"),
-                it["timeout_at"][:19],
-                question if len(question) <= 60 else question[:57] + "...",
-            )
-        )
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
-    return "\n".join("  ".join(c.ljust(widths[i]) if i < 4 else c for i, c in enumerate(r)) for r in rows)
-
-
-def _paged(path: str, args: argparse.Namespace, **filters: Any) -> str:
-    """``path`` with the set ``--page``/``--page-size`` (and filters) as its query."""
-    query = {k: v for k, v in filters.items() if v is not None}
-    query.update({k: v for k, v in (("page", args.page), ("pageSize", args.page_size)) if v is not None})
-    return path + (f"?{urlencode(query)}" if query else "")
-
-
-def cmd_list(settings: ClientSettings, args: argparse.Namespace) -> int:
-    path = _paged(
-        "/api/interactions", args, q=args.search, format=args.format, group=args.group, sort=args.sort
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Columns as wide as their widest cell, two spaces apart; the last one unpadded."""
+    lines = [header, *rows]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header) - 1)]
+    return "\n".join(
+        "  ".join([*(cell.ljust(w) for cell, w in zip(line, widths, strict=False)), line[-1]]).rstrip()
+        for line in lines
     )
-    status, body = _request(settings, "GET", path)
-    if status != 200:
-        return _fail(status, body)
-    if args.json:
-        print(json.dumps(body["data"], indent=2))
-        return 0
-    data = body["data"]
-    print(_table(data["items"]))
-    more = f"; next page {data['next_page']}" if data["next_page"] else ""
-    print(f"\n{len(data['items'])} of {data['total']} pending (page {data['page']}){more}")
+
+
+def _output(args: argparse.Namespace, data: Any, text: Callable[[Any], str]) -> int:
+    """A door's ``data`` as indented JSON under ``--json``, else as ``text(data)``."""
+    print(json.dumps(data, indent=2) if args.json else text(data))
     return 0
 
 
-def _sse_events(resp: http.client.HTTPResponse) -> Iterator[dict[str, str]]:
-    event: dict[str, str] = {}
-    for raw in resp:
-        line = raw.decode("utf-8").rstrip("\n").rstrip("\r")
-        if not line:
-            if event:
-                yield event
-                event = {}
-            continue
-        if line.startswith(":"):
-            continue
-        key, _, value = line.partition(":")
-        event[key] = value[1:] if value.startswith(" ") else value
+def _call(
+    settings: ClientSettings, method: str, path: str, body: Any = None, params: dict[str, Any] | None = None
+) -> Any:
+    """One call of a door: its ``data``. Parameters that are None are not sent; a refusal raises
+    ``_Refused`` (``main`` prints it)."""
+    query = {k: v for k, v in (params or {}).items() if v is not None}
+    with _doors(settings) as client:
+        response = client.request(method, path, params=query or None, json=body)
+    if response.status_code != 200:
+        raise _Refused(response.status_code, _body(response))
+    return response.json()["data"]
+
+
+def _page(args: argparse.Namespace, **filters: Any) -> dict[str, Any]:
+    """The query of a paged door: its filters, and ``page``/``pageSize`` only when given (the
+    door's defaults apply otherwise)."""
+    return {**filters, "page": args.page, "pageSize": args.page_size}
+
+
+def _footer(data: dict[str, Any], what: str) -> str:
+    more = f"; next page {data['next_page']}" if data["next_page"] else ""
+    return f"\n{len(data['items'])} of {data['total']} {what} (page {data['page']}){more}"
+
+
+def _short(text: str, width: int = 60) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= width else line[: width - 3] + "..."
+
+
+def _interactions_text(data: dict[str, Any]) -> str:
+    rows = [
+        (
+            it["interaction_id"],
+            it["answer_format"],
+            it.get("audience", "-"),
+            it["timeout_at"][:19],
+            _short(str(it["question"])),
+        )
+        for it in data["items"]
+    ]
+    table = _table(("ID", "FORMAT", "AUDIENCE", "TIMEOUT AT", "QUESTION"), rows)
+    return table + "\n" + _footer(data, "pending")
+
+
+def cmd_list(settings: ClientSettings, args: argparse.Namespace) -> int:
+    filters = {"q": args.search, "format": args.format, "group": args.group, "sort": args.sort}
+    data = _call(settings, "GET", "/api/interactions", params=_page(args, **filters))
+    return _output(args, data, _interactions_text)
+
+
+def _frame_line(sse: ServerSentEvent, data: Any, as_json: bool) -> str:
+    if as_json:
+        return json.dumps({"id": sse.id or None, "event": sse.event, "data": data})
+    detail = f"  {data.get('question', '')}" if sse.event == "interaction.add" else ""
+    return f"{sse.id:>8}  {sse.event:<22} {data['interaction_id']}{detail}"
 
 
 def cmd_stream(settings: ClientSettings, args: argparse.Namespace) -> int:
-    url, token = _endpoint(settings)
-    last_id: str | None = None
-    while True:
-        conn = _conn(url, timeout=None)
-        headers = {"Authorization": f"Bearer {token}", "Accept": "text/event-stream"}
-        if last_id:
-            headers["Last-Event-ID"] = last_id
-        try:
-            conn.request("GET", urlsplit(url).path + "/api/interactions/stream", headers=headers)
-            resp = conn.getresponse()
-            if resp.status != 200:
-                return _fail(resp.status, json.loads(resp.read() or b"null"))
-            for ev in _sse_events(resp):
-                last_id = ev.get("id", last_id)
-                data = json.loads(ev.get("data", "null"))
-                if args.json:
-                    print(
-                        json.dumps({"id": ev.get("id"), "event": ev.get("event"), "data": data}), flush=True
-                    )
-                else:
-                    detail = f"  {data.get('question', '')}" if ev.get("event") == "interaction.add" else ""
-                    print(
-                        f"{ev.get('id', ''):>8}  {ev.get('event', ''):<22} {data['interaction_id']}{detail}",
-                        flush=True,
-                    )
-        except KeyboardInterrupt:
-            return 0
-        except (OSError, http.client.HTTPException):
-            print("stream interrupted; reconnecting...", file=sys.stderr)
-            import time
+    """Print every frame until interrupted; after a drop, reconnect from the last frame's id."""
+    from httpx_sse import connect_sse
 
-            time.sleep(1)
-        finally:
-            conn.close()
+    last_id: str | None = None
+    try:
+        while True:
+            headers = {"Last-Event-ID": last_id} if last_id else {}
+            try:
+                with (
+                    _doors(settings, timeout=None) as client,
+                    connect_sse(client, "GET", "/api/interactions/stream", headers=headers) as source,
+                ):
+                    if source.response.status_code != 200:
+                        source.response.read()
+                        return _fail(source.response.status_code, _body(source.response))
+                    for sse in source.iter_sse():
+                        if not sse.data:
+                            continue  # a keepalive: nothing to print, nothing to resume from
+                        last_id = sse.id or last_id
+                        print(_frame_line(sse, json.loads(sse.data), args.json), flush=True)
+            except _Unreachable:
+                print("stream interrupted; reconnecting...", file=sys.stderr)
+                time.sleep(1)
+    except KeyboardInterrupt:
+        return 0
 
 
 def cmd_answer(settings: ClientSettings, args: argparse.Namespace) -> int:
@@ -170,13 +205,9 @@ def cmd_answer(settings: ClientSettings, args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: --answer must be JSON (quote strings: '\"yes\"'): {exc}", file=sys.stderr)
         return 2
-    status, body = _request(
-        settings, "POST", f"/api/interactions/{args.interaction_id}/answer", {"answer": value}
-    )
-    if status != 200:
-        return _fail(status, body)
-    print(json.dumps(body["data"]) if args.json else f"answered {body['data']['interaction_id']}")
-    return 0
+    path = f"/api/interactions/{quote(args.interaction_id, safe='')}/answer"
+    data = _call(settings, "POST", path, {"answer": value})
+    return _output(args, data, lambda d: f"answered {d['interaction_id']}")
 
 
 def _json_option(name: str, raw: str | None) -> Any:
@@ -226,83 +257,65 @@ def cmd_ask(settings: ClientSettings, args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_table(items: list[dict[str, Any]]) -> str:
-    rows = [("RUN", "FLOW", "STATUS", "GEN", "IDENTITY", "UPDATED", "EXPIRY")]
-    for it in items:
-        rows.append(
-            (
-                it["run_id"],
-                str(it["flow"]),
-                it["status"],
-                str(it["generation"]),
-                str(it["identity"]),
-                (it.get("updated_at") or "-")[:19],
-                (it.get("expiry_at") or "-")[:19],
-            )
+def _runs_text(data: dict[str, Any]) -> str:
+    rows = [
+        (
+            it["run_id"],
+            str(it["flow"]),
+            it["status"],
+            str(it["generation"]),
+            str(it["identity"]),
+            (it.get("updated_at") or "-")[:19],
+            (it.get("expiry_at") or "-")[:19],
         )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip() for r in rows)
+        for it in data["items"]
+    ]
+    table = _table(("RUN", "FLOW", "STATUS", "GEN", "IDENTITY", "UPDATED", "EXPIRY"), rows)
+    return table + "\n" + _footer(data, "runs")
 
 
 def cmd_runs_list(settings: ClientSettings, args: argparse.Namespace) -> int:
-    status, body = _request(settings, "GET", _paged("/api/runs", args, status=args.status))
-    if status != 200:
-        return _fail(status, body)
-    data = body["data"]
-    if args.json:
-        print(json.dumps(data, indent=2))
-        return 0
-    print(_run_table(data["items"]))
-    more = f"; next page {data['next_page']}" if data["next_page"] else ""
-    print(f"\n{len(data['items'])} of {data['total']} runs (page {data['page']}){more}")
-    return 0
+    data = _call(settings, "GET", "/api/runs", params=_page(args, status=args.status))
+    return _output(args, data, _runs_text)
+
+
+_RUN_FIELDS = (
+    "run_id",
+    "flow",
+    "identity",
+    "status",
+    "generation",
+    "created_at",
+    "updated_at",
+    "resume_id",
+    "steps",
+    "cancelled_by",
+    "retried_by",
+    "warning",
+)
+
+
+def _run_text(data: dict[str, Any]) -> str:
+    lines = [f"{key + ':':<12}{data[key]}" for key in _RUN_FIELDS if key in data]
+    for ask in data.get("asks", []):
+        by = f" by {ask['answered_by']}" if "answered_by" in ask else ""
+        expires = f"expires {ask['expiry_at'][:19]}"
+        lines.append(f"  ask {ask['interaction_id']}  {ask['status']}{by}  {expires}  {ask['question']}")
+    if "result" in data:
+        lines.append(f"{'result:':<12}{json.dumps(data['result'])}")
+    if "error" in data:
+        lines.append(f"{'error:':<12}{data['error']}")
+    return "\n".join(lines)
 
 
 def cmd_runs_show(settings: ClientSettings, args: argparse.Namespace) -> int:
-    status, body = _request(settings, "GET", f"/api/runs/{quote(args.run_id, safe='')}")
-    if status != 200:
-        return _fail(status, body)
-    data = body["data"]
-    if args.json:
-        print(json.dumps(data, indent=2))
-        return 0
-    for key in (
-        "run_id",
-        "flow",
-        "identity",
-        "status",
-        "generation",
-        "created_at",
-        "updated_at",
-        "resume_id",
-        "steps",
-        "cancelled_by",
-        "retried_by",
-        "warning",
-    ):
-        if key in data:
-            print(f"{key + ':':<12}{data[key]}")
-    for ask in data.get("asks", []):
-        by = f" by {ask['answered_by']}" if "answered_by" in ask else ""
-        expires = ask["expiry_at"][:19]
-        print(f"  ask {ask['interaction_id']}  {ask['status']}{by}  expires {expires}  {ask['question']}")
-    if "result" in data:
-        print(f"{'result:':<12}{json.dumps(data['result'])}")
-    if "error" in data:
-        print(f"{'error:':<12}{data['error']}")
-    return 0
+    data = _call(settings, "GET", f"/api/runs/{quote(args.run_id, safe='')}")
+    return _output(args, data, _run_text)
 
 
 def _run_action(settings: ClientSettings, args: argparse.Namespace, action: str) -> int:
-    status, body = _request(settings, "POST", f"/api/runs/{quote(args.run_id, safe='')}/{action}")
-    if status != 200:
-        return _fail(status, body)
-    data = body["data"]
-    if args.json:
-        print(json.dumps(data, indent=2))
-    else:
-        print(f"{data['run_id']} {data['status']}")
-    return 0
+    data = _call(settings, "POST", f"/api/runs/{quote(args.run_id, safe='')}/{action}")
+    return _output(args, data, lambda d: f"{d['run_id']} {d['status']}")
 
 
 def cmd_runs_cancel(settings: ClientSettings, args: argparse.Namespace) -> int:
@@ -313,22 +326,23 @@ def cmd_runs_retry(settings: ClientSettings, args: argparse.Namespace) -> int:
     return _run_action(settings, args, "retry")
 
 
+def _workers_text(data: dict[str, Any]) -> str:
+    rows = [
+        (
+            w["worker_id"],
+            "yes" if w["alive"] else "no",
+            w["identity"],
+            w["seen_at"][:19],
+            ", ".join(w["flows"]),
+        )
+        for w in data["items"]
+    ]
+    table = _table(("WORKER", "ALIVE", "IDENTITY", "SEEN AT", "FLOWS"), rows)
+    return f"{table}\n\n{data['alive']} alive of {len(data['items'])} seen in the last hour"
+
+
 def cmd_workers(settings: ClientSettings, args: argparse.Namespace) -> int:
-    status, body = _request(settings, "GET", "/api/workers")
-    if status != 200:
-        return _fail(status, body)
-    data = body["data"]
-    if args.json:
-        print(json.dumps(data, indent=2))
-        return 0
-    rows = [("WORKER", "ALIVE", "IDENTITY", "SEEN AT", "FLOWS")]
-    for w in data["items"]:
-        alive = "yes" if w["alive"] else "no"
-        rows.append((w["worker_id"], alive, w["identity"], w["seen_at"][:19], ", ".join(w["flows"])))
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
-    print("\n".join("  ".join(c.ljust(widths[i]) if i < 4 else c for i, c in enumerate(r)) for r in rows))
-    print(f"\n{data['alive']} alive of {len(data['items'])} seen in the last hour")
-    return 0
+    return _output(args, _call(settings, "GET", "/api/workers"), _workers_text)
 
 
 def cmd_runs_start(settings: ClientSettings, args: argparse.Namespace) -> int:
@@ -469,8 +483,8 @@ COMMANDS = {
 Handler = Callable[[ClientSettings, argparse.Namespace], int]
 Register = Callable[[Any], dict[tuple[str, str | None], Handler]]
 
-SERVER_COMMANDS = ("up", "serve", "projections")
-"""Commands the server distribution adds (``layby.cli`` entry points); named here so that an
+SERVER_COMMANDS = ("up", "serve", "projections", "nats-config", "secrets-key")
+"""Every command the server distribution adds (``layby.cli`` entry points); named here so that an
 SDK-only install says what is missing instead of "invalid choice"."""
 
 
@@ -483,9 +497,9 @@ def _plugins(sub: Any) -> dict[tuple[str, str | None], Handler]:
     return commands
 
 
-def _server_missing(_settings: ClientSettings, args: argparse.Namespace) -> int:
+def _server_missing(name: str) -> int:
     print(
-        f"error: 'layby {args.command}' is a server command; this install has the SDK only "
+        f"error: 'layby {name}' is a server command; this install has the SDK only "
         "(install the whole system from the repository: pip install -e .)",
         file=sys.stderr,
     )
@@ -493,14 +507,16 @@ def _server_missing(_settings: ClientSettings, args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     commands = {**COMMANDS, **_plugins(sub)}
-    for name in SERVER_COMMANDS:
-        if not any(key[0] == name for key in commands):
-            missing = sub.add_parser(name, help="(server) not installed", add_help=False)
-            missing.add_argument("rest", nargs=argparse.REMAINDER)
-            commands[(name, None)] = _server_missing
+    missing = [name for name in SERVER_COMMANDS if not any(key[0] == name for key in commands)]
+    for name in missing:
+        sub.add_parser(name, help="(server) not installed")
+    if argv and argv[0] in missing:
+        # Before parsing: whatever follows (`--keys`, a service name) belongs to the missing command.
+        return _server_missing(argv[0])
     args = parser.parse_args(argv)
     try:
         settings = load_client_settings()
@@ -508,10 +524,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     # The CLI's output is its answer (often JSON for a script): log lines go to stderr.
-    configure_logging(settings.log_format, settings.log_level)
+    configure_logging(settings.log_format, settings.log_level, shown=SHOWN_EVENTS)
     handler = commands[(args.command, getattr(args, "action", None))]
     try:
         return handler(settings, args)
+    except _Refused as refused:
+        return _fail(refused.status, refused.body)
     except (CliError, SettingsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2 if isinstance(exc, SettingsError) else 1

@@ -1,48 +1,69 @@
-"""structlog set-up: JSON in production, console for humans; context bound once."""
+"""The SDK's log lines: standard ``logging`` records under the ``layby`` logger.
+
+The SDK is a library inside someone else's program, so it never configures logging: no handler,
+no level, no structlog set-up. The application decides where the lines go (``logging.basicConfig``,
+its own handlers, or structlog's standard-library integration). Each line is an event name and
+its fields, readable as text (``sdk.waiting interaction_id=... timeout_at=...``) and available to
+structured handlers as the record's attributes (``record.interaction_id``). Routine events (one
+per ask or per run) are at debug; something an operator must see is a warning or an error
+(docs/engineering.md#logging).
+
+The ``layby`` command and the services render these lines with their own structlog output
+(``layby.logsetup``).
+"""
 
 from __future__ import annotations
 
 import logging
-import sys
 
-import structlog
+ROOT = "layby"
+"""The SDK's top logger: ``layby.sdk``, ``layby.worker`` and ``layby.connection`` sit under it."""
 
-
-class _Stderr:
-    """Whatever ``sys.stderr`` is when a line is written (a test, or an embedding application,
-    may replace it after logging was configured)."""
-
-    def write(self, text: str) -> int:
-        return sys.stderr.write(text)
-
-    def flush(self) -> None:
-        sys.stderr.flush()
+# Attributes every LogRecord has: a field of the same name travels as ``<name>_`` instead.
+_RESERVED = frozenset(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime"}
 
 
-def configure_logging(fmt: str = "json", level: str = "info") -> None:
-    processors: list[structlog.typing.Processor] = [
-        structlog.contextvars.merge_contextvars,
-        structlog.processors.add_log_level,
-        structlog.processors.TimeStamper(fmt="iso", utc=True),
-        structlog.processors.format_exc_info,
-    ]
-    renderer: structlog.typing.Processor = (
-        structlog.dev.ConsoleRenderer(colors=False)
-        if fmt == "console"
-        else structlog.processors.JSONRenderer()
-    )
-    structlog.configure(
-        processors=[*processors, renderer],
-        wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level.upper())),
-        logger_factory=structlog.PrintLoggerFactory(file=_Stderr()),  # type: ignore[arg-type]
-        cache_logger_on_first_use=True,
-    )
+class Logger:
+    """A ``logging.Logger`` that takes an event name and key=value fields."""
+
+    __slots__ = ("_logger",)
+
+    def __init__(self, name: str) -> None:
+        self._logger = logging.getLogger(name)
+
+    @property
+    def name(self) -> str:
+        return self._logger.name
+
+    def debug(self, event: str, **fields: object) -> None:
+        self._log(logging.DEBUG, event, fields)
+
+    def info(self, event: str, **fields: object) -> None:
+        self._log(logging.INFO, event, fields)
+
+    def warning(self, event: str, **fields: object) -> None:
+        self._log(logging.WARNING, event, fields)
+
+    def error(self, event: str, **fields: object) -> None:
+        self._log(logging.ERROR, event, fields)
+
+    def _log(self, level: int, event: str, fields: dict[str, object]) -> None:
+        if not self._logger.isEnabledFor(level):
+            return
+        # The values are the record's arguments, formatted only when a handler writes the line.
+        template = event.replace("%", "%%") + "".join(
+            f" {key}=%r" if isinstance(value, str) and (not value or " " in value) else f" {key}=%s"
+            for key, value in fields.items()
+        )
+        extra = {f"{key}_" if key in _RESERVED else key: value for key, value in fields.items()}
+        self._logger.log(level, template, *fields.values(), extra=extra, stacklevel=3)
 
 
-def get_logger(name: str) -> structlog.typing.FilteringBoundLogger:
-    """A named logger. An application that has not configured structlog gets Layby's lines on
-    standard error, readable, at info: a library never writes to an application's standard output."""
-    if not structlog.is_configured():
-        configure_logging("console", "info")
-    logger: structlog.typing.FilteringBoundLogger = structlog.get_logger(name)
-    return logger
+def get_logger(name: str) -> Logger:
+    """The logger ``name`` (under ``layby``): nothing is configured by asking for it."""
+    return Logger(name)
+
+
+def event_of(record: logging.LogRecord) -> str:
+    """The event name of a record written by a ``Logger`` (its message's first word)."""
+    return str(record.msg).partition(" ")[0]

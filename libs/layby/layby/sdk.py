@@ -354,8 +354,9 @@ class Client:
                 interaction_id, spec.question, answer_format, spec, deadline, ticket_hash=ticket_hash
             )
             server_deadline = datetime.fromisoformat(accepted.timeout_at).timestamp()
-            # Said once, so a person at a terminal (`layby ask`) knows what is being waited for.
-            log.info("sdk.waiting", interaction_id=interaction_id, timeout_at=accepted.timeout_at)
+            # Routine for a library (debug); `layby ask` shows it, so a person at a terminal knows
+            # what is being waited for.
+            log.debug("sdk.waiting", interaction_id=interaction_id, timeout_at=accepted.timeout_at)
             _raise_if_cancelled()
             return await self._wait(woken, interaction_id, deadline, sensitive)
         except InteractionTimeoutError:

@@ -468,11 +468,11 @@ class Worker:
             await msg.nak(delay=NOT_YET_DELAY)
             return
         if current.status == "cancelled":
-            log.info("run.cancelled", run_id=cont.run_id, flow=cont.flow, resume_id=cont.resume_id)
+            log.debug("run.cancelled", run_id=cont.run_id, flow=cont.flow, resume_id=cont.resume_id)
             await msg.ack()
             return
         if current.status == "duplicate":
-            log.info("worker.duplicate_continuation", run_id=cont.run_id, resume_id=cont.resume_id)
+            log.debug("worker.duplicate_continuation", run_id=cont.run_id, resume_id=cont.resume_id)
             await msg.ack()
             return
         # The heartbeat runs until the message is settled: recording the outcome can take a
@@ -500,7 +500,7 @@ class Worker:
             steps=steps,
             client=client,
         )
-        log.info(
+        log.debug(
             "run.resumed" if cont.generation else "run.executing",
             run_id=cont.run_id,
             flow=cont.flow,
@@ -509,7 +509,7 @@ class Worker:
         )
         outcome = await drive(fn, ctx, cont.input)
         if isinstance(outcome, Stopped):
-            log.info(f"run.{outcome.why}", run_id=cont.run_id, flow=cont.flow, resume_id=cont.resume_id)
+            log.debug(f"run.{outcome.why}", run_id=cont.run_id, flow=cont.flow, resume_id=cont.resume_id)
             await msg.ack()
             return
         if cont.generation:
@@ -592,10 +592,10 @@ class Worker:
             if isinstance(reply, Conflict):
                 # Another execution of this resume recorded its outcome first; its asks are ours
                 # too (the same ids), so nothing is pruned here.
-                log.info("worker.superseded", run_id=cont.run_id, resume_id=cont.resume_id)
+                log.debug("worker.superseded", run_id=cont.run_id, resume_id=cont.resume_id)
             elif isinstance(reply, RunCancelledError):
                 # Cancelled while it ran: its park or end is not recorded; its stray asks go.
-                log.info("run.cancelled", run_id=cont.run_id, flow=cont.flow, resume_id=cont.resume_id)
+                log.debug("run.cancelled", run_id=cont.run_id, flow=cont.flow, resume_id=cont.resume_id)
                 await self._prune_strays(client, ctx)
             elif isinstance(reply, Transient):
                 raise reply
@@ -615,9 +615,9 @@ class Worker:
             await self._prune_strays(client, ctx)
         if isinstance(reply, RunAccepted):
             if isinstance(outcome, Parked):
-                log.info("run.parked", run_id=cont.run_id, flow=cont.flow, asks=len(ctx.parked))
+                log.debug("run.parked", run_id=cont.run_id, flow=cont.flow, asks=len(ctx.parked))
             elif isinstance(outcome, Finished):
-                log.info("run.finished", run_id=cont.run_id, flow=cont.flow, generation=cont.generation)
+                log.debug("run.finished", run_id=cont.run_id, flow=cont.flow, generation=cont.generation)
         if cont.generation:
             faults.hit("worker.before_ack")
         await msg.ack()

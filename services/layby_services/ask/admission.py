@@ -14,8 +14,8 @@ from datetime import datetime
 
 import asyncpg
 
-from layby.logs import get_logger
 from layby_domain.clock import Clock
+from layby_server.logs import get_logger
 
 log = get_logger("layby.ask.admission")
 BATCH_MAX = 512

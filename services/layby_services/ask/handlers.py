@@ -10,7 +10,6 @@ from datetime import datetime, timedelta
 
 import msgspec
 
-from layby.logs import get_logger
 from layby.natskeys import key_id
 from layby_contracts.commands import Accepted, Ask, Prune, PruneResult, Reserved, ReserveTicket
 from layby_contracts.errors import (
@@ -39,6 +38,7 @@ from layby_domain.verifiers import parse_secrets
 from layby_server.auth import Authenticator, Principal, asker_of
 from layby_server.channels import abilities, load_channels
 from layby_server.eventstore import EventStore
+from layby_server.logs import get_logger
 from layby_server.settings import Settings
 from layby_services.ask.admission import Admitter
 from layby_services.ask.caller import identify

@@ -7,7 +7,6 @@ import asyncio
 import msgspec
 from nats.aio.msg import Msg
 
-from layby.logs import get_logger
 from layby_contracts.commands import (
     COMMAND_DECODER,
     Ask,
@@ -27,6 +26,7 @@ from layby_contracts.errors import BadInput, LaybyError, Unavailable
 from layby_contracts.refusals import to_refused
 from layby_domain.clock import Clock
 from layby_server.auth import Authenticator
+from layby_server.logs import get_logger
 from layby_server.service import open_resources, run_main
 from layby_server.settings import Settings, load_settings
 from layby_server.workers import WorkerRegistry

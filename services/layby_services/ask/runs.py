@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 import msgspec
 
-from layby.logs import get_logger
 from layby_contracts.commands import (
     Attached,
     AttachWorker,
@@ -46,6 +45,7 @@ from layby_server.auth import Authenticator, Principal
 from layby_server.consumer import ensure_flow_consumer
 from layby_server.eventlog import as_event, decide_and_append
 from layby_server.eventstore import EventStore, Stored
+from layby_server.logs import get_logger
 from layby_server.runops import cancel_run, read_steps, retry_run
 from layby_server.settings import Settings
 from layby_server.workers import WorkerRegistry

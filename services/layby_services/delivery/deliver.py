@@ -19,7 +19,6 @@ from collections.abc import Mapping
 
 import msgspec
 
-from layby.logs import get_logger
 from layby_contracts.channels import Channel, ChannelDelivery, ChannelDeliveryError
 from layby_contracts.events import InteractionAsked
 from layby_domain.clock import Clock
@@ -27,6 +26,7 @@ from layby_domain.formats import FORMATS
 from layby_domain.interaction import Interaction, decide_remove, evolve
 from layby_domain.tickets import callback_url, new_ticket, ticket_expires_at
 from layby_server.eventstore import EventStore, Stored
+from layby_server.logs import get_logger
 from layby_server.settings import Settings
 
 log = get_logger("layby.delivery")

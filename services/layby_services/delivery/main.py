@@ -13,13 +13,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from layby.logs import get_logger
 from layby_contracts.events import InteractionAsked
 from layby_domain.clock import Clock
 from layby_domain.verifiers import parse_secrets
 from layby_server.channels import load_channels
 from layby_server.consumer import consume
 from layby_server.eventstore import Stored
+from layby_server.logs import get_logger
 from layby_server.service import open_resources, run_main
 from layby_server.settings import Settings, load_settings
 from layby_services.delivery.deliver import Deliverer

@@ -11,9 +11,9 @@ from litestar import Litestar, Response, get
 from litestar.handlers import HTTPRouteHandler
 from litestar.middleware import DefineMiddleware
 
-from layby.logs import get_logger
 from layby_domain.clock import Clock, SystemClock
 from layby_server.auth import Authenticator
+from layby_server.logs import get_logger
 from layby_server.projector import run_projector
 from layby_server.service import open_resources
 from layby_server.settings import Settings

@@ -11,7 +11,6 @@ from typing import Any
 from litestar import Request, Response
 from litestar.exceptions import HTTPException
 
-from layby.logs import get_logger
 from layby_contracts.errors import (
     BadInput,
     Conflict,
@@ -30,6 +29,7 @@ from layby_contracts.errors import (
     Unauthorized,
     Unavailable,
 )
+from layby_server.logs import get_logger
 
 log = get_logger("layby.door")
 

@@ -16,12 +16,12 @@ import asyncio
 
 import msgspec
 
-from layby.logs import get_logger
 from layby_contracts.commands import Wake
 from layby_contracts.events import InteractionAnswered, InteractionRemoved
 from layby_domain.clock import Clock
 from layby_server.consumer import consume_push
 from layby_server.eventstore import EventStore, Stored
+from layby_server.logs import get_logger
 from layby_server.service import open_resources, run_main
 from layby_server.settings import Settings, load_settings
 from layby_services.resume.parks import Resumer

@@ -27,7 +27,6 @@ from collections import OrderedDict
 import msgspec
 
 from layby import faults
-from layby.logs import get_logger
 from layby_contracts.commands import Continuation
 from layby_contracts.errors import Conflict
 from layby_contracts.events import (
@@ -41,6 +40,7 @@ from layby_contracts.events import (
 from layby_domain.clock import Clock
 from layby_domain.run import Run, decide_resume, resolution, resume_id_of
 from layby_server.eventstore import EventStore, Stored
+from layby_server.logs import get_logger
 from layby_server.runops import close_steps, remove_open_asks
 
 log = get_logger("layby.resume")

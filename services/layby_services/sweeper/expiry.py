@@ -13,10 +13,10 @@ import asyncio
 
 import asyncpg
 
-from layby.logs import get_logger
 from layby_domain.clock import Clock
 from layby_domain.interaction import Facts, Interaction, decide_expire
 from layby_server.eventstore import EventStore
+from layby_server.logs import get_logger
 
 log = get_logger("layby.sweeper")
 EXPIRY_BATCH = 1000

@@ -15,9 +15,9 @@ import asyncio
 
 import asyncpg
 
-from layby.logs import get_logger
 from layby_contracts.errors import Transient
 from layby_domain.clock import Clock
+from layby_server.logs import get_logger
 from layby_server.prune import prune_abandoned
 from layby_server.service import open_resources, pause, run_main
 from layby_server.settings import Settings, load_settings

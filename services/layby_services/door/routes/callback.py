@@ -23,7 +23,6 @@ import msgspec
 from litestar import Request, Response, get, post
 from litestar.params import FromPath
 
-from layby.logs import get_logger
 from layby_contracts.errors import BadInput, Transient
 from layby_contracts.events import EXPIRY_KEY, InteractionAnswered, InteractionAsked, InteractionRemoved
 from layby_contracts.limits import ANSWERED_BY_EXTERNAL
@@ -34,6 +33,7 @@ from layby_domain.validation import nul_path, validate_answer
 from layby_domain.verifiers import POST_ONLY, VerificationFailed, VerifierError, parse_secrets, verify
 from layby_domain.verifiers import Request as SignedRequest
 from layby_server.eventstore import Stored
+from layby_server.logs import get_logger
 from layby_server.resolve import state_of
 from layby_services.door.bodies import decode_body
 from layby_services.door.callback_pages import AWAITING_PAGE, CONFIRM_PAGE, DONE_PAGE, Unrenderable, form_page

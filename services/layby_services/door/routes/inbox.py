@@ -9,10 +9,10 @@ from typing import Any
 import msgspec
 from litestar import Request, Response, get
 
-from layby.logs import get_logger
 from layby_contracts.errors import BadInput
 from layby_contracts.events import EXPIRY_ANSWERER
 from layby_contracts.limits import ANSWER_FORMATS, PAGE_MAX, PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX
+from layby_server.logs import get_logger
 from layby_server.prune import prune_abandoned
 from layby_services.door.deps import DoorState, door, principal_of
 

@@ -23,12 +23,12 @@ from litestar.response import Stream
 from nats.aio.msg import Msg
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
-from layby.logs import get_logger
 from layby_contracts.events import InteractionAnswered, InteractionAsked, InteractionRemoved, decode_event
 from layby_contracts.http import terminal_frame
 from layby_domain.frames import add_frame
 from layby_server.auth import Principal
 from layby_server.eventstore import Stored
+from layby_server.logs import get_logger
 from layby_services.door.cache import AskedCache
 from layby_services.door.deps import DoorState, door, principal_of
 from layby_services.door.errors import Busy

@@ -1,0 +1,96 @@
+"""The ``layby`` command's own rules: its tables, and the server commands an SDK-only install
+names (docs/cli.md)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from layby import cli
+from layby.settings import load_client_settings
+from layby_server.cli import register
+
+pytestmark = pytest.mark.unit
+
+
+def test_a_table_pads_every_column_but_the_last() -> None:
+    """Columns are as wide as their widest cell, two spaces apart; no line ends in spaces."""
+    table = cli._table(("ID", "FORMAT", "QUESTION"), [("a1", "confirm", "Ship it?"), ("b", "text", "")])
+    assert table.splitlines() == [
+        "ID  FORMAT   QUESTION",
+        "a1  confirm  Ship it?",
+        "b   text",
+    ]
+
+
+def test_every_server_command_is_named_for_an_sdk_only_install() -> None:
+    """``SERVER_COMMANDS`` lists exactly the commands the server distribution registers."""
+    parser = argparse.ArgumentParser()
+    registered = register(parser.add_subparsers(dest="command"))
+    assert set(cli.SERVER_COMMANDS) == {name for name, _ in registered}
+
+
+@pytest.mark.parametrize(
+    "argv", [["up"], ["serve", "ask"], ["projections", "rebuild"], ["nats-config", "--keys", "k"]]
+)
+def test_a_server_command_without_the_server_says_so(
+    argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without the server distribution, a server command (with whatever options follow it) exits
+    2 naming the command, instead of an argument error."""
+    monkeypatch.setattr(cli, "_plugins", lambda _sub: {})
+    assert cli.main(argv) == 2
+    assert capsys.readouterr().err == (
+        f"error: 'layby {argv[0]}' is a server command; this install has the SDK only "
+        "(install the whole system from the repository: pip install -e .)\n"
+    )
+
+
+class _Dropped(httpx.SyncByteStream):
+    """A stream body that breaks off after its chunks, as a connection cut mid-stream does."""
+
+    def __init__(self, *chunks: bytes) -> None:
+        self.chunks = chunks
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield from self.chunks
+        raise httpx.RemoteProtocolError("peer closed connection without sending complete message body")
+
+
+def test_the_stream_skips_keepalives_and_resumes_after_the_last_frame(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``layby interactions stream`` prints each frame, not the keepalives; when the connection
+    drops it reconnects with ``Last-Event-ID`` set to the last frame's id (docs/cli.md#following-the-stream)."""
+    frame = {"interaction_id": "ix-1", "question": "Ship it?"}
+    seen: list[str | None] = []
+
+    def door(request: httpx.Request) -> httpx.Response:
+        seen.append(request.headers.get("Last-Event-ID"))
+        if len(seen) > 1:
+            raise KeyboardInterrupt  # the person at the terminal stops it
+        body = f": keepalive\n\nid: 7\nevent: interaction.add\ndata: {json.dumps(frame)}\n\n: keepalive\n\n"
+        return httpx.Response(
+            200, headers={"Content-Type": "text/event-stream"}, stream=_Dropped(body.encode())
+        )
+
+    def client(url: str, token: str, timeout: float | None) -> httpx.Client:
+        assert (url, token, timeout) == ("http://layby.test", "tok", None)
+        return httpx.Client(base_url=url, transport=httpx.MockTransport(door))
+
+    monkeypatch.setenv("LAYBY_URL", "http://layby.test")
+    monkeypatch.setenv("LAYBY_TOKEN", "tok")
+    monkeypatch.setattr(cli, "_client", client)
+    monkeypatch.setattr(cli.time, "sleep", lambda _seconds: None)
+    args = argparse.Namespace(json=True)
+    assert cli.cmd_stream(load_client_settings(), args) == 0
+    assert seen == [None, "7"]
+    out, err = capsys.readouterr()
+    assert [json.loads(line) for line in out.splitlines()] == [
+        {"id": "7", "event": "interaction.add", "data": frame}
+    ]
+    assert err == "stream interrupted; reconnecting...\n"
