@@ -20,6 +20,7 @@ import msgspec
 from layby.logsetup import configure_logging
 from layby.runtime import data_dir, read_runtime
 from layby.settings import ClientSettings, SettingsError, load_client_settings
+from layby_contracts.errors import LaybyError
 from layby_domain.formats import NAMES
 
 if TYPE_CHECKING:
@@ -248,7 +249,7 @@ def cmd_ask(settings: ClientSettings, args: argparse.Namespace) -> int:
 
     try:
         answer = asyncio.run(run())
-    except (ValueError, RuntimeError, TimeoutError, PermissionError) as exc:
+    except (LaybyError, ValueError, RuntimeError, TimeoutError, PermissionError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
@@ -360,7 +361,7 @@ def cmd_runs_start(settings: ClientSettings, args: argparse.Namespace) -> int:
 
     try:
         run_id = asyncio.run(run())
-    except (ValueError, RuntimeError, TimeoutError, PermissionError) as exc:
+    except (LaybyError, ValueError, RuntimeError, TimeoutError, PermissionError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(run_id)
