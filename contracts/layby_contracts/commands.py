@@ -14,14 +14,21 @@ import msgspec
 
 from layby_contracts.errors import RefusalKind
 from layby_contracts.events import MediaItem, ParkedAsk, Resolution, StepResult
+from layby_contracts.formats import FormatPayload
 
 
 class Ask(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag="cmd.ask.v1"):
-    """Record a question (the SDK already validated it; the ask service validates again)."""
+    """Record a question (the SDK already validated it; the ask service validates again).
+
+    ``format`` carries the question's format and its arguments as one typed value (command
+    protocol 5). An SDK facing an older ask service sends the flat fields instead
+    (``answer_format``, ``options``, ``schema``, ``data``, ``pages``, ``link_url``, ``verifier``),
+    which the ask service still accepts; a command never carries both."""
 
     token: str
     interaction_id: str
     question: str
+    format: FormatPayload | None = None
     answer_format: str = "text"
     options: list[str] | None = None
     schema: dict[str, Any] | None = None
@@ -201,11 +208,13 @@ PROTOCOL_RESERVATIONS = 2
 PROTOCOL_WORKER_COMMANDS = 3
 PROTOCOL_STEPS = 4
 PROTOCOL_ERROR_KINDS = 5
+PROTOCOL_TYPED_QUESTION = 5
 """The command protocol this side speaks. 1: the first (absent from its replies); 2: ticket
 reservations (``cmd.ticket.reserve.v1``) and the ``protocol`` field on refusals; 3: the worker's
 ``cmd.run.attach.v1`` and ``cmd.run.current.v1``; 4: steps, cancel and retry
 (``cmd.run.step.v1``, ``cmd.run.cancel.v1``, ``cmd.run.retry.v1``); 5: every error class its own
 refusal kind (``cross_identity_audience``, ``not_found``, ``transient``, ``permanent``, ...)
+and the typed question (``Ask.format``)
 (docs/errors.md#capabilities-travel-in-the-protocol-field)."""
 
 

@@ -50,9 +50,7 @@ class ExternalPayload(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=T
 
 
 FormatPayload = TextPayload | ConfirmPayload | SelectPayload | FormPayload | ExternalPayload
-FORMAT_NAMES: tuple[str, ...] = tuple(
-    str(member.__struct_config__.tag) for member in get_args(FormatPayload)
-)
+FORMAT_NAMES: tuple[str, ...] = tuple(str(member.__struct_config__.tag) for member in get_args(FormatPayload))
 """Every answer format's name, in the documented order: the union's tags (the one list)."""
 
 

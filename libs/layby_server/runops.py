@@ -83,6 +83,7 @@ async def close_steps(store: EventLog, cancelled: RunCancelled, now: Callable[[]
     """Close the step record of the execution a cancel stopped, so its next step finds the run
     cancelled (docs/aggregates/run.md#steps). Idempotent: the resume service repeats it from the
     event."""
+
     async def read(_leader: bool) -> Steps:
         return await read_steps(store, cancelled.run_id, cancelled.generation)
 
@@ -105,9 +106,7 @@ async def remove_open_asks(store: EventLog, cancelled: RunCancelled, now: Callab
         await store.resolve(interaction_id, lambda s: decide_remove(s, reason="cancelled", now=now()))
 
 
-async def retry_run(
-    store: EventLog, run_id: str, who: Principal, now: Callable[[], datetime]
-) -> RunResumed:
+async def retry_run(store: EventLog, run_id: str, who: Principal, now: Callable[[], datetime]) -> RunResumed:
     """Execute a failed run again from its last recorded step or park (the resume service
     publishes the continuation when it sees the event)."""
     event, _ = await _decide_and_append(

@@ -490,6 +490,7 @@ async def test_racing_step_writers_each_decide_again_on_what_won(log: Log) -> No
 
 async def test_a_decision_to_append_nothing_appends_nothing(log: Log) -> None:
     """``decide`` returning None keeps the state: no append, no sequence, not lost."""
+
     async def read(_leader: bool) -> Steps:
         return Steps()
 

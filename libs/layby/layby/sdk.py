@@ -34,6 +34,9 @@ from layby_contracts.commands import (
     PROTOCOL_RESERVATIONS as RESERVATIONS,
 )
 from layby_contracts.commands import (
+    PROTOCOL_TYPED_QUESTION as TYPED_QUESTION,
+)
+from layby_contracts.commands import (
     REPLY_DECODER,
     WAKE_DECODER,
     Accepted,
@@ -65,9 +68,10 @@ from layby_contracts.errors import (
     Unavailable,
 )
 from layby_contracts.events import ParkedAsk, Resolution
+from layby_contracts.formats import payload_of
 from layby_contracts.refusals import from_refused, to_refused
 from layby_contracts.subjects import Names
-from layby_domain.formats import FORMATS, known_format
+from layby_domain.formats import FORMATS, flat_fields, known_format
 from layby_domain.tickets import callback_url, new_ticket
 from layby_domain.validation import (
     AskSpec,
@@ -161,6 +165,21 @@ def validate_call(
     if link is not None:
         raise BadInput(f"link is only for {_linked_formats()} questions", field="link")
     return validate_ask(question, **args)
+
+
+def _before_typed_question(reply: Refused) -> bool:
+    """An ask service older than the typed question refuses its ``format`` field as malformed."""
+    return reply.protocol < TYPED_QUESTION and reply.kind == "invalid" and reply.field is None
+
+
+def _flat_ask(cmd: Ask) -> bytes:
+    """The ask as an ask service older than the typed question reads it: the format's arguments
+    as flat fields, and no ``format`` field (such a service refuses fields it does not know)."""
+    assert cmd.format is not None
+    raw: dict[str, Any] = msgspec.to_builtins(cmd)
+    raw.pop("format")
+    raw.update(flat_fields(cmd.format))
+    return _enc.encode(raw)
 
 
 def _linked_formats() -> str:
@@ -524,9 +543,8 @@ class Client:
             token=self._token,
             interaction_id=interaction_id,
             question=question,
+            format=payload_of(fmt, spec.format_payload),
             answer_format=fmt,
-            options=(spec.format_payload or {}).get("options"),
-            schema=(spec.format_payload or {}).get("schema"),
             group_id=spec.group_id,
             audience=spec.audience,
             sensitive=spec.sensitive,
@@ -537,25 +555,26 @@ class Client:
             run_id=run_id,
             call=call,
             media=spec.media,
-            data=(spec.format_payload or {}).get("data"),
-            pages=(spec.format_payload or {}).get("pages"),
-            link_url=(spec.format_payload or {}).get("url"),
-            verifier=(spec.format_payload or {}).get("verifier"),
             ticket_hash=ticket_hash,
             channel=spec.channel,
             recipient=spec.recipient,
         )
         # TimeoutError past the deadline: the caller prunes, and may find the ask recorded after all.
         reply = await self._request_ask(cmd, deadline)  # the same interaction id: idempotent
+        if isinstance(reply, Refused) and _before_typed_question(reply):
+            reply = await self._request_ask(cmd, deadline, payload=_flat_ask(cmd))
         if isinstance(reply, Refused):
             raise from_refused(reply, interaction_id=interaction_id)
         assert isinstance(reply, Accepted)
         return reply
 
-    async def _request_ask(self, cmd: Ask | ReserveTicket, deadline: float) -> Reply:
-        """Send an idempotent command to the ask service, retrying slow replies and a missing ask
-        service (a restart) until ``deadline``, then ``TimeoutError``."""
-        payload = _enc.encode(cmd)
+    async def _request_ask(
+        self, cmd: Ask | ReserveTicket, deadline: float, *, payload: bytes | None = None
+    ) -> Reply:
+        """Send an idempotent command (``payload``: as already encoded) to the ask service,
+        retrying slow replies and a missing ask service (a restart) until ``deadline``, then
+        ``TimeoutError``."""
+        payload = payload if payload is not None else _enc.encode(cmd)
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:

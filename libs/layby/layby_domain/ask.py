@@ -26,7 +26,7 @@ from layby_contracts.errors import (
     ParkExpiryExceedsRetentionError,
 )
 from layby_contracts.events import InteractionAsked, RunStarted
-from layby_domain.formats import format_named
+from layby_domain.formats import flat_fields, format_named
 from layby_domain.formats.form import check_form_subset
 from layby_domain.validation import (
     AskSpec,
@@ -133,9 +133,7 @@ def _validated(cmd: Ask, facts: AskFacts) -> AskSpec:
         raise BadInput("waiter must be 8-64 of [A-Za-z0-9_-]", field="waiter")
     spec = validate_ask(
         cmd.question,
-        answer_format=cmd.answer_format,
-        options=cmd.options,
-        schema=cmd.schema,
+        **_question_args(cmd),
         timeout=cmd.timeout,
         group_id=cmd.group_id,
         audience=cmd.audience,
@@ -144,10 +142,6 @@ def _validated(cmd: Ask, facts: AskFacts) -> AskSpec:
         mode=cmd.mode,
         expiry_at=cmd.expiry_at,
         media=cmd.media,
-        data=cmd.data,
-        pages=cmd.pages,
-        verifier=cmd.verifier,
-        link_url=cmd.link_url,
         channel=cmd.channel,
         recipient=cmd.recipient,
     )
@@ -163,6 +157,26 @@ def _validated(cmd: Ask, facts: AskFacts) -> AskSpec:
     if format_named(spec.answer_format).needs_link(spec.channel) and not is_sha256_hex(cmd.ticket_hash):
         raise BadInput("an external question needs its ticket's SHA-256 (64 hex)", field="ticket_hash")
     return spec
+
+
+_FLAT = ("options", "schema", "data", "pages", "link_url", "verifier")
+
+
+def _question_args(cmd: Ask) -> dict[str, Any]:
+    """The format and its arguments: from the typed question, or the flat fields an SDK older
+    than it sends (never both)."""
+    if cmd.format is None:
+        return {"answer_format": cmd.answer_format, **{name: getattr(cmd, name) for name in _FLAT}}
+    for name in _FLAT:
+        if getattr(cmd, name) is not None:
+            raise BadInput(f"{name} travels inside format when the ask carries format", field=name)
+    args = flat_fields(cmd.format)
+    if cmd.answer_format != args["answer_format"]:
+        raise BadInput(
+            f"answer_format {cmd.answer_format!r} does not match format {args['answer_format']!r}",
+            field="answer_format",
+        )
+    return dict.fromkeys(_FLAT) | args
 
 
 def check_channel_ask(

@@ -143,4 +143,3 @@ def verify(binding: Any, request: Request, secrets: Mapping[str, bytes]) -> None
         raise
     except Exception as exc:  # noqa: BLE001 - a verifier crash fails closed
         raise VerifierError(f"verifier {bound['name']!r} crashed: {type(exc).__name__}") from None
-

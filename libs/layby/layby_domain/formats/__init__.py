@@ -9,8 +9,10 @@ delivery service and the CLI look a format up here instead of branching on its n
 
 from __future__ import annotations
 
+from typing import Any
+
 from layby_contracts.errors import BadInput
-from layby_contracts.formats import FORMAT_NAMES
+from layby_contracts.formats import FORMAT_NAMES, FormatPayload, wire_payload
 from layby_domain.formats._base import AskInputs, Format, Page
 from layby_domain.formats.confirm import CONFIRM
 from layby_domain.formats.external import EXTERNAL
@@ -29,6 +31,22 @@ def known_format(name: object) -> Format | None:
     return FORMATS.get(name) if isinstance(name, str) else None
 
 
+_ASK_FIELD = {"url": "link_url"}
+"""Where a format payload's key travels in the flat form of an ask (the others keep their name)."""
+
+
+def flat_fields(payload: FormatPayload) -> dict[str, Any]:
+    """A typed question as the flat fields of an ask (the form older ask services read):
+    ``answer_format`` and each argument the payload holds."""
+    raw = wire_payload(payload) or {}
+    return {"answer_format": tag_of(payload), **{_ASK_FIELD.get(k, k): v for k, v in raw.items()}}
+
+
+def tag_of(payload: FormatPayload) -> str:
+    """The format's name of a typed question (its union tag)."""
+    return str(type(payload).__struct_config__.tag)
+
+
 def format_named(name: object) -> Format:
     """The format called ``name``; an unknown one is a ``BadInput`` naming ``answer_format``."""
     found = known_format(name)
@@ -37,4 +55,14 @@ def format_named(name: object) -> Format:
     return found
 
 
-__all__ = ["FORMATS", "NAMES", "AskInputs", "Format", "Page", "format_named", "known_format"]
+__all__ = [
+    "FORMATS",
+    "NAMES",
+    "AskInputs",
+    "Format",
+    "Page",
+    "flat_fields",
+    "format_named",
+    "known_format",
+    "tag_of",
+]
