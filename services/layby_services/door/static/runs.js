@@ -5,24 +5,24 @@
 //   layby:view       {view: "inbox"|"runs"} the view shown now
 //   layby:frame      {event, id, data}     every frame of the interaction stream
 // and asks the inbox module to return to the sign-in form with layby:unauthorized {message}.
+// The token is the one session.js keeps for both views.
 //
 // What it reads: GET /api/runs/summary (the counts, the flows, the oldest open question),
 // GET /api/runs (one page, narrowed by status and flow) and GET /api/runs/{id} for the selected
 // run; it operates runs with POST /api/runs/{id}/cancel and /retry. It refreshes 300 ms after a
 // stream frame and every 5 s while the view is shown. Every server value is set as text.
 
-import { el } from "./dom.js";
+import { $, duration, el } from "./helpers.js";
+import { authHeaders, token } from "./session.js";
 
-const TOKEN_KEY = "layby.token";
 const STATUSES = ["running", "parked", "resumed", "finished", "failed", "cancelled"];
 const PAGE_SIZE = 50;
 const PAGE_SIZE_MAX = 200; // the runs list door's maximum (docs/doors/list.md#paging)
 const POLL_MS = 5000;
 const FRAME_DEBOUNCE_MS = 300;
 
-const $ = (id) => document.getElementById(id);
 const state = {
-  token: sessionStorage.getItem(TOKEN_KEY),
+  signedIn: Boolean(token()), // the person is signed in (the inbox module says when that changes)
   view: location.hash === "#runs" ? "runs" : "inbox",
   status: null, // the status filter, null for every status
   flow: "", // the flow filter, "" for every flow
@@ -41,26 +41,18 @@ const shortId = (id) => String(id).slice(0, 8);
 
 // -- time, in words -----------------------------------------------------------------------
 
-function span(ms) {
-  const s = Math.max(0, Math.round(ms / 1000));
-  if (s < 60) return `${s}s`;
-  const m = Math.floor(s / 60);
-  if (m < 60) return `${m}m`;
-  const h = Math.floor(m / 60);
-  if (h < 24) return m % 60 ? `${h}h ${m % 60}m` : `${h}h`;
-  const d = Math.floor(h / 24);
-  return h % 24 ? `${d}d ${h % 24}h` : `${d}d`;
-}
+// The dashboard redraws every 5 seconds: its times are said to the minute past the first one.
+const inWords = (ms) => duration(ms, { seconds: false });
 
 function ago(iso) {
   if (!iso) return "";
   const ms = Date.now() - new Date(iso).getTime();
-  return ms < 5000 ? "just now" : `${span(ms)} ago`;
+  return ms < 5000 ? "just now" : `${inWords(ms)} ago`;
 }
 
 function until(iso) {
   const ms = new Date(iso).getTime() - Date.now();
-  return ms >= 0 ? `in ${span(ms)}` : `passed ${span(-ms)} ago`;
+  return ms >= 0 ? `in ${inWords(ms)}` : `passed ${inWords(ms)} ago`;
 }
 
 function when(iso, words) {
@@ -81,7 +73,7 @@ async function call(method, path) {
   const generation = state.generation;
   let resp;
   try {
-    resp = await fetch(path, { method, headers: { Authorization: `Bearer ${state.token}`, Accept: "application/json" } });
+    resp = await fetch(path, { method, headers: authHeaders({ Accept: "application/json" }) });
   } catch {
     throw new Refused(0, "the server cannot be reached");
   }
@@ -111,7 +103,7 @@ function query(params) {
 // -- refreshing ---------------------------------------------------------------------------
 
 function live() {
-  return Boolean(state.token) && state.view === "runs";
+  return state.signedIn && state.view === "runs";
 }
 
 function refresh() {
@@ -184,7 +176,7 @@ function stopPolling() {
 }
 
 function signedOut() {
-  state.token = null;
+  state.signedIn = false;
   state.generation += 1;
   state.selected = null;
   stopPolling();
@@ -194,8 +186,8 @@ function signedOut() {
   state.shownStatus = null;
 }
 
-document.addEventListener("layby:signed-in", (e) => {
-  state.token = (e.detail && e.detail.token) || sessionStorage.getItem(TOKEN_KEY);
+document.addEventListener("layby:signed-in", () => {
+  state.signedIn = true;
   startPolling();
 });
 document.addEventListener("layby:signed-out", signedOut);
