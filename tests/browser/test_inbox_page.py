@@ -340,6 +340,84 @@ async def test_a_form_with_pages_prefill_and_per_send_options_reads_as_steps(
     assert await asyncio.wait_for(ask, 10) == {"count": 3, "date": "2030-01-01"}
 
 
+async def test_a_form_field_with_per_send_options_accepts_the_option_picked_by_its_label(
+    page: Any, system: System
+) -> None:
+    """A form answer is checked against the effective schema (docs/asking.md#effective-schema): a
+    field offers this send's labelled options, and the one picked is sent even when the stored
+    schema's enum does not list it."""
+    await sign_in(page, system)
+    schema = {
+        "type": "object",
+        "properties": {"tier": {"type": "string", "title": "Tier", "enum": ["gold", "silver"]}},
+        "required": ["tier"],
+    }
+    options = [{"value": "platinum", "label": "Platinum"}, {"value": "gold", "label": "Gold"}]
+    client = await system.sdk()
+    ask = asyncio.create_task(
+        client.ask_user(
+            "Which tier?",
+            answer_format="form",
+            schema=schema,
+            data={"options": {"tier": options}},
+            timeout=30,
+        )
+    )
+    c = await open_card(page, "Which tier?")
+    tier = c.get_by_label("Tier (required)")
+    assert await tier.locator("option").all_text_contents() == ["—", "Platinum", "Gold"]
+    await tier.select_option(label="Platinum")
+    await c.get_by_role("button", name="Answer").click()
+    await c.locator(".outcome", has_text="Answered by you").wait_for()
+    assert await asyncio.wait_for(ask, 10) == {"tier": "platinum"}
+
+
+async def shown_in_order(page: Any) -> list[str]:
+    """The list as a person reads it, top to bottom: group headers and questions (rows in the
+    document are positioned, not kept in order)."""
+    return list(
+        await page.locator("#rows-inner > *").evaluate_all(
+            """nodes => nodes
+              .map((n) => [n.getBoundingClientRect().top, (n.querySelector(".gname") || n.querySelector(".rq")).textContent])
+              .sort((a, b) => a[0] - b[0])
+              .map((pair) => pair[1])"""
+        )
+    )
+
+
+async def test_grouped_the_group_with_the_newest_question_comes_first(page: Any, system: System) -> None:
+    """The default grouped view puts the group with the most recent question at the top, its
+    questions in the order they were asked (docs/doors/inbox-page.md#layout)."""
+    await sign_in(page, system)
+    client = await system.sdk()
+    asks = []
+    for question, group in [
+        ("Old deploy?", "deploy"),
+        ("Billing one?", "billing"),
+        ("Billing two?", "billing"),
+    ]:
+        asks.append(asyncio.create_task(client.ask_user(question, group_id=group, timeout=60)))
+        await row(page, question).wait_for()
+    assert await shown_in_order(page) == [
+        "Group billing",
+        "Billing one?",
+        "Billing two?",
+        "Old deploy?",
+    ]
+    asks.append(asyncio.create_task(client.ask_user("New deploy?", group_id="deploy", timeout=60)))
+    await row(page, "New deploy?").wait_for()
+    assert await shown_in_order(page) == [
+        "Group deploy",
+        "Old deploy?",
+        "New deploy?",
+        "Group billing",
+        "Billing one?",
+        "Billing two?",
+    ]
+    for task in asks:
+        task.cancel()
+
+
 @pytest.mark.page(viewport={"width": 375, "height": 740}, is_mobile=True)
 async def test_the_page_is_readable_on_a_phone(page: Any, system: System) -> None:
     await sign_in(page, system)

@@ -61,7 +61,7 @@ function buildForm(card, payload) {
     }
     if (prop.description) wrap.append(el("p", { class: "hint", text: prop.description }));
     wrap.append(el("p", { class: "error field-error", id: errId, role: "alert", hidden: true }));
-    fields[name] = { input, prop, wrap };
+    fields[name] = { input, prop, wrap, choices };
     return wrap;
   };
 
@@ -110,8 +110,8 @@ function buildForm(card, payload) {
       } else answer[name] = raw;
     }
     // Plain-language checks at the field before sending; the door stays the authority.
-    for (const [name, { input, prop }] of Object.entries(fields)) {
-      const problem = checkField(name, prop, answer[name], required.has(name), input);
+    for (const [name, { input, prop, choices }] of Object.entries(fields)) {
+      const problem = checkField(name, prop, answer[name], required.has(name), input, choices);
       if (problem) {
         const step = steps.findIndex((st) => st.contains(fields[name].wrap));
         if (step >= 0 && step !== current) show(step);
@@ -135,8 +135,10 @@ function fieldTitle(name, prop) {
   return (prop && prop.title) || name;
 }
 
-// The first thing wrong with one form field's value, in plain words, or null.
-function checkField(name, prop, value, isRequired, input) {
+// The first thing wrong with one form field's value, in plain words, or null. `choices` are the
+// options the field offered: this send's `data.options` for it, else its schema's `enum` — the
+// effective schema the door checks the answer against (docs/asking.md#effective-schema).
+function checkField(name, prop, value, isRequired, input, choices) {
   const title = fieldTitle(name, prop);
   if (value === undefined) return isRequired && prop.type !== "boolean" ? `Enter ${title}.` : null;
   if ((prop.type === "integer" || prop.type === "number") && Number.isNaN(value)) return `${title} must be a number.`;
@@ -159,7 +161,7 @@ function checkField(name, prop, value, isRequired, input) {
       if (re && !re.test(value)) return `${title} is not in the expected form.`;
     }
   }
-  if (Array.isArray(prop.enum) && !prop.enum.some((v) => JSON.stringify(v) === JSON.stringify(value))) {
+  if (choices && !choices.some((c) => JSON.stringify(c.value) === JSON.stringify(value))) {
     return `Choose one of the options for ${title}.`;
   }
   return null;

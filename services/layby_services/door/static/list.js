@@ -16,8 +16,10 @@ const BY = {
   deadline: (a, b) => cmp(a.item.timeout_at, b.item.timeout_at) || cmp(a.item.created_at, b.item.created_at),
 };
 
-// The rows in order: pending questions that match the filter; grouped, groups come by their most
-// recent question (as the list door orders them), a header over every group of two or more.
+// The rows in order: pending questions that match the filter. Grouped, the group with the newest
+// question comes first (the list door pages groups the other way round, oldest activity first;
+// the page orders its own view), its questions in creation order, and a header over every group
+// of two or more.
 function buildView() {
   const f = state.filter;
   const cards = [];
@@ -37,7 +39,7 @@ function buildView() {
       list.sort(BY.oldest);
       return { gid, list, latest: list[list.length - 1].item.created_at };
     });
-    ordered.sort((a, b) => cmp(a.latest, b.latest) || cmp(a.gid, b.gid));
+    ordered.sort((a, b) => cmp(b.latest, a.latest) || cmp(a.gid, b.gid));
     for (const g of ordered) {
       if (g.list.length > 1) view.push({ kind: "head", gid: g.gid, n: g.list.length });
       for (const card of g.list) view.push({ kind: "row", card });
