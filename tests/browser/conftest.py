@@ -1,8 +1,8 @@
 """Headless Chromium for the browser tests: Debian's ``/usr/bin/chromium``, driven by Playwright.
 
 Every browser test uses the one ``page`` fixture: a page in a fresh browser context that fails the
-test on any script error, console error or Content-Security-Policy violation, and on any response
-the page is refused (4xx or 5xx). A test that means to provoke one says so with
+test on any script error, console error or Content-Security-Policy violation, dialog, and on any
+response the page is refused (4xx or 5xx). A test that means to provoke one says so with
 ``page.allow_error(pattern)`` (a regular expression the whole recorded line must match).
 """
 
@@ -73,7 +73,14 @@ async def page(browser: Any, request: pytest.FixtureRequest) -> AsyncIterator[An
     p.on("pageerror", lambda e: errors.append(f"script error: {e}"))
     p.on("console", lambda m: errors.append(_console_line(m)) if _counts(m) else None)
     p.on("response", lambda r: errors.append(f"{r.status} {r.url}") if _refused(r) else None)
-    p.on("dialog", lambda d: dialogs.append(d.message))
+
+    async def on_dialog(dialog: Any) -> None:
+        # The page never opens a dialog: one is a script the page should not have run.
+        dialogs.append(dialog.message)
+        errors.append(f"dialog: {dialog.message}")
+        await dialog.dismiss()
+
+    p.on("dialog", on_dialog)
     p.errors = errors
     p.dialogs = dialogs
     p.allow_error = lambda pattern: allowed.append(re.compile(pattern))

@@ -590,13 +590,13 @@ async def test_every_other_shortcut_opens_sends_searches_and_moves_back(page: An
         "properties": {"name": {"type": "string", "title": "Name"}},
         "required": ["name"],
     }
+    no = asyncio.create_task(client.ask_user("Say no by keyboard?", answer_format="confirm", timeout=60))
+    await row(page, "Say no by keyboard?").wait_for()
     form = asyncio.create_task(
         client.ask_user("Name by keyboard?", answer_format="form", schema=schema, timeout=60)
     )
     await row(page, "Name by keyboard?").wait_for()
-    no = asyncio.create_task(client.ask_user("Say no by keyboard?", answer_format="confirm", timeout=60))
-    await row(page, "Say no by keyboard?").wait_for()
-    await row(page, "Say no by keyboard?").click()  # the second row
+    await row(page, "Say no by keyboard?").click()  # the second row: the newest question's group is first
     await page.keyboard.press("k")  # up to the form
     selected = page.locator("#rows .row[aria-selected=true] .rq")
     await expect(selected).to_have_text("Name by keyboard?")

@@ -6,7 +6,7 @@ import { $, emit } from "./helpers.js";
 import { schedule } from "./list.js";
 import { rebase } from "./model.js";
 import { updateNotifyButton } from "./notify.js";
-import { forgetToken, authHeaders, keepToken, token, useToken } from "./session.js";
+import { authHeaders, forgetToken, keepToken, token, useToken } from "./session.js";
 import { state } from "./state.js";
 import { startStream, stopStream } from "./stream.js";
 
