@@ -7,7 +7,6 @@ and the runs are real flows executed by a real layby worker (docs/doors/inbox-pa
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,29 +20,6 @@ from tests.helpers import Booking, order_flows
 from tests.integration.test_parks import Workers, answer, open_asks, wait_status
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.browser]
-
-
-@pytest.fixture
-async def page(browser: Any, system: System) -> AsyncIterator[Any]:
-    context = await browser.new_context()
-    p = await context.new_page()
-    errors: list[str] = []
-    p.on("pageerror", lambda e: errors.append(str(e)))
-    p.on("console", lambda m: errors.append(m.text) if _counts(m) else None)
-    p.on("response", lambda r: errors.append(f"{r.status} {r.url}") if _refused(r) else None)
-    p.errors = errors
-    yield p
-    await context.close()
-    assert errors == [], errors  # no script error, no CSP violation, no door refusing the page
-
-
-def _counts(message: Any) -> bool:
-    # A refused request is logged too; it is judged by _refused, which knows its address.
-    return bool(message.type == "error" and not message.text.startswith("Failed to load resource"))
-
-
-def _refused(response: Any) -> bool:
-    return bool(response.status >= 400 and not response.url.endswith("/favicon.ico"))
 
 
 async def serve(workers: Workers, register: Any = order_flows) -> None:

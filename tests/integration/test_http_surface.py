@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from importlib import resources
 
 import pytest
 
@@ -129,6 +130,39 @@ async def test_the_inbox_page_is_served_with_a_strict_csp_and_no_inline_script(s
         assert "innerHTML" not in js.text and "eval(" not in js.text
         assert (await http.get("/static/../pyproject.toml")).status_code == 404
         assert (await http.get("/static/nope.js")).status_code == 404
+
+
+async def test_every_module_of_the_page_is_served_as_javascript_and_revalidated_by_etag(
+    system: System,
+) -> None:
+    """The page loads one entry module (docs/doors/inbox-page.md#routes-and-static-files); every
+    module it imports, however deep — and so every module shipped — is served as JavaScript under
+    the page's CSP, uses no innerHTML or eval, and is sent with no-cache and an ETag that answers
+    an unchanged copy 304."""
+    async with system.http(None) as http:
+        page = (await http.get("/")).text
+        entries = re.findall(r'<script type="module" src="/static/([\w.-]+)"></script>', page)
+        assert entries == ["inbox.js"]
+        seen: set[str] = set()
+        todo = list(entries)
+        while todo:
+            name = todo.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            resp = await http.get(f"/static/{name}")
+            assert resp.status_code == 200, name
+            assert resp.headers["content-type"].startswith("text/javascript"), name
+            assert resp.headers["cache-control"] == "no-cache"
+            assert "script-src 'self'" in resp.headers["content-security-policy"]
+            assert "innerHTML" not in resp.text and "eval(" not in resp.text, name
+            again = await http.get(f"/static/{name}", headers={"If-None-Match": resp.headers["etag"]})
+            assert again.status_code == 304 and again.content == b"", name
+            todo += re.findall(r'^import (?:[^"]*from )?"\./([\w.-]+)";$', resp.text, re.MULTILINE)
+        static = resources.files("layby_services.door") / "static"
+        assert seen == {f.name for f in static.iterdir() if f.name.endswith(".js")}  # none left out
+        css = await http.get("/static/inbox.css")
+        assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
 
 
 @pytest.mark.settings(rate_limits=True)

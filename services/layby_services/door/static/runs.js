@@ -5,24 +5,26 @@
 //   layby:view       {view: "inbox"|"runs"} the view shown now
 //   layby:frame      {event, id, data}     every frame of the interaction stream
 // and asks the inbox module to return to the sign-in form with layby:unauthorized {message}.
+// The token is the one session.js keeps for both views; one run's detail and its operations are
+// in runs-run.js.
 //
 // What it reads: GET /api/runs/summary (the counts, the flows, the oldest open question),
 // GET /api/runs (one page, narrowed by status and flow) and GET /api/runs/{id} for the selected
 // run; it operates runs with POST /api/runs/{id}/cancel and /retry. It refreshes 300 ms after a
 // stream frame and every 5 s while the view is shown. Every server value is set as text.
 
-import { el } from "./dom.js";
+import { $, duration, el, emit } from "./helpers.js";
+import { drawDetail, select } from "./runs-run.js";
+import { authHeaders, token } from "./session.js";
 
-const TOKEN_KEY = "layby.token";
 const STATUSES = ["running", "parked", "resumed", "finished", "failed", "cancelled"];
 const PAGE_SIZE = 50;
 const PAGE_SIZE_MAX = 200; // the runs list door's maximum (docs/doors/list.md#paging)
 const POLL_MS = 5000;
 const FRAME_DEBOUNCE_MS = 300;
 
-const $ = (id) => document.getElementById(id);
-const state = {
-  token: sessionStorage.getItem(TOKEN_KEY),
+export const state = {
+  signedIn: Boolean(token()), // the person is signed in (the inbox module says when that changes)
   view: location.hash === "#runs" ? "runs" : "inbox",
   status: null, // the status filter, null for every status
   flow: "", // the flow filter, "" for every flow
@@ -37,33 +39,25 @@ const state = {
   generation: 0, // bumped at sign-out: a late answer of an earlier session is dropped
 };
 
-const shortId = (id) => String(id).slice(0, 8);
+export const shortId = (id) => String(id).slice(0, 8);
 
 // -- time, in words -----------------------------------------------------------------------
 
-function span(ms) {
-  const s = Math.max(0, Math.round(ms / 1000));
-  if (s < 60) return `${s}s`;
-  const m = Math.floor(s / 60);
-  if (m < 60) return `${m}m`;
-  const h = Math.floor(m / 60);
-  if (h < 24) return m % 60 ? `${h}h ${m % 60}m` : `${h}h`;
-  const d = Math.floor(h / 24);
-  return h % 24 ? `${d}d ${h % 24}h` : `${d}d`;
-}
+// The dashboard redraws every 5 seconds: its times are said to the minute past the first one.
+const inWords = (ms) => duration(ms, { seconds: false });
 
-function ago(iso) {
+export function ago(iso) {
   if (!iso) return "";
   const ms = Date.now() - new Date(iso).getTime();
-  return ms < 5000 ? "just now" : `${span(ms)} ago`;
+  return ms < 5000 ? "just now" : `${inWords(ms)} ago`;
 }
 
-function until(iso) {
+export function until(iso) {
   const ms = new Date(iso).getTime() - Date.now();
-  return ms >= 0 ? `in ${span(ms)}` : `passed ${span(-ms)} ago`;
+  return ms >= 0 ? `in ${inWords(ms)}` : `passed ${inWords(ms)} ago`;
 }
 
-function when(iso, words) {
+export function when(iso, words) {
   const at = new Date(iso);
   return el("time", { datetime: iso, title: at.toLocaleString(), text: words });
 }
@@ -77,11 +71,11 @@ class Refused extends Error {
   }
 }
 
-async function call(method, path) {
+export async function call(method, path) {
   const generation = state.generation;
   let resp;
   try {
-    resp = await fetch(path, { method, headers: { Authorization: `Bearer ${state.token}`, Accept: "application/json" } });
+    resp = await fetch(path, { method, headers: authHeaders({ Accept: "application/json" }) });
   } catch {
     throw new Refused(0, "the server cannot be reached");
   }
@@ -95,7 +89,7 @@ async function call(method, path) {
   if (resp.status === 401) {
     signedOut();
     const message = (body && body.error) || "The token is no longer accepted.";
-    document.dispatchEvent(new CustomEvent("layby:unauthorized", { detail: { message } }));
+    emit("layby:unauthorized", { message });
     throw new Refused(401, message);
   }
   if (!resp.ok) throw new Refused(resp.status, (body && body.error) || `the server answered ${resp.status}`);
@@ -111,10 +105,10 @@ function query(params) {
 // -- refreshing ---------------------------------------------------------------------------
 
 function live() {
-  return Boolean(state.token) && state.view === "runs";
+  return state.signedIn && state.view === "runs";
 }
 
-function refresh() {
+export function refresh() {
   if (!live()) return Promise.resolve();
   if (state.busy) {
     state.again = true;
@@ -154,7 +148,7 @@ async function load() {
   }
 }
 
-async function loadRun(runId) {
+export async function loadRun(runId) {
   try {
     return await call("GET", `/api/runs/${encodeURIComponent(runId)}`);
   } catch (err) {
@@ -163,7 +157,7 @@ async function loadRun(runId) {
   }
 }
 
-function say(text, kind = "") {
+export function say(text, kind = "") {
   const node = $("runs-live");
   node.textContent = text;
   node.dataset.kind = kind;
@@ -184,7 +178,7 @@ function stopPolling() {
 }
 
 function signedOut() {
-  state.token = null;
+  state.signedIn = false;
   state.generation += 1;
   state.selected = null;
   stopPolling();
@@ -194,8 +188,8 @@ function signedOut() {
   state.shownStatus = null;
 }
 
-document.addEventListener("layby:signed-in", (e) => {
-  state.token = (e.detail && e.detail.token) || sessionStorage.getItem(TOKEN_KEY);
+document.addEventListener("layby:signed-in", () => {
+  state.signedIn = true;
   startPolling();
 });
 document.addEventListener("layby:signed-out", signedOut);
@@ -321,183 +315,8 @@ function drawList(page) {
   $("runs-more").hidden = !page.next_page || state.size >= PAGE_SIZE_MAX;
 }
 
-function badge(status) {
+export function badge(status) {
   return el("span", { class: `badge status-${status}`, text: status });
-}
-
-// -- one run ------------------------------------------------------------------------------
-
-async function select(runId) {
-  state.selected = runId;
-  state.shownDetail = "";
-  state.shownStatus = null;
-  for (const link of $("runs-rows").querySelectorAll("button.run-link")) {
-    const on = link.dataset.runId === runId;
-    link.closest("tr").classList.toggle("selected", on);
-    if (on) link.setAttribute("aria-current", "true");
-    else link.removeAttribute("aria-current");
-  }
-  hideActionError();
-  $("run-detail").hidden = false;
-  $("run-detail-title").textContent = `Run ${shortId(runId)}`;
-  $("run-detail-body").replaceChildren(el("p", { class: "hint", text: "Loading…" }));
-  $("run-actions").replaceChildren();
-  $("run-detail").focus();
-  try {
-    const run = await loadRun(runId);
-    if (state.selected === runId) drawDetail(run);
-  } catch (err) {
-    if (err.status !== 401) showActionError(`Could not load the run: ${err.message}.`);
-  }
-}
-
-function drawDetail(run) {
-  if (!run) return;
-  if (run.missing) {
-    $("run-detail-body").replaceChildren(el("p", { class: "gone", text: "This run is not found (or not yours to see)." }));
-    $("run-actions").replaceChildren();
-    state.shownStatus = null;
-    return;
-  }
-  const fingerprint = JSON.stringify(run) + ago(run.updated_at);
-  if (fingerprint !== state.shownDetail) {
-    state.shownDetail = fingerprint;
-    $("run-detail-title").textContent = `Run ${shortId(run.run_id)}`;
-    $("run-detail-body").replaceChildren(...detailBody(run));
-  }
-  if (run.status !== state.shownStatus) {
-    state.shownStatus = run.status;
-    drawActions(run);
-  }
-}
-
-function detailBody(run) {
-  const facts = el("dl", { class: "run-facts" });
-  const fact = (name, ...value) => facts.append(el("dt", { text: name }), el("dd", {}, ...value));
-  fact("Run id", el("code", { text: run.run_id }));
-  fact("Flow", run.flow);
-  fact("Status", badge(run.status));
-  fact("Identity", run.identity);
-  fact("Started", when(run.created_at, ago(run.created_at)));
-  fact("Last activity", when(run.updated_at, ago(run.updated_at)));
-  fact("Steps", String(run.steps));
-  if (run.generation) fact("Generation", String(run.generation)); // parks and retries so far
-  if (run.cancelled_by) fact("Cancelled by", run.cancelled_by);
-  if (run.retried_by) fact("Last retried by", run.retried_by);
-  const out = [];
-  if (run.warning) out.push(el("p", { class: "run-warning", role: "note", text: run.warning }));
-  out.push(facts);
-  if (run.status === "failed" && run.error !== undefined) {
-    out.push(el("h4", { text: "Error" }), el("pre", { class: "run-error", text: run.error }));
-  }
-  if (run.status === "finished" && run.result !== undefined) {
-    out.push(el("h4", { text: "Result" }), el("pre", { class: "run-result", text: JSON.stringify(run.result, null, 2) }));
-  }
-  if (run.asks && run.asks.length) {
-    const open = new Set(run.open || []);
-    out.push(el("h4", { text: open.size ? `Open questions (${open.size} of ${run.asks.length})` : "Questions" }));
-    out.push(el("ol", { class: "run-asks" }, ...run.asks.map((ask) => askItem(ask, open.has(ask.interaction_id)))));
-  }
-  return out;
-}
-
-function askItem(ask, open) {
-  const meta = el("p", { class: "meta" });
-  meta.append(el("span", { class: "ask-status", text: open ? "waiting" : ask.status }));
-  meta.append(el("span", { class: "ask-to", text: `For ${ask.audience || "anyone who may answer"}` }));
-  if (ask.channel) meta.append(el("span", { class: "ask-channel", text: `Channel ${ask.channel}` }));
-  if (ask.recipient) meta.append(el("span", { class: "ask-recipient", text: `Recipient ${ask.recipient}` }));
-  if (open) meta.append(el("span", { class: "ask-deadline" }, "Deadline ", when(ask.expiry_at, until(ask.expiry_at))));
-  if (ask.answered_by) meta.append(el("span", { text: `Answered by ${ask.answered_by}` }));
-  return el(
-    "li",
-    { class: `run-ask${open ? " open" : ""}`, "data-id": ask.interaction_id },
-    el("p", { class: "question", text: ask.question }),
-    meta,
-  );
-}
-
-// -- cancel and retry, each with a confirm step --------------------------------------------
-
-const OPERATIONS = {
-  cancel: {
-    allowed: ["running", "parked", "resumed"],
-    label: "Cancel run…",
-    ask: "Cancel this run? It stops for good and its open questions leave the inbox.",
-    yes: "Yes, cancel the run",
-    no: "Keep it",
-    done: (run) => `Run ${shortId(run)} cancelled.`,
-  },
-  retry: {
-    allowed: ["failed"],
-    label: "Retry run…",
-    ask: "Retry this run? It executes again from its last recorded step.",
-    yes: "Yes, retry the run",
-    no: "Not now",
-    done: (run) => `Run ${shortId(run)} retried; it executes again.`,
-  },
-};
-
-function drawActions(run) {
-  const box = $("run-actions");
-  box.replaceChildren();
-  for (const [action, op] of Object.entries(OPERATIONS)) {
-    if (!op.allowed.includes(run.status)) continue;
-    const start = el("button", { type: "button", class: action === "cancel" ? "secondary danger" : "", text: op.label });
-    start.addEventListener("click", () => confirmStep(run.run_id, action, start));
-    box.append(start);
-  }
-}
-
-function confirmStep(runId, action, start) {
-  const op = OPERATIONS[action];
-  hideActionError();
-  const yes = el("button", { type: "button", class: action === "cancel" ? "danger" : "", text: op.yes });
-  const no = el("button", { type: "button", class: "secondary", text: op.no });
-  const box = el("div", { class: "run-confirm", role: "group", "aria-label": op.ask }, el("p", { text: op.ask }), el("div", { class: "actions" }, yes, no));
-  start.hidden = true;
-  start.after(box);
-  no.addEventListener("click", () => {
-    box.remove();
-    start.hidden = false;
-    start.focus();
-  });
-  yes.addEventListener("click", async () => {
-    yes.disabled = no.disabled = true;
-    try {
-      await call("POST", `/api/runs/${encodeURIComponent(runId)}/${action}`);
-      say(op.done(runId));
-    } catch (err) {
-      if (err.status === 401) return;
-      showActionError(refusal(action, err));
-    }
-    box.remove();
-    start.hidden = false;
-    state.shownStatus = null; // draw the actions the new status allows
-    await refresh();
-    const next = $("run-actions").querySelector("button");
-    (next || $("run-detail")).focus();
-  });
-  yes.focus();
-}
-
-function refusal(action, err) {
-  const verb = action === "cancel" ? "cancel" : "retry";
-  if (err.status === 409) return `Could not ${verb} the run: ${err.message}.`;
-  if (err.status === 404) return `Could not ${verb} the run: it is not found (or not yours to operate).`;
-  return `Could not ${verb} the run: ${err.message}.`;
-}
-
-function showActionError(text) {
-  const node = $("run-action-error");
-  node.textContent = text;
-  node.hidden = false;
-}
-
-function hideActionError() {
-  const node = $("run-action-error");
-  node.textContent = "";
-  node.hidden = true;
 }
 
 // -- start ----------------------------------------------------------------------------------
