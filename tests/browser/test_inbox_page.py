@@ -1,4 +1,4 @@
-"""The inbox web page in real headless Chromium (issue 5), driven by Playwright.
+"""The inbox web page in real headless Chromium, driven by Playwright.
 
 Debian's Chromium (`/usr/bin/chromium`); nothing downloads a browser. The page is served by the
 door of the in-process system; questions are asked through the SDK like any asker would.

@@ -1,4 +1,4 @@
-"""The runs dashboard, the page's second view (issue 13 part 4), in real headless Chromium.
+"""The runs dashboard, the page's second view, in real headless Chromium.
 
 Debian's Chromium driven by Playwright; the page is served by the door of the in-process system,
 and the runs are real flows executed by a real layby worker (docs/doors/inbox-page.md#the-runs-dashboard).
@@ -57,7 +57,7 @@ async def test_counts_per_status_are_filter_buttons_and_the_oldest_question_is_n
     page: Any, system: System, workers: Workers, db: asyncpg.Pool
 ) -> None:
     """The dashboard counts the runs in each status, a status button or the flow filter narrows
-    the list, and the oldest waiting question is shown with its text (issue 13 part 4)."""
+    the list, and the oldest waiting question is shown with its text."""
     await serve(workers)
     ops = await system.sdk()
     first = await ops.start_run("approve", 1)
