@@ -39,11 +39,6 @@ SCHEMA = {
 }
 
 
-@pytest.fixture
-async def client(chan: System) -> Client:
-    return await chan.sdk()
-
-
 async def answered_event(store: EventStore, callback: str) -> InteractionAnswered:
     last = await store.last(store.names.ix(ASKED[callback]))
     assert last is not None and isinstance(last.event, InteractionAnswered)

@@ -22,11 +22,6 @@ from tests.conftest import System
 from tests.helpers import wait_total
 
 
-@pytest.fixture
-async def client(chan: System) -> Client:
-    return await chan.sdk()
-
-
 async def test_a_channel_question_reaches_the_channel_and_the_relayed_reply_answers_the_asker(
     chan: System, client: Client, bridge: Bridge
 ) -> None:

@@ -38,16 +38,6 @@ def stripe_sign(body: bytes, secret: str = SECRET, at: int | None = None) -> str
     return f"t={stamp},v1={sig}"
 
 
-@pytest.fixture
-async def client(system: System) -> Any:
-    from layby.sdk import connect
-
-    settings = Settings(**{**_fields(system.settings), "public_base_url": system.url})
-    c = await connect(nats_url=system.settings.nats_url, token="op-token-0123456789abcdef", settings=settings)
-    system.clients.append(c)
-    return c
-
-
 def _fields(settings: Settings) -> dict[str, Any]:
     import msgspec
 
