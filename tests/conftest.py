@@ -134,11 +134,11 @@ async def start_system(
     settings: Settings, clock: Clock | None = None, *, seeds: dict[str, str] | None = None
 ) -> System:
     """``seeds``: each service's NATS key, for a server that enforces authorization."""
-    from tests.helpers import eventually
     from layby_services.ask.main import serve as ask
     from layby_services.delivery.main import serve as delivery
     from layby_services.resume.main import serve as resume
     from layby_services.sweeper.main import serve as sweeper
+    from tests.helpers import eventually
 
     clock = clock or SystemClock()
     system = System(settings=settings, url=f"http://127.0.0.1:{settings.http_port}")

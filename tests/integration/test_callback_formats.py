@@ -12,7 +12,6 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import httpx
-import pytest
 
 from layby.sdk import Client, SecretValue
 from layby_contracts.events import InteractionAnswered, InteractionAsked
