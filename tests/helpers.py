@@ -28,7 +28,9 @@ def _holds(until: Callable[[Any], object] | None, value: object) -> bool:
     return bool(value) if until is None else bool(until(value))
 
 
-def _timed_out(what: str, timeout: float, tries: int, seen: object, error: BaseException | None) -> AssertionError:
+def _timed_out(
+    what: str, timeout: float, tries: int, seen: object, error: BaseException | None
+) -> AssertionError:
     shown = repr(seen)
     if len(shown) > 2000:
         shown = shown[:2000] + "..."
