@@ -176,11 +176,11 @@ async def sse(
             await reader.close()
 
 
-async def handled_by(store: EventStore, role: str, timeout: float = 10) -> None:
+async def handled_by(store: EventStore, role: str, timeout: float = 10) -> Any:
     """Wait until the ``role`` service's consumer of the event log has handled (acknowledged)
-    every event appended so far."""
+    every event appended so far; its consumer info."""
     names = store.names
-    await eventually(
+    return await eventually(
         lambda: store.js.consumer_info(names.events_stream, names.durable(role)),
         f"the {role} service to handle every event in the log",
         until=lambda info: info.num_pending == 0 and info.num_ack_pending == 0,
