@@ -188,6 +188,37 @@ async def handled_by(store: EventStore, role: str, timeout: float = 10) -> Any:
     )
 
 
+async def caught_up(db: Any, store: EventStore) -> None:
+    """Wait until the projection has applied every event in the log so far."""
+    _, last = await store.bounds()
+    await eventually(
+        lambda: db.fetchval("SELECT seq FROM projector_checkpoints WHERE name = 'inbox'"),
+        f"the projector to catch up with the log's last event ({last})",
+        until=lambda seq: seq == last,
+    )
+
+
+async def settled(db: Any, store: EventStore, flow: str) -> None:
+    """Wait until nothing more is under way for ``flow``'s runs: the workers have finished with
+    every continuation, the resume service has handled every event, the projection is caught up."""
+    names = store.names
+
+    async def busy() -> list[str]:
+        found = []
+        workers = await store.js.consumer_info(names.continuations_stream, names.flow_durable(flow))
+        if workers.num_pending or workers.num_ack_pending:
+            found.append("a continuation")
+        resume = await store.js.consumer_info(names.events_stream, names.durable("resume"))
+        if resume.num_pending or resume.num_ack_pending:
+            found.append("an event for the resume service")
+        _, last = await store.bounds()
+        if await db.fetchval("SELECT seq FROM projector_checkpoints WHERE name = 'inbox'") != last:
+            found.append("an event to project")
+        return found
+
+    await eventually(busy, f"the {flow} runs to settle", until=lambda found: not found)
+
+
 async def wait_total(
     system: System, total: int, token: str = OPERATOR, timeout: float = 10
 ) -> dict[str, Any]:

@@ -10,20 +10,11 @@ import pytest
 from layby_server.eventstore import EventStore
 from layby_server.projector import rebuild
 from tests.conftest import System
-from tests.helpers import eventually, wait_total
+from tests.helpers import caught_up, wait_total
 
 pytestmark = pytest.mark.integration
 
 SNAPSHOT = "SELECT * FROM interactions ORDER BY interaction_id"
-
-
-async def caught_up(db: asyncpg.Pool, store: EventStore) -> None:
-    _, last = await store.bounds()
-    await eventually(
-        lambda: db.fetchval("SELECT seq FROM projector_checkpoints WHERE name = 'inbox'"),
-        f"the projector to catch up with the log's last event ({last})",
-        until=lambda seq: seq == last,
-    )
 
 
 async def test_rebuild_from_the_log_reproduces_the_live_tables(
