@@ -408,22 +408,13 @@ async def test_an_expired_ticket_is_the_same_404_as_an_unknown_one(
     the callback is refused exactly like an unknown ticket, even before the sweeper prunes."""
     from datetime import UTC, datetime
 
-    import msgspec
-
-    from layby.sdk import connect
     from layby_domain.clock import ManualClock
     from tests.conftest import start_system, stop_system
 
     clock = ManualClock(datetime.now(UTC))
     system = await start_system(settings, clock)
     try:
-        fields = msgspec.structs.asdict(settings)
-        c = await connect(
-            nats_url=settings.nats_url,
-            token="op-token-0123456789abcdef",
-            settings=Settings(**{**fields, "public_base_url": system.url}),
-        )
-        system.clients.append(c)
+        c = await system.sdk(public_base_url=system.url)
         ask = asyncio.create_task(
             c.ask_user(
                 "Expiring", answer_format="external", link="https://x.example/?cb={callback_url}", timeout=600

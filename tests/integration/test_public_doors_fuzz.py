@@ -12,13 +12,11 @@ import string
 from typing import Any
 
 import httpx
-import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from layby_server.settings import Settings
-from tests.conftest import OPERATOR, System
+from tests.conftest import System
 from tests.helpers import eventually
 
 pytestmark = [
@@ -35,15 +33,7 @@ def _no_leak(resp: httpx.Response) -> None:
 
 
 async def _live_callbacks(system: System) -> tuple[list[str], list[asyncio.Task[Any]]]:
-    from layby.sdk import connect
-
-    fields = msgspec.structs.asdict(system.settings)
-    c = await connect(
-        nats_url=system.settings.nats_url,
-        token=OPERATOR,
-        settings=Settings(**{**fields, "public_base_url": system.url}),
-    )
-    system.clients.append(c)
+    c = await system.sdk(public_base_url=system.url)
     tasks = [
         asyncio.create_task(
             c.ask_user(
