@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
@@ -196,7 +197,7 @@ async def _wait_consumers(settings: Settings, seeds: dict[str, str] | None = Non
         for role in ("resume", "delivery", "projector"):
             durable = settings.names.durable(role)
             await eventually(
-                lambda durable=durable: js.consumer_info(settings.names.events_stream, durable),
+                functools.partial(js.consumer_info, settings.names.events_stream, durable),
                 f"the {role} consumer {durable} to exist",
                 interval=0.05,
             )

@@ -11,7 +11,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 import httpx
 
@@ -38,15 +38,42 @@ def _timed_out(
     return AssertionError(f"timed out after {timeout:g}s ({tries} tries) waiting for {what}; {last}")
 
 
+Retry = type[BaseException] | tuple[type[BaseException], ...]
+
+
+@overload
 async def eventually(
-    probe: Callable[[], T | Awaitable[T]],
+    probe: Callable[[], Awaitable[T]],
     what: str,
     *,
     until: Callable[[T], object] | None = None,
     timeout: float = 10,
     interval: float = 0.02,
-    retry: type[BaseException] | tuple[type[BaseException], ...] = Exception,
-) -> T:
+    retry: Retry = Exception,
+) -> T: ...
+
+
+@overload
+async def eventually(
+    probe: Callable[[], T],
+    what: str,
+    *,
+    until: Callable[[T], object] | None = None,
+    timeout: float = 10,
+    interval: float = 0.02,
+    retry: Retry = Exception,
+) -> T: ...
+
+
+async def eventually(
+    probe: Callable[[], Any],
+    what: str,
+    *,
+    until: Callable[[Any], object] | None = None,
+    timeout: float = 10,
+    interval: float = 0.02,
+    retry: Retry = Exception,
+) -> Any:
     """Call ``probe`` (sync or async) until its value is truthy, or ``until(value)`` holds, and
     return that value. An exception of a ``retry`` class counts as "not yet" (a door not
     listening yet, a consumer not created yet); any other propagates at once. After ``timeout``
@@ -65,7 +92,7 @@ async def eventually(
             error = exc
         else:
             if _holds(until, value):
-                return value  # type: ignore[return-value]
+                return value
             seen, error = value, None
         if time.monotonic() >= deadline:
             raise _timed_out(what, timeout, tries, seen, error) from error
@@ -79,7 +106,7 @@ def eventually_sync(
     until: Callable[[T], object] | None = None,
     timeout: float = 10,
     interval: float = 0.05,
-    retry: type[BaseException] | tuple[type[BaseException], ...] = Exception,
+    retry: Retry = Exception,
 ) -> T:
     """``eventually`` for a synchronous test (one that drives processes and blocks between tries)."""
     deadline = time.monotonic() + timeout
