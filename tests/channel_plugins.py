@@ -15,13 +15,17 @@ from layby_contracts.channels import ChannelDelivery, ChannelDeliveryError
 
 
 class HangingChannel:
-    """A medium that never answers: the delivery service must cut it at the remaining budget."""
+    """A medium that never answers: the delivery service must cut it at the remaining budget.
+    Records the question of every send it has started."""
+
+    started: ClassVar[list[str]] = []
 
     def __init__(self, *, name: str, config: dict[str, Any], secrets: Mapping[str, bytes]) -> None:
         self.calls = 0
 
     async def deliver(self, delivery: ChannelDelivery) -> None:
         self.calls += 1
+        HangingChannel.started.append(delivery.interaction_id)
         await asyncio.Event().wait()
 
 
@@ -75,7 +79,6 @@ class Bridge:
     deliveries: list[dict[str, Any]] = field(default_factory=list)
     signatures: list[str] = field(default_factory=list)
     statuses: list[tuple[int, dict[str, str]]] = field(default_factory=list)
-    arrived: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         head = await reader.readuntil(b"\r\n\r\n")
@@ -93,18 +96,15 @@ class Bridge:
         writer.write(f"HTTP/1.1 {status} X\r\nContent-Length: 0\r\nConnection: close\r\n{lines}\r\n".encode())
         await writer.drain()
         writer.close()
-        self.arrived.set()
 
     async def next_delivery(self, count: int = 1) -> dict[str, Any]:
-        for _ in range(500):
-            if len(self.deliveries) >= count:
-                return self.deliveries[count - 1]
-            self.arrived.clear()
-            try:
-                await asyncio.wait_for(self.arrived.wait(), 0.05)
-            except TimeoutError:
-                pass
-        raise AssertionError(f"expected {count} deliveries, got {len(self.deliveries)}")
+        """The ``count``-th delivery, once it has arrived."""
+        from tests.helpers import eventually  # here: the helpers import the fixtures that import this
+
+        arrived = await eventually(
+            lambda: self.deliveries, f"{count} deliveries", until=lambda got: len(got) >= count, timeout=25
+        )
+        return arrived[count - 1]
 
 
 def channels_json(bridge_url: str) -> str:

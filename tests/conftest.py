@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
@@ -104,8 +105,12 @@ class System:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         return httpx.AsyncClient(base_url=self.url, headers=headers, timeout=10)
 
-    async def sdk(self, token: str = OPERATOR) -> Client:
-        client = await connect(nats_url=self.settings.nats_url, token=token, settings=self.settings)
+    async def sdk(self, token: str = OPERATOR, *, public_base_url: str | None = None) -> Client:
+        """An SDK client (closed with the system); ``public_base_url`` replaces the settings' own."""
+        settings = self.settings
+        if public_base_url is not None:
+            settings = msgspec.structs.replace(settings, public_base_url=public_base_url)
+        client = await connect(nats_url=settings.nats_url, token=token, settings=settings)
         self.clients.append(client)
         return client
 
@@ -134,6 +139,7 @@ async def start_system(
     from layby_services.delivery.main import serve as delivery
     from layby_services.resume.main import serve as resume
     from layby_services.sweeper.main import serve as sweeper
+    from tests.helpers import eventually
 
     clock = clock or SystemClock()
     system = System(settings=settings, url=f"http://127.0.0.1:{settings.http_port}")
@@ -152,17 +158,15 @@ async def start_system(
         system.stops[name] = asyncio.Event()
         system.tasks[name] = asyncio.create_task(run(system.stops[name]), name=name)
     async with httpx.AsyncClient() as http:
-        for _ in range(300):
+
+        async def ready() -> bool:
             for name, task in system.tasks.items():
                 if task.done():
                     task.result()
                     raise RuntimeError(f"{name} stopped during start-up")
-            with contextlib.suppress(httpx.HTTPError):
-                if (await http.get(f"{system.url}/readyz")).status_code == 200:
-                    break
-            await asyncio.sleep(0.05)
-        else:
-            raise RuntimeError("the door never became ready")
+            return (await http.get(f"{system.url}/readyz")).status_code == 200
+
+        await eventually(ready, "the door to be ready", timeout=15, interval=0.05, retry=httpx.HTTPError)
     # The consumers of resume/delivery exist once their services logged ready; wait for them.
     await _wait_consumers(settings, seeds)
     return system
@@ -171,6 +175,8 @@ async def start_system(
 async def _wait_consumers(settings: Settings, seeds: dict[str, str] | None = None) -> None:
     """Under NATS authorization the consumers are read with the admin key and the ask service is
     asked as the operator token (the only keys allowed to do either)."""
+    from tests.helpers import eventually
+
     assert settings.nats_url
     nc = await connect_nats(
         settings.nats_url,
@@ -189,20 +195,20 @@ async def _wait_consumers(settings: Settings, seeds: dict[str, str] | None = Non
     try:
         js = nc.jetstream()
         for role in ("resume", "delivery", "projector"):
-            for _ in range(200):
-                try:
-                    await js.consumer_info(settings.names.events_stream, settings.names.durable(role))
-                    break
-                except Exception:
-                    await asyncio.sleep(0.05)
+            durable = settings.names.durable(role)
+            await eventually(
+                functools.partial(js.consumer_info, settings.names.events_stream, durable),
+                f"the {role} consumer {durable} to exist",
+                interval=0.05,
+            )
         # The ask service subscribes to its commands once its resources are open: wait until it
         # answers (a malformed command gets a refusal), so no test meets "no responders".
-        for _ in range(400):
-            try:
-                await asker.request(settings.names.cmd_ask, b"{}", timeout=1)
-                break
-            except Exception:
-                await asyncio.sleep(0.05)
+        await eventually(
+            lambda: asker.request(settings.names.cmd_ask, b"{}", timeout=1),
+            "the ask service to answer its commands",
+            timeout=20,
+            interval=0.05,
+        )
     finally:
         await nc.close()
         if asker is not nc:
@@ -232,6 +238,14 @@ async def system(settings: Settings, store: EventStore, db: asyncpg.Pool) -> Asy
         yield sys_
     finally:
         await stop_system(sys_)
+
+
+@pytest.fixture
+async def client(request: pytest.FixtureRequest) -> Client:
+    """The operator's SDK client of the system the test runs: ``chan`` when the test uses it,
+    else ``system``. Its public base URL is the door's, so external questions get callback links."""
+    running: System = request.getfixturevalue("chan" if "chan" in request.fixturenames else "system")
+    return await running.sdk(public_base_url=running.url)
 
 
 @pytest.fixture

@@ -1,14 +1,17 @@
-"""Test helpers: an SSE reader over httpx, polling of the list door, minted callback tickets."""
+"""Test helpers: waiting for a condition (``eventually``), an SSE reader over httpx, polling of
+the list door, minted callback tickets."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import json
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar, overload
 
 import httpx
 
@@ -17,6 +20,112 @@ from layby_domain.tickets import new_ticket
 from layby_server.eventstore import EventStore
 from tests.channel_plugins import Bridge
 from tests.conftest import OPERATOR, System
+
+T = TypeVar("T")
+
+
+def _holds(until: Callable[[Any], object] | None, value: object) -> bool:
+    return bool(value) if until is None else bool(until(value))
+
+
+def _timed_out(
+    what: str, timeout: float, tries: int, seen: object, error: BaseException | None
+) -> AssertionError:
+    shown = repr(seen)
+    if len(shown) > 2000:
+        shown = shown[:2000] + "..."
+    last = f"its last try raised {error!r}" if error is not None else f"it last saw {shown}"
+    return AssertionError(f"timed out after {timeout:g}s ({tries} tries) waiting for {what}; {last}")
+
+
+Retry = type[BaseException] | tuple[type[BaseException], ...]
+
+
+@overload
+async def eventually(
+    probe: Callable[[], Awaitable[T]],
+    what: str,
+    *,
+    until: Callable[[T], object] | None = None,
+    timeout: float = 10,
+    interval: float = 0.02,
+    retry: Retry = Exception,
+) -> T: ...
+
+
+@overload
+async def eventually(
+    probe: Callable[[], T],
+    what: str,
+    *,
+    until: Callable[[T], object] | None = None,
+    timeout: float = 10,
+    interval: float = 0.02,
+    retry: Retry = Exception,
+) -> T: ...
+
+
+async def eventually(
+    probe: Callable[[], Any],
+    what: str,
+    *,
+    until: Callable[[Any], object] | None = None,
+    timeout: float = 10,
+    interval: float = 0.02,
+    retry: Retry = Exception,
+) -> Any:
+    """Call ``probe`` (sync or async) until its value is truthy, or ``until(value)`` holds, and
+    return that value. An exception of a ``retry`` class counts as "not yet" (a door not
+    listening yet, a consumer not created yet); any other propagates at once. After ``timeout``
+    seconds it fails with ``what`` it waited for and the last value or exception it saw."""
+    deadline = time.monotonic() + timeout
+    seen: object = None
+    error: BaseException | None = None
+    tries = 0
+    while True:
+        tries += 1
+        try:
+            value = probe()
+            if inspect.isawaitable(value):
+                value = await value
+        except retry as exc:
+            error = exc
+        else:
+            if _holds(until, value):
+                return value
+            seen, error = value, None
+        if time.monotonic() >= deadline:
+            raise _timed_out(what, timeout, tries, seen, error) from error
+        await asyncio.sleep(interval)
+
+
+def eventually_sync(
+    probe: Callable[[], T],
+    what: str,
+    *,
+    until: Callable[[T], object] | None = None,
+    timeout: float = 10,
+    interval: float = 0.05,
+    retry: Retry = Exception,
+) -> T:
+    """``eventually`` for a synchronous test (one that drives processes and blocks between tries)."""
+    deadline = time.monotonic() + timeout
+    seen: object = None
+    error: BaseException | None = None
+    tries = 0
+    while True:
+        tries += 1
+        try:
+            value = probe()
+        except retry as exc:
+            error = exc
+        else:
+            if _holds(until, value):
+                return value
+            seen, error = value, None
+        if time.monotonic() >= deadline:
+            raise _timed_out(what, timeout, tries, seen, error) from error
+        time.sleep(interval)
 
 
 @dataclass
@@ -94,20 +203,61 @@ async def sse(
             await reader.close()
 
 
+async def handled_by(store: EventStore, role: str, timeout: float = 10) -> Any:
+    """Wait until the ``role`` service's consumer of the event log has handled (acknowledged)
+    every event appended so far; its consumer info."""
+    names = store.names
+    return await eventually(
+        lambda: store.js.consumer_info(names.events_stream, names.durable(role)),
+        f"the {role} service to handle every event in the log",
+        until=lambda info: info.num_pending == 0 and info.num_ack_pending == 0,
+        timeout=timeout,
+    )
+
+
+async def caught_up(db: Any, store: EventStore) -> None:
+    """Wait until the projection has applied every event in the log so far."""
+    _, last = await store.bounds()
+    await eventually(
+        lambda: db.fetchval("SELECT seq FROM projector_checkpoints WHERE name = 'inbox'"),
+        f"the projector to catch up with the log's last event ({last})",
+        until=lambda seq: seq == last,
+    )
+
+
+async def settled(db: Any, store: EventStore, flow: str) -> None:
+    """Wait until nothing more is under way for ``flow``'s runs: the workers have finished with
+    every continuation, the resume service has handled every event, the projection is caught up."""
+    names = store.names
+
+    async def busy() -> list[str]:
+        found = []
+        workers = await store.js.consumer_info(names.continuations_stream, names.flow_durable(flow))
+        if workers.num_pending or workers.num_ack_pending:
+            found.append("a continuation")
+        resume = await store.js.consumer_info(names.events_stream, names.durable("resume"))
+        if resume.num_pending or resume.num_ack_pending:
+            found.append("an event for the resume service")
+        _, last = await store.bounds()
+        if await db.fetchval("SELECT seq FROM projector_checkpoints WHERE name = 'inbox'") != last:
+            found.append("an event to project")
+        return found
+
+    await eventually(busy, f"the {flow} runs to settle", until=lambda found: not found)
+
+
 async def wait_total(
     system: System, total: int, token: str = OPERATOR, timeout: float = 10
 ) -> dict[str, Any]:
     """Poll the list door until it reports ``total`` pending questions."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
     async with system.http(token) as http:
-        while True:
-            body = (await http.get("/api/interactions", params={"pageSize": 200})).json()
-            if body["data"]["total"] == total:
-                return body["data"]
-            if loop.time() > deadline:
-                raise AssertionError(f"expected {total} pending, saw {body['data']['total']}")
-            await asyncio.sleep(0.02)
+
+        async def listed() -> dict[str, Any]:
+            return (await http.get("/api/interactions", params={"pageSize": 200})).json()["data"]  # type: ignore[no-any-return]
+
+        return await eventually(
+            listed, f"{total} pending questions", until=lambda data: data["total"] == total, timeout=timeout
+        )
 
 
 async def pending(

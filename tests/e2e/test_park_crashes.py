@@ -1,4 +1,4 @@
-"""Exactly-once resume under crashes (issue 3, docs/aggregates/run.md#resumed-exactly-once).
+"""Exactly-once resume under crashes (docs/aggregates/run.md#resumed-exactly-once).
 
 The services and the workers run as separate processes. Failpoints (``layby.faults``) SIGKILL a
 process at the worst moments: a worker after executing a continuation and before recording
@@ -15,7 +15,6 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import asyncpg
 import httpx
@@ -29,6 +28,7 @@ from layby_server.settings import Settings
 from tests.conftest import OPERATOR
 from tests.e2e.park_flows import SCHEMA_SQL
 from tests.e2e.test_processes import SERVICES, service_env, spawn, stop_processes, wait_ready
+from tests.helpers import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 RUNS = 6
@@ -64,18 +64,6 @@ async def effects(settings: Settings, db: asyncpg.Pool) -> AsyncIterator[asyncpg
     return db
 
 
-async def poll(check: Any, what: str, timeout: float = 60) -> Any:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        value = await check()
-        if value:
-            return value
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.1)
-
-
 async def start_and_park(settings: Settings, db: asyncpg.Pool) -> dict[str, str]:
     """Start RUNS runs; return run id -> the interaction it parked on."""
     from layby.sdk import connect
@@ -91,19 +79,20 @@ async def start_and_park(settings: Settings, db: asyncpg.Pool) -> dict[str, str]
         found = {r["run_id"]: msgspec.json.decode(r["asks"])[0]["interaction_id"] for r in rows}
         return found if set(found) == set(run_ids) else None
 
-    return await poll(parked, "every run to park")  # type: ignore[no-any-return]
+    return await eventually(parked, "every run to park", timeout=60, interval=0.1)  # type: ignore[return-value]
 
 
 async def answer_all(settings: Settings, asks: dict[str, str]) -> None:
     url = f"http://127.0.0.1:{settings.http_port}"
     async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {OPERATOR}"}) as http:
         for ix in asks.values():
-            for _ in range(100):
-                try:
-                    resp = await http.post(f"/api/interactions/{ix}/answer", json={"answer": "yes"})
-                    break
-                except httpx.HTTPError:
-                    await asyncio.sleep(0.2)
+            resp = await eventually(
+                lambda ix=ix: http.post(f"/api/interactions/{ix}/answer", json={"answer": "yes"}),
+                f"the answer door to take the answer to {ix}",
+                timeout=30,
+                interval=0.2,
+                retry=httpx.HTTPError,
+            )
             assert resp.status_code == 200, resp.text
 
 
@@ -112,7 +101,7 @@ async def assert_exactly_once(store: EventStore, db: asyncpg.Pool, asks: dict[st
         rows = await db.fetch("SELECT status FROM runs WHERE run_id = ANY($1::text[])", list(asks))
         return len(rows) == len(asks) and all(r["status"] == "finished" for r in rows)
 
-    await poll(finished, "every run to finish", timeout=90)
+    await eventually(finished, "every run to finish", timeout=90, interval=0.1)
     first, last = await store.bounds()
     events = [s.event for s in await read_range(store, max(first, 1), last)]
     for run_id in asks:
@@ -136,7 +125,7 @@ async def test_a_worker_killed_between_receiving_and_acking_a_continuation_resum
         procs["worker-a"] = spawn_worker(worker_env(settings, failpoint))
         asks = await start_and_park(settings, effects)
         await answer_all(settings, asks)
-        await poll(lambda: asyncio.sleep(0, procs["worker-a"].poll() is not None), "worker A to die")
+        await eventually(lambda: procs["worker-a"].poll() is not None, "worker A to die", timeout=60)
         assert procs["worker-a"].returncode == -9
         procs["worker-b"] = spawn_worker(worker_env(settings))
         await assert_exactly_once(store, effects, asks)
@@ -161,7 +150,7 @@ async def test_the_resume_service_killed_around_its_publish_resumes_each_run_onc
         procs["worker"] = spawn_worker(worker_env(settings))
         asks = await start_and_park(settings, effects)
         await answer_all(settings, asks)
-        await poll(lambda: asyncio.sleep(0, procs["resume"].poll() is not None), "the resume service to die")
+        await eventually(lambda: procs["resume"].poll() is not None, "the resume service to die", timeout=60)
         assert procs["resume"].returncode == -9
         procs["resume"] = spawn("resume", env)
         await assert_exactly_once(store, effects, asks)
@@ -183,7 +172,7 @@ async def test_a_nats_restart_under_parked_runs_resumes_each_run_once(
         await wait_ready(f"http://127.0.0.1:{own.http_port}")
         asks = await start_and_park(own, effects)
         server.stop()
-        await asyncio.sleep(1.0)
+        await asyncio.sleep(1.0)  # a time window on purpose: the parked runs live through a 1 s outage
         server.start()
         await wait_ready(f"http://127.0.0.1:{own.http_port}")
         await answer_all(own, asks)

@@ -1,4 +1,4 @@
-"""End to end: the five services as separate processes, and ``layby up`` with the CLI (issue 2)."""
+"""End to end: the five services as separate processes, and ``layby up`` with the CLI (README.md)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -19,7 +18,7 @@ import pytest
 from layby_server.embedded import free_port
 from layby_server.settings import Settings
 from tests.conftest import OPERATOR, TOKENS
-from tests.helpers import SSE
+from tests.helpers import SSE, eventually, eventually_sync
 
 pytestmark = pytest.mark.e2e
 SERVICES = ("ask", "door", "delivery", "resume", "sweeper")
@@ -70,17 +69,15 @@ def stop_processes(procs: dict[str, subprocess.Popen[bytes]]) -> None:
 
 
 async def wait_ready(url: str, timeout: float = 30) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
     async with httpx.AsyncClient() as http:
-        while loop.time() < deadline:
-            try:
-                if (await http.get(f"{url}/readyz")).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            await asyncio.sleep(0.1)
-    raise AssertionError(f"{url} never became ready")
+        await eventually(
+            lambda: http.get(f"{url}/readyz"),
+            f"{url} to be ready",
+            until=lambda resp: resp.status_code == 200,
+            timeout=timeout,
+            interval=0.1,
+            retry=httpx.HTTPError,
+        )
 
 
 async def test_killing_the_door_mid_stream_loses_no_answer(
@@ -97,8 +94,7 @@ async def test_killing_the_door_mid_stream_loses_no_answer(
     try:
         async with httpx.AsyncClient(base_url=url, headers=headers, timeout=None) as http:
             async with http.stream("GET", "/api/interactions/stream") as resp:
-                stream = SSE(resp)
-                await asyncio.sleep(0.3)  # the first ask must land after the stream's start point
+                stream = SSE(resp)  # its start point was taken before the door sent the headers
                 ask = asyncio.create_task(
                     client.ask_user("Survive a crash?", answer_format="confirm", timeout=60)
                 )
@@ -142,23 +138,50 @@ async def test_answer_survives_a_restart_of_the_resume_service(
     try:
         ask = asyncio.create_task(client.ask_user("Still there?", timeout=60))
         async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {OPERATOR}"}) as http:
-            for _ in range(300):
-                items = (await http.get("/api/interactions")).json()["data"]["items"]
-                if items:
-                    break
-                await asyncio.sleep(0.05)
+
+            async def listed() -> list[dict[str, str]]:
+                return (await http.get("/api/interactions")).json()["data"]["items"]  # type: ignore[no-any-return]
+
+            items = await eventually(listed, "the question in the list door", timeout=15)
             processes["resume"].kill()
             processes["resume"].wait()
             resp = await http.post(
                 f"/api/interactions/{items[0]['interaction_id']}/answer", json={"answer": "yes"}
             )
             assert resp.status_code == 200
-            await asyncio.sleep(0.3)
+            await asyncio.sleep(0.3)  # a time window on purpose: no wake may arrive while resume is down
             assert not ask.done()
             processes["resume"] = spawn("resume", service_env(settings))
         assert await asyncio.wait_for(ask, 20) == "yes"
     finally:
         await client.close()
+
+
+def _log_consumers(env: dict[str, str]) -> int:
+    """How many consumers read the event log of the `layby up` in ``env`` (an open stream has one),
+    read with the admin key its embedded NATS admits."""
+    from layby.connection import connect_nats
+    from layby.natskeys import service_inbox
+    from layby.runtime import read_runtime
+    from layby_server.natsauth import ensure_service_seeds
+    from layby_server.settings import load_settings
+
+    data = Path(env["LAYBY_DATA_DIR"])
+    runtime = read_runtime(data)
+    assert runtime is not None, "layby up wrote no runtime file"
+    admin = ensure_service_seeds(data / "nats" / "keys")["admin"]
+    stream = load_settings({}).names.events_stream
+
+    async def count() -> int:
+        nc = await connect_nats(
+            runtime.nats_url, name="test", seed=admin, inbox_prefix=service_inbox("admin")
+        )
+        try:
+            return (await nc.jetstream().stream_info(stream)).state.consumer_count
+        finally:
+            await nc.close()
+
+    return asyncio.run(count())
 
 
 def start_up(env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
@@ -204,6 +227,7 @@ def test_layby_up_then_ask_and_answer_from_another_terminal(tmp_path: Path) -> N
     up, token = start_up(env)
     try:
         assert len(token) >= 40
+        before = _log_consumers(env)
         stream = subprocess.Popen(
             [sys.executable, "-m", "layby.cli", "interactions", "stream", "--json"],
             env=env,
@@ -211,7 +235,9 @@ def test_layby_up_then_ask_and_answer_from_another_terminal(tmp_path: Path) -> N
             stderr=subprocess.DEVNULL,
             text=True,
         )
-        time.sleep(1)  # the stream's start point is taken when it connects
+        eventually_sync(  # the stream's start point is taken when it connects
+            lambda: _log_consumers(env), "the CLI's stream to connect", until=lambda n: n > before, timeout=30
+        )
         ask = subprocess.Popen(
             [
                 sys.executable,
@@ -233,12 +259,12 @@ def test_layby_up_then_ask_and_answer_from_another_terminal(tmp_path: Path) -> N
             stderr=subprocess.PIPE,
             text=True,
         )
-        iid = None
-        for _ in range(200):
-            items = json.loads(cli(env, "interactions", "list", "--json").stdout)["items"]
-            if items:
-                iid = items[0]["interaction_id"]
-                break
+        items = eventually_sync(
+            lambda: json.loads(cli(env, "interactions", "list", "--json").stdout)["items"],
+            "the question in `layby interactions list`",
+            timeout=60,
+        )
+        iid = items[0]["interaction_id"]
         assert iid, "the question never appeared"
         assert "Ship it?" in cli(env, "interactions", "list").stdout
         bad = cli(env, "interactions", "answer", iid, "--answer", '"maybe"', check=False)
@@ -284,7 +310,7 @@ async def test_services_survive_a_restart_of_the_nats_server(
     try:
         await wait_ready(url)
         server.stop()
-        await asyncio.sleep(1.0)
+        await asyncio.sleep(1.0)  # a time window on purpose: the services live through a 1 s outage
         server.start()
         await wait_ready(url)
         client = await connect(nats_url=own.nats_url, token=OPERATOR, settings=own)
@@ -295,11 +321,11 @@ async def test_services_survive_a_restart_of_the_nats_server(
             async with httpx.AsyncClient(
                 base_url=url, headers={"Authorization": f"Bearer {OPERATOR}"}
             ) as http:
-                for _ in range(400):
-                    items = (await http.get("/api/interactions")).json()["data"]["items"]
-                    if items:
-                        break
-                    await asyncio.sleep(0.05)
+
+                async def listed() -> list[dict[str, str]]:
+                    return (await http.get("/api/interactions")).json()["data"]["items"]  # type: ignore[no-any-return]
+
+                items = await eventually(listed, "the question in the inbox after the restart", timeout=20)
                 assert items, "the question never reached the inbox after the restart"
                 resp = await http.post(
                     f"/api/interactions/{items[0]['interaction_id']}/answer", json={"answer": True}
@@ -326,14 +352,6 @@ def _ready(url: str) -> bool:
         return httpx.get(f"{url}/readyz", timeout=2).status_code == 200
     except httpx.HTTPError:
         return False
-
-
-def _until(check: Callable[[], bool], what: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} within {timeout:g}s")
-        time.sleep(0.2)
 
 
 @pytest.mark.parametrize("server", ["nats-server", "postgres"])
@@ -370,11 +388,16 @@ def test_layby_up_restarts_an_embedded_server_killed_under_it(tmp_path: Path, se
             items[:] = json.loads(cli(env, "interactions", "list", "--json").stdout)["items"]
             return bool(items)
 
-        _until(asked, "the question was never listed")
+        eventually_sync(asked, "the question to be listed", timeout=60, interval=0.2)
         [victim] = _children(up.pid, server)
         os.kill(victim, signal.SIGKILL)
-        _until(lambda: _children(up.pid, server) not in ([], [victim]), f"{server} was never restarted")
-        _until(lambda: _ready(url), "the system never became ready again", timeout=90)
+        eventually_sync(
+            lambda: _children(up.pid, server) not in ([], [victim]),
+            f"{server} to be restarted",
+            timeout=60,
+            interval=0.2,
+        )
+        eventually_sync(lambda: _ready(url), "the system to be ready again", timeout=90, interval=0.2)
         assert up.poll() is None
         answered = cli(
             env, "interactions", "answer", str(items[0]["interaction_id"]), "--answer", "true", check=False
@@ -415,7 +438,7 @@ def test_a_sensitive_answer_is_nowhere_in_plaintext_under_the_data_dir(tmp_path:
             items[:] = json.loads(cli(env, "interactions", "list", "--json").stdout)["items"]
             return bool(items)
 
-        _until(asked, "the question was never listed")
+        eventually_sync(asked, "the question to be listed", timeout=60, interval=0.2)
         cli(env, "interactions", "answer", str(items[0]["interaction_id"]), "--answer", json.dumps(canary))
         out, err = ask.communicate(timeout=60)
         assert ask.returncode == 0, err

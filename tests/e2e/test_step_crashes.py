@@ -1,4 +1,4 @@
-"""Durable steps under kill -9 (docs/aggregates/run.md#steps, docs/parks.md#steps; issue 12).
+"""Durable steps under kill -9 (docs/aggregates/run.md#steps, docs/parks.md#steps).
 
 The services and two workers run as separate processes. The ``charger`` flow charges (a step)
 before and after a park; the charge has no idempotency of its own, so the ``charges`` table
@@ -7,16 +7,15 @@ counts every execution of the step's function.
 
 from __future__ import annotations
 
-import asyncio
-
 import asyncpg
 import msgspec
 import pytest
 
 from layby_server.settings import Settings
 from tests.conftest import OPERATOR
-from tests.e2e.test_park_crashes import effects, poll, spawn_worker, worker_env  # noqa: F401 - fixture
+from tests.e2e.test_park_crashes import effects, spawn_worker, worker_env  # noqa: F401 - fixture
 from tests.e2e.test_processes import SERVICES, service_env, spawn, stop_processes, wait_ready
+from tests.helpers import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 RUNS = 4
@@ -36,7 +35,8 @@ async def start_chargers(settings: Settings, db: asyncpg.Pool) -> dict[str, str]
         found = {r["run_id"]: msgspec.json.decode(r["asks"])[0]["interaction_id"] for r in rows}
         return found if set(found) >= set(run_ids) else None
 
-    return {k: v for k, v in (await poll(parked, "every run to park")).items() if k in run_ids}
+    found = await eventually(parked, "every run to park", timeout=60, interval=0.1)
+    return {k: v for k, v in found.items() if k in run_ids}
 
 
 async def test_a_step_before_and_after_a_park_charges_exactly_twice_across_replays_and_kill_9(
@@ -61,7 +61,7 @@ async def test_a_step_before_and_after_a_park_charges_exactly_twice_across_repla
             assert (
                 await http.post(f"/api/interactions/{first}/answer", json={"answer": "yes"})
             ).status_code == 200
-            await poll(lambda: asyncio.sleep(0, procs["worker-a"].poll() is not None), "worker A to die")
+            await eventually(lambda: procs["worker-a"].poll() is not None, "worker A to die", timeout=60)
             assert procs["worker-a"].returncode == -9
             procs["worker-b"] = spawn_worker(worker_env(settings))
             for ix in rest:
@@ -75,7 +75,7 @@ async def test_a_step_before_and_after_a_park_charges_exactly_twice_across_repla
             )
             return rows if len(rows) == RUNS and all(r["status"] == "finished" for r in rows) else None
 
-        rows = await poll(finished, "every run to finish", timeout=120)
+        rows = await eventually(finished, "every run to finish", timeout=120, interval=0.1)
         charges = await effects.fetch("SELECT step_key, what, receipt, pid FROM charges")
         assert len(charges) == 2 * RUNS, [dict(c) for c in charges]
         by_key = {c["step_key"]: c for c in charges}

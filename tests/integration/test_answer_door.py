@@ -9,7 +9,7 @@ import msgspec
 import pytest
 
 from tests.conftest import ALICE, BOB, OPERATOR, System
-from tests.helpers import wait_total
+from tests.helpers import eventually, wait_total
 
 pytestmark = pytest.mark.integration
 
@@ -24,15 +24,15 @@ async def open_question(system: System, token: str = OPERATOR, **kwargs: object)
     client = await system.sdk(token)
     task = asyncio.create_task(client.ask_user(str(kwargs.pop("question", "Proceed?")), **kwargs))  # type: ignore[arg-type]
     async with system.http(OPERATOR) as http:
-        for _ in range(500):
+
+        async def new() -> list[str]:
             if task.done():
-                task.result()
+                task.result()  # the ask failed: say how, now
             items = (await http.get("/api/interactions?pageSize=200")).json()["data"]["items"]
-            new = [i["interaction_id"] for i in items if i["interaction_id"] not in known]
-            if new:
-                return task, new[0]
-            await asyncio.sleep(0.02)
-    raise AssertionError("question never listed")
+            return [i["interaction_id"] for i in items if i["interaction_id"] not in known]
+
+        listed = await eventually(new, "the new question to be listed", retry=())
+    return task, listed[0]
 
 
 async def test_typed_answers_for_every_in_client_format(system: System) -> None:
@@ -58,7 +58,7 @@ async def test_typed_answers_for_every_in_client_format(system: System) -> None:
 
 
 async def test_form_schema_may_be_a_msgspec_struct(system: System) -> None:
-    """ask_user accepts a msgspec Struct type as the form schema and returns a dict (issue 2, item 5)."""
+    """ask_user accepts a msgspec Struct type as the form schema and returns a dict (docs/asking.md#schema)."""
 
     class Approval(msgspec.Struct):
         approved: bool

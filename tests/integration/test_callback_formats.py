@@ -1,5 +1,5 @@
-"""The callback door for channel-delivered text, confirm, select and form questions (issue 4;
-docs/doors/callback.md#channel-delivered-answers, docs/doors/callback.md#the-pages-behind-a-link).
+"""The callback door for channel-delivered text, confirm, select and form questions
+(docs/doors/callback.md#channel-delivered-answers, docs/doors/callback.md#the-pages-behind-a-link).
 
 Real services with the built-in ``webhook`` channel posting to a local bridge (the ``chan``
 fixture): questions are asked over the channel and answered through the callback URL it delivered.
@@ -12,14 +12,13 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import httpx
-import pytest
 
 from layby.sdk import Client, SecretValue
 from layby_contracts.events import InteractionAnswered, InteractionAsked
 from layby_server.eventstore import EventStore
 from tests.channel_plugins import Bridge
 from tests.conftest import System
-from tests.helpers import ASKED, mint, pending
+from tests.helpers import ASKED, mint, pending, wait_total
 
 FORM_CSP = (
     "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; "
@@ -37,11 +36,6 @@ SCHEMA = {
     },
     "required": ["name", "age", "agree"],
 }
-
-
-@pytest.fixture
-async def client(chan: System) -> Client:
-    return await chan.sdk()
 
 
 async def answered_event(store: EventStore, callback: str) -> InteractionAnswered:
@@ -240,12 +234,7 @@ async def test_a_ticket_bound_to_an_inbox_question_reaches_nothing(
     """Only external and channel questions have tickets: a ticket somehow bound to an inbox
     question (an attacker who guessed a park's id, say) gets the uniform 404 on every door."""
     ask = asyncio.create_task(client.ask_user("Inbox only?", timeout=30))
-    async with chan.http() as http:
-        for _ in range(200):
-            items = (await http.get("/api/interactions")).json()["data"]["items"]
-            if items:
-                break
-            await asyncio.sleep(0.02)
+    items = (await wait_total(chan, 1))["items"]
     callback = await mint(chan, store, items[0]["interaction_id"])
     base = callback.rsplit("/", 1)[0]
     async with httpx.AsyncClient() as http:

@@ -17,14 +17,10 @@ import pytest
 from layby.sdk import Client
 from layby_contracts.channels import ChannelDeliveryError
 from layby_contracts.errors import BadInput
+from layby_server.eventstore import EventStore
 from tests.channel_plugins import Bridge
 from tests.conftest import System
-from tests.helpers import wait_total
-
-
-@pytest.fixture
-async def client(chan: System) -> Client:
-    return await chan.sdk()
+from tests.helpers import eventually, handled_by, wait_total
 
 
 async def test_a_channel_question_reaches_the_channel_and_the_relayed_reply_answers_the_asker(
@@ -296,8 +292,11 @@ async def test_a_hung_channel_holds_back_no_other_question(
 ) -> None:
     """Deliveries are handled concurrently and acknowledged one by one: while one medium hangs
     (for as long as its question's budget), questions for other channels are delivered."""
+    from tests.channel_plugins import HangingChannel
+
+    hung = len(HangingChannel.started)
     stuck = asyncio.create_task(client.ask_user("Hang for long?", channel="stuck", timeout=60))
-    await asyncio.sleep(0.2)  # the hung send has started
+    await eventually(lambda: len(HangingChannel.started) > hung, "the hung send to start")
     ask = asyncio.create_task(client.ask_user("Meanwhile?", channel="ops", timeout=30))
     delivery = await bridge.next_delivery()
     assert delivery["question"] == "Meanwhile?"
@@ -324,29 +323,20 @@ async def test_a_plugin_error_that_quotes_the_callback_url_never_carries_the_tic
 
 
 async def test_a_question_answered_during_a_retry_pause_gets_no_further_attempt(
-    chan: System, client: Client
+    chan: System, client: Client, store: EventStore
 ) -> None:
     """docs/aggregates/interaction.md#delivery-attempts: retries are for questions still waiting; once one is answered (here in
     the inbox during the pause), the pending retry is dropped and the question is not failed."""
     from tests.channel_plugins import RetryLaterChannel
 
     ask = asyncio.create_task(client.ask_user("Busy medium?", channel="later", timeout=30))
-    for _ in range(500):
-        if RetryLaterChannel.calls:
-            break
-        await asyncio.sleep(0.01)
+    await eventually(lambda: RetryLaterChannel.calls, "the first delivery attempt")
     interaction_id = RetryLaterChannel.calls[-1]
     async with chan.http() as http:
         r = await http.post(f"/api/interactions/{interaction_id}/answer", json={"answer": "from the inbox"})
         assert r.status_code == 200
     assert await asyncio.wait_for(ask, 10) == "from the inbox"
     # The delivery settles (acknowledged) once its pause ends and it sees the answer.
-    js = client._nc.jetstream()
-    names = chan.settings.names
-    for _ in range(500):
-        info = await js.consumer_info(names.events_stream, names.durable("delivery"))
-        if info.num_ack_pending == 0 and info.num_pending == 0:
-            break
-        await asyncio.sleep(0.01)
+    info = await handled_by(store, "delivery")
     assert info.num_ack_pending == 0
     assert RetryLaterChannel.calls.count(interaction_id) == 1

@@ -13,18 +13,21 @@ from layby_domain.clock import ManualClock
 from layby_server.eventstore import EventStore
 from layby_server.settings import Settings
 from tests.conftest import OPERATOR, System, start_system, stop_system
+from tests.helpers import eventually, wait_total
 
 pytestmark = pytest.mark.integration
 
 
 async def wait_listed(system: System, count: int, token: str = OPERATOR) -> list[dict]:
     async with system.http(token) as http:
-        for _ in range(200):
-            body = (await http.get("/api/interactions")).json()
-            if body["data"]["total"] >= count:
-                return body["data"]["items"]
-            await asyncio.sleep(0.02)
-    raise AssertionError(f"expected {count} pending questions")
+
+        async def listed() -> dict:
+            return (await http.get("/api/interactions")).json()["data"]  # type: ignore[no-any-return]
+
+        data = await eventually(
+            listed, f"{count} pending questions", until=lambda data: data["total"] >= count
+        )
+    return data["items"]  # type: ignore[no-any-return]
 
 
 async def test_sync_ask_returns_the_typed_answer_given_at_the_answer_door(system: System) -> None:
@@ -46,18 +49,15 @@ async def test_sync_ask_times_out_prunes_and_raises(system: System) -> None:
     client = await system.sdk()
     with pytest.raises(InteractionTimeoutError, match="the question was pruned"):
         await client.ask_user("Anyone?", timeout=0.3)
+    await wait_total(system, 0)
     async with system.http() as http:
-        for _ in range(100):
-            if (await http.get("/api/interactions")).json()["data"]["total"] == 0:
-                break
-            await asyncio.sleep(0.02)
         assert (await http.get("/api/interactions")).json()["data"]["total"] == 0
 
 
 async def test_module_level_ask_user_connects_from_the_environment(
     system: System, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`from layby import ask_user` connects with LAYBY_NATS_URL and LAYBY_TOKEN (issue 2, item 5)."""
+    """`from layby import ask_user` connects with LAYBY_NATS_URL and LAYBY_TOKEN (docs/cli.md)."""
     import layby
     from layby import sdk
 

@@ -1,4 +1,4 @@
-"""External questions and the public callback doors (issue 4; docs/asking.md#external-questions, docs/doors/callback.md#the-callback-doors).
+"""External questions and the public callback doors (docs/asking.md#external-questions, docs/doors/callback.md#the-callback-doors).
 
 Real services. The asker's link builder creates a "checkout" on a local HTTP server that plays a
 payment provider; the provider later POSTs a Stripe-signed event to the callback URL and the
@@ -22,6 +22,7 @@ import pytest
 from layby_contracts.errors import BadInput
 from layby_server.settings import Settings
 from tests.conftest import System
+from tests.helpers import eventually
 
 SECRET = "whsec_test_0123456789"
 pytestmark = pytest.mark.settings(
@@ -38,16 +39,6 @@ def stripe_sign(body: bytes, secret: str = SECRET, at: int | None = None) -> str
     return f"t={stamp},v1={sig}"
 
 
-@pytest.fixture
-async def client(system: System) -> Any:
-    from layby.sdk import connect
-
-    settings = Settings(**{**_fields(system.settings), "public_base_url": system.url})
-    c = await connect(nats_url=system.settings.nats_url, token="op-token-0123456789abcdef", settings=settings)
-    system.clients.append(c)
-    return c
-
-
 def _fields(settings: Settings) -> dict[str, Any]:
     import msgspec
 
@@ -57,14 +48,14 @@ def _fields(settings: Settings) -> dict[str, Any]:
 async def callback_of(system: System, question: str) -> tuple[str, str]:
     """(interaction id, callback URL) of a pending external question, from the list door."""
     async with system.http() as http:
-        for _ in range(200):
+
+        async def listed() -> list[dict[str, Any]]:
             items = (await http.get("/api/interactions")).json()["data"]["items"]
-            for item in items:
-                if item["question"] == question:
-                    url = item["format_payload"]["url"]
-                    return item["interaction_id"], url.split("cb=")[1] if "cb=" in url else url
-            await asyncio.sleep(0.05)
-    raise AssertionError("the question never appeared")
+            return [item for item in items if item["question"] == question]
+
+        item = (await eventually(listed, f"the question {question!r} in the list door"))[0]
+    url = item["format_payload"]["url"]
+    return item["interaction_id"], url.split("cb=")[1] if "cb=" in url else url
 
 
 class Provider:
@@ -130,10 +121,7 @@ async def test_a_payment_provider_posts_a_stripe_signed_event_and_the_asker_wake
             timeout=30,
         )
     )
-    for _ in range(200):
-        if prov.checkouts:
-            break
-        await asyncio.sleep(0.05)
+    await eventually(lambda: prov.checkouts, "the link builder to create a checkout")
     [(checkout, callback)] = prov.checkouts.items()
     assert callback.startswith(f"{system.url}/api/interactions/callback/")
     await callback_of(system, "Pay the invoice")  # recorded and projected (the link is built first)
@@ -342,10 +330,7 @@ async def test_ask_external_wraps_a_tool_that_takes_a_callback_url(system: Syste
     ask = asyncio.create_task(
         sign("Sign the contract", document="nda.pdf", answer_schema={"type": "object"}, timeout=30)
     )
-    for _ in range(200):
-        if created:
-            break
-        await asyncio.sleep(0.05)
+    await eventually(lambda: created, "the link builder to create an envelope")
     [(document, callback)] = created
     assert document == "nda.pdf"
     await callback_of(system, "Sign the contract")  # the link is built before the ask is recorded
@@ -423,22 +408,13 @@ async def test_an_expired_ticket_is_the_same_404_as_an_unknown_one(
     the callback is refused exactly like an unknown ticket, even before the sweeper prunes."""
     from datetime import UTC, datetime
 
-    import msgspec
-
-    from layby.sdk import connect
     from layby_domain.clock import ManualClock
     from tests.conftest import start_system, stop_system
 
     clock = ManualClock(datetime.now(UTC))
     system = await start_system(settings, clock)
     try:
-        fields = msgspec.structs.asdict(settings)
-        c = await connect(
-            nats_url=settings.nats_url,
-            token="op-token-0123456789abcdef",
-            settings=Settings(**{**fields, "public_base_url": system.url}),
-        )
-        system.clients.append(c)
+        c = await system.sdk(public_base_url=system.url)
         ask = asyncio.create_task(
             c.ask_user(
                 "Expiring", answer_format="external", link="https://x.example/?cb={callback_url}", timeout=600
@@ -460,11 +436,21 @@ async def test_an_expired_ticket_is_the_same_404_as_an_unknown_one(
 
 
 async def test_a_callback_that_beats_the_ask_to_the_door_waits_for_it_and_is_not_lost(
-    system: System, client: Any
+    system: System, client: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """ADR 0010: the ticket is bound before the link is built, so a provider that calls back
     while the asker is still recording the question gets its 200, not a 404 it may never retry."""
+    from layby_services.door.routes import callback as callback_door
+
     early: list[asyncio.Task[httpx.Response]] = []
+    waiting = asyncio.Event()  # the door (in this process) waits for a question not recorded yet
+    await_ask = callback_door._await_ask
+
+    async def noted(*args: Any) -> Any:
+        waiting.set()
+        return await await_ask(*args)
+
+    monkeypatch.setattr(callback_door, "_await_ask", noted)
 
     async def instant_provider(callback_url: str) -> str:
         async def call_back() -> httpx.Response:
@@ -472,7 +458,8 @@ async def test_a_callback_that_beats_the_ask_to_the_door_waits_for_it_and_is_not
                 return await http.post(callback_url, json={"paid": True})
 
         early.append(asyncio.create_task(call_back()))
-        await asyncio.sleep(0.2)  # the provider answers the checkout request only after calling back
+        # The provider answers the checkout request only once its callback waits at the door.
+        await eventually(waiting.is_set, "the callback to wait at the door for its question")
         return "https://pay.example/cs_1"
 
     answer = await asyncio.wait_for(

@@ -112,7 +112,7 @@ async def test_unknown_route_and_method_use_the_error_envelope(system: System) -
 
 
 async def test_the_inbox_page_is_served_with_a_strict_csp_and_no_inline_script(system: System) -> None:
-    """Issue 5: `/` and `/inbox` serve the page; scripts only from the door, images from https:,
+    """docs/doors/inbox-page.md#security-headers: `/` and `/inbox` serve the page; scripts only from the door, images from https:,
     data: and the door; nosniff everywhere; unknown static names are a plain 404."""
     async with system.http(None) as http:
         for path in ("/", "/inbox"):
@@ -253,7 +253,7 @@ async def test_the_header_timeout_never_cuts_a_request_that_is_being_served(syst
     await writer.drain()
     head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
     assert head.startswith(b"HTTP/1.1 200")
-    await asyncio.sleep(1.5)
+    await asyncio.sleep(1.5)  # a time window on purpose: three header timeouts pass while it is served
     assert not reader.at_eof()
     writer.close()
 

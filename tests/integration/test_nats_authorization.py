@@ -29,6 +29,7 @@ from layby_server.eventstore import EventStore
 from layby_server.natsauth import authorization_for
 from layby_server.settings import load_settings
 from tests.conftest import ALICE, BOB, OPERATOR, SECRETS_KEY, TOKENS, System, start_system, stop_system
+from tests.helpers import eventually
 from tests.integration.test_parks import Workers, answer, open_asks, wait_status
 
 pytestmark = pytest.mark.timeout(120)
@@ -83,6 +84,14 @@ class Violations:
 
     async def on_error(self, exc: Exception) -> None:
         self.seen.append(str(exc))
+
+    async def at_least(self, count: int) -> None:
+        """Wait until NATS has reported ``count`` permission violations."""
+        await eventually(
+            lambda: [v for v in self.seen if "permissions violation" in v.lower()],
+            f"{count} permission violations",
+            until=lambda found: len(found) >= count,
+        )
 
 
 async def as_token(url: str, token: str, violations: Violations) -> NATS:
@@ -147,7 +156,10 @@ async def test_a_user_token_reads_nothing_of_another_identity(secured: Secured) 
     value = await asking
     assert value.reveal() == "4711"
 
-    await asyncio.sleep(0.2)  # anything misrouted would have reached Alice by now
+    # A round trip on Alice's connection: whatever NATS routed to her before it (Bob's traffic,
+    # which has all happened) has reached her by the time it returns.
+    await alice.flush()
+    await violations.at_least(9)
     assert got == []
     assert len([v for v in violations.seen if "permissions violation" in v.lower()]) >= 9, violations.seen
     await alice.close()
@@ -171,7 +183,7 @@ async def test_a_user_token_publishes_only_commands(secured: Secured) -> None:
             timeout=1,
         )
     await alice.flush()
-    await asyncio.sleep(0.2)
+    await violations.at_least(5)
     assert len([v for v in violations.seen if "permissions violation" in v.lower()]) >= 5, violations.seen
 
     # Commands are allowed, and a command names its sender by the token inside it, which only
@@ -225,13 +237,12 @@ def soon() -> Any:
 
 async def wait_pending(db: asyncpg.Pool, system: System, timeout: float = 20) -> str:
     async with system.http(OPERATOR) as http:
-        for _ in range(int(timeout / 0.05)):
-            r = await http.get("/api/interactions")
-            items = r.json()["data"]["items"]
-            if items:
-                return str(items[0]["interaction_id"])
-            await asyncio.sleep(0.05)
-    raise AssertionError("no pending question")
+
+        async def listed() -> list[dict[str, Any]]:
+            return (await http.get("/api/interactions")).json()["data"]["items"]  # type: ignore[no-any-return]
+
+        items = await eventually(listed, "a pending question", timeout=timeout)
+    return str(items[0]["interaction_id"])
 
 
 async def test_media_timeouts_and_late_answers_work_under_authorization(secured: Secured) -> None:

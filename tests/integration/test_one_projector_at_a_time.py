@@ -15,6 +15,7 @@ import pytest
 from layby_contracts.events import InteractionAsked
 from layby_server.eventstore import EventStore, Stored
 from layby_server.projector import PROJECTOR_LOCK, run_projector
+from tests.helpers import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -54,11 +55,18 @@ async def ask(store: EventStore) -> int:
 
 
 async def projected(db: asyncpg.Pool, n: int) -> None:
-    for _ in range(500):
-        if await db.fetchval("SELECT count(*) FROM interactions") >= n:
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"expected {n} projected questions")
+    await eventually(
+        lambda: db.fetchval("SELECT count(*) FROM interactions"),
+        f"{n} projected questions",
+        until=lambda count: count >= n,
+    )
+
+
+_LOCK_HOLDERS = (
+    "SELECT {} FROM pg_locks l "
+    "WHERE l.locktype = 'advisory' AND l.classid = $1 AND l.granted "
+    "AND l.objid::bigint = (hashtext(current_schema())::bigint & 4294967295)"
+)
 
 
 async def test_only_one_replica_projects_and_a_stand_by_takes_over_when_it_stops(
@@ -73,10 +81,7 @@ async def test_only_one_replica_projects_and_a_stand_by_takes_over_when_it_stops
         await leader.close()
         more = [await ask(store) for _ in range(5)]
         await projected(db, 25)
-        for _ in range(200):
-            if set(more) <= set(standby.seen):
-                break
-            await asyncio.sleep(0.02)
+        await eventually(lambda: set(more) <= set(standby.seen), "the stand-by to apply the later events")
         assert set(more) <= set(standby.seen)
         assert not set(standby.seen) & set(seqs[:-1])  # it resumed where the leader stopped
     finally:
@@ -93,14 +98,15 @@ async def test_a_projector_whose_lock_connection_is_lost_steps_down(
         leader, standby = (a, b) if a.seen else (b, a)
         # The leader's lock connection dies (a network fault, a restarted PostgreSQL): PostgreSQL
         # frees the lock, and the leader must stop before it projects again.
-        killed = await db.fetchval(
-            "SELECT count(pg_terminate_backend(l.pid)) FROM pg_locks l "
-            "WHERE l.locktype = 'advisory' AND l.classid = $1 AND l.granted "
-            "AND l.objid::bigint = (hashtext(current_schema())::bigint & 4294967295)",
-            PROJECTOR_LOCK,
-        )
+        holders = _LOCK_HOLDERS.format("array_agg(l.pid)")
+        lost = await db.fetchval(holders, PROJECTOR_LOCK)
+        killed = await db.fetchval(_LOCK_HOLDERS.format("count(pg_terminate_backend(l.pid))"), PROJECTOR_LOCK)
         assert killed == 1
-        await asyncio.sleep(0.3)
+        await eventually(
+            lambda: db.fetchval(holders, PROJECTOR_LOCK),
+            "another connection to hold the projector lock",
+            until=lambda pids: pids is not None and not set(pids) & set(lost),
+        )
         later = [await ask(store) for _ in range(5)]
         await projected(db, 6)
         seen_after: dict[str, Any] = {r.name: set(later) & set(r.seen) for r in (leader, standby)}

@@ -43,6 +43,7 @@ from schemathesis.specs.openapi.checks import (
 from layby.sdk import connect
 from layby_services.door.openapi import document
 from tests.conftest import ALICE, OPERATOR, System
+from tests.helpers import eventually
 
 pytestmark = [
     pytest.mark.integration,
@@ -122,14 +123,17 @@ async def _seed(system: System) -> Seeded:
     seeded = Seeded(tasks=[asyncio.create_task(ask) for ask in asks.values()])
     run_id = await client.start_run("nightly", {"n": 1})
     async with system.http() as http:
-        for _ in range(200):
+
+        async def seeded_items() -> tuple[list[Any], list[Any]]:
             items = (await http.get("/api/interactions")).json()["data"]["items"]
             runs = (await http.get("/api/runs")).json()["data"]["items"]
-            if len(items) == len(asks) and runs:
-                break
-            await asyncio.sleep(0.05)
-        else:
-            raise AssertionError("the seeded questions and run never showed up")
+            return items, runs
+
+        items, _ = await eventually(
+            seeded_items,
+            "the seeded questions and run",
+            until=lambda found: len(found[0]) == len(asks) and found[1],
+        )
     by_question = {item["question"]: item for item in items}
     tickets = [by_question[q]["format_payload"]["url"].rpartition("/")[2] for q in ("Pay", "Pay (signed)")]
     [image] = by_question["Look?"]["media"]

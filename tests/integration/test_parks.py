@@ -1,6 +1,6 @@
 """Durable async parks: exactly-once resume, on any worker, on the answer or the deadline.
 
-docs/asking.md#mode-and-expiry, docs/aggregates/run.md#parking, docs/aggregates/run.md#deadlines-and-checkpoint-retention, docs/aggregates/interaction.md#expiry-of-async-parks; issue 3. Real NATS and PostgreSQL, the five
+docs/asking.md#mode-and-expiry, docs/aggregates/run.md#parking, docs/aggregates/run.md#deadlines-and-checkpoint-retention, docs/aggregates/interaction.md#expiry-of-async-parks. Real NATS and PostgreSQL, the five
 services in-process, workers in-process; deadlines move on an injected clock.
 """
 
@@ -22,6 +22,7 @@ from layby_domain.clock import ManualClock
 from layby_server.eventstore import EventStore
 from layby_server.settings import Settings
 from tests.conftest import ALICE, BOB, OPERATOR, System, start_system, stop_system
+from tests.helpers import eventually, handled_by
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -83,14 +84,12 @@ async def run_row(db: asyncpg.Pool, run_id: str) -> asyncpg.Record | None:
 
 
 async def wait_status(db: asyncpg.Pool, run_id: str, *statuses: str, timeout: float = 20) -> asyncpg.Record:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        row = await run_row(db, run_id)
-        if row is not None and row["status"] in statuses:
-            return row
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"run {run_id} is {row and row['status']}, expected one of {statuses}")
-        await asyncio.sleep(0.05)
+    return await eventually(
+        lambda: run_row(db, run_id),
+        f"run {run_id} to be {' or '.join(statuses)}",
+        until=lambda row: row is not None and row["status"] in statuses,
+        timeout=timeout,
+    )
 
 
 async def open_asks(db: asyncpg.Pool, run_id: str, count: int, timeout: float = 20) -> list[str]:
@@ -246,11 +245,11 @@ async def test_sync_asks_work_on_the_in_memory_checkpointer(system: System) -> N
 
     task = asyncio.create_task(worker.run_local("local"))
     async with system.http() as http:
-        for _ in range(200):
-            items = (await http.get("/api/interactions")).json()["data"]["items"]
-            if items:
-                break
-            await asyncio.sleep(0.05)
+
+        async def listed() -> list[dict[str, Any]]:
+            return (await http.get("/api/interactions")).json()["data"]["items"]  # type: ignore[no-any-return]
+
+        items = await eventually(listed, "the question in the list door")
     assert await answer(system, items[0]["interaction_id"], "Ada") == 200
     assert await asyncio.wait_for(task, 10) == "Ada"
 
@@ -308,9 +307,12 @@ async def test_continuation_runs_under_the_askers_identity_never_the_answerers(
     run_id = await alice.start_run("who")
     [one] = await open_asks(db, run_id, 1)
     assert await answer(system, one, "from-ops", token=OPERATOR) == 200
-    row = await wait_status(db, run_id, "parked")
-    while row["generation"] != 2:
-        row = await wait_status(db, run_id, "parked")
+    await eventually(
+        lambda: run_row(db, run_id),
+        "the run parked again, in its second generation",
+        until=lambda row: row is not None and row["status"] == "parked" and row["generation"] == 2,
+        timeout=20,
+    )
     [two] = await open_asks(db, run_id, 1)
     asked = await db.fetchrow("SELECT asked_by, audience FROM interactions WHERE interaction_id = $1", two)
     assert (asked["asked_by"], asked["audience"]) == ("alice", "alice")
@@ -359,14 +361,13 @@ async def test_fan_out_of_three_resumes_once_with_every_value_in_any_order_with_
             assert await answer(clocked, b, "beta") == 200
         else:
             clock.advance(11 * 60)
-            for _ in range(100):
-                if (
-                    await db.fetchval("SELECT status FROM interactions WHERE interaction_id = $1", c)
-                ) == "answered":
-                    break
-                await asyncio.sleep(0.05)
+            await eventually(
+                lambda: db.fetchval("SELECT status FROM interactions WHERE interaction_id = $1", c),
+                "the third question to expire",
+                until=lambda status: status == "answered",
+            )
             assert await answer(clocked, c, "too late") == 409
-        await asyncio.sleep(0.1)
+        await handled_by(store, "resume")  # each resolution reaches the resume service on its own
     row = await wait_status(db, run_id, "finished")
     expected = ["alpha", "beta", {"layby:interaction_expired": True}]
     assert after == [expected]
@@ -450,18 +451,17 @@ async def test_an_expired_park_is_answered_by_system_expiry_and_the_answer_door_
     run_id = await worker.start("exp")
     [ix] = await open_asks(db, run_id, 1)
     async with clocked.http() as http, http.stream("GET", "/api/interactions/stream") as resp:
-        sse = SSE(resp)
-        await asyncio.sleep(0.2)
+        sse = SSE(resp)  # its start point was taken before the door sent the headers
         # Past the deadline + the sync grace, the list door's lazy prune must not touch a park.
         clock.advance(3600 + 60)
         await http.get("/api/interactions")
         frame = await sse.until("interaction.answered", ix)
         assert frame.data == {"interaction_id": ix, "group_id": frame.data["group_id"]}
-    for _ in range(100):
-        row = await db.fetchrow("SELECT status, answered_by FROM interactions WHERE interaction_id = $1", ix)
-        if row["status"] != "pending":
-            break
-        await asyncio.sleep(0.05)
+    row = await eventually(
+        lambda: db.fetchrow("SELECT status, answered_by FROM interactions WHERE interaction_id = $1", ix),
+        "the expired question to be resolved in the projection",
+        until=lambda row: row["status"] != "pending",
+    )
     assert (row["status"], row["answered_by"]) == ("answered", "system:expiry")
     assert await answer(clocked, ix, "late") == 409
     run = await wait_status(db, run_id, "finished")
@@ -576,11 +576,11 @@ async def test_runs_door_shows_a_parked_run_with_its_open_questions_and_deadline
     first, second = await open_asks(db, run_id, 2)
     assert await answer(system, first, "one", token=ALICE) == 200
     async with system.http(ALICE) as http:
-        for _ in range(100):
-            body = (await http.get(f"/api/runs/{run_id}")).json()["data"]
-            if body["open"] == [second]:
-                break
-            await asyncio.sleep(0.05)
+
+        async def view() -> dict[str, Any]:
+            return (await http.get(f"/api/runs/{run_id}")).json()["data"]  # type: ignore[no-any-return]
+
+        body = await eventually(view, "only the second question open", until=lambda b: b["open"] == [second])
         assert body["status"] == "parked"
         assert body["flow"] == "show" and body["identity"] == "alice" and body["generation"] == 1
         assert datetime.fromisoformat(body["expiry_at"]) == deadline.replace(microsecond=deadline.microsecond)
@@ -722,6 +722,8 @@ async def test_a_worker_that_may_not_act_for_the_run_leaves_it_to_one_that_may(
     await workers.serve(bobs)
     alice = await system.sdk(ALICE)
     run_id = await alice.start_run("guarded")
+    # A time window on purpose: for 1.5 s (past the 1 s ack wait, so Bob's worker has had the run
+    # and let it go) nothing may happen to the run; there is no event to wait for.
     await asyncio.sleep(1.5)
     row = await run_row(db, run_id)
     assert row is not None and row["status"] == "running"

@@ -10,21 +10,11 @@ import pytest
 from layby_server.eventstore import EventStore
 from layby_server.projector import rebuild
 from tests.conftest import System
-from tests.helpers import wait_total
+from tests.helpers import caught_up, wait_total
 
 pytestmark = pytest.mark.integration
 
 SNAPSHOT = "SELECT * FROM interactions ORDER BY interaction_id"
-
-
-async def caught_up(db: asyncpg.Pool, store: EventStore) -> None:
-    _, last = await store.bounds()
-    for _ in range(300):
-        seq = await db.fetchval("SELECT seq FROM projector_checkpoints WHERE name = 'inbox'")
-        if seq == last:
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError("projector never caught up")
 
 
 async def test_rebuild_from_the_log_reproduces_the_live_tables(

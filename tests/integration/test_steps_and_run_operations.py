@@ -1,5 +1,5 @@
 """Durable steps, cancel and retry (docs/aggregates/run.md#steps, docs/aggregates/run.md#cancel-and-retry,
-docs/doors/runs.md; issue 12). Real NATS and PostgreSQL, the services and the workers in-process."""
+docs/doors/runs.md). Real NATS and PostgreSQL, the services and the workers in-process."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from layby_contracts.errors import Conflict, RunCancelledError
 from layby_contracts.events import RunCancelled, StepResult, StepsClosed
 from layby_server.eventstore import EventStore
 from tests.conftest import ALICE, BOB, OPERATOR, System
-from tests.helpers import Booking
+from tests.helpers import Booking, eventually, settled
 from tests.integration.test_parks import Workers, answer, open_asks, run_row, soon, wait_status
 
 pytestmark = pytest.mark.timeout(90)
@@ -208,10 +208,7 @@ async def test_a_cancel_whose_canceller_stopped_half_way_still_stops_the_next_st
         found = await store.last_steps(run_id, 0, leader=True)
         return found is not None and isinstance(found.event, StepsClosed)
 
-    deadline = asyncio.get_running_loop().time() + 20
-    while not await closed():
-        assert asyncio.get_running_loop().time() < deadline, "the resume service never closed the record"
-        await asyncio.sleep(0.05)
+    await eventually(closed, "the resume service to close the record", timeout=20)
     closing = await store.last_steps(run_id, 0, leader=True)
     assert closing is not None and isinstance(closing.event, StepsClosed)
     assert closing.event.steps == {"0": StepResult(name="s", result=0)}
@@ -261,7 +258,7 @@ async def test_cancelling_a_parked_run_removes_its_questions_and_records_who(
 
 
 async def test_a_running_run_is_cancelled_at_its_next_step(
-    system: System, workers: Workers, db: asyncpg.Pool
+    system: System, workers: Workers, db: asyncpg.Pool, store: EventStore
 ) -> None:
     inside = asyncio.Event()
     release = asyncio.Event()
@@ -291,7 +288,7 @@ async def test_a_running_run_is_cancelled_at_its_next_step(
     await client.cancel_run(run_id)  # the SDK's command: same rules as the door
     release.set()
     await wait_status(db, run_id, "cancelled")
-    await asyncio.sleep(0.5)
+    await settled(db, store, "long")  # the execution has met the cancel and ended
     assert after == []
     row = await run_row(db, run_id)
     assert row is not None and row["status"] == "cancelled" and row["result"] is None
@@ -317,7 +314,7 @@ async def test_retrying_a_failed_run_resumes_from_its_recorded_steps(
 
 
 async def test_cancel_racing_an_answer_has_exactly_one_outcome(
-    system: System, workers: Workers, db: asyncpg.Pool
+    system: System, workers: Workers, db: asyncpg.Pool, store: EventStore
 ) -> None:
     finished: list[str] = []
 
@@ -342,7 +339,7 @@ async def test_cancel_racing_an_answer_has_exactly_one_outcome(
             answer(system, asked, "go"), post(system, f"/api/runs/{run_id}/cancel")
         )
         row = await wait_status(db, run_id, "finished", "cancelled", timeout=30)
-        await asyncio.sleep(0.3)
+        await settled(db, store, "race")  # the losing side has played out too
         row = await run_row(db, run_id)
         assert row is not None
         if cancelled == 200:

@@ -9,7 +9,7 @@ import pytest
 import structlog
 
 from tests.conftest import ALICE, OPERATOR, System
-from tests.helpers import sse, wait_total
+from tests.helpers import eventually, sse, wait_total
 
 pytestmark = pytest.mark.integration
 
@@ -223,15 +223,15 @@ async def test_a_stream_client_past_the_cap_gets_503_with_retry_after_and_a_free
         assert refused.headers["retry-after"] == "5"
         assert refused.headers["cache-control"] == "no-store"
         await first.aclose()
-        for _ in range(100):
+
+        async def reconnect() -> int:
             again = await http.send(
                 http.build_request("GET", "/api/interactions/stream", headers=headers), stream=True
             )
-            if again.status_code == 200:
-                await again.aclose()
-                break
             await again.aclose()
-            await asyncio.sleep(0.05)
-        else:
-            raise AssertionError("the slot of a client that left was never released")
+            return again.status_code
+
+        await eventually(
+            reconnect, "the slot of a client that left to be released", until=lambda status: status == 200
+        )
         await second.aclose()

@@ -130,7 +130,7 @@ def test_form_answer_error_names_the_dotted_field() -> None:
 
 
 def test_msgspec_struct_schema_becomes_a_json_schema() -> None:
-    """A msgspec Struct type is accepted as a form schema (issue 2, item 5)."""
+    """A msgspec Struct type is accepted as a form schema (docs/asking.md#schema)."""
     from layby.sdk import _schema_of
 
     class Release(msgspec.Struct):
