@@ -26,24 +26,17 @@ from layby_contracts.events import (
 )
 from layby_contracts.subjects import Names
 from layby_domain.interaction import Append, Decision, Interaction, Keep, evolve
-from layby_server.eventlog import ATTEMPTS, decide_and_append
+from layby_server.eventlog import ATTEMPTS, StoredEvent, decide_and_append
 
 _enc = msgspec.json.Encoder()
 
 
-class _Stored(Protocol):
-    @property
-    def seq(self) -> int: ...
-    @property
-    def event(self) -> Event: ...
-
-
 class InteractionLog(Protocol):
-    """What resolving needs of an event store (JetStream's or the in-memory twin)."""
+    """The part of ``EventLog`` resolving needs (the stores and a test's stand-in honour it)."""
 
     names: Names
 
-    async def last(self, subject: str, *, leader: bool = False) -> _Stored | None: ...
+    async def last(self, subject: str, *, leader: bool = False) -> StoredEvent | None: ...
 
     async def append(self, subject: str, event: Event, *, msg_id: str, expected_seq: int | None) -> int: ...
 
@@ -66,7 +59,7 @@ class Resolved:
         return None if self.appended is not None or self.lost else self.state.status
 
 
-def state_of(stored: _Stored | None) -> Interaction:
+def state_of(stored: StoredEvent | None) -> Interaction:
     """The state known from one read of a subject's last event."""
     if stored is None:
         return Interaction()
