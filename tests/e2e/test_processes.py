@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -427,3 +428,39 @@ def test_a_sensitive_answer_is_nowhere_in_plaintext_under_the_data_dir(tmp_path:
     assert any("jetstream" in str(p) for p in files) and any("postgres" in str(p) for p in files)
     holding = [str(p) for p in files if needle in p.read_bytes()]
     assert holding == []
+
+
+def test_layby_up_refuses_to_start_beside_a_running_one(tmp_path: Path) -> None:
+    """`layby up` whose data dir names another live `layby up` says so and exits 1, starting nothing."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAYBY_")}
+    data = tmp_path / "data"
+    data.mkdir()
+    runtime = {
+        "url": "http://127.0.0.1:9",
+        "nats_url": "nats://x",
+        "database_url": "postgresql://x",
+        "pid": os.getpid(),
+    }
+    (data / "runtime.json").write_bytes(msgspec.json.encode(runtime))
+    env.update(LAYBY_DATA_DIR=str(data), LAYBY_HTTP_PORT=str(free_port()))
+    result = cli(env, "up", check=False)
+    assert result.returncode == 1
+    assert result.stderr == f"layby is already running (pid {os.getpid()}) at http://127.0.0.1:9\n"
+    assert sorted(p.name for p in data.iterdir()) == ["runtime.json"]
+
+
+def test_layby_up_refuses_a_port_in_use(tmp_path: Path) -> None:
+    """`layby up` on a taken HTTP port names it and the variable to change, exits 1, starting nothing."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAYBY_")}
+    data = tmp_path / "data"
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env.update(LAYBY_DATA_DIR=str(data), LAYBY_HTTP_PORT=str(port))
+        result = cli(env, "up", check=False)
+    assert result.returncode == 1
+    assert result.stderr == (
+        f"error: 127.0.0.1:{port} is already in use; set LAYBY_HTTP_PORT to a free port\n"
+    )
+    assert list(data.iterdir()) == []
