@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -464,3 +465,33 @@ def test_layby_up_refuses_a_port_in_use(tmp_path: Path) -> None:
         f"error: 127.0.0.1:{port} is already in use; set LAYBY_HTTP_PORT to a free port\n"
     )
     assert list(data.iterdir()) == []
+
+
+def _service(pid: int, name: str) -> list[int]:
+    """Live direct children of ``pid`` running ``layby serve <name>`` (a killed one not yet reaped
+    is a zombie without a command line)."""
+    import psutil
+
+    found = []
+    for child in psutil.Process(pid).children():
+        with contextlib.suppress(psutil.ZombieProcess, psutil.NoSuchProcess):
+            if child.cmdline()[-2:] == ["serve", name]:
+                found.append(child.pid)
+    return found
+
+
+def test_layby_up_restarts_a_service_killed_under_it(tmp_path: Path) -> None:
+    """kill -9 of a service under `layby up`: it is started again and the door becomes ready again."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAYBY_")}
+    port = free_port()
+    env.update(LAYBY_DATA_DIR=str(tmp_path / "data"), LAYBY_HTTP_PORT=str(port), LAYBY_LOG_LEVEL="warning")
+    up, _token = start_up(env)
+    try:
+        [victim] = _service(up.pid, "door")
+        os.kill(victim, signal.SIGKILL)
+        _until(lambda: _service(up.pid, "door") not in ([], [victim]), "the door was never restarted")
+        _until(lambda: _ready(f"http://127.0.0.1:{port}"), "the door never became ready again")
+        assert up.poll() is None
+    finally:
+        stop_up(up)
+    assert up.returncode == 0
