@@ -18,6 +18,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
@@ -122,114 +123,157 @@ def _revive(label: str, server: EmbeddedNats | EmbeddedPostgres, restarts: list[
     return True
 
 
-# Complexity D, on purpose: the start-up sequence reads top to bottom (embedded servers, streams,
-# tables, five processes, supervision); each step is one call, the branches are its failure paths.
-def up(settings: Settings, *, out: object = sys.stdout) -> int:
-    directory = data_dir(settings)
-    directory.mkdir(parents=True, exist_ok=True)
-    existing = read_runtime(directory)
-    if existing is not None and existing.pid != os.getpid():
-        print(f"layby is already running (pid {existing.pid}) at {existing.url}", file=sys.stderr)
-        return 1
-    # Handle both explicitly: a shell that starts us in the background ignores SIGINT otherwise.
-    if not _port_free(settings.http_host, settings.http_port):
-        print(
-            f"error: {settings.http_host}:{settings.http_port} is already in use; "
-            "set LAYBY_HTTP_PORT to a free port",
-            file=sys.stderr,
-        )
-        return 1
-    signal.signal(signal.SIGTERM, _raise_stop)
-    signal.signal(signal.SIGINT, _raise_stop)
-    nats_srv: EmbeddedNats | None = None
-    pg_srv: EmbeddedPostgres | None = None
-    procs: dict[str, subprocess.Popen[bytes]] = {}
-    try:
-        token: str | None = None
-        tokens = settings.api_tokens
-        if tokens is None:
-            token = _operator_token(directory)
-            tokens = f"{token}:operator:operator"
+@dataclass
+class _System:
+    """What `layby up` started and stops on the way out: the embedded servers (when no URL was
+    configured) and the five service processes."""
+
+    nats: EmbeddedNats | None = None
+    postgres: EmbeddedPostgres | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    seeds: dict[str, str] = field(default_factory=dict)  # each service's NATS key (embedded NATS)
+    services: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    def start_embedded(self, settings: Settings, directory: Path, tokens: str) -> tuple[str, str]:
+        """The NATS and PostgreSQL URLs: the configured ones, else those of servers started here."""
         nats_url = settings.nats_url
-        seeds: dict[str, str] = {}
         if nats_url is None:
             # Embedded NATS admits only Layby's own keys (docs/security.md#nats-authorization).
-            authorization, seeds = authorization_for(settings.names, directory / "nats" / "keys", tokens)
-            nats_srv = EmbeddedNats(directory / "nats", authorization=authorization).start()
-            nats_url = nats_srv.url
+            authorization, self.seeds = authorization_for(settings.names, directory / "nats" / "keys", tokens)
+            self.nats = EmbeddedNats(directory / "nats", authorization=authorization).start()
+            nats_url = self.nats.url
         db_url = settings.database_url
         if db_url is None:
-            pg_srv = EmbeddedPostgres(directory / "postgres").start()
-            db_url = pg_srv.url
-        env = dict(os.environ)
-        # People read `layby up`'s terminal: console lines unless the user chose otherwise.
-        env.setdefault("LAYBY_LOG_FORMAT", "console")
-        if not settings.secrets_key:
-            # Sensitive answers are sealed with a key kept beside the data (docs/security.md).
-            env["LAYBY_SECRETS_KEY"] = _kept(directory / SECRETS_KEY_FILE, new_key, min_length=43)
-        env.update(
-            LAYBY_NATS_URL=nats_url,
-            LAYBY_DATABASE_URL=db_url,
-            LAYBY_API_TOKENS=tokens,
-            LAYBY_DATA_DIR=str(directory),
-            LAYBY_HTTP_PORT=str(settings.http_port),
-            LAYBY_HTTP_HOST=settings.http_host,
-        )
-        url = f"http://{settings.http_host}:{settings.http_port}"
+            self.postgres = EmbeddedPostgres(directory / "postgres").start()
+            db_url = self.postgres.url
+        return nats_url, db_url
 
-        def spawn(name: str) -> subprocess.Popen[bytes]:
-            # Own session: Ctrl-C reaches `layby up` only, which stops the services in order.
-            own = {**env, "LAYBY_NATS_SEED": seeds[name]} if name in seeds else env
-            return subprocess.Popen(  # noqa: S603 - our own interpreter and module
-                [sys.executable, "-m", "layby.cli", "serve", name],
-                env=own,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                preexec_fn=die_with_parent,  # noqa: PLW1509 - async-signal-safe: one prctl call
-            )
-
-        for name in SERVICES:
-            procs[name] = spawn(name)
-        _wait_ready(url, procs)
-        write_runtime(
-            directory,
-            Runtime(url=url, token=token, nats_url=nats_url, database_url=db_url, pid=os.getpid()),
+    def spawn(self, name: str) -> None:
+        # Own session: Ctrl-C reaches `layby up` only, which stops the services in order.
+        own = {**self.env, "LAYBY_NATS_SEED": self.seeds[name]} if name in self.seeds else self.env
+        self.services[name] = subprocess.Popen(  # noqa: S603 - our own interpreter and module
+            [sys.executable, "-m", "layby.cli", "serve", name],
+            env=own,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=die_with_parent,  # noqa: PLW1509 - async-signal-safe: one prctl call
         )
-        print(f"Layby is up.\n  inbox:  {url}/\n  API:    {url}/api/interactions", file=out)  # type: ignore[call-overload]
-        if token:
-            print(f"  token:  {token}", file=out)  # type: ignore[call-overload]
-        print(f"  data:   {directory}\nPress Ctrl-C to stop.", file=out, flush=True)  # type: ignore[call-overload]
+
+    def supervise(self) -> int:
+        """Restart whatever exits, servers first; 1 when one keeps crashing. Returns only then."""
         restarts: dict[str, list[float]] = {n: [] for n in (*SERVICES, "NATS", "PostgreSQL")}
-        embedded = {"NATS": nats_srv, "PostgreSQL": pg_srv}
+        embedded = {"NATS": self.nats, "PostgreSQL": self.postgres}
         while True:
             time.sleep(0.5)
             for label, server in embedded.items():
                 if server is not None and not _revive(label, server, restarts[label]):
                     return 1
-            for name, proc in list(procs.items()):
+            for name, proc in list(self.services.items()):
                 if proc.poll() is None:
                     continue
                 if _restart_budget(f"{name} service", restarts[name]) is None:
                     return 1
                 print(f"the {name} service exited ({proc.returncode}); restarting", file=sys.stderr)
-                procs[name] = spawn(name)
+                self.spawn(name)
+
+    def stop(self) -> None:
+        """The services first (each drains, or is killed after 10 s), then the servers."""
+        for proc in self.services.values():
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self.services.values():
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        if self.postgres is not None:
+            self.postgres.stop()
+        if self.nats is not None:
+            self.nats.stop()
+
+
+def _refusal(settings: Settings, directory: Path) -> str | None:
+    """Why `layby up` cannot start here: another one runs on this data dir, or the port is taken."""
+    existing = read_runtime(directory)
+    if existing is not None and existing.pid != os.getpid():
+        return f"layby is already running (pid {existing.pid}) at {existing.url}"
+    if not _port_free(settings.http_host, settings.http_port):
+        return (
+            f"error: {settings.http_host}:{settings.http_port} is already in use; "
+            "set LAYBY_HTTP_PORT to a free port"
+        )
+    return None
+
+
+def _tokens(settings: Settings, directory: Path) -> tuple[str | None, str]:
+    """The operator token to print (one kept in the data dir, when ``LAYBY_API_TOKENS`` is not set)
+    and the tokens the services accept."""
+    if settings.api_tokens is not None:
+        return None, settings.api_tokens
+    token = _operator_token(directory)
+    return token, f"{token}:operator:operator"
+
+
+def _service_env(
+    settings: Settings, directory: Path, *, nats_url: str, db_url: str, tokens: str
+) -> dict[str, str]:
+    """The services' environment: ours, plus where everything is."""
+    env = dict(os.environ)
+    # People read `layby up`'s terminal: console lines unless the user chose otherwise.
+    env.setdefault("LAYBY_LOG_FORMAT", "console")
+    if not settings.secrets_key:
+        # Sensitive answers are sealed with a key kept beside the data (docs/security.md).
+        env["LAYBY_SECRETS_KEY"] = _kept(directory / SECRETS_KEY_FILE, new_key, min_length=43)
+    env.update(
+        LAYBY_NATS_URL=nats_url,
+        LAYBY_DATABASE_URL=db_url,
+        LAYBY_API_TOKENS=tokens,
+        LAYBY_DATA_DIR=str(directory),
+        LAYBY_HTTP_PORT=str(settings.http_port),
+        LAYBY_HTTP_HOST=settings.http_host,
+    )
+    return env
+
+
+def _announce(out: object, url: str, token: str | None, directory: Path) -> None:
+    print(f"Layby is up.\n  inbox:  {url}/\n  API:    {url}/api/interactions", file=out)  # type: ignore[call-overload]
+    if token:
+        print(f"  token:  {token}", file=out)  # type: ignore[call-overload]
+    print(f"  data:   {directory}\nPress Ctrl-C to stop.", file=out, flush=True)  # type: ignore[call-overload]
+
+
+def up(settings: Settings, *, out: object = sys.stdout) -> int:
+    """Start everything, print where it is, supervise until Ctrl-C (0) or a crash loop (1)."""
+    directory = data_dir(settings)
+    directory.mkdir(parents=True, exist_ok=True)
+    refusal = _refusal(settings, directory)
+    if refusal is not None:
+        print(refusal, file=sys.stderr)
+        return 1
+    # Handle both explicitly: a shell that starts us in the background ignores SIGINT otherwise.
+    signal.signal(signal.SIGTERM, _raise_stop)
+    signal.signal(signal.SIGINT, _raise_stop)
+    system = _System()
+    try:
+        token, tokens = _tokens(settings, directory)
+        nats_url, db_url = system.start_embedded(settings, directory, tokens)
+        system.env = _service_env(settings, directory, nats_url=nats_url, db_url=db_url, tokens=tokens)
+        url = f"http://{settings.http_host}:{settings.http_port}"
+        for name in SERVICES:
+            system.spawn(name)
+        _wait_ready(url, system.services)
+        write_runtime(
+            directory,
+            Runtime(url=url, token=token, nats_url=nats_url, database_url=db_url, pid=os.getpid()),
+        )
+        _announce(out, url, token, directory)
+        return system.supervise()
     except (KeyboardInterrupt, _Stop):
         print("\nstopping...", file=sys.stderr)
         return 0
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        for proc in procs.values():
-            if proc.poll() is None:
-                proc.terminate()
-        for proc in procs.values():
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        if pg_srv is not None:
-            pg_srv.stop()
-        if nats_srv is not None:
-            nats_srv.stop()
+        system.stop()
         current = read_runtime(directory)
         if current is not None and current.pid == os.getpid():
             remove_runtime(directory)

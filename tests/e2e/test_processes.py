@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -450,3 +452,69 @@ def test_a_sensitive_answer_is_nowhere_in_plaintext_under_the_data_dir(tmp_path:
     assert any("jetstream" in str(p) for p in files) and any("postgres" in str(p) for p in files)
     holding = [str(p) for p in files if needle in p.read_bytes()]
     assert holding == []
+
+
+def test_layby_up_refuses_to_start_beside_a_running_one(tmp_path: Path) -> None:
+    """`layby up` whose data dir names another live `layby up` says so and exits 1, starting nothing."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAYBY_")}
+    data = tmp_path / "data"
+    data.mkdir()
+    runtime = {
+        "url": "http://127.0.0.1:9",
+        "nats_url": "nats://x",
+        "database_url": "postgresql://x",
+        "pid": os.getpid(),
+    }
+    (data / "runtime.json").write_bytes(msgspec.json.encode(runtime))
+    env.update(LAYBY_DATA_DIR=str(data), LAYBY_HTTP_PORT=str(free_port()))
+    result = cli(env, "up", check=False)
+    assert result.returncode == 1
+    assert result.stderr == f"layby is already running (pid {os.getpid()}) at http://127.0.0.1:9\n"
+    assert sorted(p.name for p in data.iterdir()) == ["runtime.json"]
+
+
+def test_layby_up_refuses_a_port_in_use(tmp_path: Path) -> None:
+    """`layby up` on a taken HTTP port names it and the variable to change, exits 1, starting nothing."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAYBY_")}
+    data = tmp_path / "data"
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env.update(LAYBY_DATA_DIR=str(data), LAYBY_HTTP_PORT=str(port))
+        result = cli(env, "up", check=False)
+    assert result.returncode == 1
+    assert result.stderr == (
+        f"error: 127.0.0.1:{port} is already in use; set LAYBY_HTTP_PORT to a free port\n"
+    )
+    assert list(data.iterdir()) == []
+
+
+def _service(pid: int, name: str) -> list[int]:
+    """Live direct children of ``pid`` running ``layby serve <name>`` (a killed one not yet reaped
+    is a zombie without a command line)."""
+    import psutil
+
+    found = []
+    for child in psutil.Process(pid).children():
+        with contextlib.suppress(psutil.ZombieProcess, psutil.NoSuchProcess):
+            if child.cmdline()[-2:] == ["serve", name]:
+                found.append(child.pid)
+    return found
+
+
+def test_layby_up_restarts_a_service_killed_under_it(tmp_path: Path) -> None:
+    """kill -9 of a service under `layby up`: it is started again and the door becomes ready again."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAYBY_")}
+    port = free_port()
+    env.update(LAYBY_DATA_DIR=str(tmp_path / "data"), LAYBY_HTTP_PORT=str(port), LAYBY_LOG_LEVEL="warning")
+    up, _token = start_up(env)
+    try:
+        [victim] = _service(up.pid, "door")
+        os.kill(victim, signal.SIGKILL)
+        _until(lambda: _service(up.pid, "door") not in ([], [victim]), "the door was never restarted")
+        _until(lambda: _ready(f"http://127.0.0.1:{port}"), "the door never became ready again")
+        assert up.poll() is None
+    finally:
+        stop_up(up)
+    assert up.returncode == 0

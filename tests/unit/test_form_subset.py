@@ -61,3 +61,40 @@ def test_scalar_properties_with_extra_constraints_are_in_the_subset() -> None:
             "required": ["a", "d"],
         }
     )
+
+
+def test_a_property_without_a_scalar_type_is_refused_with_the_whole_rule() -> None:
+    """docs/asking.md#channel-form-subset: the refusal lists the scalar types and what cannot be rendered."""
+    with pytest.raises(BadInput) as err:
+        check_form_subset(prop(type="object"))
+    assert err.value.message == (
+        "schema.properties.x: a channel form property must have a scalar type (string, boolean, "
+        "integer, number); nested objects, arrays, anyOf/oneOf/$ref and a missing type cannot be rendered"
+    )
+
+
+def test_subset_errors_come_property_by_property_then_required() -> None:
+    """docs/asking.md#channel-form-subset: properties in order (type, then enum), then ``required``."""
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {"a": {"type": "integer", "enum": [1]}, "b": {"type": "array"}},
+        "required": ["ghost"],
+    }
+    with pytest.raises(BadInput) as err:
+        check_form_subset(schema)
+    assert err.value.field == "schema.properties.a.enum"
+    schema["properties"]["a"] = {"type": "integer"}
+    with pytest.raises(BadInput) as err:
+        check_form_subset(schema)
+    assert err.value.field == "schema.properties.b"
+    schema["properties"]["b"] = {"type": "string"}
+    with pytest.raises(BadInput) as err:
+        check_form_subset(schema)
+    assert err.value.field == "schema.required"
+
+
+def test_enum_on_a_non_string_is_refused_before_its_list_is_looked_at() -> None:
+    """docs/asking.md#channel-form-subset: an enum on a non-string is refused before its list is looked at."""
+    with pytest.raises(BadInput) as err:
+        check_form_subset(prop(type="number", enum="nope"))
+    assert err.value.message == "schema.properties.x: enum is allowed only on string properties"

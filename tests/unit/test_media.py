@@ -150,3 +150,115 @@ def test_sniffing_knows_the_four_image_types() -> None:
     assert sniff_image(b"GIF89a...") == "image/gif"
     assert sniff_image(b"RIFF\x00\x00\x00\x00WEBPVP8 ") == "image/webp"
     assert sniff_image(b"<svg>") is None
+
+
+LINK = {"kind": "link", "url": "https://x.example/"}
+
+
+@pytest.mark.parametrize(
+    ("media", "message", "field"),
+    [
+        ("x", "media must be a list of media items", "media"),
+        ([], "media must be a non-empty list when present", "media"),
+        ([LINK] * (MEDIA_MAX_ITEMS + 1), f"media has 51 items; the limit is {MEDIA_MAX_ITEMS}", "media"),
+        ([3], "media[0] must be a MediaItem or a dict", "media[0]"),
+        ([{**LINK, "size": 1}], "media[0] has an unknown field 'size'", "media[0].size"),
+        (
+            [{**LINK, "kind": "gif"}],
+            "media[0].kind must be one of image, document, video, audio, link",
+            "media[0].kind",
+        ),
+        ([{**LINK, "url": " "}], "media[0].url must be a non-blank string", "media[0].url"),
+        ([{**LINK, "url": None}], "media[0].url must be a non-blank string", "media[0].url"),
+        (
+            [{**LINK, "url": "https://x.example/a\tb"}],
+            "media[0].url must be a single line with no spaces or control characters",
+            "media[0].url",
+        ),
+        (
+            [{"kind": "video", "url": PNG_URI}],
+            "media[0].url: a data: URI is accepted on an image only",
+            "media[0].url",
+        ),
+        (
+            [{"kind": "link", "url": SERVED}],
+            "media[0].url must be an absolute URL or /api/interactions/media/<id> (file kinds only)",
+            "media[0].url",
+        ),
+        (
+            [{"kind": "image", "url": "/elsewhere"}],
+            "media[0].url must be an absolute URL or /api/interactions/media/<id> (file kinds only)",
+            "media[0].url",
+        ),
+        (
+            [{"kind": "link", "url": "ftp://x.example/"}],
+            "media[0].url must be an absolute http or https URL",
+            "media[0].url",
+        ),
+        (
+            [{"kind": "image", "url": "http://x.example/a"}],
+            "media[0].url must be an absolute https URL",
+            "media[0].url",
+        ),
+        (
+            [{"kind": "image", "url": "http://x.example/api/interactions/media/" + "a" * 43}],
+            "media[0].url must be an absolute https URL",
+            "media[0].url",
+        ),
+        (
+            [{**LINK, "caption": 3}],
+            f"media[0].caption must be non-blank text of at most {MEDIA_CAPTION_MAX_CHARS} characters",
+            "media[0].caption",
+        ),
+        ([{**LINK, "filename": "a.txt"}], "media[0].filename is only for a document", "media[0].filename"),
+        (
+            [{"kind": "document", "url": SERVED, "filename": "a\nb"}],
+            "media[0].filename must be a plain file name of at most 255 characters",
+            "media[0].filename",
+        ),
+        (
+            [{"kind": "document", "url": SERVED, "filename": "a\\b"}],
+            "media[0].filename must be a plain file name of at most 255 characters",
+            "media[0].filename",
+        ),
+        (
+            [{"kind": "document", "url": SERVED, "filename": "f" * 256}],
+            "media[0].filename must be a plain file name of at most 255 characters",
+            "media[0].filename",
+        ),
+    ],
+)
+def test_each_media_rule_has_its_exact_message_and_field(media: Any, message: str, field: str) -> None:
+    """docs/asking.md#media: every media refusal says what is wrong and names the item's field."""
+    error = refused(media)
+    assert (error.message, error.field) == (message, field)
+
+
+def test_a_document_file_name_may_contain_spaces() -> None:
+    """docs/asking.md#media: a plain file name may have spaces, but no other whitespace or slashes."""
+    items = validate_media([{"kind": "document", "url": SERVED, "filename": "my spec.pdf"}])
+    assert items is not None and items[0].filename == "my spec.pdf"
+
+
+def test_media_errors_come_list_first_then_item_by_item_kind_url_caption_filename() -> None:
+    """docs/asking.md#media: the list and every item's shape first, then the total budget, then each
+    item in turn: kind, url, caption, filename."""
+    bad_kind = {"kind": "gif", "url": " ", "caption": " ", "filename": "x"}
+    assert refused([bad_kind, "not an item"]).field == "media[1]"
+    assert refused([bad_kind, {**LINK, "size": 1}]).field == "media[1].size"
+    assert refused([bad_kind, LINK]).field == "media[0].kind"
+    assert refused([{**bad_kind, "kind": "image"}]).field == "media[0].url"
+    assert refused([{**LINK, "caption": " ", "filename": "x"}]).field == "media[0].caption"
+    assert refused([LINK, {**LINK, "filename": "x"}]).field == "media[1].filename"
+    image = {"kind": "image", "url": "data:image/png;base64," + "A" * (MEDIA_DATA_URI_MAX_CHARS - 22)}
+    link = {"kind": "link", "url": "https://x.example/" + "a" * 8}
+    assert refused([bad_kind, image, image, link]).field == "media"
+
+
+def test_media_items_come_back_as_media_items_in_order() -> None:
+    """docs/asking.md#media: a valid list is returned as MediaItems, data: images still inline."""
+    assert validate_media(None) is None
+    assert validate_media(({"kind": "image", "url": PNG_URI, "caption": "c"}, LINK)) == [
+        MediaItem(kind="image", url=PNG_URI, caption="c"),
+        MediaItem(kind="link", url="https://x.example/"),
+    ]

@@ -515,8 +515,30 @@ class Worker:
         if cont.generation:
             faults.hit("worker.after_flow")
         deliveries = msg.metadata.num_delivered
-        reply: RunAccepted | LaybyError | None = None
-        ended = False
+        outcome, reply = await self._record_park_or_end(client, cont, ctx, outcome)
+        if isinstance(outcome, Raised):
+            reply = await self._retry_or_fail(msg, client, cont, outcome, deliveries)
+            if reply is None:
+                return  # redelivered later
+        assert reply is not None
+        if isinstance(reply, LaybyError):
+            if not await self._settle_refused(msg, client, cont, ctx, reply):
+                return  # left to another worker
+        else:
+            if not isinstance(outcome, Parked):
+                # The run ended (finished or failed): asks it did not park on would linger.
+                await self._prune_strays(client, ctx)
+            _log_recorded(cont, ctx, outcome)
+        if cont.generation:
+            faults.hit("worker.before_ack")
+        await msg.ack()
+
+    async def _record_park_or_end(
+        self, client: Client, cont: Continuation, ctx: RunContext, outcome: Outcome
+    ) -> tuple[Outcome, RunAccepted | LaybyError | None]:
+        """Record a parked or finished execution; one the ask service refuses as bad input
+        becomes a final ``Raised`` (the same flow parks or ends the same way every time: retrying
+        cannot help). A raised outcome is returned as it is, nothing recorded yet."""
         if isinstance(outcome, Parked):
             reply = await client.run_command(
                 ParkRun(
@@ -529,9 +551,9 @@ class Worker:
                 )
             )
             if isinstance(reply, BadInput):
-                # The same flow parks the same way every time: retrying cannot help.
-                outcome, reply = Raised(f"the park was refused: {reply.message}", final=True), None
-        elif isinstance(outcome, Finished):
+                return Raised(f"the park was refused: {reply.message}", final=True), None
+            return outcome, reply
+        if isinstance(outcome, Finished):
             reply = await client.run_command(
                 EndRun(
                     token=client.token,
@@ -542,85 +564,82 @@ class Worker:
                     resume_id=cont.resume_id,
                 )
             )
-            ended = True
             if isinstance(reply, BadInput):
-                outcome, reply, ended = (
-                    Raised(f"the flow's result was refused: {reply.message}", final=True),
-                    None,
-                    False,
-                )
-        if isinstance(outcome, Raised):
-            if outcome.transient:
-                # Layby itself was unavailable: not the flow's fault, never counted against it.
-                log.warning("worker.platform_unavailable", run_id=cont.run_id, error=outcome.error)
-                await msg.nak(delay=_backoff(min(deliveries, 6)))
-                return
-            if not outcome.final and deliveries < self._settings.continuation_max_attempts:
-                delay = _backoff(deliveries)
-                log.warning(
-                    "worker.flow_raised",
-                    run_id=cont.run_id,
-                    resume_id=cont.resume_id,
-                    attempt=deliveries,
-                    retry_in=delay,
-                    error=outcome.error,
-                )
-                await msg.nak(delay=delay)
-                return
-            reply = await client.run_command(
-                EndRun(
-                    token=client.token,
-                    run_id=cont.run_id,
-                    generation=cont.generation,
-                    outcome="failed",
-                    error=outcome.error,
-                    attempts=deliveries,
-                    resume_id=cont.resume_id,
-                )
-            )
-            ended = True
-            log.error(
-                "run.failed",
-                flow=cont.flow,
+                return Raised(f"the flow's result was refused: {reply.message}", final=True), None
+            return outcome, reply
+        return outcome, None
+
+    async def _retry_or_fail(
+        self, msg: Msg, client: Client, cont: Continuation, outcome: Raised, deliveries: int
+    ) -> RunAccepted | LaybyError | None:
+        """Redeliver a raised execution later (None), or, at its last attempt or when retrying
+        cannot help, record the run as failed (the ask service's reply)."""
+        if outcome.transient:
+            # Layby itself was unavailable: not the flow's fault, never counted against it.
+            log.warning("worker.platform_unavailable", run_id=cont.run_id, error=outcome.error)
+            await msg.nak(delay=_backoff(min(deliveries, 6)))
+            return None
+        if not outcome.final and deliveries < self._settings.continuation_max_attempts:
+            delay = _backoff(deliveries)
+            log.warning(
+                "worker.flow_raised",
                 run_id=cont.run_id,
                 resume_id=cont.resume_id,
-                attempts=deliveries,
+                attempt=deliveries,
+                retry_in=delay,
                 error=outcome.error,
             )
-        assert reply is not None
-        if isinstance(reply, LaybyError):
-            if isinstance(reply, Conflict):
-                # Another execution of this resume recorded its outcome first; its asks are ours
-                # too (the same ids), so nothing is pruned here.
-                log.debug("worker.superseded", run_id=cont.run_id, resume_id=cont.resume_id)
-            elif isinstance(reply, RunCancelledError):
-                # Cancelled while it ran: its park or end is not recorded; its stray asks go.
-                log.debug("run.cancelled", run_id=cont.run_id, flow=cont.flow, resume_id=cont.resume_id)
-                await self._prune_strays(client, ctx)
-            elif isinstance(reply, Transient):
-                raise reply
-            else:
-                # This worker's token may not act for the run's identity (or the outcome was
-                # refused outright): never drop the continuation, leave it to another worker.
-                log.error(
-                    "worker.outcome_refused",
-                    run_id=cont.run_id,
-                    identity=cont.identity,
-                    kind=reply.kind,
-                    error=reply.message,
-                )
-                await msg.nak(delay=self._settings.continuation_ack_wait_seconds)
-                return
-        elif ended:
+            await msg.nak(delay=delay)
+            return None
+        reply = await client.run_command(
+            EndRun(
+                token=client.token,
+                run_id=cont.run_id,
+                generation=cont.generation,
+                outcome="failed",
+                error=outcome.error,
+                attempts=deliveries,
+                resume_id=cont.resume_id,
+            )
+        )
+        log.error(
+            "run.failed",
+            flow=cont.flow,
+            run_id=cont.run_id,
+            resume_id=cont.resume_id,
+            attempts=deliveries,
+            error=outcome.error,
+        )
+        return reply
+
+    async def _settle_refused(
+        self, msg: Msg, client: Client, cont: Continuation, ctx: RunContext, reply: LaybyError
+    ) -> bool:
+        """The ask service did not record the outcome: True when the continuation is done with
+        (acked next), False when it was left to another worker; raises when Layby is unavailable."""
+        if isinstance(reply, Conflict):
+            # Another execution of this resume recorded its outcome first; its asks are ours
+            # too (the same ids), so nothing is pruned here.
+            log.debug("worker.superseded", run_id=cont.run_id, resume_id=cont.resume_id)
+            return True
+        if isinstance(reply, RunCancelledError):
+            # Cancelled while it ran: its park or end is not recorded; its stray asks go.
+            log.debug("run.cancelled", run_id=cont.run_id, flow=cont.flow, resume_id=cont.resume_id)
             await self._prune_strays(client, ctx)
-        if isinstance(reply, RunAccepted):
-            if isinstance(outcome, Parked):
-                log.debug("run.parked", run_id=cont.run_id, flow=cont.flow, asks=len(ctx.parked))
-            elif isinstance(outcome, Finished):
-                log.debug("run.finished", run_id=cont.run_id, flow=cont.flow, generation=cont.generation)
-        if cont.generation:
-            faults.hit("worker.before_ack")
-        await msg.ack()
+            return True
+        if isinstance(reply, Transient):
+            raise reply
+        # This worker's token may not act for the run's identity (or the outcome was
+        # refused outright): never drop the continuation, leave it to another worker.
+        log.error(
+            "worker.outcome_refused",
+            run_id=cont.run_id,
+            identity=cont.identity,
+            kind=reply.kind,
+            error=reply.message,
+        )
+        await msg.nak(delay=self._settings.continuation_ack_wait_seconds)
+        return False
 
     async def _prune_strays(self, client: Client, ctx: RunContext) -> None:
         """Asks recorded by an execution that did not park on them would linger: prune them."""
@@ -639,6 +658,14 @@ class Worker:
             await asyncio.sleep(every)
             with contextlib.suppress(nats.errors.Error, nats.js.errors.Error):
                 await msg.in_progress()
+
+
+def _log_recorded(cont: Continuation, ctx: RunContext, outcome: Outcome) -> None:
+    """The debug line of a recorded park or finish (a failure has its own error line)."""
+    if isinstance(outcome, Parked):
+        log.debug("run.parked", run_id=cont.run_id, flow=cont.flow, asks=len(ctx.parked))
+    elif isinstance(outcome, Finished):
+        log.debug("run.finished", run_id=cont.run_id, flow=cont.flow, generation=cont.generation)
 
 
 def _require_worker_commands(reply: Refused) -> None:

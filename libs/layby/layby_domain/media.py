@@ -154,13 +154,21 @@ def _coerce(item: object, index: int) -> dict[str, Any]:
     return {k: item.get(k) for k in _FIELDS}
 
 
-# Complexity E, on purpose: one rule per media kind and field, flat, in the order the errors must
-# be reported (docs/asking.md#media).
 def validate_media(media: object) -> list[MediaItem] | None:
     """Validate a question's media (docs/asking.md#media); ``data:`` images stay inline here (the ask
-    service stores them and swaps in served references). Caps are checked on the raw list."""
+    service stores them and swaps in served references). Caps are checked on the raw list.
+
+    The errors come in this order: the list (its shape, its count, every item's fields, the total
+    of its urls), then each item in turn: kind, url, caption, filename."""
     if media is None:
         return None
+    items = _check_list(media)
+    return [_check_item(f"media[{index}]", item) for index, item in enumerate(items)]
+
+
+def _check_list(media: object) -> list[dict[str, Any]]:
+    """A non-empty list of at most ``MEDIA_MAX_ITEMS`` items whose urls together stay within
+    ``MEDIA_TOTAL_URI_CHARS``, checked before any item is looked at closer (or any image decoded)."""
     if not isinstance(media, list | tuple):
         raise BadInput("media must be a list of media items", field="media")
     if not media:
@@ -173,52 +181,62 @@ def validate_media(media: object) -> list[MediaItem] | None:
         raise BadInput(
             f"media urls total {total} characters; the limit is {MEDIA_TOTAL_URI_CHARS}", field="media"
         )
-    out: list[MediaItem] = []
-    for index, it in enumerate(items):
-        where = f"media[{index}]"
-        kind, url, caption, filename = it["kind"], it["url"], it["caption"], it["filename"]
-        if kind not in KINDS:
-            raise BadInput(f"{where}.kind must be one of {', '.join(KINDS)}", field=f"{where}.kind")
-        field = f"{where}.url"
-        if not isinstance(url, str) or not url.strip():
-            raise BadInput(f"{field} must be a non-blank string", field=field)
-        if not _single_line(url):
-            raise BadInput(f"{field} must be a single line with no spaces or control characters", field=field)
-        if url.startswith("data:"):
-            if kind != "image":
-                raise BadInput(f"{field}: a data: URI is accepted on an image only", field=field)
-            decode_data_image(url, field)
-        elif url.startswith("/"):
-            if kind == "link" or not _SERVED_RE.match(url):
-                raise BadInput(
-                    f"{field} must be an absolute URL or {MEDIA_ROUTE_PREFIX}<id> (file kinds only)",
-                    field=field,
-                )
-        elif kind == "link":
-            _check_remote(url, field, ("http", "https"))
-        elif not _served_absolute(url):
-            _check_remote(url, field, ("https",))
-        if caption is not None and (
-            not isinstance(caption, str) or not caption.strip() or len(caption) > MEDIA_CAPTION_MAX_CHARS
-        ):
+    return items
+
+
+def _check_item(where: str, item: dict[str, Any]) -> MediaItem:
+    kind, url, caption, filename = item["kind"], item["url"], item["caption"], item["filename"]
+    if kind not in KINDS:
+        raise BadInput(f"{where}.kind must be one of {', '.join(KINDS)}", field=f"{where}.kind")
+    _check_url(kind, url, f"{where}.url")
+    if caption is not None:
+        _check_caption(caption, f"{where}.caption")
+    if filename is not None:
+        _check_filename(kind, filename, f"{where}.filename")
+    return MediaItem(kind=kind, url=url, caption=caption, filename=filename)
+
+
+def _check_url(kind: str, url: object, field: str) -> None:
+    """One line of text whose form decides its rules (docs/asking.md#media-urls): an inline
+    ``data:`` image, a served ``/api/interactions/media/<id>`` path (file kinds), an http(s) link,
+    or an https file URL (or an absolute served one)."""
+    if not isinstance(url, str) or not url.strip():
+        raise BadInput(f"{field} must be a non-blank string", field=field)
+    if not _single_line(url):
+        raise BadInput(f"{field} must be a single line with no spaces or control characters", field=field)
+    if url.startswith("data:"):
+        if kind != "image":
+            raise BadInput(f"{field}: a data: URI is accepted on an image only", field=field)
+        decode_data_image(url, field)
+    elif url.startswith("/"):
+        if kind == "link" or not _SERVED_RE.match(url):
             raise BadInput(
-                f"{where}.caption must be non-blank text of at most {MEDIA_CAPTION_MAX_CHARS} characters",
-                field=f"{where}.caption",
+                f"{field} must be an absolute URL or {MEDIA_ROUTE_PREFIX}<id> (file kinds only)", field=field
             )
-        if filename is not None:
-            if kind != "document":
-                raise BadInput(f"{where}.filename is only for a document", field=f"{where}.filename")
-            if (
-                not isinstance(filename, str)
-                or not filename.strip()
-                or len(filename) > MEDIA_FILENAME_MAX_CHARS
-                or not _single_line(filename.replace(" ", "_"))
-                or any(c in filename for c in "/\\")
-            ):
-                raise BadInput(
-                    f"{where}.filename must be a plain file name of at most "
-                    f"{MEDIA_FILENAME_MAX_CHARS} characters",
-                    field=f"{where}.filename",
-                )
-        out.append(MediaItem(kind=kind, url=url, caption=caption, filename=filename))
-    return out
+    elif kind == "link":
+        _check_remote(url, field, ("http", "https"))
+    elif not _served_absolute(url):
+        _check_remote(url, field, ("https",))
+
+
+def _check_caption(caption: object, field: str) -> None:
+    if not isinstance(caption, str) or not caption.strip() or len(caption) > MEDIA_CAPTION_MAX_CHARS:
+        raise BadInput(
+            f"{field} must be non-blank text of at most {MEDIA_CAPTION_MAX_CHARS} characters", field=field
+        )
+
+
+def _check_filename(kind: str, filename: object, field: str) -> None:
+    """Only a document has a file name: one plain name (spaces allowed, no slashes)."""
+    if kind != "document":
+        raise BadInput(f"{field} is only for a document", field=field)
+    if (
+        not isinstance(filename, str)
+        or not filename.strip()
+        or len(filename) > MEDIA_FILENAME_MAX_CHARS
+        or not _single_line(filename.replace(" ", "_"))
+        or any(c in filename for c in "/\\")
+    ):
+        raise BadInput(
+            f"{field} must be a plain file name of at most {MEDIA_FILENAME_MAX_CHARS} characters", field=field
+        )

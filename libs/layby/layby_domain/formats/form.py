@@ -117,117 +117,146 @@ def _prop_validator(schema: dict[str, Any], prop: Any) -> jsonschema.Draft202012
     return jsonschema.Draft202012Validator(sub)
 
 
-# Complexity F, on purpose: the per-send data and pages rules, each naming its field, in the order
-# the errors must be reported; a split would hide that order.
+def _not_a_property(name: object, where: str) -> BadInput:
+    return BadInput(f"{where}: {name!r} is not a property of the schema", field=where)
+
+
+def _first_error(validator: jsonschema.Draft202012Validator, instance: object) -> str | None:
+    """The message of the most relevant error of ``instance``, or None when it is valid."""
+    import jsonschema  # only form questions pay for loading it
+
+    error = jsonschema.exceptions.best_match(validator.iter_errors(instance))
+    return None if error is None else error.message
+
+
 def check_form_extras(schema: dict[str, Any], data: object, pages: object) -> dict[str, Any]:
     """Per-send ``data`` (``values`` prefill, ``options`` choices) and ``pages``
     (docs/asking.md#per-send-form-data-and-pages);
-    every error names the field. Returns the keys to add to the form's format payload."""
-    import jsonschema  # only form questions pay for loading it
+    every error names the field. Returns the keys to add to the form's format payload.
 
+    The errors come in this order: ``data`` (its keys, then ``values``, then ``options``), then
+    ``pages``; each rule below raises the first fault it finds, in the order it walks the input."""
     props = schema.get("properties")
     props = props if isinstance(props, dict) else {}
     extra: dict[str, Any] = {}
     if data is not None:
-        if not isinstance(data, dict):
-            raise BadInput("data must be an object with 'values' and/or 'options'", field="data")
-        for key in data:
-            if key not in ("values", "options"):
-                raise BadInput(f"data has an unknown key {key!r} (values, options)", field=f"data.{key}")
-        values = data.get("values")
-        if values is not None:
-            if not isinstance(values, dict):
-                raise BadInput("data.values must be an object keyed by property name", field="data.values")
-            for name, value in values.items():
-                where = f"data.values.{name}"
-                if name not in props:
-                    raise BadInput(f"{where}: {name!r} is not a property of the schema", field=where)
-                error = jsonschema.exceptions.best_match(
-                    _prop_validator(schema, props[name]).iter_errors(value)
-                )
-                if error is not None:
-                    raise BadInput(
-                        f"{where} does not match its property's schema: {error.message}", field=where
-                    )
-        options = data.get("options")
-        if options is not None:
-            if not isinstance(options, dict):
-                raise BadInput("data.options must be an object keyed by property name", field="data.options")
-            for name, choices in options.items():
-                where = f"data.options.{name}"
-                if name not in props:
-                    raise BadInput(f"{where}: {name!r} is not a property of the schema", field=where)
-                prop = props[name] if isinstance(props[name], dict) else {}
-                if prop.get("type") != "string":
-                    raise BadInput(f"{where}: options are only for string properties", field=where)
-                if not isinstance(choices, list) or not choices:
-                    raise BadInput(f"{where} must be a non-empty list of {{value, label?}}", field=where)
-                loose = _prop_validator(schema, {k: v for k, v in prop.items() if k != "enum"})
-                for i, choice in enumerate(choices):
-                    at = f"{where}[{i}]"
-                    if (
-                        not isinstance(choice, dict)
-                        or set(choice) - {"value", "label"}
-                        or "value" not in choice
-                    ):
-                        raise BadInput(f"{at} must be {{value, label?}}", field=at)
-                    if not isinstance(choice["value"], str):
-                        raise BadInput(f"{at}.value must be a string", field=f"{at}.value")
-                    error = jsonschema.exceptions.best_match(loose.iter_errors(choice["value"]))
-                    if error is not None:
-                        raise BadInput(
-                            f"{at}.value does not match its property's schema: {error.message}",
-                            field=f"{at}.value",
-                        )
-                    label = choice.get("label")
-                    if label is not None and (not isinstance(label, str) or not label.strip()):
-                        raise BadInput(f"{at}.label must be non-blank text", field=f"{at}.label")
+        _check_data(schema, props, data)
         extra["data"] = data
     if pages is not None:
-        if not isinstance(pages, list) or not pages:
-            raise BadInput("pages must be a non-empty list of {title, fields}", field="pages")
-        seen: dict[str, str] = {}
-        for i, page in enumerate(pages):
-            at = f"pages[{i}]"
-            if not isinstance(page, dict) or set(page) - {"title", "fields"}:
-                raise BadInput(f"{at} must be {{title, fields}}", field=at)
-            title = page.get("title")
-            if not isinstance(title, str) or not title.strip() or len(title) > PAGE_TITLE_MAX_CHARS:
-                raise BadInput(
-                    f"{at}.title must be non-blank text of at most {PAGE_TITLE_MAX_CHARS} characters",
-                    field=f"{at}.title",
-                )
-            fields = page.get("fields")
-            if not isinstance(fields, list) or not fields:
-                raise BadInput(
-                    f"{at}.fields must be a non-empty list of property names", field=f"{at}.fields"
-                )
-            for j, name in enumerate(fields):
-                where = f"{at}.fields[{j}]"
-                if not isinstance(name, str) or name not in props:
-                    raise BadInput(f"{where}: {name!r} is not a property of the schema", field=where)
-                if name in seen:
-                    raise BadInput(f"{where}: {name!r} repeats (already on {seen[name]})", field=where)
-                seen[name] = at
-        missing = [name for name in props if name not in seen]
-        if missing:
-            raise BadInput(
-                f"pages miss the field {missing[0]!r}: every property appears exactly once", field="pages"
-            )
+        _check_pages(props, pages)
         extra["pages"] = pages
     return extra
+
+
+def _check_data(schema: dict[str, Any], props: dict[Any, Any], data: object) -> None:
+    """``data`` is an object with only ``values`` and/or ``options``."""
+    if not isinstance(data, dict):
+        raise BadInput("data must be an object with 'values' and/or 'options'", field="data")
+    for key in data:
+        if key not in ("values", "options"):
+            raise BadInput(f"data has an unknown key {key!r} (values, options)", field=f"data.{key}")
+    values = data.get("values")
+    if values is not None:
+        _check_prefill(schema, props, values)
+    options = data.get("options")
+    if options is not None:
+        _check_per_send_options(schema, props, options)
+
+
+def _check_prefill(schema: dict[str, Any], props: dict[Any, Any], values: object) -> None:
+    """``data.values``: each name is a property and each value satisfies that property's schema."""
+    if not isinstance(values, dict):
+        raise BadInput("data.values must be an object keyed by property name", field="data.values")
+    for name, value in values.items():
+        where = f"data.values.{name}"
+        if name not in props:
+            raise _not_a_property(name, where)
+        error = _first_error(_prop_validator(schema, props[name]), value)
+        if error is not None:
+            raise BadInput(f"{where} does not match its property's schema: {error}", field=where)
+
+
+def _check_per_send_options(schema: dict[str, Any], props: dict[Any, Any], options: object) -> None:
+    """``data.options``: for a string property only, a non-empty list of ``{value, label?}``."""
+    if not isinstance(options, dict):
+        raise BadInput("data.options must be an object keyed by property name", field="data.options")
+    for name, choices in options.items():
+        where = f"data.options.{name}"
+        if name not in props:
+            raise _not_a_property(name, where)
+        prop = props[name] if isinstance(props[name], dict) else {}
+        if prop.get("type") != "string":
+            raise BadInput(f"{where}: options are only for string properties", field=where)
+        if not isinstance(choices, list) or not choices:
+            raise BadInput(f"{where} must be a non-empty list of {{value, label?}}", field=where)
+        # A per-send choice replaces the enum (the effective schema), so it is not held to it.
+        loose = _prop_validator(schema, {k: v for k, v in prop.items() if k != "enum"})
+        for i, choice in enumerate(choices):
+            _check_choice(loose, choice, f"{where}[{i}]")
+
+
+def _check_choice(loose: jsonschema.Draft202012Validator, choice: object, at: str) -> None:
+    """One choice: a string ``value`` that fits the property apart from its enum, and an optional
+    non-blank ``label``."""
+    if not isinstance(choice, dict) or set(choice) - {"value", "label"} or "value" not in choice:
+        raise BadInput(f"{at} must be {{value, label?}}", field=at)
+    if not isinstance(choice["value"], str):
+        raise BadInput(f"{at}.value must be a string", field=f"{at}.value")
+    error = _first_error(loose, choice["value"])
+    if error is not None:
+        raise BadInput(f"{at}.value does not match its property's schema: {error}", field=f"{at}.value")
+    label = choice.get("label")
+    if label is not None and (not isinstance(label, str) or not label.strip()):
+        raise BadInput(f"{at}.label must be non-blank text", field=f"{at}.label")
+
+
+def _check_pages(props: dict[Any, Any], pages: object) -> None:
+    """``pages``: a non-empty list of pages on which every property appears exactly once."""
+    if not isinstance(pages, list) or not pages:
+        raise BadInput("pages must be a non-empty list of {title, fields}", field="pages")
+    seen: dict[str, str] = {}  # property name -> the page it is on
+    for i, page in enumerate(pages):
+        _check_page(props, page, f"pages[{i}]", seen)
+    missing = [name for name in props if name not in seen]
+    if missing:
+        raise BadInput(
+            f"pages miss the field {missing[0]!r}: every property appears exactly once", field="pages"
+        )
+
+
+def _check_page(props: dict[Any, Any], page: object, at: str, seen: dict[str, str]) -> None:
+    """One page: ``{title, fields}``, a short non-blank title, and names of properties not yet on
+    a page (recorded in ``seen``)."""
+    if not isinstance(page, dict) or set(page) - {"title", "fields"}:
+        raise BadInput(f"{at} must be {{title, fields}}", field=at)
+    title = page.get("title")
+    if not isinstance(title, str) or not title.strip() or len(title) > PAGE_TITLE_MAX_CHARS:
+        raise BadInput(
+            f"{at}.title must be non-blank text of at most {PAGE_TITLE_MAX_CHARS} characters",
+            field=f"{at}.title",
+        )
+    fields = page.get("fields")
+    if not isinstance(fields, list) or not fields:
+        raise BadInput(f"{at}.fields must be a non-empty list of property names", field=f"{at}.fields")
+    for j, name in enumerate(fields):
+        where = f"{at}.fields[{j}]"
+        if not isinstance(name, str) or name not in props:
+            raise _not_a_property(name, where)
+        if name in seen:
+            raise BadInput(f"{where}: {name!r} repeats (already on {seen[name]})", field=where)
+        seen[name] = at
 
 
 SCALAR_TYPES = ("string", "boolean", "integer", "number")
 
 
-# Complexity D, on purpose: one branch per JSON-schema keyword of the renderable subset.
 def check_form_subset(schema: object) -> None:
     """The renderable subset of a channel form (docs/asking.md#channel-form-subset); raises naming the
     property or rule.
 
     The callback form page renders exactly this subset; extra constraint keywords next to a
-    scalar ``type`` are not rendered but are enforced when the answer is validated.
+    scalar ``type`` are not rendered but are enforced when the answer is validated. The errors come
+    in this order: the root, each property in turn (its type, then its enum), then ``required``.
     """
     if not isinstance(schema, dict) or schema.get("type") != "object":
         raise BadInput('a channel form schema must have {"type": "object"} at its root', field="schema")
@@ -235,31 +264,42 @@ def check_form_subset(schema: object) -> None:
     if not isinstance(props, dict) or not props:
         raise BadInput("a channel form schema needs a non-empty properties map", field="schema.properties")
     for name, prop in props.items():
-        where = f"schema.properties.{name}"
-        kind = prop.get("type") if isinstance(prop, dict) else None
-        if not isinstance(kind, str) or kind not in SCALAR_TYPES:
-            raise BadInput(
-                f"{where}: a channel form property must have a scalar type "
-                f"({', '.join(SCALAR_TYPES)}); nested objects, arrays, anyOf/oneOf/$ref and a missing "
-                "type cannot be rendered",
-                field=where,
-            )
-        if "enum" in prop:
-            enum = prop["enum"]
-            if kind != "string":
-                raise BadInput(f"{where}: enum is allowed only on string properties", field=f"{where}.enum")
-            if not isinstance(enum, list) or not enum or not all(isinstance(v, str) for v in enum):
-                raise BadInput(f"{where}: enum must be a non-empty list of strings", field=f"{where}.enum")
+        _check_renderable_property(f"schema.properties.{name}", prop)
     required = schema.get("required")
     if required is not None:
-        if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
-            raise BadInput("schema.required must be a list of property names", field="schema.required")
-        for name in required:
-            if name not in props:
-                raise BadInput(
-                    f"schema.required names {name!r}, which is not a declared property",
-                    field="schema.required",
-                )
+        _check_required_names(required, props)
+
+
+def _check_renderable_property(where: str, prop: object) -> None:
+    """A scalar ``type``; an ``enum`` only on a string, as a non-empty list of strings."""
+    keywords = prop if isinstance(prop, dict) else {}
+    kind = keywords.get("type")
+    if not isinstance(kind, str) or kind not in SCALAR_TYPES:
+        raise BadInput(
+            f"{where}: a channel form property must have a scalar type "
+            f"({', '.join(SCALAR_TYPES)}); nested objects, arrays, anyOf/oneOf/$ref and a missing "
+            "type cannot be rendered",
+            field=where,
+        )
+    if "enum" not in keywords:
+        return
+    enum = keywords["enum"]
+    if kind != "string":
+        raise BadInput(f"{where}: enum is allowed only on string properties", field=f"{where}.enum")
+    if not isinstance(enum, list) or not enum or not all(isinstance(v, str) for v in enum):
+        raise BadInput(f"{where}: enum must be a non-empty list of strings", field=f"{where}.enum")
+
+
+def _check_required_names(required: object, props: dict[Any, Any]) -> None:
+    """``required``: a list naming only declared properties."""
+    if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
+        raise BadInput("schema.required must be a list of property names", field="schema.required")
+    for name in required:
+        if name not in props:
+            raise BadInput(
+                f"schema.required names {name!r}, which is not a declared property",
+                field="schema.required",
+            )
 
 
 def effective_schema(format_payload: dict[str, Any]) -> dict[str, Any]:
