@@ -133,3 +133,9 @@ def test_controls_are_numbered_by_schema_order_across_pages() -> None:
         "data-kind=string></fieldset><fieldset><legend>A</legend><label for=f0>a</label>"
         '<input type=text id=f0 name="a" data-kind=string></fieldset>'
     ) in html
+
+
+def test_null_per_send_options_fall_back_to_the_enum() -> None:
+    """``data.options: null`` offers no per-send choices: the field's enum is offered (it crashed)."""
+    props = {"tier": {"type": "string", "enum": ["gold"]}}
+    assert controls(props, data={"options": None}) == controls(props)

@@ -128,7 +128,7 @@ def _text(field: _Field) -> str:
 
 def _select(field: _Field) -> str:
     """The per-send ``data.options`` (with their labels), else the enum; a blank first choice."""
-    labelled = (field.payload.get("data") or {}).get("options", {}).get(field.name)
+    labelled = ((field.payload.get("data") or {}).get("options") or {}).get(field.name)
     choices = (
         [(c["value"], c.get("label") or c["value"]) for c in labelled]
         if labelled
