@@ -7,7 +7,8 @@ import contextlib
 from collections.abc import AsyncIterator
 
 import msgspec
-from litestar import Litestar, Response, get
+from litestar import Litestar, Response, get, route
+from litestar.enums import HttpMethod
 from litestar.handlers import HTTPRouteHandler
 from litestar.middleware import DefineMiddleware
 
@@ -55,6 +56,22 @@ def _openapi_door() -> HTTPRouteHandler:
     return openapi_document
 
 
+def _options_door(*handlers: HTTPRouteHandler) -> HTTPRouteHandler:
+    """``OPTIONS`` for a path served by several handlers: its ``Allow`` lists all their methods.
+
+    Litestar answers ``OPTIONS`` by itself, but for a path registered by more than one handler
+    its answer lists only the first handler's methods; registered before them, this one is used
+    instead."""
+    [path] = {p for h in handlers for p in h.paths}
+    allow = ", ".join(sorted({m for h in handlers for m in h.http_methods} | {"OPTIONS"}))
+
+    @route(path, http_method=[HttpMethod.OPTIONS], status_code=204, include_in_schema=False)
+    async def options() -> Response[None]:
+        return Response(None, status_code=204, headers={"Allow": allow}, media_type="text/plain")
+
+    return options
+
+
 def create_app(settings: Settings, *, clock: Clock | None = None, run_projection: bool = True) -> Litestar:
     @contextlib.asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
@@ -98,6 +115,7 @@ def create_app(settings: Settings, *, clock: Clock | None = None, run_projection
             inbox_page,
             static_file,
             media_door,
+            _options_door(callback_post, callback_get),
             callback_post,
             callback_get,
             _openapi_door(),

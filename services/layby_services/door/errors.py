@@ -83,7 +83,11 @@ def _http(_: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]
         log.error("door.http_error", status=status, error=str(exc.detail))
         return error_response(status, "internal server error")
     messages = {404: "not found", 405: "method not allowed", 413: "payload too large"}
-    return error_response(status, messages.get(status, str(exc.detail)))
+    response = error_response(status, messages.get(status, str(exc.detail)))
+    allow = (exc.headers or {}).get("allow")
+    if status == 405 and allow:
+        response.headers["Allow"] = allow  # RFC 9110: a 405 names the methods the path allows
+    return response
 
 
 def _unexpected(_: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:

@@ -310,11 +310,12 @@ def _schemas() -> Json:
             "required": ["answer"],
             "properties": {
                 "answer": {
+                    "not": {"type": "null"},
                     "description": (
-                        "Any JSON value; the question's format decides what is accepted "
+                        "Any JSON value but null; the question's format decides what is accepted "
                         "(docs/doors/answer.md#answer-validation). An object must not carry the "
                         f"reserved key `{EXPIRY_KEY}`, and no string in it may hold a NUL character."
-                    )
+                    ),
                 }
             },
             "additionalProperties": True,
@@ -975,7 +976,9 @@ def _runs_doors() -> dict[str, Json]:
                         ),
                         "400": _error(
                             f"{PAGING_400['description']} A `status` that is not a run status: "
-                            f"`status must be one of {', '.join(RUN_STATUSES)}` (field `status`).",
+                            f"`status must be one of {', '.join(RUN_STATUSES)}` (field `status`). A "
+                            "`flow` holding a NUL character: `flow must not contain NUL characters` "
+                            "(field `flow`).",
                             field=True,
                         ),
                         "401": _ref("responses", "Unauthorized"),
@@ -992,6 +995,11 @@ def _runs_doors() -> dict[str, Json]:
                 "parameters": [FLOW],
                 "responses": _responses(
                     {
+                        "400": _error(
+                            "A `flow` holding a NUL character: `flow must not contain NUL characters` "
+                            "(field `flow`); or a request the HTTP parser cannot read.",
+                            field=True,
+                        ),
                         "200": _ok(
                             "One snapshot: the counts and the oldest question for `flow` when given; "
                             "a `user` token counts its own identity's runs only.",

@@ -66,17 +66,31 @@ class ListFilter(msgspec.Struct, frozen=True):
         return (self.q.lower() if self.q else None, self.format, self.group, self.origin)
 
 
+def parse_text(params: Any, name: str) -> str | None:
+    """A free-text query parameter: absent or empty is None; too long or holding a NUL character
+    (which PostgreSQL cannot store) is a 400 naming it."""
+    raw: str | None = params.get(name)
+    if raw is None or raw == "":
+        return None
+    if len(raw) > FILTER_MAX_CHARS:
+        raise BadInput(f"{name} must be at most {FILTER_MAX_CHARS} characters", field=name)
+    return no_nul(raw, name)
+
+
+def no_nul(raw: str, name: str) -> str:
+    """``raw``, or a 400 naming the parameter when it holds a NUL character (PostgreSQL cannot
+    store one)."""
+    if "\x00" in raw:
+        raise BadInput(f"{name} must not contain NUL characters", field=name)
+    return raw
+
+
 def parse_filter(params: Any) -> ListFilter:
     values: dict[str, str] = {}
     for name in ("q", "format", "group", "origin", "sort"):
-        raw = params.get(name)
-        if raw is None or raw == "":
-            continue
-        if len(raw) > FILTER_MAX_CHARS:
-            raise BadInput(f"{name} must be at most {FILTER_MAX_CHARS} characters", field=name)
-        if "\x00" in raw:
-            raise BadInput(f"{name} must not contain NUL characters", field=name)
-        values[name] = raw
+        raw = parse_text(params, name)
+        if raw is not None:
+            values[name] = raw
     if "format" in values and values["format"] not in ANSWER_FORMATS:
         raise BadInput(f"format must be one of {', '.join(ANSWER_FORMATS)}", field="format")
     if "sort" in values and values["sort"] not in _ORDERS:

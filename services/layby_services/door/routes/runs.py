@@ -35,7 +35,7 @@ from layby_server.eventstore import EventStore, Stored
 from layby_server.runops import NOT_FOUND, cancel_run, load_run, retry_run
 from layby_server.workers import WorkerRegistry
 from layby_services.door.deps import door, principal_of
-from layby_services.door.routes.inbox import next_page, parse_window
+from layby_services.door.routes.inbox import next_page, no_nul, parse_window
 
 STATUSES = ("running", "parked", "resumed", "finished", "failed", "cancelled")
 
@@ -241,6 +241,12 @@ def _at(event: RunEvent) -> datetime:
             return event.cancelled_at
 
 
+def _flow(request: Request[Any, Any, Any]) -> str | None:
+    """``flow``: the exact flow name (an empty value matches no run)."""
+    raw = request.query_params.get("flow")
+    return None if raw is None else no_nul(raw, "flow")
+
+
 @get("/api/runs", summary="Runs, most recently active first")
 async def runs_door(request: Request[Any, Any, Any]) -> dict[str, Any]:
     """Query ``status`` (a run status), ``flow`` (a flow name), ``page``, ``pageSize``."""
@@ -250,7 +256,7 @@ async def runs_door(request: Request[Any, Any, Any]) -> dict[str, Any]:
     status = request.query_params.get("status")
     if status is not None and status not in STATUSES:
         raise BadInput(f"status must be one of {', '.join(STATUSES)}", field="status")
-    flow = request.query_params.get("flow")
+    flow = _flow(request)
     identity = who.identity if who.restricted else None
     async with state.pool.acquire() as conn:
         total = int(await conn.fetchval(_COUNT, identity, status, flow))
@@ -273,7 +279,7 @@ async def summary_door(request: Request[Any, Any, Any]) -> dict[str, Any]:
     the flows the caller's runs belong to. A restricted identity counts its own runs only."""
     state = door(request)
     who = principal_of(request)
-    flow = request.query_params.get("flow")
+    flow = _flow(request)
     identity = who.identity if who.restricted else None
     async with state.pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
         counted = {r["status"]: int(r["n"]) for r in await conn.fetch(_COUNTS, identity, flow)}
