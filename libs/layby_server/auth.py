@@ -17,6 +17,10 @@ import msgspec
 from layby.settings import SettingsError
 from layby_contracts.errors import BadInput, CrossIdentityAudienceError, Unauthorized
 
+MISSING_CREDENTIALS = "missing bearer token"
+BAD_SCHEME = "Authorization must be 'Bearer <token>'"
+UNKNOWN_CREDENTIALS = "invalid bearer token"
+
 Role = Literal["operator", "user"]
 
 
@@ -63,18 +67,18 @@ class Authenticator:
 
     def principal(self, token: str | None) -> Principal:
         if not token:
-            raise Unauthorized("missing bearer token")
+            raise Unauthorized(MISSING_CREDENTIALS)
         found = self._table.get(_digest(token))
         if found is None:
-            raise Unauthorized("invalid bearer token")
+            raise Unauthorized(UNKNOWN_CREDENTIALS)
         return found
 
     def from_header(self, header: str | None) -> Principal:
         if not header:
-            raise Unauthorized("missing bearer token")
+            raise Unauthorized(MISSING_CREDENTIALS)
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
-            raise Unauthorized("Authorization must be 'Bearer <token>'")
+            raise Unauthorized(BAD_SCHEME)
         return self.principal(token.strip())
 
 

@@ -59,7 +59,7 @@ async def test_typed_answers_for_every_in_client_format(system: System) -> None:
 
 
 async def test_form_schema_may_be_a_msgspec_struct(system: System) -> None:
-    """ask_user accepts a msgspec Struct type as the form schema and returns a dict (issue 2, item 5)."""
+    """ask_user accepts a msgspec Struct type as the form schema and returns a dict (docs/asking.md#answer-formats)."""
 
     class Approval(msgspec.Struct):
         approved: bool

@@ -1,4 +1,4 @@
-"""Random input on the doors never produces a 500 or a stack trace (issue 2, "Bad input")."""
+"""Random input on the doors never produces a 500 or a stack trace (docs/doors/common.md#envelope-and-errors)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The callback door for channel-delivered text, confirm, select and form questions (issue 4;
+"""The callback door for channel-delivered text, confirm, select and form questions (
 docs/doors/callback.md#channel-delivered-answers, docs/doors/callback.md#the-pages-behind-a-link).
 
 Real services with the built-in ``webhook`` channel posting to a local bridge (the ``chan``

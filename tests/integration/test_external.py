@@ -1,4 +1,4 @@
-"""External questions and the public callback doors (issue 4; docs/asking.md#external-questions, docs/doors/callback.md#the-callback-doors).
+"""External questions and the public callback doors (docs/asking.md#external-questions, docs/doors/callback.md#the-callback-doors).
 
 Real services. The asker's link builder creates a "checkout" on a local HTTP server that plays a
 payment provider; the provider later POSTs a Stripe-signed event to the callback URL and the

@@ -111,7 +111,7 @@ async def test_unknown_route_and_method_use_the_error_envelope(system: System) -
 
 
 async def test_the_inbox_page_is_served_with_a_strict_csp_and_no_inline_script(system: System) -> None:
-    """Issue 5: `/` and `/inbox` serve the page; scripts only from the door, images from https:,
+    """`/` and `/inbox` serve the page (docs/doors/inbox-page.md); scripts only from the door, images from https:,
     data: and the door; nosniff everywhere; unknown static names are a plain 404."""
     async with system.http(None) as http:
         for path in ("/", "/inbox"):

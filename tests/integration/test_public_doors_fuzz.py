@@ -1,4 +1,4 @@
-"""Random bytes on every public door never produce a 500 or a stack trace (issue 4, "How it is tested").
+"""Random bytes on every public door never produce a 500 or a stack trace (docs/doors/common.md#envelope-and-errors).
 
 The callback doors are fuzzed on random tickets and on live tickets (plain and verifier-bound),
 with random bodies, query strings and signature headers; the media door on random ids.

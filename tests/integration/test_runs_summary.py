@@ -1,5 +1,5 @@
 """The runs summary door, the runs list's flow filter and the addressee of a run's questions
-(docs/doors/runs.md#summary; issue 13 part 4, the ops dashboard). Real NATS and PostgreSQL, the
+(docs/doors/runs.md#summary, the ops dashboard). Real NATS and PostgreSQL, the
 services and a worker in-process."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Durable steps, cancel and retry (docs/aggregates/run.md#steps, docs/aggregates/run.md#cancel-and-retry,
-docs/doors/runs.md; issue 12). Real NATS and PostgreSQL, the services and the workers in-process."""
+docs/doors/runs.md). Real NATS and PostgreSQL, the services and the workers in-process."""
 
 from __future__ import annotations
 

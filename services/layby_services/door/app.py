@@ -5,12 +5,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from typing import Any
 
 import msgspec
-from litestar import Litestar, Response, get, route
-from litestar.enums import HttpMethod
+from litestar import Litestar, Request, Response, Router, route
+from litestar.datastructures import ResponseHeader
+from litestar.enums import HttpMethod, MediaType
+from litestar.exceptions import NotFoundException
 from litestar.handlers import HTTPRouteHandler
 from litestar.middleware import DefineMiddleware
+from litestar.openapi import OpenAPIConfig
+from litestar.openapi.plugins import OpenAPIRenderPlugin
 
 from layby.logs import get_logger
 from layby_domain.clock import Clock, SystemClock
@@ -20,7 +25,8 @@ from layby_server.service import open_resources
 from layby_server.settings import Settings
 from layby_services.door.deps import DoorState
 from layby_services.door.errors import EXCEPTION_HANDLERS
-from layby_services.door.openapi import document
+from layby_services.door.openapi import finish
+from layby_services.door.query import PARAMETER_HANDLERS
 from layby_services.door.ratelimit import RateLimiter, RateLimitMiddleware
 from layby_services.door.routes.answer import answer_door
 from layby_services.door.routes.callback import callback_get, callback_post
@@ -45,15 +51,39 @@ def _rate_limits(clock: Clock) -> DefineMiddleware:
     return DefineMiddleware(RateLimitMiddleware, limiter=RateLimiter(clock))
 
 
-def _openapi_door() -> HTTPRouteHandler:
-    """``GET /schema/openapi.json``: the hand-written document (openapi.py), encoded once."""
-    body = msgspec.json.encode(document())
+class _Document(OpenAPIRenderPlugin):
+    """``GET /schema/openapi.json``: the document Litestar generates from the handlers, finished
+    with the hand-written parts (openapi.py) and encoded once."""
 
-    @get("/schema/openapi.json")
-    async def openapi_document() -> Response[bytes]:
-        return Response(body, media_type="application/json", headers={"Cache-Control": "no-cache"})
+    def __init__(self) -> None:
+        super().__init__(path="/openapi.json", media_type=MediaType.JSON)
+        self._body: bytes | None = None
 
-    return openapi_document
+    def render(self, request: Request[Any, Any, Any], openapi_schema: dict[str, Any]) -> bytes:
+        if self._body is None:
+            self._body = msgspec.json.encode(finish(openapi_schema))
+        return self._body
+
+
+@route(["/", "/{path:str}"], http_method=list(HttpMethod), include_in_schema=False)
+async def _no_other_schema_page() -> None:
+    """Litestar serves only the JSON document: every other path under ``/schema`` is the doors'
+    404, as for any unknown path."""
+    raise NotFoundException
+
+
+def _openapi_config() -> OpenAPIConfig:
+    return OpenAPIConfig(
+        title="Layby",
+        version="0.1.0",
+        path="/schema",
+        render_plugins=[_Document()],
+        openapi_router=Router(
+            "/schema",
+            route_handlers=[_no_other_schema_page],
+            response_headers=[ResponseHeader(name="Cache-Control", value="no-cache")],
+        ),
+    )
 
 
 def _options_door(*handlers: HTTPRouteHandler) -> HTTPRouteHandler:
@@ -118,11 +148,10 @@ def create_app(settings: Settings, *, clock: Clock | None = None, run_projection
             _options_door(callback_post, callback_get),
             callback_post,
             callback_get,
-            _openapi_door(),
         ],
         lifespan=[lifespan],
-        exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
-        openapi_config=None,  # the document is written by hand: openapi.py
+        exception_handlers={**EXCEPTION_HANDLERS, **PARAMETER_HANDLERS},  # type: ignore[dict-item]
+        openapi_config=_openapi_config(),
         middleware=[
             *([_rate_limits(clock or SystemClock())] if settings.rate_limits else []),
         ],

@@ -21,6 +21,13 @@ from layby_contracts.errors import (
     Transient,
     Unauthorized,
 )
+from layby_services.door.messages import (
+    INTERNAL_ERROR,
+    METHOD_NOT_ALLOWED,
+    NOT_FOUND,
+    PAYLOAD_TOO_LARGE,
+    UNAVAILABLE,
+)
 
 log = get_logger("layby.door")
 
@@ -65,15 +72,15 @@ def _layby(_: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]
         case Conflict():
             return error_response(409, str(exc))
         case PayloadTooLarge():
-            return error_response(413, "payload too large")
+            return error_response(413, PAYLOAD_TOO_LARGE)
         case Busy():
             log.warning("door.busy", error=str(exc))
             return error_response(503, str(exc), retry_after=exc.retry_after)
         case Transient():
             log.warning("door.transient", error=str(exc))
-            return error_response(503, "service temporarily unavailable; retry")
+            return error_response(503, UNAVAILABLE)
     log.error("door.unexpected", error=repr(exc))
-    return error_response(500, "internal server error")
+    return error_response(500, INTERNAL_ERROR)
 
 
 def _http(_: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
@@ -81,8 +88,8 @@ def _http(_: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]
     status = exc.status_code
     if status >= 500:
         log.error("door.http_error", status=status, error=str(exc.detail))
-        return error_response(status, "internal server error")
-    messages = {404: "not found", 405: "method not allowed", 413: "payload too large"}
+        return error_response(status, INTERNAL_ERROR)
+    messages = {404: NOT_FOUND, 405: METHOD_NOT_ALLOWED, 413: PAYLOAD_TOO_LARGE}
     response = error_response(status, messages.get(status, str(exc.detail)))
     allow = (exc.headers or {}).get("allow")
     if status == 405 and allow:
@@ -92,7 +99,7 @@ def _http(_: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]
 
 def _unexpected(_: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
     log.error("door.unexpected", error=repr(exc), exc_info=exc)
-    return error_response(500, "internal server error")
+    return error_response(500, INTERNAL_ERROR)
 
 
 EXCEPTION_HANDLERS = {LaybyError: _layby, HTTPException: _http, Exception: _unexpected}

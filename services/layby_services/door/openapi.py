@@ -1,59 +1,75 @@
-"""The doors' OpenAPI 3.1 document, written by hand (docs/doors/common.md#the-openapi-document).
+"""The hand-written parts of the doors' OpenAPI document (docs/doors/common.md#the-openapi-document).
 
-Served at ``GET /schema/openapi.json``. It describes what the doors really send — every status
-with its body and the headers that matter — including the answers given before any door runs
-(the connection limits of ``protocol.py`` and the rate limits of ``ratelimit.py``). The
-integration tests check the running doors against it with schemathesis
-(tests/integration/test_openapi_conformance.py), so a door and this document cannot drift apart
-unnoticed.
+Litestar generates the document from the route handlers: their paths, typed parameters, the
+Structs they return (``layby_contracts.http``) and the refusals they declare (``refusal``).
+Written here by hand is only what no handler can declare: the answers sent before any handler
+runs (the connection limits of ``protocol.py``, the rate limits of ``ratelimit.py``, the
+credentials check), the stream's Server-Sent Events, the callback pages' HTML and plain text,
+the media bytes, the bodies the doors read themselves (under the body cap), and each
+operation's id, tags, security, links and the headers the doors set.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from functools import cache
+from typing import Any, Literal, cast
 
-from layby_contracts.events import EXPIRY_KEY
-from layby_contracts.limits import (
-    MAX_BODY_BYTES_DEFAULT,
-    PAGE_MAX,
-    PAGE_SIZE_DEFAULT,
-    PAGE_SIZE_MAX,
-)
-from layby_domain.formats import NAMES as ANSWER_FORMATS
+import msgspec
+from litestar.openapi import ResponseSpec
+
+from layby_contracts.http import AnswerRequest, Error
+from layby_contracts.limits import MAX_BODY_BYTES_DEFAULT
 from layby_domain.media import IMAGE_TYPES
-from layby_services.door.routes.runs import FLOWS_MAX as RUN_FLOWS_MAX
-from layby_services.door.routes.runs import STATUSES as RUN_STATUSES
+from layby_server.auth import BAD_SCHEME, MISSING_CREDENTIALS, UNKNOWN_CREDENTIALS
+from layby_services.door.callback_pages import FORM_PAGE_CSP, PAGE_CSP
+from layby_services.door.messages import (
+    HEADER_TIMEOUT,
+    HEADERS_TOO_LARGE,
+    INTERNAL_ERROR,
+    MALFORMED,
+    NOT_FOUND_TEXT,
+    PAYLOAD_TOO_LARGE,
+    SERVER_ERROR_TEXT,
+    STREAM_UNAVAILABLE,
+    TOO_MANY_REQUESTS,
+    TOO_MANY_STREAMS,
+    UNAVAILABLE,
+)
 from layby_services.door.routes.stream import STREAM_RETRY_AFTER
 
 Json = dict[str, Any]
 
 JSON = "application/json"
+TEXT = "text/plain"
 CAPABILITY = "^[A-Za-z0-9_-]{43}$"
 """A callback ticket and a media id: 43 characters of the URL-safe base64 alphabet."""
 UUID4 = "^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$"
-BEARER: list[Json] = [{"bearerAuth": []}]
-PUBLIC: list[Json] = []
+
+
+@cache
+def _closed_error(messages: tuple[str, ...], field: bool) -> type[msgspec.Struct]:
+    """The error envelope whose ``error`` is exactly one of ``messages`` (a Literal)."""
+    words = re.findall(r"[a-z]+", messages[0].lower())
+    name = "".join(w.capitalize() for w in words)[:40] + ("Field" if field else "")
+    fields: list[Any] = [("error", cast(Any, Literal)[messages])]
+    if field:
+        fields.append(("field", str | msgspec.UnsetType, msgspec.UNSET))
+    return msgspec.defstruct(
+        name, fields, kw_only=True, frozen=True, forbid_unknown_fields=True, module="layby.refusals"
+    )
+
+
+def refusal(description: str, *messages: str, field: bool = False) -> ResponseSpec:
+    """A documented refusal for a handler's ``responses``: the error envelope, its ``error`` pinned
+    to ``messages`` (the constants the door raises) when the door has a closed set of them, and
+    ``field`` when one input field may be blamed."""
+    container = _closed_error(messages, field) if messages else Error
+    return ResponseSpec(container, description=description, generate_examples=False)
 
 
 def _ref(kind: str, name: str) -> Json:
     return {"$ref": f"#/components/{kind}/{name}"}
-
-
-def _schema(name: str) -> Json:
-    return _ref("schemas", name)
-
-
-def _object(properties: Json, required: list[str] | None = None, **extra: Any) -> Json:
-    """A closed JSON object: the keys listed and no others (``additionalProperties: false``)."""
-    out: Json = {"type": "object", "properties": properties, "additionalProperties": False}
-    if required:
-        out["required"] = required
-    return {**out, **extra}
-
-
-def _data(inner: Json) -> Json:
-    """The success envelope ``{"data": ...}``."""
-    return _object({"data": inner}, ["data"])
 
 
 def _header(schema: Json, description: str) -> Json:
@@ -63,30 +79,26 @@ def _header(schema: Json, description: str) -> Json:
 
 def _text(*values: str) -> Json:
     """A string that is exactly one of ``values``."""
-    return (
-        {"type": "string", "const": values[0]}
-        if len(values) == 1
-        else {"type": "string", "enum": list(values)}
-    )
+    if len(values) == 1:
+        return {"type": "string", "const": values[0]}
+    return {"type": "string", "enum": list(values)}
 
 
 NO_STORE = _ref("headers", "NoStore")
 NOSNIFF = _ref("headers", "NoSniff")
 ERROR_HEADERS = {"Cache-Control": NO_STORE, "X-Content-Type-Options": NOSNIFF}
+BEARER: list[Json] = [{"bearerAuth": []}]
+PUBLIC: list[Json] = []
 
 
-def _error(
-    description: str, messages: list[str] | None = None, *, field: bool = False, headers: Json | None = None
-) -> Json:
-    """A response whose body is the error envelope; ``messages`` pins the ``error`` text when
-    the door has a closed set of them, ``field`` says whether a field may be blamed."""
-    if messages is None and field:
-        body = _schema("Error")
-    else:
-        properties: Json = {"error": _text(*messages) if messages else {"type": "string"}}
-        if field:
-            properties["field"] = {"type": "string"}
-        body = _object(properties, ["error"])
+def _error(description: str, messages: tuple[str, ...], *, headers: Json | None = None) -> Json:
+    """A response whose body is the error envelope with ``error`` one of ``messages``."""
+    body = {
+        "type": "object",
+        "properties": {"error": _text(*messages)},
+        "required": ["error"],
+        "additionalProperties": False,
+    }
     return {
         "description": description,
         "headers": {**ERROR_HEADERS, **(headers or {})},
@@ -94,17 +106,68 @@ def _error(
     }
 
 
-def _ok(description: str, schema: Json, headers: Json | None = None, links: Json | None = None) -> Json:
-    out: Json = {"description": description, "content": {JSON: {"schema": schema}}}
-    if headers:
-        out["headers"] = headers
-    if links:
-        out["links"] = links
-    return out
-
-
-MALFORMED = "invalid HTTP request"
+COMPONENTS: Json = {
+    "securitySchemes": {
+        "bearerAuth": {
+            "type": "http",
+            "scheme": "bearer",
+            "description": (
+                "A token of `LAYBY_API_TOKENS` (`TOKEN:IDENTITY:ROLE`). Role `operator` sees and answers "
+                "everything; role `user` only what is addressed to its identity, and only its own runs "
+                "(docs/doors/common.md#authentication)."
+            ),
+        }
+    },
+    "headers": {
+        "NoStore": _header(_text("no-store"), "Never cached."),
+        "NoSniff": _header(_text("nosniff"), "The declared content type is the only one."),
+        "RetryAfter": _header(
+            {"type": "integer", "minimum": 1}, "Whole seconds to wait before trying again."
+        ),
+    },
+    "responses": {
+        "MalformedRequest": _error(
+            "A request the HTTP parser cannot read; the connection then closes.", (MALFORMED,)
+        ),
+        "Unauthorized": _error(
+            "No, a malformed, or an unknown bearer token (docs/doors/common.md#authentication). Checked "
+            "before anything else, so such a request learns nothing more.",
+            (MISSING_CREDENTIALS, BAD_SCHEME, UNKNOWN_CREDENTIALS),
+            headers={"WWW-Authenticate": _header(_text('Bearer realm="layby"'), "The scheme to use.")},
+        ),
+        "RequestTimeout": _error(
+            "The request's head (request line and headers) did not arrive within "
+            "`LAYBY_HTTP_HEADER_TIMEOUT_SECONDS`; sent before any door runs, then the connection closes.",
+            (HEADER_TIMEOUT,),
+        ),
+        "PayloadTooLarge": _error(
+            "A query string, or a body as actually read, longer than `INTERACTIONS_CALLBACK_MAX_BODY_BYTES` "
+            f"(default {MAX_BODY_BYTES_DEFAULT}). Never truncated (docs/doors/common.md#body-size-cap).",
+            (PAYLOAD_TOO_LARGE,),
+        ),
+        "TooManyRequests": _error(
+            "Over a rate limit of this client address and door family; sent before any door runs, only "
+            "with `LAYBY_RATE_LIMITS=on` (docs/doors/common.md#rate-limits).",
+            (TOO_MANY_REQUESTS,),
+            headers={"Retry-After": _ref("headers", "RetryAfter")},
+        ),
+        "HeaderFieldsTooLarge": _error(
+            "More header fields than `LAYBY_HTTP_MAX_HEADERS`, or more header bytes than "
+            "`LAYBY_HTTP_MAX_HEADER_BYTES`; sent before any door runs, then the connection closes.",
+            (HEADERS_TOO_LARGE,),
+        ),
+        "InternalError": _error(
+            "Something unexpected; no stack trace or exception text is ever sent.", (INTERNAL_ERROR,)
+        ),
+        "Unavailable": _error(
+            "A dependency (NATS JetStream) is briefly unavailable; retry (the first resolution recorded "
+            "wins, so a retry never records twice).",
+            (UNAVAILABLE,),
+        ),
+    },
+}
 BEFORE_ANY_DOOR = {
+    "400": _ref("responses", "MalformedRequest"),
     "408": _ref("responses", "RequestTimeout"),
     "413": _ref("responses", "PayloadTooLarge"),
     "431": _ref("responses", "HeaderFieldsTooLarge"),
@@ -112,747 +175,153 @@ BEFORE_ANY_DOOR = {
 }
 """What every operation may answer whatever its door does: the connection's limits
 (docs/doors/common.md#connection-limits) and the catch-all for the unexpected."""
-RATE_LIMITED = {"429": _ref("responses", "TooManyRequests")}
-"""Every door but the health probes (only with ``LAYBY_RATE_LIMITS=on``)."""
+UNAVAILABLE_503 = {"503": _ref("responses", "Unavailable")}
+SEQ = {"type": "string", "pattern": "^[0-9]+$"}
 
 
-def _responses(own: Json, *, rate_limited: bool = True) -> Json:
-    out: Json = {"400": _ref("responses", "MalformedRequest"), **BEFORE_ANY_DOOR}
-    if rate_limited:
-        out.update(RATE_LIMITED)
-    out.update(own)
-    return dict(sorted(out.items()))
+class Operation(msgspec.Struct, frozen=True, kw_only=True):
+    """What the document says of one operation beyond what its handler declares."""
+
+    operation_id: str
+    tag: str
+    security: list[Json]
+    rate_limited: bool = True
+    ok: Json | None = None
+    """The 200 response, when the handler cannot declare it (not JSON)."""
+    ok_headers: Json | None = None
+    responses: Json = {}
+    parameters: list[Json] = []
+    request_body: Json | None = None
+    links: Json | None = None
 
 
-def _query(name: str, schema: Json, description: str) -> Json:
-    return {"name": name, "in": "query", "required": False, "schema": schema, "description": description}
-
-
-def _path(name: str, schema: Json, description: str) -> Json:
-    return {"name": name, "in": "path", "required": True, "schema": schema, "description": description}
-
-
-PAGE = _query(
-    "page",
-    {"type": "integer", "minimum": 1, "maximum": PAGE_MAX, "default": 1},
-    "The page, from 1 (400 when it is not an integer, below 1 or above the maximum).",
-)
-PAGE_SIZE = _query(
-    "pageSize",
-    {"type": "integer", "minimum": 1, "default": PAGE_SIZE_DEFAULT},
-    f"Items per page (400 when it is not an integer or below 1). A larger value than {PAGE_SIZE_MAX} "
-    f"is not refused: it is lowered to {PAGE_SIZE_MAX} and the response says so in `page_size`.",
-)
-AFTER = _query(
-    "after",
-    {"type": "string", "pattern": "^[0-9]{1,19}$"},
-    "A stream sequence the list must reflect: the door waits (at most 2 s) until its "
-    "view has applied the stream that far (docs/doors/list.md#seeding-the-stream).",
-)
-FILTERS = [
-    _query(
-        "q",
-        {"type": "string", "maxLength": 200},
-        "Only questions whose text contains this, ignoring case (docs/doors/list.md#filters-and-order).",
-    ),
-    _query(
-        "format", {"type": "string", "enum": list(ANSWER_FORMATS)}, "Only questions of this answer format."
-    ),
-    _query("group", {"type": "string", "maxLength": 200}, "Only questions of this group id."),
-    _query("origin", {"type": "string", "maxLength": 200}, "Only questions with this `origin`."),
-    _query(
-        "sort",
-        {"type": "string", "enum": ["group", "newest", "oldest", "deadline"], "default": "group"},
-        "The order: `group` (groups by their latest question, the default), `newest`, `oldest` "
-        "(created_at) or `deadline` (timeout_at, soonest first).",
-    ),
-]
-PAGING_400 = _error(
-    "Paging that is not an integer, below 1, or a page above the maximum; or a request the HTTP "
-    "parser cannot read (`invalid HTTP request`). Messages: `page and pageSize must be integers: "
-    f"page=<raw> pageSize=<raw>`, `page must be >= 1` (field `page`), `pageSize must be >= 1` (field "
-    f"`pageSize`), `page must be <= {PAGE_MAX}` (field `page`).",
-    field=True,
-)
-
-
-def _schemas() -> Json:
-    timestamp = {"type": "string", "format": "date-time"}
-    page_fields: Json = {
-        "total": {"type": "integer", "minimum": 0, "description": "Everything this caller may see."},
-        "page": {"type": "integer", "minimum": 1, "maximum": PAGE_MAX},
-        "page_size": {"type": "integer", "minimum": 1, "maximum": PAGE_SIZE_MAX},
-        "next_page": {
-            "type": ["integer", "null"],
-            "minimum": 2,
-            "description": "`page + 1` while `page * page_size < total`, else null.",
+def _callback_page_responses() -> Json:
+    page_headers = {
+        **ERROR_HEADERS,
+        "Content-Security-Policy": _header(
+            _text(PAGE_CSP, FORM_PAGE_CSP), "The form page's policy adds what its one inline script needs."
+        ),
+        "X-Frame-Options": _header(_text("DENY"), "Never framed."),
+        "Referrer-Policy": _header(_text("no-referrer"), "The ticket never leaks in a Referer."),
+    }
+    return {
+        "404": {
+            "description": "The uniform 404, in plain text: unknown, expired, malformed or dead ticket, or a "
+            "verifier-bound question.",
+            "headers": ERROR_HEADERS,
+            "content": {TEXT: {"schema": _text(NOT_FOUND_TEXT)}},
+        },
+        "500": {
+            "description": "A stored form schema the page cannot render (plain text, logged), or something "
+            "unexpected (the JSON envelope).",
+            "headers": ERROR_HEADERS,
+            "content": {
+                TEXT: {"schema": _text(SERVER_ERROR_TEXT)},
+                JSON: {
+                    "schema": {
+                        "type": "object",
+                        "properties": {"error": _text(INTERNAL_ERROR)},
+                        "required": ["error"],
+                        "additionalProperties": False,
+                    }
+                },
+            },
+        },
+        "200": {
+            "description": "The constant Done, confirm or awaiting page, or the question's form "
+            "(docs/doors/callback.md#the-pages-behind-a-link).",
+            "headers": page_headers,
+            "content": {"text/html": {"schema": {"type": "string"}}},
         },
     }
-    run_fields: Json = {
-        "run_id": {"type": "string"},
-        "flow": {"type": "string"},
-        "identity": {"type": "string"},
-        "status": _text(*RUN_STATUSES),
-        "generation": {"type": "integer", "minimum": 0},
-        "created_at": timestamp,
-        "updated_at": timestamp,
-        "expiry_at": {**timestamp, "description": "Parked runs only: the current park's earliest deadline."},
-    }
-    run_summary_keys = ["run_id", "flow", "identity", "status", "generation", "created_at", "updated_at"]
 
-    def when(statuses: list[str], keys: list[str], *, required: bool) -> Json:
-        """Keys present exactly for runs in ``statuses`` (absent for the others); with
-        ``required=False`` they may be present for those statuses only."""
-        absent = {"not": {"anyOf": [{"required": [k]} for k in keys]}}
-        out: Json = {"if": {"properties": {"status": {"enum": statuses}}}, "else": absent}
-        if required:
-            out["then"] = {"required": keys}
-        return out
 
+def _operations() -> dict[tuple[str, str], Operation]:
+    interactions, runs, health = "interactions", "runs", "health"
     return {
-        "Error": _object(
-            {
-                "error": {"type": "string", "description": "What went wrong, for a person to read."},
-                "field": {"type": "string", "description": "The input field to blame, when one is."},
+        ("/api/interactions", "get"): Operation(
+            operation_id="listInteractions",
+            tag=interactions,
+            security=BEARER,
+            ok_headers={
+                "Cache-Control": NO_STORE,
+                "Layby-Stream-Seq": _header(SEQ, "The stream sequence this page and its total reflect."),
             },
-            ["error"],
-            description="Every failure of a JSON door (docs/doors/common.md#envelope-and-errors).",
-        ),
-        "MediaItem": _object(
-            {
-                "kind": _text("image", "document", "video", "audio", "link"),
-                "url": {"type": "string"},
-                "caption": {"type": "string"},
-                "filename": {"type": "string"},
-            },
-            ["kind", "url"],
-        ),
-        "PendingQuestion": _object(
-            {
-                "interaction_id": {"type": "string"},
-                "group_id": {"type": "string"},
-                "question": {"type": "string"},
-                "answer_format": _text(*ANSWER_FORMATS),
-                "format_payload": {
-                    "type": ["object", "null"],
-                    "description": "The format's payload; an external question's verifier is removed.",
-                },
-                "created_at": timestamp,
-                "timeout_at": {**timestamp, "description": "A park's `expiry_at`."},
-                "sensitive": {"type": "boolean"},
-                "server_verified": {
-                    "type": "boolean",
-                    "const": True,
-                    "description": "Only when a verifier is bound.",
-                },
-                "channel": {"type": "string"},
-                "recipient": {"type": "string"},
-                "origin": {"type": "string"},
-                "audience": {"type": "string"},
-                "media": {"type": "array", "items": _schema("MediaItem"), "minItems": 1},
-            },
-            [
-                "interaction_id",
-                "group_id",
-                "question",
-                "answer_format",
-                "format_payload",
-                "created_at",
-                "timeout_at",
-                "sensitive",
-            ],
-            description=(
-                "A pending question: a list item, and the data of the stream's `interaction.add` "
-                "frame (docs/doors/list.md#the-item). A key that does not apply is absent, never null."
-            ),
-        ),
-        "InteractionPage": _data(
-            _object(
-                {
-                    "items": {
-                        "type": "array",
-                        "items": _schema("PendingQuestion"),
-                        "maxItems": PAGE_SIZE_MAX,
-                    },
-                    **page_fields,
-                    "truncated": {"type": "boolean", "const": False},
-                },
-                ["items", "total", "page", "page_size", "next_page", "truncated"],
-            )
-        ),
-        "DoneQuestion": _object(
-            {
-                "interaction_id": {"type": "string"},
-                "group_id": {"type": "string"},
-                "question": {"type": "string"},
-                "answer_format": {"type": "string"},
-                "status": {"type": "string", "enum": ["answered", "expired", "removed"]},
-                "at": {"type": ["string", "null"], "format": "date-time"},
-                "by": {"type": "string"},
-                "via": {"type": "string", "enum": ["inbox", "cli", "api", "callback", "expiry"]},
-                "answer": {"description": "The answer; absent when sensitive, expired or removed."},
-                "sensitive": {"type": "boolean", "const": True},
-                "reason": {"type": "string"},
-            },
-            ["interaction_id", "group_id", "question", "answer_format", "status", "at"],
-        ),
-        "DonePage": _data(
-            _object(
-                {
-                    "items": {"type": "array", "items": _schema("DoneQuestion"), "maxItems": PAGE_SIZE_MAX},
-                    **page_fields,
-                },
-                ["items", "total", "page", "page_size", "next_page"],
-            )
-        ),
-        "AnswerRequest": {
-            "type": "object",
-            "required": ["answer"],
-            "properties": {
-                "answer": {
-                    "not": {"type": "null"},
-                    "description": (
-                        "Any JSON value but null; the question's format decides what is accepted "
-                        "(docs/doors/answer.md#answer-validation). An object must not carry the "
-                        f"reserved key `{EXPIRY_KEY}`, and no string in it may hold a NUL character."
-                    ),
+            links={
+                "AnswerTheFirstItem": {
+                    "operationId": "answerInteraction",
+                    "parameters": {"interaction_id": "$response.body#/data/items/0/interaction_id"},
+                    "description": "Answer the first pending question of the page.",
                 }
             },
-            "additionalProperties": True,
-            "description": "Other keys are ignored. A key repeated at any depth is refused (400).",
-        },
-        "Answered": _data(
-            _object(
-                {"interaction_id": {"type": "string"}, "status": _text("answered")},
-                ["interaction_id", "status"],
-            )
         ),
-        "AlreadyAnswered": _data(_object({"status": _text("already_answered")}, ["status"])),
-        "CallbackPayload": {
-            "type": "object",
-            "additionalProperties": True,
-            "description": (
-                "An external question: the whole answer. A channel-delivered question: "
-                '`{"answer": <value>}`, validated as at the answer door.'
-            ),
-        },
-        "RunSummary": _object(
-            {
-                **run_fields,
-                "steps": {"type": "integer", "minimum": 0, "description": "Steps recorded so far."},
+        ("/api/interactions/done", "get"): Operation(
+            operation_id="listDoneInteractions",
+            tag=interactions,
+            security=BEARER,
+            ok_headers={"Cache-Control": NO_STORE},
+        ),
+        ("/api/interactions/stream", "get"): Operation(
+            operation_id="streamInteractions",
+            tag=interactions,
+            security=BEARER,
+            ok={
+                "description": "The feed: `interaction.add` frames (data: a PendingQuestion), "
+                "`interaction.answered` and `interaction.removed` frames (data: exactly "
+                "`{interaction_id, group_id}`), and `: keepalive` comments.",
+                "headers": {
+                    "Cache-Control": _header(_text("no-cache"), "Never cached."),
+                    "X-Accel-Buffering": _header(_text("no"), "Proxies must not buffer."),
+                    "Layby-Stream-Seq": _header(
+                        SEQ, "The frames follow this stream sequence (docs/doors/stream.md)."
+                    ),
+                },
+                "content": {"text/event-stream": {"schema": {"type": "string"}}},
             },
-            [*run_summary_keys, "steps"],
-            allOf=[when(["parked"], ["expiry_at"], required=False)],
-        ),
-        "RunPage": _data(
-            _object(
-                {
-                    "items": {"type": "array", "items": _schema("RunSummary"), "maxItems": PAGE_SIZE_MAX},
-                    **page_fields,
-                },
-                ["items", "total", "page", "page_size", "next_page"],
-            )
-        ),
-        "RunAsk": _object(
-            {
-                "interaction_id": {"type": "string"},
-                "question": {"type": "string"},
-                "expiry_at": timestamp,
-                "status": _text("pending", "answered", "expired", "removed"),
-                "answered_by": {"type": "string"},
-                "audience": {"type": "string", "description": "The identity the question is addressed to."},
-                "channel": {"type": "string", "description": "The channel that delivers it."},
-                "recipient": {"type": "string", "description": "Who the channel delivers it to."},
-            },
-            ["interaction_id", "question", "expiry_at", "status"],
-        ),
-        "RunsSummary": _data(
-            _object(
-                {
-                    "counts": _object(
-                        {status: {"type": "integer", "minimum": 0} for status in RUN_STATUSES},
-                        list(RUN_STATUSES),
-                        description="How many runs this caller may see are in each status.",
-                    ),
-                    "total": {"type": "integer", "minimum": 0, "description": "The sum of the counts."},
-                    "flows": {
-                        "type": "array",
-                        "items": {"type": "string"},
-                        "maxItems": RUN_FLOWS_MAX,
-                        "description": "The flows of the runs this caller may see, sorted.",
+            responses={
+                "503": _error(
+                    "This door process serves `LAYBY_SSE_MAX_CLIENTS` streams already, or NATS did not "
+                    "grant the subscription (docs/doors/stream.md#capacity).",
+                    (TOO_MANY_STREAMS, STREAM_UNAVAILABLE),
+                    headers={
+                        "Retry-After": _header(
+                            {"type": "integer", "const": STREAM_RETRY_AFTER}, "Seconds to wait."
+                        )
                     },
-                    "oldest_open": {
-                        "oneOf": [
-                            {"type": "null"},
-                            _object(
-                                {
-                                    "interaction_id": {"type": "string"},
-                                    "run_id": {"type": "string"},
-                                    "flow": {"type": "string"},
-                                    "question": {"type": "string"},
-                                    "created_at": timestamp,
-                                    "expiry_at": timestamp,
-                                    "audience": {"type": "string"},
-                                },
-                                ["interaction_id", "run_id", "flow", "question", "created_at", "expiry_at"],
-                            ),
-                        ],
-                        "description": "The oldest pending question one of these runs waits on, or null.",
-                    },
-                },
-                ["counts", "total", "flows", "oldest_open"],
-            )
-        ),
-        "Run": _data(
-            _object(
-                {
-                    **run_fields,
-                    "asks": {
-                        "type": "array",
-                        "items": _schema("RunAsk"),
-                        "description": "The current park's questions, in call order.",
-                    },
-                    "open": {
-                        "type": "array",
-                        "items": {"type": "string"},
-                        "description": "Ids of the park's questions still pending.",
-                    },
-                    "resume_id": {"type": "string"},
-                    "result": {"description": "The flow's return value: any JSON value."},
-                    "error": {"type": "string", "description": "Why the run failed."},
-                    "steps": {"type": "integer", "minimum": 0, "description": "Steps recorded so far."},
-                    "cancelled_by": {"type": "string", "description": "Who cancelled the run."},
-                    "retried_by": {"type": "string", "description": "Who retried the run last."},
-                    "warning": {
-                        "type": "string",
-                        "description": "A running run that no live worker serves says so.",
-                    },
-                },
-                [*run_summary_keys, "steps"],
-                allOf=[
-                    when(["parked"], ["expiry_at"], required=False),
-                    when(["parked", "resumed"], ["asks", "open"], required=True),
-                    when(["finished"], ["result"], required=True),
-                    when(["failed"], ["error"], required=True),
-                ],
-            )
-        ),
-        "Cancelled": _data(
-            _object(
-                {
-                    "run_id": {"type": "string"},
-                    "status": _text("cancelled"),
-                    "was": _text("running", "parked"),
-                    "cancelled_by": {"type": "string"},
-                },
-                ["run_id", "status", "was", "cancelled_by"],
-            )
-        ),
-        "Retried": _data(
-            _object(
-                {
-                    "run_id": {"type": "string"},
-                    "status": _text("resumed"),
-                    "generation": {"type": "integer", "minimum": 1},
-                    "retried_by": {"type": "string"},
-                },
-                ["run_id", "status", "generation", "retried_by"],
-            )
-        ),
-        "Workers": _data(
-            _object(
-                {
-                    "items": {
-                        "type": "array",
-                        "items": _object(
-                            {
-                                "worker_id": {"type": "string"},
-                                "identity": {"type": "string"},
-                                "host": {"type": ["string", "null"]},
-                                "pid": {"type": ["integer", "null"]},
-                                "flows": {"type": "array", "items": {"type": "string"}},
-                                "concurrency": {"type": ["integer", "null"]},
-                                "alive": {"type": "boolean"},
-                                "started_at": {"type": "string", "format": "date-time"},
-                                "seen_at": {"type": "string", "format": "date-time"},
-                            },
-                            [
-                                "worker_id",
-                                "identity",
-                                "host",
-                                "pid",
-                                "flows",
-                                "concurrency",
-                                "alive",
-                                "started_at",
-                                "seen_at",
-                            ],
-                        ),
-                    },
-                    "alive": {"type": "integer", "minimum": 0},
-                },
-                ["items", "alive"],
-            )
-        ),
-        "Health": _data(_object({"status": _text("ok")}, ["status"])),
-        "Ready": _data(
-            _object(
-                {
-                    "status": _text("ready"),
-                    "nats": {"type": "boolean", "const": True},
-                    "postgres": {"type": "boolean", "const": True},
-                },
-                ["status", "nats", "postgres"],
-            )
-        ),
-        "NotReady": _object(
-            {
-                "error": _text("not ready"),
-                "checks": _object(
-                    {"nats": {"type": "boolean"}, "postgres": {"type": "boolean"}}, ["nats", "postgres"]
-                ),
-            },
-            ["error", "checks"],
-        ),
-    }
-
-
-def _components() -> Json:
-    return {
-        "securitySchemes": {
-            "bearerAuth": {
-                "type": "http",
-                "scheme": "bearer",
-                "description": (
-                    "A token of `LAYBY_API_TOKENS` (`TOKEN:IDENTITY:ROLE`). Role `operator` sees and "
-                    "answers everything; role `user` only what is addressed to its identity, and "
-                    "only its own runs (docs/doors/common.md#authentication)."
-                ),
-            }
-        },
-        "headers": {
-            "NoStore": _header(_text("no-store"), "Never cached."),
-            "NoSniff": _header(_text("nosniff"), "The declared content type is the only one."),
-            "RetryAfter": _header(
-                {"type": "integer", "minimum": 1}, "Whole seconds to wait before trying again."
-            ),
-        },
-        "schemas": _schemas(),
-        "responses": {
-            "MalformedRequest": _error(
-                "A request the HTTP parser cannot read; the connection then closes.", [MALFORMED]
-            ),
-            "Unauthorized": _error(
-                "No, a malformed, or an unknown bearer token (docs/doors/common.md#authentication). "
-                "Checked before anything else, so such a request learns nothing more.",
-                ["missing bearer token", "Authorization must be 'Bearer <token>'", "invalid bearer token"],
-                headers={"WWW-Authenticate": _header(_text('Bearer realm="layby"'), "The scheme to use.")},
-            ),
-            "RequestTimeout": _error(
-                "The request's head (request line and headers) did not arrive within "
-                "`LAYBY_HTTP_HEADER_TIMEOUT_SECONDS`; sent before any door runs, then the "
-                "connection closes.",
-                ["request header timeout"],
-            ),
-            "PayloadTooLarge": _error(
-                f"A query string, or a body as actually read, longer than "
-                f"`INTERACTIONS_CALLBACK_MAX_BODY_BYTES` (default {MAX_BODY_BYTES_DEFAULT}). Never "
-                "truncated (docs/doors/common.md#body-size-cap).",
-                ["payload too large"],
-            ),
-            "TooManyRequests": _error(
-                "Over a rate limit of this client address and door family; sent before any door "
-                "runs, only with `LAYBY_RATE_LIMITS=on` (docs/doors/common.md#rate-limits).",
-                ["too many requests"],
-                headers={"Retry-After": _ref("headers", "RetryAfter")},
-            ),
-            "HeaderFieldsTooLarge": _error(
-                "More header fields than `LAYBY_HTTP_MAX_HEADERS`, or more header bytes than "
-                "`LAYBY_HTTP_MAX_HEADER_BYTES`; sent before any door runs, then the connection closes.",
-                ["request header fields too large"],
-            ),
-            "InternalError": _error(
-                "Something unexpected; no stack trace or exception text is ever sent.",
-                ["internal server error"],
-            ),
-            "Unavailable": _error(
-                "A dependency (NATS JetStream) is briefly unavailable; retry (the first resolution "
-                "recorded wins, so a retry never records twice).",
-                ["service temporarily unavailable; retry"],
-            ),
-        },
-    }
-
-
-def _list_door() -> Json:
-    return {
-        "get": {
-            "operationId": "listInteractions",
-            "summary": "One page of pending questions",
-            "description": (
-                "Pending questions this caller may see, groups by their latest question, then "
-                "creation order (docs/doors/list.md)."
-            ),
-            "tags": ["interactions"],
-            "security": BEARER,
-            "parameters": [
-                PAGE,
-                PAGE_SIZE,
-                AFTER,
-                *FILTERS,
-            ],
-            "responses": _responses(
-                {
-                    "200": _ok(
-                        "One page.",
-                        _schema("InteractionPage"),
-                        {
-                            "Cache-Control": NO_STORE,
-                            "Layby-Stream-Seq": _header(
-                                {"type": "string", "pattern": "^[0-9]+$"},
-                                "The stream sequence this page and its total reflect.",
-                            ),
-                        },
-                        links={
-                            "AnswerTheFirstItem": {
-                                "operationId": "answerInteraction",
-                                "parameters": {
-                                    "interaction_id": "$response.body#/data/items/0/interaction_id"
-                                },
-                                "description": "Answer the first pending question of the page.",
-                            }
-                        },
-                    ),
-                    "400": _error(
-                        "Paging as on every paged door (see `page`, `pageSize`), or a filter that is "
-                        "too long (over 200 characters), holds a NUL character, or is not one of the "
-                        "allowed values (`format`, `sort`); the message names the field and never "
-                        "repeats the value.",
-                        field=True,
-                    ),
-                    "401": _ref("responses", "Unauthorized"),
-                }
-            ),
-        }
-    }
-
-
-def _done_door() -> Json:
-    return {
-        "get": {
-            "operationId": "listDoneInteractions",
-            "summary": "Recently resolved questions, newest first",
-            "description": (
-                "What was answered, by whom, when and where (inbox, cli, api, callback, expiry), "
-                "and what was removed and why; a sensitive answer is never shown (docs/doors/done.md)."
-            ),
-            "tags": ["interactions"],
-            "security": BEARER,
-            "parameters": [PAGE, PAGE_SIZE, AFTER],
-            "responses": _responses(
-                {
-                    "200": _ok("One page.", _schema("DonePage"), {"Cache-Control": NO_STORE}),
-                    "400": PAGING_400,
-                    "401": _ref("responses", "Unauthorized"),
-                }
-            ),
-        }
-    }
-
-
-def _stream_door() -> Json:
-    return {
-        "get": {
-            "operationId": "streamInteractions",
-            "summary": "Live add/answered/removed frames (Server-Sent Events)",
-            "description": (
-                "Tail only: events appended after the client connected, each frame's `id:` the "
-                "JetStream stream sequence of its event (docs/doors/stream.md). The response never ends."
-            ),
-            "tags": ["interactions"],
-            "security": BEARER,
-            "parameters": [
-                {
-                    "name": "Last-Event-ID",
-                    "in": "header",
-                    "required": False,
-                    "schema": {"type": "string"},
-                    "description": (
-                        "Resume right after this sequence when it lies in the resume window; an "
-                        "empty value is absent; anything else starts at the live end."
-                    ),
-                },
-                _query(
-                    "last_event_id",
-                    {"type": "string"},
-                    "The same, for proxies that strip the header; the header wins.",
-                ),
-            ],
-            "responses": _responses(
-                {
-                    "200": {
-                        "description": (
-                            "The feed: `interaction.add` frames (data: a PendingQuestion), "
-                            "`interaction.answered` and `interaction.removed` frames (data: exactly "
-                            "`{interaction_id, group_id}`), and `: keepalive` comments."
-                        ),
-                        "headers": {
-                            "Cache-Control": _header(_text("no-cache"), "Never cached."),
-                            "X-Accel-Buffering": _header(_text("no"), "Proxies must not buffer."),
-                            "Layby-Stream-Seq": _header(
-                                {"type": "string", "pattern": "^[0-9]+$"},
-                                "The frames follow this stream sequence (docs/doors/stream.md).",
-                            ),
-                        },
-                        "content": {"text/event-stream": {"schema": {"type": "string"}}},
-                    },
-                    "401": _ref("responses", "Unauthorized"),
-                    "503": _error(
-                        "This door process serves `LAYBY_SSE_MAX_CLIENTS` streams already, or NATS "
-                        "did not grant the subscription (docs/doors/stream.md#capacity).",
-                        ["too many open streams; retry later", "the stream is unavailable; retry later"],
-                        headers={
-                            "Retry-After": _header(
-                                {"type": "integer", "const": STREAM_RETRY_AFTER}, "Seconds to wait."
-                            )
-                        },
-                    ),
-                }
-            ),
-        }
-    }
-
-
-def _answer_door() -> Json:
-    return {
-        "post": {
-            "operationId": "answerInteraction",
-            "summary": "Answer a pending question",
-            "description": (
-                "Checks, in order: credentials, the body, unknown question (404), already answered "
-                "(409), external question (400), audience (403), the answer's format (400); the "
-                "first resolution recorded wins (docs/doors/answer.md)."
-            ),
-            "tags": ["interactions"],
-            "security": BEARER,
-            "parameters": [
-                _path(
-                    "interaction_id",
-                    {"type": "string", "pattern": UUID4},
-                    "A lowercase uuid4; anything else is the same 404 as an unknown question.",
                 )
-            ],
-            "requestBody": {"required": True, "content": {JSON: {"schema": _schema("AnswerRequest")}}},
-            "responses": _responses(
-                {
-                    "200": _ok("Recorded.", _schema("Answered")),
-                    "400": _error(
-                        "The body (not JSON, nested too deeply, no `answer`, a repeated key, the "
-                        "reserved key, a NUL character), an external question, or an answer the "
-                        "question's format refuses; or a request the HTTP parser cannot read "
-                        "(docs/doors/answer.md#body, #answer-validation).",
-                        field=True,
-                    ),
-                    "401": _ref("responses", "Unauthorized"),
-                    "403": _error(
-                        "A `user` identity answering a question not addressed to it.",
-                        [
-                            "restricted identities may answer only interactions addressed to them",
-                            "interaction is addressed to another identity",
-                        ],
-                    ),
-                    "404": _error(
-                        "Not a lowercase uuid4, unknown, or removed: indistinguishable.",
-                        ["Interaction not found"],
-                    ),
-                    "409": _error(
-                        "Already answered (by a person, a callback or a park's expiry).",
-                        ["Interaction already answered"],
-                    ),
-                    "503": _ref("responses", "Unavailable"),
-                }
-            ),
-        }
-    }
-
-
-def _media_door() -> Json:
-    return {
-        "get": {
-            "operationId": "getMedia",
-            "summary": "An inline image of a question (public: the id is the capability)",
-            "tags": ["interactions"],
-            "security": PUBLIC,
-            "parameters": [
-                _path(
-                    "media_id",
-                    {"type": "string", "pattern": CAPABILITY},
-                    "43 characters of `[A-Za-z0-9_-]`; anything else under the prefix is 400.",
-                )
-            ],
-            "responses": _responses(
-                {
-                    "200": {
-                        "description": "The stored bytes, with their stored (sniffed) type.",
-                        "headers": {
-                            "Cache-Control": _header(
-                                {"type": "string", "pattern": "^private, max-age=[0-9]+$"},
-                                "Whole seconds of retention left.",
-                            ),
-                            "X-Content-Type-Options": NOSNIFF,
-                            "Content-Security-Policy": _header(_text("default-src 'none'"), "Inert."),
-                        },
-                        "content": {mime: {} for mime in sorted(IMAGE_TYPES)},
-                    },
-                    "400": _error(
-                        "An id that is not 43 characters of `[A-Za-z0-9_-]`, decided before any "
-                        "lookup; or a request the HTTP parser cannot read.",
-                        ["invalid media id", MALFORMED],
-                    ),
-                    "404": _error("Unknown, or past its retention: the same response.", ["not found"]),
-                    "503": _ref("responses", "Unavailable"),
-                }
-            ),
-        }
-    }
-
-
-TICKET = _path(
-    "ticket",
-    {"type": "string", "pattern": CAPABILITY},
-    "The callback ticket (43 characters of `[A-Za-z0-9_-]`); any other value is the uniform 404.",
-)
-PAGE_HEADERS = {
-    "Cache-Control": NO_STORE,
-    "X-Content-Type-Options": NOSNIFF,
-    "Content-Security-Policy": _header(
-        _text(
-            "default-src 'none'; style-src 'unsafe-inline'",
-            "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; "
-            "connect-src 'self'; form-action 'self'",
+            },
         ),
-        "The form page's policy adds what its one inline script needs.",
-    ),
-    "X-Frame-Options": _header(_text("DENY"), "Never framed."),
-    "Referrer-Policy": _header(_text("no-referrer"), "The ticket never leaks in a Referer."),
-}
-TEXT = "text/plain"
-
-
-def _callback_doors() -> Json:
-    return {
-        "post": {
-            "operationId": "postCallback",
-            "summary": "Deliver an external or channel answer (public: the ticket is the capability)",
-            "description": (
-                "Checks, in order: the size cap (413), the ticket (404), a bound verifier (401 or "
-                "500), already answered (200), the payload (400), the claim "
-                "(docs/doors/callback.md#post-order-of-checks)."
-            ),
-            "tags": ["callback"],
-            "security": PUBLIC,
-            "parameters": [
-                TICKET,
+        ("/api/interactions/{interaction_id}/answer", "post"): Operation(
+            operation_id="answerInteraction",
+            tag=interactions,
+            security=BEARER,
+            request_body={"required": True, "content": {JSON: {"schema": _ref("schemas", "AnswerRequest")}}},
+            responses=UNAVAILABLE_503,
+        ),
+        ("/api/interactions/media/{media_id}", "get"): Operation(
+            operation_id="getMedia",
+            tag=interactions,
+            security=PUBLIC,
+            ok={
+                "description": "The stored bytes, with their stored (sniffed) type.",
+                "headers": {
+                    "Cache-Control": _header(
+                        {"type": "string", "pattern": "^private, max-age=[0-9]+$"},
+                        "Whole seconds of retention left.",
+                    ),
+                    "X-Content-Type-Options": NOSNIFF,
+                    "Content-Security-Policy": _header(_text("default-src 'none'"), "Inert."),
+                },
+                "content": {mime: {} for mime in sorted(IMAGE_TYPES)},
+            },
+            responses=UNAVAILABLE_503,
+        ),
+        ("/api/interactions/callback/{ticket}", "post"): Operation(
+            operation_id="postCallback",
+            tag="callback",
+            security=PUBLIC,
+            ok_headers=ERROR_HEADERS,
+            parameters=[
                 {
                     "name": "answer",
                     "in": "query",
@@ -860,321 +329,209 @@ def _callback_doors() -> Json:
                     "style": "form",
                     "explode": True,
                     "schema": {"type": "object", "additionalProperties": {"type": "string"}},
-                    "description": (
-                        "An external question with an empty body: the query parameters are the "
-                        "answer (a repeated key maps to the list of its values). Ignored otherwise."
-                    ),
-                },
+                    "description": "An external question with an empty body: the query parameters are the "
+                    "answer (a repeated key maps to the list of its values). Ignored otherwise.",
+                }
             ],
-            "requestBody": {
+            request_body={
                 "required": False,
-                "content": {JSON: {"schema": _schema("CallbackPayload")}},
+                "content": {
+                    JSON: {
+                        "schema": {
+                            "type": "object",
+                            "additionalProperties": True,
+                            "description": "An external question: the whole answer. A channel-delivered "
+                            'question: `{"answer": <value>}`, validated as at the answer door.',
+                        }
+                    }
+                },
             },
-            "responses": _responses(
-                {
-                    "200": _ok(
-                        "Recorded, or already answered (provider retries are idempotent).",
-                        {"oneOf": [_schema("Answered"), _schema("AlreadyAnswered")]},
-                        ERROR_HEADERS,
-                    ),
-                    "400": _error(
-                        "The payload: not a JSON object, no `answer` (channel questions), the "
-                        "reserved key, a NUL character, an unsigned body for a verifier, or an "
-                        "answer the question's schema or format refuses; or a request the HTTP "
-                        "parser cannot read (docs/doors/callback.md).",
-                        field=True,
-                    ),
-                    "401": _error(
-                        "A bound verifier refused the signature; nothing recorded, the ticket not consumed.",
-                        ["webhook verification failed"],
-                    ),
-                    "404": _error(
-                        "The uniform 404: unknown, expired, malformed or dead ticket, or a question "
-                        "that was removed (docs/doors/callback.md#uniform-404).",
-                        ["not found"],
-                    ),
-                    "500": _error(
-                        "A bound verifier that cannot be checked (logged; nothing recorded), or "
-                        "something unexpected.",
-                        ["webhook verification error", "internal server error"],
-                    ),
-                    "503": _ref("responses", "Unavailable"),
+            responses=UNAVAILABLE_503,
+        ),
+        ("/api/interactions/callback/{ticket}", "get"): Operation(
+            operation_id="getCallbackPage",
+            tag="callback",
+            security=PUBLIC,
+            responses={**_callback_page_responses(), **UNAVAILABLE_503},
+        ),
+        ("/api/runs", "get"): Operation(
+            operation_id="listRuns",
+            tag=runs,
+            security=BEARER,
+            links={
+                "ShowTheFirstRun": {
+                    "operationId": "getRun",
+                    "parameters": {"run_id": "$response.body#/data/items/0/run_id"},
+                    "description": "The first run of the page.",
                 }
-            ),
-        },
-        "get": {
-            "operationId": "getCallbackPage",
-            "summary": "The page behind a callback link (public, never changes anything)",
-            "tags": ["callback"],
-            "security": PUBLIC,
-            "parameters": [TICKET],
-            "responses": _responses(
-                {
-                    "200": {
-                        "description": (
-                            "The constant Done, confirm or awaiting page, or the question's form "
-                            "(docs/doors/callback.md#the-pages-behind-a-link)."
-                        ),
-                        "headers": PAGE_HEADERS,
-                        "content": {"text/html": {"schema": {"type": "string"}}},
-                    },
-                    "404": {
-                        "description": (
-                            "The uniform 404, in plain text: unknown, expired, malformed or dead "
-                            "ticket, or a verifier-bound question."
-                        ),
-                        "headers": ERROR_HEADERS,
-                        "content": {TEXT: {"schema": _text("Not Found")}},
-                    },
-                    "500": {
-                        "description": (
-                            "A stored form schema the page cannot render (plain text, logged), or "
-                            "something unexpected (the JSON envelope)."
-                        ),
-                        "headers": ERROR_HEADERS,
-                        "content": {
-                            TEXT: {"schema": _text("Internal Server Error")},
-                            JSON: {"schema": _object({"error": _text("internal server error")}, ["error"])},
-                        },
-                    },
-                    "503": _ref("responses", "Unavailable"),
-                }
-            ),
-        },
-    }
-
-
-FLOW = _query("flow", {"type": "string"}, "Only runs of this flow (the exact name).")
-
-
-def _runs_doors() -> dict[str, Json]:
-    return {
-        "/api/runs": {
-            "get": {
-                "operationId": "listRuns",
-                "summary": "Runs, most recently active first",
-                "tags": ["runs"],
-                "security": BEARER,
-                "parameters": [
-                    _query("status", _text(*RUN_STATUSES), "Only runs in this status."),
-                    FLOW,
-                    PAGE,
-                    PAGE_SIZE,
-                ],
-                "responses": _responses(
-                    {
-                        "200": _ok(
-                            "One page of runs this caller may see.",
-                            _schema("RunPage"),
-                            links={
-                                "ShowTheFirstRun": {
-                                    "operationId": "getRun",
-                                    "parameters": {"run_id": "$response.body#/data/items/0/run_id"},
-                                    "description": "The first run of the page.",
-                                }
-                            },
-                        ),
-                        "400": _error(
-                            f"{PAGING_400['description']} A `status` that is not a run status: "
-                            f"`status must be one of {', '.join(RUN_STATUSES)}` (field `status`). A "
-                            "`flow` holding a NUL character: `flow must not contain NUL characters` "
-                            "(field `flow`).",
-                            field=True,
-                        ),
-                        "401": _ref("responses", "Unauthorized"),
+            },
+        ),
+        ("/api/runs/summary", "get"): Operation(operation_id="summarizeRuns", tag=runs, security=BEARER),
+        ("/api/runs/{run_id}", "get"): Operation(operation_id="getRun", tag=runs, security=BEARER),
+        ("/api/runs/{run_id}/cancel", "post"): Operation(
+            operation_id="cancelRun", tag=runs, security=BEARER, responses=UNAVAILABLE_503
+        ),
+        ("/api/runs/{run_id}/retry", "post"): Operation(
+            operation_id="retryRun", tag=runs, security=BEARER, responses=UNAVAILABLE_503
+        ),
+        ("/api/workers", "get"): Operation(operation_id="listWorkers", tag=runs, security=BEARER),
+        ("/healthz", "get"): Operation(
+            operation_id="healthz", tag=health, security=PUBLIC, rate_limited=False
+        ),
+        ("/readyz", "get"): Operation(
+            operation_id="readyz",
+            tag=health,
+            security=PUBLIC,
+            rate_limited=False,
+            responses={"503": {"headers": {**ERROR_HEADERS, "Retry-After": _ref("headers", "RetryAfter")}}},
+        ),
+        ("/schema/openapi.json", "get"): Operation(
+            operation_id="openapi",
+            tag=health,
+            security=PUBLIC,
+            ok={
+                "description": "This OpenAPI 3.1 document, generated from the doors' handlers.",
+                "headers": {"Cache-Control": _header(_text("no-cache"), "Revalidated on every use.")},
+                "content": {
+                    JSON: {
+                        "schema": {"type": "object", "required": ["openapi", "info", "paths", "components"]}
                     }
-                ),
-            }
-        },
-        "/api/runs/summary": {
-            "get": {
-                "operationId": "summarizeRuns",
-                "summary": "How many runs are in each status, their flows, the oldest open question",
-                "tags": ["runs"],
-                "security": BEARER,
-                "parameters": [FLOW],
-                "responses": _responses(
-                    {
-                        "400": _error(
-                            "A `flow` holding a NUL character: `flow must not contain NUL characters` "
-                            "(field `flow`); or a request the HTTP parser cannot read.",
-                            field=True,
-                        ),
-                        "200": _ok(
-                            "One snapshot: the counts and the oldest question for `flow` when given; "
-                            "a `user` token counts its own identity's runs only.",
-                            _schema("RunsSummary"),
-                        ),
-                        "401": _ref("responses", "Unauthorized"),
-                    }
-                ),
-            }
-        },
-        "/api/runs/{run_id}": {
-            "get": {
-                "operationId": "getRun",
-                "summary": "One run's status",
-                "tags": ["runs"],
-                "security": BEARER,
-                "parameters": [
-                    _path(
-                        "run_id",
-                        {"type": "string", "pattern": UUID4},
-                        "A lowercase uuid4; anything else is the same 404 as an unknown run.",
-                    )
-                ],
-                "responses": _responses(
-                    {
-                        "200": _ok(
-                            "The run; keys that do not apply to its status are absent.", _schema("Run")
-                        ),
-                        "401": _ref("responses", "Unauthorized"),
-                        "404": _error(
-                            "Not a lowercase uuid4, unknown, or another identity's run (for a `user`).",
-                            ["Run not found"],
-                        ),
-                    }
-                ),
-            }
-        },
-        "/api/runs/{run_id}/cancel": {"post": _run_operation("cancel")},
-        "/api/runs/{run_id}/retry": {"post": _run_operation("retry")},
-        "/api/workers": {
-            "get": {
-                "operationId": "listWorkers",
-                "summary": "Workers seen in the last hour: alive or not, and the flows they serve",
-                "tags": ["runs"],
-                "security": BEARER,
-                "responses": _responses(
-                    {
-                        "200": _ok(
-                            "A `user` token sees its own identity's workers only.", _schema("Workers")
-                        ),
-                        "401": _ref("responses", "Unauthorized"),
-                    }
-                ),
-            }
-        },
-    }
-
-
-def _run_operation(action: str) -> Json:
-    """``POST /api/runs/{run_id}/cancel`` or ``/retry`` (docs/doors/runs.md#cancel)."""
-    cancel = action == "cancel"
-    return {
-        "operationId": f"{action}Run",
-        "summary": "Cancel a running or parked run" if cancel else "Retry a failed run",
-        "tags": ["runs"],
-        "security": BEARER,
-        "parameters": [
-            _path("run_id", {"type": "string", "pattern": UUID4}, "A lowercase uuid4; anything else is 404.")
-        ],
-        "responses": _responses(
-            {
-                "200": _ok(
-                    "A parked run's pending questions have left the inbox."
-                    if cancel
-                    else "The run executes again from its last recorded step or park.",
-                    _schema("Cancelled" if cancel else "Retried"),
-                ),
-                "401": _ref("responses", "Unauthorized"),
-                "404": _error(
-                    "Not a lowercase uuid4, unknown, or another identity's run (for a `user`).",
-                    ["Run not found"],
-                ),
-                "409": _error(
-                    "The run is in a status this operation does not apply to: "
-                    + (
-                        "`the run is <status>; only a running or parked run can be cancelled`."
-                        if cancel
-                        else "`the run is <status>; only a failed run can be retried`."
-                    )
-                ),
-                "503": _ref("responses", "Unavailable"),
-            }
+                },
+            },
         ),
     }
 
 
-def _health() -> dict[str, Json]:
-    return {
-        "/healthz": {
-            "get": {
-                "operationId": "healthz",
-                "summary": "The process is alive",
-                "tags": ["health"],
-                "security": PUBLIC,
-                "responses": _responses({"200": _ok("Alive.", _schema("Health"))}, rate_limited=False),
-            }
-        },
-        "/readyz": {
-            "get": {
-                "operationId": "readyz",
-                "summary": "NATS JetStream and PostgreSQL answer",
-                "tags": ["health"],
-                "security": PUBLIC,
-                "responses": _responses(
-                    {
-                        "200": _ok("Both answer.", _schema("Ready")),
-                        "503": {
-                            "description": "One of them does not answer; `checks` says which.",
-                            "headers": {**ERROR_HEADERS, "Retry-After": _ref("headers", "RetryAfter")},
-                            "content": {JSON: {"schema": _schema("NotReady")}},
-                        },
-                    },
-                    rate_limited=False,
-                ),
-            }
-        },
-        "/schema/openapi.json": {
-            "get": {
-                "operationId": "openapi",
-                "summary": "This document",
-                "tags": ["health"],
-                "security": PUBLIC,
-                "responses": _responses(
-                    {
-                        "200": _ok(
-                            "The OpenAPI 3.1 document, written by hand.",
-                            {"type": "object", "required": ["openapi", "info", "paths", "components"]},
-                            {"Cache-Control": _header(_text("no-cache"), "Revalidated on every use.")},
-                        )
-                    }
-                ),
-            }
-        },
-    }
+INFO: Json = {
+    "title": "Layby",
+    "version": "0.1.0",
+    "summary": "Human-in-the-loop questions for AI agents: the HTTP doors.",
+    "description": (
+        'Success is `{"data": ...}`; failure is `{"error": "<message>"}` plus `field` when one input '
+        "field is to blame (docs/doors/common.md). Every JSON error carries `Cache-Control: no-store` "
+        "and `X-Content-Type-Options: nosniff`."
+    ),
+}
+TAGS: list[Json] = [
+    {"name": "interactions", "description": "Pending questions: list, stream, answer, media."},
+    {"name": "callback", "description": "Public doors of external and channel-delivered questions."},
+    {"name": "runs", "description": "The status of runs and their parks."},
+    {"name": "health", "description": "Probes and this document."},
+]
+ERROR_SCHEMA: Json = {
+    "type": "object",
+    "properties": {
+        "error": {"type": "string", "description": "What went wrong, for a person to read."},
+        "field": {"type": "string", "description": "The input field to blame, when one is."},
+    },
+    "required": ["error"],
+    "additionalProperties": False,
+    "description": "Every failure of a JSON door (docs/doors/common.md#envelope-and-errors).",
+}
 
 
-def document() -> dict[str, Any]:
-    """The OpenAPI 3.1 document of every door but the inbox page and its static files."""
-    return {
-        "openapi": "3.1.0",
-        "info": {
-            "title": "Layby",
-            "version": "0.1.0",
-            "summary": "Human-in-the-loop questions for AI agents: the HTTP doors.",
-            "description": (
-                'Success is `{"data": ...}`; failure is `{"error": "<message>"}` plus `field` when '
-                "one input field is to blame (docs/doors/common.md). Every JSON error carries "
-                "`Cache-Control: no-store` and `X-Content-Type-Options: nosniff`."
-            ),
-        },
-        "tags": [
-            {"name": "interactions", "description": "Pending questions: list, stream, answer, media."},
-            {"name": "callback", "description": "Public doors of external and channel-delivered questions."},
-            {"name": "runs", "description": "The status of runs and their parks."},
-            {"name": "health", "description": "Probes and this document."},
-        ],
-        "paths": {
-            "/api/interactions": _list_door(),
-            "/api/interactions/stream": _stream_door(),
-            "/api/interactions/done": _done_door(),
-            "/api/interactions/{interaction_id}/answer": _answer_door(),
-            "/api/interactions/media/{media_id}": _media_door(),
-            "/api/interactions/callback/{ticket}": _callback_doors(),
-            **_runs_doors(),
-            **_health(),
-        },
-        "components": _components(),
-    }
+def _tidy(value: Any) -> Any:
+    """Whole-number limits as integers, and a closed object for every error envelope."""
+    if isinstance(value, dict):
+        out = {k: _tidy(v) for k, v in value.items()}
+        for key in ("minimum", "maximum"):
+            if isinstance(out.get(key), float) and out[key].is_integer():
+                out[key] = int(out[key])
+        return out
+    if isinstance(value, list):
+        return [_tidy(v) for v in value]
+    return value
+
+
+def _not_null(schema: Json) -> Json:
+    """A parameter's schema without the ``null`` Python's ``None`` default adds: a query or header
+    parameter is a string on the wire, and an absent one is simply left out."""
+    out = dict(schema)
+    if "oneOf" in out:
+        arms = [arm for arm in out.pop("oneOf") if arm.get("type") != "null"]
+        out = {**arms[0], **out} if len(arms) == 1 else {**out, "oneOf": arms}
+    if isinstance(out.get("type"), list):
+        kinds = [k for k in out["type"] if k != "null"]
+        out["type"] = kinds[0] if len(kinds) == 1 else kinds
+    if "enum" in out:
+        out["enum"] = [v for v in out["enum"] if v is not None]
+    return out
+
+
+def _parameter(parameter: Json) -> Json:
+    """A path parameter is one plain segment (the media door's id is typed as a path only so that
+    everything under its prefix reaches it); a query or header parameter loses ``null``."""
+    schema = dict(parameter["schema"])
+    if parameter["in"] == "path":
+        schema.pop("format", None)
+    else:
+        schema = _not_null(schema)
+    return {**parameter, "schema": schema}
+
+
+def _responses(generated: Json, own: Operation) -> Json:
+    out: Json = dict(BEFORE_ANY_DOOR)
+    if own.rate_limited:
+        out["429"] = _ref("responses", "TooManyRequests")
+    if own.security:
+        out["401"] = _ref("responses", "Unauthorized")
+    for status, declared in generated.items():
+        schema = declared.get("content", {}).get(JSON, {}).get("schema", {})
+        if status == "400" and "$ref" not in schema:
+            continue  # the framework's own 400, never sent: a parameter refusal is the door's envelope
+        response = {k: v for k, v in declared.items() if k != "headers"}
+        if status.startswith(("4", "5")):
+            response["headers"] = ERROR_HEADERS
+        out[status] = response
+    ok = dict(own.ok or out["200"])
+    if own.ok_headers:
+        ok["headers"] = own.ok_headers
+    if own.links:
+        ok["links"] = own.links
+    out["200"] = ok
+    for status, response in own.responses.items():
+        out[status] = {**out[status], **response} if status in out and "$ref" not in out[status] else response
+    return dict(sorted(out.items()))
+
+
+def finish(generated: Json) -> Json:
+    """The served document: Litestar's, from the handlers, with the hand-written parts."""
+    operations = _operations()
+    paths: Json = {}
+    for path, item in generated["paths"].items():
+        for method, operation in item.items():
+            own = operations[(path, method)]
+            parameters = [_parameter(p) for p in operation.get("parameters", [])]
+            finished: Json = {
+                "operationId": own.operation_id,
+                "summary": operation.get("summary", ""),
+                **({"description": operation["description"]} if operation.get("description") else {}),
+                "tags": [own.tag],
+                "security": own.security,
+                **({"parameters": parameters + own.parameters} if parameters or own.parameters else {}),
+                **({"requestBody": own.request_body} if own.request_body else {}),
+                "responses": _responses(operation["responses"], own),
+            }
+            paths.setdefault(path, {})[method] = finished
+    schemas = dict(generated.get("components", {}).get("schemas", {}))
+    _, requests = msgspec.json.schema_components([AnswerRequest], ref_template="#/components/schemas/{name}")
+    schemas.update(requests)
+    schemas["Error"] = ERROR_SCHEMA
+    served: Json = _tidy(
+        {
+            "openapi": "3.1.0",
+            "info": INFO,
+            "tags": TAGS,
+            "paths": paths,
+            "components": {**COMPONENTS, "schemas": dict(sorted(schemas.items()))},
+        }
+    )
+    return served
+
+
+def document() -> Json:
+    """The served document: the one the door's application generates."""
+    from layby_server.settings import load_settings
+    from layby_services.door.app import create_app
+
+    return finish(create_app(load_settings({})).openapi_schema.to_schema())

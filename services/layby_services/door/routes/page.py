@@ -1,4 +1,5 @@
-"""The inbox web page (issue 5): ``/`` and ``/inbox``, and its static files under ``/static``.
+"""The inbox web page (docs/doors/inbox-page.md): ``/`` and ``/inbox``, and its static files
+under ``/static``.
 
 Plain HTML, CSS and three ES modules (the inbox, the runs dashboard, their DOM helper) shipped
 inside the package (no build step, no Node.js on the user's machine; ADR 0008). A strict
