@@ -30,7 +30,7 @@ async def test_the_door_sends_no_server_banner(system: System) -> None:
 
 
 async def test_openapi_document_lists_the_doors(system: System) -> None:
-    """The hand-written OpenAPI document is served at /schema/openapi.json
+    """The OpenAPI document, generated from the handlers, is served at /schema/openapi.json
     (docs/doors/common.md#the-openapi-document): every door, the bearer scheme on the
     authenticated ones, the doors' error envelope, and the list door's 200 is an object."""
     async with system.http(None) as http:
