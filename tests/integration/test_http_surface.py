@@ -307,3 +307,15 @@ async def test_options_allows_every_documented_method(system: System) -> None:
             assert resp.status_code == 204, (path, resp.status_code)
             listed = {m.strip() for m in resp.headers["allow"].split(",")}
             assert {m.upper() for m in operations} <= listed, (path, listed)
+
+
+async def test_a_query_value_is_its_text_never_read_as_null(system: System) -> None:
+    """A query parameter's value is its text: ``status=null`` is a status that does not exist
+    (400), never "no status" (docs/doors/runs.md)."""
+    async with system.http() as http:
+        resp = await http.get("/api/runs", params={"status": "null"})
+    assert resp.status_code == 400
+    assert resp.json() == {
+        "error": "status must be one of running, parked, resumed, finished, failed, cancelled",
+        "field": "status",
+    }

@@ -24,7 +24,7 @@ from litestar.handlers import BaseRouteHandler
 from litestar.params import HeaderParameter, QueryParameter
 
 from layby_contracts.errors import BadInput, LaybyError
-from layby_contracts.http import RUN_STATUSES, RunStatus
+from layby_contracts.http import RUN_STATUSES
 from layby_contracts.limits import ANSWER_FORMATS, PAGE_MAX, PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX
 from layby_services.door.deps import principal_of
 from layby_services.door.errors import EXCEPTION_HANDLERS
@@ -33,7 +33,8 @@ NO_NUL = "^[^\\x00]*$"
 """No NUL character: PostgreSQL cannot store one."""
 FILTER_MAX_CHARS = 200
 SORTS = ("group", "newest", "oldest", "deadline")
-"""The list door's orders (docs/doors/list.md#filters-and-order); ``group`` is the default."""
+"""The list door's orders (docs/doors/list.md#filters-and-order); ``group`` is the default. For
+every filter, an empty value is the same as leaving it out, so the document admits ``""`` too."""
 
 Page = Annotated[
     int,
@@ -76,7 +77,7 @@ Format = Annotated[
         max_length=FILTER_MAX_CHARS,
         pattern=NO_NUL,
         description="Only questions of this answer format.",
-        schema_extra={"enum": list(ANSWER_FORMATS)},
+        schema_extra={"enum": [*ANSWER_FORMATS, ""]},
     ),
 ]
 Group = Annotated[
@@ -98,10 +99,19 @@ Sort = Annotated[
         pattern=NO_NUL,
         description="The order: `group` (groups by their latest question, the default), `newest`, "
         "`oldest` (created_at) or `deadline` (timeout_at, soonest first).",
-        schema_extra={"enum": list(SORTS)},
+        schema_extra={"enum": [*SORTS, ""]},
     ),
 ]
-Status = Annotated[RunStatus | None, QueryParameter(description="Only runs in this status.")]
+Status = Annotated[
+    str | None,
+    QueryParameter(
+        max_length=FILTER_MAX_CHARS,
+        description="Only runs in this status.",
+        schema_extra={"enum": list(RUN_STATUSES)},
+    ),
+]
+"""Checked against the statuses by the door (``parse_status``): a ``Literal`` would read the text
+``null`` as no status at all."""
 Flow = Annotated[
     str | None, QueryParameter(pattern=NO_NUL, description="Only runs of this flow (the exact name).")
 ]
@@ -225,8 +235,12 @@ def _refused(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     assert isinstance(exc, ValidationException)
     keys = {str(e["key"]) for e in (exc.extra or []) if isinstance(e, dict) and e.get("key")}
     params = request.query_params
+    declared = {_WIRE_NAMES.get(n, n) for n in request.route_handler.parsed_fn_signature.parameters}
+    # The failed parameters, and every other one this door reads that the request carries: a
+    # door's earlier check refuses first, whichever parameter its type refused.
+    suspects = keys | (declared & set(params))
     for names, check in REFUSALS:
-        if names & keys:
+        if names & suspects:
             try:
                 check(params)
             except BadInput as refusal:

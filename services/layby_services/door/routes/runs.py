@@ -57,7 +57,15 @@ from layby_server.runops import NOT_FOUND, cancel_run, load_run, retry_run
 from layby_server.workers import WorkerRegistry
 from layby_services.door.deps import door, principal_of
 from layby_services.door.openapi import UUID4, refusal
-from layby_services.door.query import DEFAULT_PAGE_SIZE, Flow, Page, PageSize, Status, authenticated
+from layby_services.door.query import (
+    DEFAULT_PAGE_SIZE,
+    Flow,
+    Page,
+    PageSize,
+    Status,
+    authenticated,
+    parse_status,
+)
 from layby_services.door.routes.inbox import PAGING_400, next_page
 
 STATUSES = RUN_STATUSES
@@ -307,6 +315,7 @@ async def runs_door(
     state = door(request)
     who = principal_of(request)
     size = min(page_size, PAGE_SIZE_MAX)
+    parse_status(status)
     identity = who.identity if who.restricted else None
     async with state.pool.acquire() as conn:
         total = int(await conn.fetchval(_COUNT, identity, status, flow))
