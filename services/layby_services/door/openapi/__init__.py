@@ -38,10 +38,11 @@ __all__ = ["CAPABILITY", "UUID4", "document", "finish", "refusal"]
 
 
 @cache
-def _closed_error(messages: tuple[str, ...], field: bool) -> type[msgspec.Struct]:
-    """The error envelope whose ``error`` is exactly one of ``messages`` (a Literal)."""
+def _closed_error(messages: tuple[str, ...], field: bool, name: str | None) -> type[msgspec.Struct]:
+    """The error envelope whose ``error`` is exactly one of ``messages`` (a Literal), named after
+    its first message unless ``name`` is given."""
     words = re.findall(r"[a-z]+", messages[0].lower())
-    name = "".join(w.capitalize() for w in words)[:40] + ("Field" if field else "")
+    name = name or "".join(w.capitalize() for w in words[:5]) + ("Field" if field else "")
     fields: list[Any] = [("error", cast(Any, Literal)[messages])]
     if field:
         fields.append(("field", str | msgspec.UnsetType, msgspec.UNSET))
@@ -50,11 +51,11 @@ def _closed_error(messages: tuple[str, ...], field: bool) -> type[msgspec.Struct
     )
 
 
-def refusal(description: str, *messages: str, field: bool = False) -> ResponseSpec:
+def refusal(description: str, *messages: str, field: bool = False, name: str | None = None) -> ResponseSpec:
     """A documented refusal for a handler's ``responses``: the error envelope, its ``error`` pinned
     to ``messages`` (the constants the door raises) when the door has a closed set of them, and
-    ``field`` when one input field may be blamed."""
-    container = _closed_error(messages, field) if messages else Error
+    ``field`` when one input field may be blamed; ``name`` names its schema."""
+    container = _closed_error(messages, field, name) if messages else Error
     return ResponseSpec(container, description=description, generate_examples=False)
 
 

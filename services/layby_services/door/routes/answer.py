@@ -93,7 +93,10 @@ async def submit_answer(
             field=True,
         ),
         403: refusal(
-            "A `user` identity answering a question not addressed to it.", NOT_ADDRESSED, ADDRESSED_TO_ANOTHER
+            "A `user` identity answering a question not addressed to it.",
+            NOT_ADDRESSED,
+            ADDRESSED_TO_ANOTHER,
+            name="NotAddressedToCaller",
         ),
         404: refusal("Not a lowercase uuid4, unknown, or removed: indistinguishable.", NOT_FOUND),
         409: refusal("Already answered (by a person, a callback or a park's expiry).", ALREADY_ANSWERED),
