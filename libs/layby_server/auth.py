@@ -19,6 +19,10 @@ from layby_contracts.errors import Unauthorized
 from layby_domain.ask import Asker
 from layby_domain.ask import clamp_audience as domain_clamp
 
+MISSING_CREDENTIALS = "missing bearer token"
+BAD_SCHEME = "Authorization must be 'Bearer <token>'"
+UNKNOWN_CREDENTIALS = "invalid bearer token"
+
 Role = Literal["operator", "user"]
 
 
@@ -65,18 +69,18 @@ class Authenticator:
 
     def principal(self, token: str | None) -> Principal:
         if not token:
-            raise Unauthorized("missing bearer token")
+            raise Unauthorized(MISSING_CREDENTIALS)
         found = self._table.get(_digest(token))
         if found is None:
-            raise Unauthorized("invalid bearer token")
+            raise Unauthorized(UNKNOWN_CREDENTIALS)
         return found
 
     def from_header(self, header: str | None) -> Principal:
         if not header:
-            raise Unauthorized("missing bearer token")
+            raise Unauthorized(MISSING_CREDENTIALS)
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
-            raise Unauthorized("Authorization must be 'Bearer <token>'")
+            raise Unauthorized(BAD_SCHEME)
         return self.principal(token.strip())
 
 

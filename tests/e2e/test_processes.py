@@ -512,8 +512,15 @@ def test_layby_up_restarts_a_service_killed_under_it(tmp_path: Path) -> None:
     try:
         [victim] = _service(up.pid, "door")
         os.kill(victim, signal.SIGKILL)
-        _until(lambda: _service(up.pid, "door") not in ([], [victim]), "the door was never restarted")
-        _until(lambda: _ready(f"http://127.0.0.1:{port}"), "the door never became ready again")
+        eventually_sync(
+            lambda: _service(up.pid, "door") not in ([], [victim]),
+            "the door to be started again",
+            timeout=90,
+            interval=0.2,
+        )
+        eventually_sync(
+            lambda: _ready(f"http://127.0.0.1:{port}"), "the door to be ready again", timeout=90, interval=0.2
+        )
         assert up.poll() is None
     finally:
         stop_up(up)

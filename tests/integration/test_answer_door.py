@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 
+import jsonschema
 import msgspec
 import pytest
 
@@ -295,3 +296,21 @@ async def test_an_answer_with_a_nul_character_is_400_naming_the_field(system: Sy
             await http.post(f"/api/interactions/{iid}/answer", json={"answer": {"note": "a"}})
         ).status_code == 200
     assert await asyncio.wait_for(task, 10) == {"note": "a"}
+
+
+async def test_a_null_answer_is_refused_and_the_document_does_not_admit_it(system: System) -> None:
+    """No answer format accepts JSON null (docs/doors/answer.md#answer-validation): the door
+    refuses it with the format's message, and the OpenAPI document's answer body does not admit it."""
+    task, iid = await open_question(system, question="Name?", timeout=30)
+    async with system.http() as http:
+        resp = await http.post(f"/api/interactions/{iid}/answer", json={"answer": None})
+        doc = (await http.get("/schema/openapi.json")).json()
+        assert (resp.status_code, resp.json()) == (400, {"error": "answer must be a string"})
+        ok = await http.post(f"/api/interactions/{iid}/answer", json={"answer": "Ada"})
+        assert ok.status_code == 200
+    await task
+    body = doc["paths"]["/api/interactions/{interaction_id}/answer"]["post"]["requestBody"]
+    schema = {**body["content"]["application/json"]["schema"], "components": doc["components"]}
+    jsonschema.validate({"answer": "Ada"}, schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"answer": None}, schema)

@@ -31,7 +31,7 @@ async def test_the_door_sends_no_server_banner(system: System) -> None:
 
 
 async def test_openapi_document_lists_the_doors(system: System) -> None:
-    """The hand-written OpenAPI document is served at /schema/openapi.json
+    """The OpenAPI document, generated from the handlers, is served at /schema/openapi.json
     (docs/doors/common.md#the-openapi-document): every door, the bearer scheme on the
     authenticated ones, the doors' error envelope, and the list door's 200 is an object."""
     async with system.http(None) as http:
@@ -294,3 +294,62 @@ async def test_an_encoded_slash_in_an_id_gets_the_doors_own_answer(system: Syste
         assert ticket.headers["content-type"].startswith("text/plain")
         unauthenticated = await anon.get("/api/runs/a%2Fb")
         assert unauthenticated.status_code == 401
+
+
+@pytest.mark.parametrize("path", ["/api/runs", "/api/runs/summary"])
+async def test_a_nul_character_in_a_query_parameter_is_a_400_naming_it(system: System, path: str) -> None:
+    """Every query parameter is checked by its declared type before it reaches the database: a NUL
+    character (which PostgreSQL cannot store) is a 400 naming the parameter, as on the list door
+    (docs/doors/common.md#envelope-and-errors)."""
+    async with system.http() as http:
+        resp = await http.get(path, params={"flow": "a\x00b"})
+    assert resp.status_code == 400
+    assert resp.json() == {"error": "flow must not contain NUL characters", "field": "flow"}
+    assert resp.headers["cache-control"] == "no-store"
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "allowed"),
+    [
+        ("TRACE", "/api/runs", {"GET"}),
+        ("DELETE", "/api/interactions", {"GET"}),
+        ("PUT", "/api/interactions/callback/" + "t" * 43, {"GET", "POST"}),
+        ("GET", "/api/runs/" + "0" * 36 + "/cancel", {"POST"}),
+    ],
+)
+async def test_a_405_names_the_methods_the_path_allows(
+    system: System, method: str, path: str, allowed: set[str]
+) -> None:
+    """A wrong method is a 405 in the error envelope with the ``Allow`` header RFC 9110 requires,
+    listing the path's methods (docs/doors/common.md#envelope-and-errors)."""
+    async with system.http() as http:
+        resp = await http.request(method, path)
+    assert (resp.status_code, resp.json()) == (405, {"error": "method not allowed"})
+    listed = {m.strip() for m in resp.headers["allow"].split(",")}
+    assert allowed <= listed
+    assert resp.headers["cache-control"] == "no-store"
+
+
+async def test_options_allows_every_documented_method(system: System) -> None:
+    """An ``OPTIONS`` request's ``Allow`` lists every method the OpenAPI document gives its path
+    (docs/doors/common.md#the-openapi-document)."""
+    async with system.http(None) as http:
+        doc = (await http.get("/schema/openapi.json")).json()
+        for template, operations in doc["paths"].items():
+            path = re.sub(r"\{[^}]+\}", "t" * 43, template)
+            resp = await http.options(path)
+            assert resp.status_code == 204, (path, resp.status_code)
+            listed = {m.strip() for m in resp.headers["allow"].split(",")}
+            assert {m.upper() for m in operations} <= listed, (path, listed)
+
+
+async def test_a_query_value_is_its_text_never_read_as_null(system: System) -> None:
+    """A query parameter's value is its text: ``status=null`` is a status that does not exist
+    (400), never "no status" (docs/doors/runs.md)."""
+    async with system.http() as http:
+        resp = await http.get("/api/runs", params={"status": "null"})
+    assert resp.status_code == 400
+    assert resp.json() == {
+        "error": "status must be one of running, parked, resumed, finished, failed, cancelled",
+        "field": "status",
+    }

@@ -348,3 +348,81 @@ async def test_the_stream_answers_as_documented(system: System) -> None:
     [(event, data)] = list(_frames(lines))
     assert event == "interaction.add"
     jsonschema.validate(data, item_schema)
+
+
+HOSTILE = [
+    "\x00",
+    "a\x00b",
+    "",
+    " ",
+    "x" * 5000,
+    "-1",
+    "0",
+    "1.5",
+    "1e3",
+    "99999999999999999999999",
+    "abc",
+    "null",
+    "\u202e\U0001f600",
+    "%00",
+    "'; DROP TABLE runs; --",
+]
+"""Values no generator is sure to draw: a NUL character (PostgreSQL cannot store one), empty,
+over-long, out of range, not a number, a lookalike of null, bidi and astral characters, SQL."""
+
+
+def _every_query_parameter(
+    system: System, token: str | None, live: dict[str, list[dict[str, str]]]
+) -> list[str]:
+    schema = _load(system)
+    headers = _auth(token)
+    failures: list[str] = []
+    with requests.Session() as session:
+        for result in schema.get_all_operations():
+            operation = result.ok()
+            if operation.path == STREAM and token:
+                continue  # a granted stream never ends
+            names = [p.name for p in operation.iter_parameters() if p.location.value == "query"]
+            for name in names:
+                for value in HOSTILE:
+                    pinned = live.get(operation.path, [None])[0]
+                    case = operation.Case(query={name: value}, path_parameters=pinned)
+                    try:
+                        response = case.call_and_validate(
+                            base_url=system.url, session=session, headers=headers, checks=CHECKS, timeout=10
+                        )
+                    except (Exception, FailureGroup) as exc:
+                        failures.append(f"{operation.label} ?{name}={value[:20]!r}: {exc}")
+                        continue
+                    if response.status_code >= 500:
+                        failures.append(f"{operation.label} ?{name}={value[:20]!r}: {response.status_code}")
+    return failures
+
+
+@pytest.mark.parametrize("token", [OPERATOR, None], ids=["operator", "anonymous"])
+async def test_every_query_parameter_of_every_door_answers_as_documented(
+    system: System, token: str | None
+) -> None:
+    """Every query parameter the document lists, on every door, gets hostile values (a NUL
+    character, empty, over-long, out of range, not a number, SQL): never a 5xx, and every answer
+    is the document's — a value outside a parameter's type is the door's documented 400."""
+    seeded = await _seed(system)
+    try:
+        failures = await asyncio.to_thread(_every_query_parameter, system, token, seeded.live)
+    finally:
+        await seeded.settle()
+    assert not failures, "\n\n".join(failures)
+
+
+async def test_an_undocumented_method_is_a_405_naming_the_documented_ones(system: System) -> None:
+    """Every path of the document answers a method it does not list with 405 and an ``Allow``
+    header naming every method it does list (RFC 9110)."""
+    doc = document()
+    async with system.http() as http:
+        for template, operations in doc["paths"].items():
+            path = template.replace("{", "").replace("}", "")
+            documented = {m.upper() for m in operations}
+            for method in {"GET", "POST", "PUT", "PATCH", "DELETE", "TRACE"} - documented:
+                resp = await http.request(method, path)
+                assert resp.status_code == 405, (method, path, resp.status_code)
+                assert documented <= {m.strip() for m in resp.headers["allow"].split(",")}, (method, path)

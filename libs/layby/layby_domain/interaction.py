@@ -34,6 +34,8 @@ Status = Literal["absent", "pending", "answered", "removed"]
 RemovalReason = Literal["timeout", "cancelled", "abandoned", "delivery_failed"]
 NOT_FOUND = "Interaction not found"
 ALREADY_ANSWERED = "Interaction already answered"
+NOT_ADDRESSED = "restricted identities may answer only interactions addressed to them"
+ADDRESSED_TO_ANOTHER = "interaction is addressed to another identity"
 
 
 class Facts(msgspec.Struct, frozen=True, kw_only=True):
@@ -178,9 +180,9 @@ def decide_answer(
         raise BadInput("external interactions are answered via their callback URL")
     if restricted:
         if asked.audience is None:
-            raise Forbidden("restricted identities may answer only interactions addressed to them")
+            raise Forbidden(NOT_ADDRESSED)
         if asked.audience != by:
-            raise Forbidden("interaction is addressed to another identity")
+            raise Forbidden(ADDRESSED_TO_ANOTHER)
     typed = validate_answer(asked.answer_format, asked.format_payload, answer)
     return _answer(facts_of(asked), by=by, answer=typed, now=now, via=via)
 

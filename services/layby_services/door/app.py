@@ -5,11 +5,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from typing import Any
 
 import msgspec
-from litestar import Litestar, Response, get
+from litestar import Litestar, Request, Response, Router, route
+from litestar.datastructures import ResponseHeader
+from litestar.enums import HttpMethod, MediaType
+from litestar.exceptions import NotFoundException
 from litestar.handlers import HTTPRouteHandler
 from litestar.middleware import DefineMiddleware
+from litestar.openapi import OpenAPIConfig
+from litestar.openapi.plugins import OpenAPIRenderPlugin
 
 from layby_domain.clock import Clock, SystemClock
 from layby_server.auth import Authenticator
@@ -19,7 +25,8 @@ from layby_server.service import open_resources
 from layby_server.settings import Settings
 from layby_services.door.deps import DoorState
 from layby_services.door.errors import EXCEPTION_HANDLERS
-from layby_services.door.openapi import document
+from layby_services.door.openapi import finish
+from layby_services.door.query import PARAMETER_HANDLERS
 from layby_services.door.ratelimit import RateLimiter, RateLimitMiddleware
 from layby_services.door.routes.answer import answer_door
 from layby_services.door.routes.callback import callback_get, callback_post
@@ -44,15 +51,55 @@ def _rate_limits(clock: Clock) -> DefineMiddleware:
     return DefineMiddleware(RateLimitMiddleware, limiter=RateLimiter(clock))
 
 
-def _openapi_door() -> HTTPRouteHandler:
-    """``GET /schema/openapi.json``: the hand-written document (openapi.py), encoded once."""
-    body = msgspec.json.encode(document())
+class _Document(OpenAPIRenderPlugin):
+    """``GET /schema/openapi.json``: the document Litestar generates from the handlers, finished
+    with the hand-written parts (openapi.py) and encoded once."""
 
-    @get("/schema/openapi.json")
-    async def openapi_document() -> Response[bytes]:
-        return Response(body, media_type="application/json", headers={"Cache-Control": "no-cache"})
+    def __init__(self) -> None:
+        super().__init__(path="/openapi.json", media_type=MediaType.JSON)
+        self._body: bytes | None = None
 
-    return openapi_document
+    def render(self, request: Request[Any, Any, Any], openapi_schema: dict[str, Any]) -> bytes:
+        if self._body is None:
+            self._body = msgspec.json.encode(finish(openapi_schema))
+        return self._body
+
+
+@route(["/", "/{path:str}"], http_method=list(HttpMethod), include_in_schema=False)
+async def _no_other_schema_page() -> None:
+    """Litestar serves only the JSON document: every other path under ``/schema`` is the doors'
+    404, as for any unknown path."""
+    raise NotFoundException
+
+
+def _openapi_config() -> OpenAPIConfig:
+    return OpenAPIConfig(
+        title="Layby",
+        version="0.1.0",
+        path="/schema",
+        render_plugins=[_Document()],
+        openapi_router=Router(
+            "/schema",
+            route_handlers=[_no_other_schema_page],
+            response_headers=[ResponseHeader(name="Cache-Control", value="no-cache")],
+        ),
+    )
+
+
+def _options_door(*handlers: HTTPRouteHandler) -> HTTPRouteHandler:
+    """``OPTIONS`` for a path served by several handlers: its ``Allow`` lists all their methods.
+
+    Litestar answers ``OPTIONS`` by itself, but for a path registered by more than one handler
+    its answer lists only the first handler's methods; registered before them, this one is used
+    instead."""
+    [path] = {p for h in handlers for p in h.paths}
+    allow = ", ".join(sorted({m for h in handlers for m in h.http_methods} | {"OPTIONS"}))
+
+    @route(path, http_method=[HttpMethod.OPTIONS], status_code=204, include_in_schema=False)
+    async def options() -> Response[None]:
+        return Response(None, status_code=204, headers={"Allow": allow}, media_type="text/plain")
+
+    return options
 
 
 def create_app(settings: Settings, *, clock: Clock | None = None, run_projection: bool = True) -> Litestar:
@@ -98,13 +145,13 @@ def create_app(settings: Settings, *, clock: Clock | None = None, run_projection
             inbox_page,
             static_file,
             media_door,
+            _options_door(callback_post, callback_get),
             callback_post,
             callback_get,
-            _openapi_door(),
         ],
         lifespan=[lifespan],
-        exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
-        openapi_config=None,  # the document is written by hand: openapi.py
+        exception_handlers={**EXCEPTION_HANDLERS, **PARAMETER_HANDLERS},  # type: ignore[dict-item]
+        openapi_config=_openapi_config(),
         middleware=[
             *([_rate_limits(clock or SystemClock())] if settings.rate_limits else []),
         ],

@@ -18,6 +18,13 @@ from layby_contracts.errors import BadInput
 from layby_contracts.events import InteractionAsked
 from layby_domain.formats.form import check_form_subset, effective_schema
 
+PAGE_CSP = "default-src 'none'; style-src 'unsafe-inline'"
+"""Every constant page's Content-Security-Policy: no script at all."""
+FORM_PAGE_CSP = (
+    "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; "
+    "connect-src 'self'; form-action 'self'"
+)
+"""The form page's: what its one inline script needs, and nothing else."""
 _HEAD = (
     "<!doctype html><html lang=en><meta charset=utf-8>"
     "<meta name=viewport content='width=device-width, initial-scale=1'>"

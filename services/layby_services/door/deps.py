@@ -7,6 +7,7 @@ from typing import Any
 
 import asyncpg
 from litestar import Request
+from litestar.connection import ASGIConnection
 
 from layby_domain.clock import Clock
 from layby_server.auth import Authenticator, Principal
@@ -14,6 +15,7 @@ from layby_server.eventstore import EventStore
 from layby_server.settings import Settings
 from layby_services.door.cache import AskedCache
 from layby_services.door.errors import PayloadTooLarge
+from layby_services.door.messages import PAYLOAD_TOO_LARGE
 
 
 @dataclass
@@ -30,12 +32,12 @@ class DoorState:
     """Stream door clients this process serves now (bounded by LAYBY_SSE_MAX_CLIENTS)."""
 
 
-def door(request: Request[Any, Any, Any]) -> DoorState:
+def door(request: ASGIConnection[Any, Any, Any, Any]) -> DoorState:
     state: DoorState = request.app.state.door
     return state
 
 
-def principal_of(request: Request[Any, Any, Any]) -> Principal:
+def principal_of(request: ASGIConnection[Any, Any, Any, Any]) -> Principal:
     """Every authenticated door calls this first: no token, no answer (401)."""
     return door(request).auth.from_header(request.headers.get("authorization"))
 
@@ -48,6 +50,6 @@ async def read_capped_body(request: Request[Any, Any, Any], limit: int) -> bytes
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
-            raise PayloadTooLarge("payload too large")
+            raise PayloadTooLarge(PAYLOAD_TOO_LARGE)
         chunks.append(chunk)
     return b"".join(chunks)

@@ -30,6 +30,13 @@ from layby_contracts.errors import (
     Unavailable,
 )
 from layby_server.logs import get_logger
+from layby_services.door.messages import (
+    INTERNAL_ERROR,
+    METHOD_NOT_ALLOWED,
+    NOT_FOUND,
+    PAYLOAD_TOO_LARGE,
+    UNAVAILABLE,
+)
 
 log = get_logger("layby.door")
 
@@ -105,17 +112,17 @@ def _layby(_: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]
     status = status_of(exc)
     match exc:
         case PayloadTooLarge():
-            return error_response(413, "payload too large")
+            return error_response(413, PAYLOAD_TOO_LARGE)
         case Busy():
             log.warning("door.busy", error=str(exc))
             return error_response(503, str(exc), retry_after=exc.retry_after)
         case Transient():
             log.warning("door.transient", error=str(exc))
-            return error_response(503, "service temporarily unavailable; retry")
+            return error_response(503, UNAVAILABLE)
     if status >= 500:
         # Never the text of a failure the client cannot act on: it is logged instead.
         log.error("door.unexpected", error=repr(exc))
-        return error_response(status, "internal server error")
+        return error_response(status, INTERNAL_ERROR)
     if status == 400:
         return error_response(400, exc.message, field=exc.field)
     return error_response(status, str(exc))
@@ -126,14 +133,18 @@ def _http(_: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]
     status = exc.status_code
     if status >= 500:
         log.error("door.http_error", status=status, error=str(exc.detail))
-        return error_response(status, "internal server error")
-    messages = {404: "not found", 405: "method not allowed", 413: "payload too large"}
-    return error_response(status, messages.get(status, str(exc.detail)))
+        return error_response(status, INTERNAL_ERROR)
+    messages = {404: NOT_FOUND, 405: METHOD_NOT_ALLOWED, 413: PAYLOAD_TOO_LARGE}
+    response = error_response(status, messages.get(status, str(exc.detail)))
+    allow = (exc.headers or {}).get("allow")
+    if status == 405 and allow:
+        response.headers["Allow"] = allow  # RFC 9110: a 405 names the methods the path allows
+    return response
 
 
 def _unexpected(_: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
     log.error("door.unexpected", error=repr(exc), exc_info=exc)
-    return error_response(500, "internal server error")
+    return error_response(500, INTERNAL_ERROR)
 
 
 EXCEPTION_HANDLERS = {LaybyError: _layby, HTTPException: _http, Exception: _unexpected}

@@ -25,6 +25,7 @@ import msgspec
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from layby_contracts.limits import MAX_BODY_BYTES_DEFAULT
+from layby_services.door.messages import HEADER_TIMEOUT, HEADERS_TOO_LARGE, MALFORMED, PAYLOAD_TOO_LARGE
 
 _REASONS = {
     400: b"Bad Request",
@@ -97,7 +98,7 @@ def protocol_with(limits: Limits) -> type[HttpToolsProtocol]:
         def _head_timed_out(self) -> None:
             self._head_timer = None
             if not self.transport.is_closing():
-                self.transport.write(error_response(408, "request header timeout"))
+                self.transport.write(error_response(408, HEADER_TIMEOUT))
                 self.transport.close()
 
         def on_message_begin(self) -> None:
@@ -110,7 +111,7 @@ def protocol_with(limits: Limits) -> type[HttpToolsProtocol]:
             super().on_url(url)
             _, _, query = self.url.partition(b"?")
             if len(query) > self._limits.max_query_bytes:
-                self._refuse(413, "payload too large")
+                self._refuse(413, PAYLOAD_TOO_LARGE)
 
         def on_header(self, name: bytes, value: bytes) -> None:
             self._header_count += 1
@@ -119,7 +120,7 @@ def protocol_with(limits: Limits) -> type[HttpToolsProtocol]:
                 self._header_count > self._limits.max_headers
                 or self._header_bytes > self._limits.max_header_bytes
             ):
-                self._refuse(431, "request header fields too large")
+                self._refuse(431, HEADERS_TOO_LARGE)
             super().on_header(name, value)
 
         def on_headers_complete(self) -> None:
@@ -139,7 +140,7 @@ def protocol_with(limits: Limits) -> type[HttpToolsProtocol]:
             refusal, self._refusal = self._refusal, None
             self._disarm_head_timer()
             if refusal is None:
-                refusal = _Refused(400, "invalid HTTP request")
+                refusal = _Refused(400, MALFORMED)
             self.transport.write(error_response(refusal.status, refusal.message))
             self.transport.close()
 

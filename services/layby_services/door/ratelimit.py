@@ -18,6 +18,7 @@ from litestar.types import ASGIApp, Receive, Scope, Send
 
 from layby_domain.clock import Clock
 from layby_services.door.asgi import send_error
+from layby_services.door.messages import TOO_MANY_REQUESTS
 
 CALLBACK_LIMITS = ((60, 60), (10, 10))
 DEFAULT_LIMITS = ((600, 60), (120, 10))
@@ -86,6 +87,6 @@ class RateLimitMiddleware:
             wait = self._limiter.hit(family, client) if family is not None else None
             if wait is not None:
                 retry = str(max(1, math.ceil(wait))).encode()
-                await send_error(send, 429, "too many requests", (b"retry-after", retry))
+                await send_error(send, 429, TOO_MANY_REQUESTS, (b"retry-after", retry))
                 return
         await self._app(scope, receive, send)

@@ -9,20 +9,28 @@ race in the log and gets 409.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 from litestar import Request, post
-from litestar.params import FromPath
+from litestar.params import PathParameter
 
 from layby_contracts.errors import BadInput, Conflict, NotFound
 from layby_contracts.events import EXPIRY_KEY
-from layby_domain.interaction import ALREADY_ANSWERED, NOT_FOUND, decide_answer
+from layby_contracts.http import Answered, AnsweredData
+from layby_domain.interaction import (
+    ADDRESSED_TO_ANOTHER,
+    ALREADY_ANSWERED,
+    NOT_ADDRESSED,
+    NOT_FOUND,
+    decide_answer,
+)
 from layby_domain.validation import is_interaction_id, nul_path
 from layby_server.auth import Principal
 from layby_server.resolve import state_of
 from layby_services.door.bodies import decode_body
 from layby_services.door.deps import DoorState, door, principal_of, read_capped_body
+from layby_services.door.openapi import UUID4, refusal
 
 _enc = msgspec.json.Encoder()
 
@@ -70,12 +78,45 @@ async def submit_answer(
         raise Conflict(ALREADY_ANSWERED)
 
 
-@post("/api/interactions/{interaction_id:str}/answer", status_code=200, summary="Answer a pending question")
-async def answer_door(request: Request[Any, Any, Any], interaction_id: FromPath[str]) -> dict[str, Any]:
-    """Body ``{"answer": <value>}``; 200 ``{"data": {"interaction_id", "status": "answered"}}``."""
+@post(
+    "/api/interactions/{interaction_id:str}/answer",
+    status_code=200,
+    summary="Answer a pending question",
+    description="Checks, in order: credentials, the body, unknown question (404), already answered (409), "
+    "external question (400), audience (403), the answer's format (400); the first resolution recorded "
+    "wins (docs/doors/answer.md).",
+    responses={
+        400: refusal(
+            "The body (not JSON, nested too deeply, no `answer`, a repeated key, the reserved key, a NUL "
+            "character), an external question, or an answer the question's format refuses; or a request "
+            "the HTTP parser cannot read (docs/doors/answer.md#body, #answer-validation).",
+            field=True,
+        ),
+        403: refusal(
+            "A `user` identity answering a question not addressed to it.",
+            NOT_ADDRESSED,
+            ADDRESSED_TO_ANOTHER,
+            name="NotAddressedToCaller",
+        ),
+        404: refusal("Not a lowercase uuid4, unknown, or removed: indistinguishable.", NOT_FOUND),
+        409: refusal("Already answered (by a person, a callback or a park's expiry).", ALREADY_ANSWERED),
+    },
+)
+async def answer_door(
+    request: Request[Any, Any, Any],
+    interaction_id: Annotated[
+        str,
+        PathParameter(
+            description="A lowercase uuid4; anything else is the same 404 as an unknown question.",
+            schema_extra={"pattern": UUID4},
+        ),
+    ],
+) -> Answered:
+    """Body ``{"answer": <value>}`` (an AnswerRequest, read under the body cap by the door itself);
+    200 ``{"data": {"interaction_id", "status": "answered"}}``."""
     state = door(request)
     who = principal_of(request)
     raw = await read_capped_body(request, state.settings.max_body_bytes)
     answer = parse_answer_body(raw)
     await submit_answer(state, who, interaction_id, answer, via=client_of(request))
-    return {"data": {"interaction_id": interaction_id, "status": "answered"}}
+    return Answered(data=AnsweredData(interaction_id=interaction_id))

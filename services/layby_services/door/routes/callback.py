@@ -17,14 +17,16 @@ import asyncio
 import re
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 from litestar import Request, Response, get, post
-from litestar.params import FromPath
+from litestar.openapi import ResponseSpec
+from litestar.params import PathParameter
 
 from layby_contracts.errors import BadInput, Transient
 from layby_contracts.events import EXPIRY_KEY, InteractionAnswered, InteractionAsked, InteractionRemoved
+from layby_contracts.http import AlreadyAnswered, AlreadyAnsweredData, Answered, AnsweredData
 from layby_contracts.limits import ANSWERED_BY_EXTERNAL
 from layby_domain.formats import FORMATS, Page
 from layby_domain.interaction import decide_claim
@@ -36,9 +38,28 @@ from layby_server.eventstore import Stored
 from layby_server.logs import get_logger
 from layby_server.resolve import state_of
 from layby_services.door.bodies import decode_body
-from layby_services.door.callback_pages import AWAITING_PAGE, CONFIRM_PAGE, DONE_PAGE, Unrenderable, form_page
+from layby_services.door.callback_pages import (
+    AWAITING_PAGE,
+    CONFIRM_PAGE,
+    DONE_PAGE,
+    FORM_PAGE_CSP,
+    PAGE_CSP,
+    Unrenderable,
+    form_page,
+)
 from layby_services.door.deps import DoorState, door, read_capped_body
 from layby_services.door.errors import PayloadTooLarge
+from layby_services.door.messages import (
+    INTERNAL_ERROR,
+    NOT_FOUND,
+    NOT_FOUND_TEXT,
+    PAYLOAD_TOO_LARGE,
+    SERVER_ERROR_TEXT,
+    UNAVAILABLE,
+    WEBHOOK_ERROR,
+    WEBHOOK_FAILED,
+)
+from layby_services.door.openapi import CAPABILITY, refusal
 
 log = get_logger("layby.door.callback")
 TICKET_RE = re.compile(r"^[A-Za-z0-9_-]{43}$")
@@ -47,27 +68,30 @@ MAX_ASK_WAITS = 256
 BASE_HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
 PAGE_HEADERS = {
     **BASE_HEADERS,
-    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'",
+    "Content-Security-Policy": PAGE_CSP,
     "X-Frame-Options": "DENY",
     "Referrer-Policy": "no-referrer",
 }
-FORM_PAGE_HEADERS = {
-    **PAGE_HEADERS,
-    "Content-Security-Policy": (
-        "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; "
-        "connect-src 'self'; form-action 'self'"
-    ),
-}
+FORM_PAGE_HEADERS = {**PAGE_HEADERS, "Content-Security-Policy": FORM_PAGE_CSP}
 NOT_AN_OBJECT = "body must be a JSON object"
+Ticket = Annotated[
+    str,
+    PathParameter(
+        description="The callback ticket (43 characters of `[A-Za-z0-9_-]`); any other value is the "
+        "uniform 404.",
+        schema_extra={"pattern": CAPABILITY},
+    ),
+]
 
 
-def _json(status: int, body: dict[str, Any]) -> Response[bytes]:
+def _json(status: int, body: dict[str, Any] | msgspec.Struct) -> Response[bytes]:
     return Response(
         msgspec.json.encode(body), status_code=status, media_type="application/json", headers=BASE_HEADERS
     )
 
 
-NOT_FOUND_JSON = (404, {"error": "not found"})
+NOT_FOUND_JSON = (404, {"error": NOT_FOUND})
+ALREADY_ANSWERED = AlreadyAnswered(data=AlreadyAnsweredData())
 
 
 def _page(status: int, body: bytes, headers: dict[str, str] = PAGE_HEADERS) -> Response[bytes]:
@@ -75,12 +99,12 @@ def _page(status: int, body: bytes, headers: dict[str, str] = PAGE_HEADERS) -> R
 
 
 def _not_found_text() -> Response[bytes]:
-    return Response(b"Not Found", status_code=404, media_type="text/plain", headers=BASE_HEADERS)
+    return Response(NOT_FOUND_TEXT.encode(), status_code=404, media_type="text/plain", headers=BASE_HEADERS)
 
 
 def _server_error_text() -> Response[bytes]:
     return Response(
-        b"Internal Server Error",
+        SERVER_ERROR_TEXT.encode(),
         status_code=500,
         media_type="text/plain",
         headers=BASE_HEADERS,
@@ -178,13 +202,44 @@ def _query_answer(request: Request[Any, Any, Any]) -> dict[str, Any]:
 
 
 @post(
-    "/api/interactions/callback/{ticket:str}", status_code=200, summary="Deliver an external answer (public)"
+    "/api/interactions/callback/{ticket:str}",
+    status_code=200,
+    summary="Deliver an external or channel answer (public: the ticket is the capability)",
+    description="Checks, in order: the size cap (413), the ticket (404), a bound verifier (401 or 500), "
+    "already answered (200), the payload (400), the claim (docs/doors/callback.md#post-order-of-checks).",
+    responses={
+        200: ResponseSpec(
+            Answered | AlreadyAnswered,
+            description="Recorded, or already answered (provider retries are idempotent).",
+            generate_examples=False,
+        ),
+        400: refusal(
+            "The payload: not a JSON object, no `answer` (channel questions), the reserved key, a NUL "
+            "character, an unsigned body for a verifier, or an answer the question's schema or format "
+            "refuses; or a request the HTTP parser cannot read (docs/doors/callback.md).",
+            field=True,
+        ),
+        401: refusal(
+            "A bound verifier refused the signature; nothing recorded, the ticket not consumed.",
+            WEBHOOK_FAILED,
+        ),
+        404: refusal(
+            "The uniform 404: unknown, expired, malformed or dead ticket, or a question that was removed "
+            "(docs/doors/callback.md#uniform-404).",
+            NOT_FOUND,
+        ),
+        500: refusal(
+            "A bound verifier that cannot be checked (logged; nothing recorded), or something unexpected.",
+            WEBHOOK_ERROR,
+            INTERNAL_ERROR,
+        ),
+    },
 )
-async def callback_post(request: Request[Any, Any, Any], ticket: FromPath[str]) -> Response[bytes]:
+async def callback_post(request: Request[Any, Any, Any], ticket: Ticket) -> Response[bytes]:
     state = door(request)
     limit = state.settings.max_body_bytes
     if len(request.scope.get("query_string", b"")) > limit:
-        raise PayloadTooLarge("payload too large")
+        raise PayloadTooLarge(PAYLOAD_TOO_LARGE)
     raw = await read_capped_body(request, limit)
     resolved = await _resolve(state, ticket)
     if resolved is None:
@@ -201,12 +256,12 @@ async def callback_post(request: Request[Any, Any, Any], ticket: FromPath[str]) 
         try:
             verify(binding, signed, parse_secrets(state.settings.webhook_secrets))
         except VerificationFailed:
-            return _json(401, {"error": "webhook verification failed"})
+            return _json(401, {"error": WEBHOOK_FAILED})
         except VerifierError as exc:
             log.error("callback.verifier_error", error=str(exc))
-            return _json(500, {"error": "webhook verification error"})
+            return _json(500, {"error": WEBHOOK_ERROR})
     if isinstance(last.event, InteractionAnswered):
-        return _json(200, {"data": {"status": "already_answered"}})
+        return _json(200, ALREADY_ANSWERED)
     fmt = FORMATS[asked.answer_format]
     if not fmt.ticketed:
         return await _channel_answer(state, ticket, asked, last, raw)
@@ -288,13 +343,13 @@ async def _claim(
             seed=state_of(last),
         )
     except Transient:
-        return _json(503, {"error": "service temporarily unavailable; retry"})
+        return _json(503, {"error": UNAVAILABLE})
     if resolved.appended is None:
         # Another resolution won. An answer: the idempotent 200. A removal (timeout, prune,
         # failed delivery): the question is gone, the uniform 404 (a channel then bridges the
         # reply into the conversation instead of dropping it).
         if resolved.state.status == "answered":
-            return _json(200, {"data": {"status": "already_answered"}})
+            return _json(200, ALREADY_ANSWERED)
         return _json(*NOT_FOUND_JSON)
     # Provider retries keep getting the idempotent 200 for the idle TTL.
     expires = state.clock.now() + timedelta(seconds=state.settings.idle_ttl_seconds)
@@ -302,14 +357,14 @@ async def _claim(
         await state.store.put_ticket(ticket_hash(ticket), asked.interaction_id, expires, new=False)
     except Transient:
         pass  # the answer is recorded; only the retry window keeps its original length
-    return _json(200, {"data": {"interaction_id": asked.interaction_id, "status": "answered"}})
+    return _json(200, Answered(data=AnsweredData(interaction_id=asked.interaction_id)))
 
 
 @get(
     "/api/interactions/callback/{ticket:str}",
-    summary="The page behind a callback link (public, never mutates)",
+    summary="The page behind a callback link (public, never changes anything)",
 )
-async def callback_get(request: Request[Any, Any, Any], ticket: FromPath[str]) -> Response[bytes]:
+async def callback_get(request: Request[Any, Any, Any], ticket: Ticket) -> Response[bytes]:
     state = door(request)
     resolved = await _resolve(state, ticket)
     if resolved is None:

@@ -4,17 +4,40 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 from litestar import Request, Response, get
 
-from layby_contracts.errors import BadInput
 from layby_contracts.events import EXPIRY_ANSWERER
-from layby_contracts.limits import ANSWER_FORMATS, PAGE_MAX, PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX
+from layby_contracts.http import (
+    DonePage,
+    DonePageData,
+    DoneQuestion,
+    InteractionPage,
+    InteractionPageData,
+    PendingQuestion,
+)
+from layby_contracts.limits import PAGE_MAX, PAGE_SIZE_MAX
 from layby_server.logs import get_logger
 from layby_server.prune import prune_abandoned
 from layby_services.door.deps import DoorState, door, principal_of
+from layby_services.door.openapi import refusal
+from layby_services.door.query import (
+    DEFAULT_PAGE_SIZE,
+    FILTER_MAX_CHARS,
+    SORTS,
+    After,
+    Format,
+    Group,
+    Origin,
+    Page,
+    PageSize,
+    Sort,
+    Text,
+    authenticated,
+    parse_filter,
+)
 
 log = get_logger("layby.door.inbox")
 
@@ -33,7 +56,7 @@ _VISIBLE = """
 """
 # Constant SQL assembled from constants.
 _COUNT = "SELECT count(*) " + _VISIBLE
-_ORDERS = {
+_ORDERS: dict[str, str] = {
     # Groups by their most recent question, then creation order within a group (the default).
     "group": "group_latest, group_id, created_at, interaction_id",
     "newest": "created_at DESC, interaction_id DESC",
@@ -50,61 +73,13 @@ _PAGES = {
     sort: (_GROUPED if sort == "group" else _PLAIN) + " ORDER BY " + order + " LIMIT $7 OFFSET $8"
     for sort, order in _ORDERS.items()
 }
-FILTER_MAX_CHARS = 200
-
-
-class ListFilter(msgspec.Struct, frozen=True):
-    """The list door's optional narrowing and order (docs/doors/list.md#filters-and-order)."""
-
-    q: str | None = None
-    format: str | None = None
-    group: str | None = None
-    origin: str | None = None
-    sort: str = "group"
-
-    def args(self) -> tuple[str | None, str | None, str | None, str | None]:
-        return (self.q.lower() if self.q else None, self.format, self.group, self.origin)
-
-
-def parse_filter(params: Any) -> ListFilter:
-    values: dict[str, str] = {}
-    for name in ("q", "format", "group", "origin", "sort"):
-        raw = params.get(name)
-        if raw is None or raw == "":
-            continue
-        if len(raw) > FILTER_MAX_CHARS:
-            raise BadInput(f"{name} must be at most {FILTER_MAX_CHARS} characters", field=name)
-        if "\x00" in raw:
-            raise BadInput(f"{name} must not contain NUL characters", field=name)
-        values[name] = raw
-    if "format" in values and values["format"] not in ANSWER_FORMATS:
-        raise BadInput(f"format must be one of {', '.join(ANSWER_FORMATS)}", field="format")
-    if "sort" in values and values["sort"] not in _ORDERS:
-        raise BadInput(f"sort must be one of {', '.join(_ORDERS)}", field="sort")
-    return ListFilter(**values)
-
-
+assert tuple(_ORDERS) == SORTS
 _SEQ = "SELECT seq FROM projector_checkpoints WHERE name = 'inbox'"
 STREAM_SEQ = "Layby-Stream-Seq"
 """The stream sequence a list reflects, and the one a stream resumes after: a page seeds its
 stream with the list's, so nothing recorded between the two is missed."""
 CATCH_UP_SECONDS = 2.0
 CATCH_UP_POLL = 0.02
-
-
-def parse_window(page_raw: str | None, size_raw: str | None) -> tuple[int, int]:
-    try:
-        page = int(page_raw) if page_raw is not None else 1
-        size = int(size_raw) if size_raw is not None else PAGE_SIZE_DEFAULT
-    except ValueError:
-        raise BadInput(f"page and pageSize must be integers: page={page_raw} pageSize={size_raw}") from None
-    if page < 1:
-        raise BadInput("page must be >= 1", field="page")
-    if size < 1:
-        raise BadInput("pageSize must be >= 1", field="pageSize")
-    if page > PAGE_MAX:
-        raise BadInput(f"page must be <= {PAGE_MAX}", field="page")
-    return page, min(size, PAGE_SIZE_MAX)
 
 
 def next_page(page: int, size: int, total: int) -> int | None:
@@ -123,20 +98,53 @@ def _prune_later(state: DoorState) -> None:
     task.add_done_callback(_background.discard)
 
 
-@get("/api/interactions", summary="One page of pending questions")
-async def list_door(request: Request[Any, Any, Any]) -> Response[bytes]:
-    """Query ``page`` (default 1) and ``pageSize`` (default 50, capped at 200); optional ``q``,
+PAGING_400 = (
+    "Paging that is not an integer, below 1, or a page above the maximum; or a request the HTTP "
+    "parser cannot read (`invalid HTTP request`). Messages: `page and pageSize must be integers: "
+    "page=<raw> pageSize=<raw>`, `page must be >= 1` (field `page`), `pageSize must be >= 1` (field "
+    f"`pageSize`), `page must be <= {PAGE_MAX}` (field `page`); `after must be a stream sequence "
+    "(a non-negative integer)` (field `after`)."
+)
+
+
+@get(
+    "/api/interactions",
+    summary="One page of pending questions",
+    description="Pending questions this caller may see, groups by their latest question, then creation "
+    "order (docs/doors/list.md).",
+    guards=[authenticated],
+    responses={
+        400: refusal(
+            f"{PAGING_400} Or a filter that is too long (over {FILTER_MAX_CHARS} characters), holds a "
+            "NUL character, or is not one of the allowed values (`format`, `sort`); the message names "
+            "the field and never repeats the value.",
+            field=True,
+        )
+    },
+)
+async def list_door(
+    request: Request[Any, Any, Any],
+    *,
+    page: Page = 1,
+    page_size: PageSize = DEFAULT_PAGE_SIZE,
+    after: After = None,
+    q: Text = None,
+    format: Format = None,
+    group: Group = None,
+    origin: Origin = None,
+    sort: Sort = None,
+) -> Response[InteractionPage]:
+    """``page`` (default 1) and ``pageSize`` (default 50, capped at 200); optional ``q``,
     ``format``, ``group``, ``origin`` and ``sort`` (docs/doors/list.md#filters-and-order)."""
     state = door(request)
     who = principal_of(request)
-    page, size = parse_window(request.query_params.get("page"), request.query_params.get("pageSize"))
-    after = parse_after(request.query_params.get("after"))
-    narrow = parse_filter(request.query_params)
+    size = min(page_size, PAGE_SIZE_MAX)
+    narrow = parse_filter({"q": q, "format": format, "group": group, "origin": origin, "sort": sort})
     now = state.clock.now()
     audience = who.identity if who.restricted else None
     async with state.pool.acquire() as conn:
         if after is not None:
-            await _caught_up(conn, after)
+            await _caught_up(conn, int(after))
         # One snapshot: the page, its total and the stream position they reflect agree.
         async with conn.transaction(isolation="repeatable_read", readonly=True):
             seq = int(await conn.fetchval(_SEQ) or 0)
@@ -153,26 +161,13 @@ async def list_door(request: Request[Any, Any, Any]) -> Response[bytes]:
         )
     if stale:
         _prune_later(state)
-    following = next_page(page, size, total)
-    items = b",".join(r["item"].encode() for r in rows)
-    body = (
-        b'{"data":{"items":['
-        + items
-        + b'],"total":%d,"page":%d,"page_size":%d,"next_page":%s,"truncated":false}}'
-        % (total, page, size, b"null" if following is None else str(following).encode())
+    # Each item is stored already encoded (the projection wrote it from the asked event): it is
+    # passed through verbatim.
+    items = cast(list[PendingQuestion], [msgspec.Raw(r["item"].encode()) for r in rows])
+    data = InteractionPageData(
+        items=items, total=total, page=page, page_size=size, next_page=next_page(page, size, total)
     )
-    return Response(
-        body, media_type="application/json", headers={"Cache-Control": "no-store", STREAM_SEQ: str(seq)}
-    )
-
-
-def parse_after(raw: str | None) -> int | None:
-    """``after``: a stream sequence the list must reflect (docs/doors/list.md#seeding-the-stream)."""
-    if raw is None:
-        return None
-    if not raw.isdigit() or len(raw) > 19:
-        raise BadInput("after must be a stream sequence (a non-negative integer)", field="after")
-    return int(raw)
+    return Response(InteractionPage(data=data), headers={"Cache-Control": "no-store", STREAM_SEQ: str(seq)})
 
 
 async def _caught_up(conn: Any, after: int) -> None:
@@ -198,50 +193,60 @@ _DONE_PAGE = (
 )
 
 
-def done_item(row: Any) -> dict[str, Any]:
+def done_item(row: Any) -> DoneQuestion:
     """One resolved question: what was answered, by whom, when and where."""
-    item: dict[str, Any] = {
+    common = {
         "interaction_id": row["interaction_id"],
         "group_id": row["group_id"],
         "question": row["question"],
         "answer_format": row["answer_format"],
     }
-    if row["status"] == "answered":
-        expired = row["via"] == "expiry" or row["answered_by"] == EXPIRY_ANSWERER
-        item["status"] = "expired" if expired else "answered"
-        item["at"] = row["answered_at"].isoformat()
-        item["by"] = row["answered_by"]
-        item["via"] = "expiry" if expired else (row["via"] or "api")
-        if not expired and not row["sensitive"] and row["answer"] is not None:
-            item["answer"] = msgspec.json.decode(row["answer"])
-        if row["sensitive"]:
-            item["sensitive"] = True
-    else:
-        item["status"] = "removed"
-        item["at"] = row["removed_at"].isoformat() if row["removed_at"] else None
-        item["reason"] = row["removed_reason"]
-    return item
+    if row["status"] != "answered":
+        at = row["removed_at"].isoformat() if row["removed_at"] else None
+        return DoneQuestion(**common, status="removed", at=at, reason=row["removed_reason"])
+    expired = row["via"] == "expiry" or row["answered_by"] == EXPIRY_ANSWERER
+    shown = not expired and not row["sensitive"] and row["answer"] is not None
+    return DoneQuestion(
+        **common,
+        status="expired" if expired else "answered",
+        at=row["answered_at"].isoformat(),
+        by=row["answered_by"],
+        via="expiry" if expired else (row["via"] or "api"),
+        answer=msgspec.json.decode(row["answer"]) if shown else msgspec.UNSET,
+        sensitive=True if row["sensitive"] else msgspec.UNSET,
+    )
 
 
-@get("/api/interactions/done", summary="Recently resolved questions, newest first")
-async def done_door(request: Request[Any, Any, Any]) -> Response[dict[str, Any]]:
-    """Query ``page`` (default 1), ``pageSize`` (default 50, capped at 200) and ``after``."""
+@get(
+    "/api/interactions/done",
+    summary="Recently resolved questions, newest first",
+    description="What was answered, by whom, when and where (inbox, cli, api, callback, expiry), and what "
+    "was removed and why; a sensitive answer is never shown (docs/doors/done.md).",
+    guards=[authenticated],
+    responses={400: refusal(PAGING_400, field=True)},
+)
+async def done_door(
+    request: Request[Any, Any, Any],
+    page: Page = 1,
+    page_size: PageSize = DEFAULT_PAGE_SIZE,
+    after: After = None,
+) -> Response[DonePage]:
+    """``page`` (default 1), ``pageSize`` (default 50, capped at 200) and ``after``."""
     state = door(request)
     who = principal_of(request)
-    page, size = parse_window(request.query_params.get("page"), request.query_params.get("pageSize"))
-    after = parse_after(request.query_params.get("after"))
+    size = min(page_size, PAGE_SIZE_MAX)
     audience = who.identity if who.restricted else None
     async with state.pool.acquire() as conn:
         if after is not None:
-            await _caught_up(conn, after)
+            await _caught_up(conn, int(after))
         async with conn.transaction(isolation="repeatable_read", readonly=True):
             total = int(await conn.fetchval(_DONE_COUNT, audience))
             rows = await conn.fetch(_DONE_PAGE, audience, size, (page - 1) * size) if total else []
-    data = {
-        "items": [done_item(r) for r in rows],
-        "total": total,
-        "page": page,
-        "page_size": size,
-        "next_page": next_page(page, size, total),
-    }
-    return Response({"data": data}, headers={"Cache-Control": "no-store"})
+    data = DonePageData(
+        items=[done_item(r) for r in rows],
+        total=total,
+        page=page,
+        page_size=size,
+        next_page=next_page(page, size, total),
+    )
+    return Response(DonePage(data=data), headers={"Cache-Control": "no-store"})

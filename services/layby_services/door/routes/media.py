@@ -11,31 +11,55 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from litestar import Request, Response, get
-from litestar.params import FromPath
+from litestar.params import PathParameter
 
 from layby_contracts.errors import BadInput, NotFound
 from layby_domain.media import is_media_id
 from layby_services.door.deps import door
+from layby_services.door.messages import INVALID_MEDIA_ID, MALFORMED
+from layby_services.door.messages import NOT_FOUND as UNKNOWN
+from layby_services.door.openapi import CAPABILITY, refusal
 
 
-@get("/api/interactions/media/{media_id:path}", summary="An inline image of a question (public)")
-async def media_door(request: Request[Any, Any, Any], media_id: FromPath[Path]) -> Response[bytes]:
+@get(
+    "/api/interactions/media/{media_id:path}",
+    summary="An inline image of a question (public: the id is the capability)",
+    responses={
+        400: refusal(
+            "An id that is not 43 characters of `[A-Za-z0-9_-]`, decided before any lookup; or a request "
+            "the HTTP parser cannot read.",
+            INVALID_MEDIA_ID,
+            MALFORMED,
+        ),
+        404: refusal("Unknown, or past its retention: the same response.", UNKNOWN),
+    },
+)
+async def media_door(
+    request: Request[Any, Any, Any],
+    media_id: Annotated[
+        Path,
+        PathParameter(
+            description="43 characters of `[A-Za-z0-9_-]`; anything else under the prefix is 400.",
+            schema_extra={"pattern": CAPABILITY},
+        ),
+    ],
+) -> Response[bytes]:
     # Everything under the prefix is this door's, so an encoded slash or ``..`` in the id gets
     # the id's own 400, never the router's 404.
     raw_id = str(media_id).removeprefix("/")
     if not is_media_id(raw_id):
-        raise BadInput("invalid media id")
+        raise BadInput(INVALID_MEDIA_ID)
     state = door(request)
     found = await state.store.get_media(raw_id)
     if found is None:
-        raise NotFound("not found")
+        raise NotFound(UNKNOWN)
     mime, body, stored_at = found
     remaining = state.store.media_retention - (state.clock.now() - stored_at).total_seconds()
     if remaining <= 0:
-        raise NotFound("not found")
+        raise NotFound(UNKNOWN)
     return Response(
         body,
         media_type=mime,

@@ -1,4 +1,5 @@
-"""The inbox web page: ``/`` and ``/inbox``, and its static files under ``/static``.
+"""The inbox web page (docs/doors/inbox-page.md): ``/`` and ``/inbox``, and its static files
+under ``/static``.
 
 Plain HTML, CSS and ES modules (``inbox.js`` is the entry; it imports the others by relative
 path) shipped inside the package (no build step, no Node.js on the user's machine; ADR 0008). A

@@ -1,4 +1,4 @@
-"""``GET /api/runs`` and ``GET /api/runs/{id}``: run status (authenticated, read).
+"""``GET /api/runs`` and ``GET /api/runs/{id}``: run status (authenticated, read; docs/doors/runs.md).
 
 A run is ``running`` (started, executing), ``parked`` (on its open questions, each with its
 deadline), ``resumed`` (its park resolved; the continuation is being executed), ``finished``
@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
+import msgspec
 from litestar import Request, get, post
-from litestar.params import FromPath
+from litestar.params import PathParameter
 
-from layby_contracts.errors import BadInput, NotFound
+from layby_contracts.errors import NotFound
 from layby_contracts.events import (
     InteractionAnswered,
     InteractionRemoved,
@@ -28,16 +29,56 @@ from layby_contracts.events import (
     RunStarted,
     RunStepRecorded,
 )
-from layby_contracts.limits import ANSWERED_BY_EXPIRY
+from layby_contracts.http import (
+    RUN_STATUSES,
+    Cancelled,
+    CancelledData,
+    OldestOpen,
+    Retried,
+    RetriedData,
+    Run,
+    RunAsk,
+    RunCounts,
+    RunDetail,
+    RunPage,
+    RunPageData,
+    RunsSummary,
+    RunsSummaryData,
+    RunSummary,
+    Worker,
+    Workers,
+    WorkersData,
+)
+from layby_contracts.limits import ANSWERED_BY_EXPIRY, PAGE_SIZE_MAX
 from layby_domain.validation import is_interaction_id
 from layby_server.auth import Principal
 from layby_server.eventstore import EventStore, Stored
 from layby_server.runops import NOT_FOUND, cancel_run, load_run, retry_run
 from layby_server.workers import WorkerRegistry
 from layby_services.door.deps import door, principal_of
-from layby_services.door.routes.inbox import next_page, parse_window
+from layby_services.door.openapi import UUID4, refusal
+from layby_services.door.query import (
+    DEFAULT_PAGE_SIZE,
+    Flow,
+    Page,
+    PageSize,
+    Status,
+    authenticated,
+    parse_status,
+)
+from layby_services.door.routes.inbox import PAGING_400, next_page
 
-STATUSES = ("running", "parked", "resumed", "finished", "failed", "cancelled")
+STATUSES = RUN_STATUSES
+RunId = Annotated[
+    str,
+    PathParameter(
+        description="A lowercase uuid4; anything else is the same 404 as an unknown run.",
+        schema_extra={"pattern": UUID4},
+    ),
+]
+RUN_NOT_FOUND = refusal(
+    "Not a lowercase uuid4, unknown, or another identity's run (for a `user`).", NOT_FOUND
+)
 
 _DETAIL = """
 SELECT r.*, (
@@ -91,6 +132,7 @@ def _iso(value: datetime | None) -> str | None:
 
 
 def _summary(row: Any) -> dict[str, Any]:
+    """The fields every run view shares (a RunSummary's)."""
     item: dict[str, Any] = {
         "run_id": row["run_id"],
         "flow": row["flow"],
@@ -106,8 +148,17 @@ def _summary(row: Any) -> dict[str, Any]:
     return item
 
 
-@get("/api/runs/{run_id:str}", summary="One run's status")
-async def run_door(request: Request[Any, Any, Any], run_id: FromPath[str]) -> dict[str, Any]:
+def _asks(park: list[dict[str, Any]]) -> list[RunAsk]:
+    return [RunAsk(**{k: v for k, v in ask.items() if v is not None}) for ask in park]
+
+
+@get(
+    "/api/runs/{run_id:str}",
+    summary="One run's status",
+    description="The run; keys that do not apply to its status are absent (docs/doors/runs.md).",
+    responses={404: RUN_NOT_FOUND},
+)
+async def run_door(request: Request[Any, Any, Any], run_id: RunId) -> Run:
     state = door(request)
     who = principal_of(request)
     if not is_interaction_id(run_id):
@@ -117,27 +168,25 @@ async def run_door(request: Request[Any, Any, Any], run_id: FromPath[str]) -> di
         # Read your writes: a run whose start was accepted is shown from the log until the
         # projection has it (docs/doors/runs.md#read-your-writes).
         data = await _from_log(state.store, run_id, who)
-        if data["status"] in ("running", "resumed"):
-            await _warn_unserved(state.pool, data)
-        return {"data": data}
-    data = _summary(row)
-    park = json.loads(row["park"])
-    if row["status"] in ("parked", "resumed"):
-        await _settle_pending(state.store, park)
-        data["asks"] = [{k: v for k, v in ask.items() if v is not None} for ask in park]
-        data["open"] = [a["interaction_id"] for a in park if a["status"] == "pending"]
-    if row["resume_id"] is not None:
-        data["resume_id"] = row["resume_id"]
-    if row["status"] == "finished":
-        data["result"] = json.loads(row["result"]) if row["result"] is not None else None
-    if row["status"] == "failed":
-        data["error"] = row["error"]
-    for key in ("cancelled_by", "retried_by"):
-        if row[key] is not None:
-            data[key] = row[key]
-    if row["status"] in ("running", "resumed"):
+    else:
+        data = _summary(row)
+        park = json.loads(row["park"])
+        if row["status"] in ("parked", "resumed"):
+            await _settle_pending(state.store, park)
+            data["asks"] = _asks(park)
+            data["open"] = [a["interaction_id"] for a in park if a["status"] == "pending"]
+        if row["resume_id"] is not None:
+            data["resume_id"] = row["resume_id"]
+        if row["status"] == "finished":
+            data["result"] = json.loads(row["result"]) if row["result"] is not None else None
+        if row["status"] == "failed":
+            data["error"] = row["error"]
+        for key in ("cancelled_by", "retried_by"):
+            if row[key] is not None:
+                data[key] = row[key]
+    if data["status"] in ("running", "resumed"):
         await _warn_unserved(state.pool, data)
-    return {"data": data}
+    return Run(data=RunDetail(**data))
 
 
 async def _warn_unserved(pool: Any, data: dict[str, Any]) -> None:
@@ -147,26 +196,26 @@ async def _warn_unserved(pool: Any, data: dict[str, Any]) -> None:
 
 
 @get("/api/workers", summary="Workers seen in the last hour: alive or not, and the flows they serve")
-async def workers_door(request: Request[Any, Any, Any]) -> dict[str, Any]:
+async def workers_door(request: Request[Any, Any, Any]) -> Workers:
     """A restricted identity sees its own workers only (docs/doors/runs.md#workers)."""
     state = door(request)
     who = principal_of(request)
     rows = await WorkerRegistry(state.pool).listing(who.identity if who.restricted else None)
     items = [
-        {
-            "worker_id": r["worker_id"],
-            "identity": r["identity"],
-            "host": r["host"],
-            "pid": r["pid"],
-            "flows": list(r["flows"]),
-            "concurrency": r["concurrency"],
-            "alive": r["alive"],
-            "started_at": _iso(r["started_at"]),
-            "seen_at": _iso(r["seen_at"]),
-        }
+        Worker(
+            worker_id=r["worker_id"],
+            identity=r["identity"],
+            host=r["host"],
+            pid=r["pid"],
+            flows=list(r["flows"]),
+            concurrency=r["concurrency"],
+            alive=r["alive"],
+            started_at=_iso(r["started_at"]),
+            seen_at=_iso(r["seen_at"]),
+        )
         for r in rows
     ]
-    return {"data": {"items": items, "alive": sum(1 for i in items if i["alive"])}}
+    return Workers(data=WorkersData(items=items, alive=sum(1 for i in items if i.alive)))
 
 
 async def _settle_pending(store: EventStore, park: list[dict[str, Any]]) -> None:
@@ -211,7 +260,7 @@ async def _from_log(store: EventStore, run_id: str, who: Principal) -> dict[str,
             for a in event.asks
         ]
         await _settle_pending(store, park)
-        data["asks"] = [{k: v for k, v in ask.items() if v is not None} for ask in park]
+        data["asks"] = _asks(park)
         data["open"] = [a["interaction_id"] for a in park if a["status"] == "pending"]
         data["expiry_at"] = _iso(min(a.expiry_at for a in event.asks)) if event.asks else None
     if isinstance(event, RunFinished):
@@ -241,85 +290,133 @@ def _at(event: RunEvent) -> datetime:
             return event.cancelled_at
 
 
-@get("/api/runs", summary="Runs, most recently active first")
-async def runs_door(request: Request[Any, Any, Any]) -> dict[str, Any]:
-    """Query ``status`` (a run status), ``flow`` (a flow name), ``page``, ``pageSize``."""
+@get(
+    "/api/runs",
+    summary="Runs, most recently active first",
+    guards=[authenticated],
+    responses={
+        400: refusal(
+            f"{PAGING_400} A `status` that is not a run status: `status must be one of "
+            f"{', '.join(STATUSES)}` (field `status`). A `flow` holding a NUL character: `flow must not "
+            "contain NUL characters` (field `flow`).",
+            field=True,
+        )
+    },
+)
+async def runs_door(
+    request: Request[Any, Any, Any],
+    status: Status = None,
+    flow: Flow = None,
+    page: Page = 1,
+    page_size: PageSize = DEFAULT_PAGE_SIZE,
+) -> RunPage:
+    """``status`` (a run status), ``flow`` (a flow name; an empty one matches no run), ``page``,
+    ``pageSize``."""
     state = door(request)
     who = principal_of(request)
-    page, size = parse_window(request.query_params.get("page"), request.query_params.get("pageSize"))
-    status = request.query_params.get("status")
-    if status is not None and status not in STATUSES:
-        raise BadInput(f"status must be one of {', '.join(STATUSES)}", field="status")
-    flow = request.query_params.get("flow")
+    size = min(page_size, PAGE_SIZE_MAX)
+    parse_status(status)
     identity = who.identity if who.restricted else None
     async with state.pool.acquire() as conn:
         total = int(await conn.fetchval(_COUNT, identity, status, flow))
         rows = await conn.fetch(_PAGE, identity, status, flow, size, (page - 1) * size) if total else []
-    return {
-        "data": {
-            "items": [_summary(r) for r in rows if r["flow"] is not None],
-            "total": total,
-            "page": page,
-            "page_size": size,
-            "next_page": next_page(page, size, total),
-        }
-    }
+    items = [RunSummary(**_summary(r)) for r in rows if r["flow"] is not None]
+    return RunPage(
+        data=RunPageData(
+            items=items, total=total, page=page, page_size=size, next_page=next_page(page, size, total)
+        )
+    )
 
 
-@get("/api/runs/summary", summary="How many runs are in each status, their flows, the oldest open question")
-async def summary_door(request: Request[Any, Any, Any]) -> dict[str, Any]:
+@get(
+    "/api/runs/summary",
+    summary="How many runs are in each status, their flows, the oldest open question",
+    description="One snapshot: the counts and the oldest question for `flow` when given; a `user` token "
+    "counts its own identity's runs only (docs/doors/runs.md#summary).",
+    guards=[authenticated],
+    responses={
+        400: refusal(
+            "A `flow` holding a NUL character: `flow must not contain NUL characters` (field `flow`); or "
+            "a request the HTTP parser cannot read.",
+            field=True,
+        )
+    },
+)
+async def summary_door(request: Request[Any, Any, Any], flow: Flow = None) -> RunsSummary:
     """The dashboard's header in one snapshot (docs/doors/runs.md#summary): the count of every
     status (zero included) and the oldest question a run waits on, both for ``flow`` when given;
     the flows the caller's runs belong to. A restricted identity counts its own runs only."""
     state = door(request)
     who = principal_of(request)
-    flow = request.query_params.get("flow")
     identity = who.identity if who.restricted else None
     async with state.pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
         counted = {r["status"]: int(r["n"]) for r in await conn.fetch(_COUNTS, identity, flow)}
         flows = [r["flow"] for r in await conn.fetch(_FLOWS, identity, FLOWS_MAX)]
         oldest = await conn.fetchrow(_OLDEST, identity, flow)
     counts = {status: counted.get(status, 0) for status in STATUSES}
-    waiting: dict[str, Any] | None = None
+    waiting = None
     if oldest is not None:
-        waiting = {
-            "interaction_id": oldest["interaction_id"],
-            "run_id": oldest["run_id"],
-            "flow": oldest["flow"],
-            "question": oldest["question"],
-            "created_at": _iso(oldest["created_at"]),
-            "expiry_at": _iso(oldest["timeout_at"]),
-        }
-        if oldest["audience"] is not None:
-            waiting["audience"] = oldest["audience"]
-    return {"data": {"counts": counts, "total": sum(counts.values()), "flows": flows, "oldest_open": waiting}}
+        waiting = OldestOpen(
+            interaction_id=oldest["interaction_id"],
+            run_id=oldest["run_id"],
+            flow=oldest["flow"],
+            question=oldest["question"],
+            created_at=_iso(oldest["created_at"]),
+            expiry_at=_iso(oldest["timeout_at"]),
+            audience=oldest["audience"] if oldest["audience"] is not None else msgspec.UNSET,
+        )
+    return RunsSummary(
+        data=RunsSummaryData(
+            counts=RunCounts(**counts), total=sum(counts.values()), flows=flows, oldest_open=waiting
+        )
+    )
 
 
-@post("/api/runs/{run_id:str}/cancel", status_code=200, summary="Cancel a running or parked run")
-async def cancel_door(request: Request[Any, Any, Any], run_id: FromPath[str]) -> dict[str, Any]:
-    """A parked run's open questions leave the inbox before this returns; a running run stops at
-    its next step, park or end. 409 when the run already ended (docs/doors/runs.md#cancel)."""
+_CONFLICT = "The run is in a status this operation does not apply to: "
+
+
+@post(
+    "/api/runs/{run_id:str}/cancel",
+    status_code=200,
+    summary="Cancel a running or parked run",
+    description="A parked run's open questions leave the inbox before this returns; a running run stops "
+    "at its next step, park or end (docs/doors/runs.md#cancel).",
+    responses={
+        404: RUN_NOT_FOUND,
+        409: refusal(_CONFLICT + "`the run is <status>; only a running or parked run can be cancelled`."),
+    },
+)
+async def cancel_door(request: Request[Any, Any, Any], run_id: RunId) -> Cancelled:
+    """409 when the run already ended (docs/doors/runs.md#cancel)."""
     state = door(request)
     who = principal_of(request)
     if not is_interaction_id(run_id):
         raise NotFound(NOT_FOUND)
     event = await cancel_run(state.store, run_id, who, state.clock.now)
-    return {"data": {"run_id": run_id, "status": "cancelled", "was": event.was, "cancelled_by": event.by}}
+    return Cancelled(
+        data=CancelledData(run_id=run_id, status="cancelled", was=event.was, cancelled_by=event.by)
+    )
 
 
-@post("/api/runs/{run_id:str}/retry", status_code=200, summary="Retry a failed run")
-async def retry_door(request: Request[Any, Any, Any], run_id: FromPath[str]) -> dict[str, Any]:
+@post(
+    "/api/runs/{run_id:str}/retry",
+    status_code=200,
+    summary="Retry a failed run",
+    description="The run executes again from its last recorded step or park (docs/doors/runs.md).",
+    responses={
+        404: RUN_NOT_FOUND,
+        409: refusal(_CONFLICT + "`the run is <status>; only a failed run can be retried`."),
+    },
+)
+async def retry_door(request: Request[Any, Any, Any], run_id: RunId) -> Retried:
     """Execute a failed run again from its last recorded step or park. 409 unless it failed."""
     state = door(request)
     who = principal_of(request)
     if not is_interaction_id(run_id):
         raise NotFound(NOT_FOUND)
     event = await retry_run(state.store, run_id, who, state.clock.now)
-    return {
-        "data": {
-            "run_id": run_id,
-            "status": "resumed",
-            "generation": event.generation,
-            "retried_by": event.retried_by,
-        }
-    }
+    return Retried(
+        data=RetriedData(
+            run_id=run_id, status="resumed", generation=event.generation, retried_by=event.retried_by
+        )
+    )

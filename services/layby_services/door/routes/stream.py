@@ -24,7 +24,7 @@ from nats.aio.msg import Msg
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from layby_contracts.events import InteractionAnswered, InteractionAsked, InteractionRemoved, decode_event
-from layby_contracts.http import terminal_frame
+from layby_contracts.http import TerminalFrame
 from layby_domain.frames import add_frame
 from layby_server.auth import Principal
 from layby_server.eventstore import Stored
@@ -32,6 +32,8 @@ from layby_server.logs import get_logger
 from layby_services.door.cache import AskedCache
 from layby_services.door.deps import DoorState, door, principal_of
 from layby_services.door.errors import Busy
+from layby_services.door.messages import STREAM_UNAVAILABLE, TOO_MANY_STREAMS
+from layby_services.door.query import LastEventId, LastEventIdHeader
 
 log = get_logger("layby.door.stream")
 _enc = msgspec.json.Encoder()
@@ -81,9 +83,15 @@ def frame(seq: int, data: bytes, who: Principal, asked: AskedCache | None = None
         case InteractionAsked():
             name, body = b"interaction.add", _enc.encode(add_frame(ev))
         case InteractionAnswered():
-            name, body = b"interaction.answered", _enc.encode(terminal_frame(ev.interaction_id, ev.group_id))
+            name, body = (
+                b"interaction.answered",
+                _enc.encode(TerminalFrame(interaction_id=ev.interaction_id, group_id=ev.group_id)),
+            )
         case InteractionRemoved():
-            name, body = b"interaction.removed", _enc.encode(terminal_frame(ev.interaction_id, ev.group_id))
+            name, body = (
+                b"interaction.removed",
+                _enc.encode(TerminalFrame(interaction_id=ev.interaction_id, group_id=ev.group_id)),
+            )
     return b"id: %d\nevent: %s\ndata: %s\n\n" % (seq, name, body)
 
 
@@ -102,7 +110,7 @@ class _Subscription:
     async def open(self, start: int) -> None:
         state = self._state
         if state.open_streams >= state.settings.sse_max_clients:
-            raise Busy("too many open streams; retry later", retry_after=STREAM_RETRY_AFTER)
+            raise Busy(TOO_MANY_STREAMS, retry_after=STREAM_RETRY_AFTER)
         state.open_streams += 1
         try:
             self.sub = await state.store.js.subscribe(
@@ -114,7 +122,7 @@ class _Subscription:
         except (nats.errors.Error, nats.js.errors.Error, OSError) as exc:
             await self.release()
             log.warning("stream.subscribe_failed", error=f"{type(exc).__name__}: {exc}")
-            raise Busy("the stream is unavailable; retry later", retry_after=STREAM_RETRY_AFTER) from exc
+            raise Busy(STREAM_UNAVAILABLE, retry_after=STREAM_RETRY_AFTER) from exc
         loop = asyncio.get_running_loop()
         self._watchdog = loop.call_later(
             UNSTARTED_STREAM_SECONDS, lambda: asyncio.ensure_future(self.release())
@@ -168,13 +176,20 @@ async def _frames(
         await opened.release()
 
 
-@get("/api/interactions/stream", summary="Live add/answered/removed frames (SSE)")
-async def stream_door(request: Request[Any, Any, Any]) -> Stream:
+@get(
+    "/api/interactions/stream",
+    summary="Live add/answered/removed frames (Server-Sent Events)",
+    description="Tail only: events appended after the client connected, each frame's `id:` the JetStream "
+    "stream sequence of its event (docs/doors/stream.md). The response never ends.",
+)
+async def stream_door(
+    request: Request[Any, Any, Any],
+    last_event_id_header: LastEventIdHeader = None,
+    last_event_id: LastEventId = None,
+) -> Stream:
     state = door(request)
     who = principal_of(request)
-    raw = request.headers.get("last-event-id") or None  # an empty header is no header
-    if raw is None:
-        raw = request.query_params.get("last_event_id") or None
+    raw = last_event_id_header or last_event_id or None  # an empty value is no value; the header wins
     first, last = await state.store.bounds()
     start, fallback = resume_point(raw, first, last, state.settings.sse_resume_window)
     if fallback is not None:

@@ -1,0 +1,258 @@
+"""What the doors' OpenAPI document says of each operation beyond what its handler declares:
+its id, tag, security, links, the headers the door sets, and the responses that are not JSON
+(the stream, the callback pages, the media bytes)."""
+
+from __future__ import annotations
+
+import msgspec
+
+from layby_domain.media import IMAGE_TYPES
+from layby_services.door.callback_pages import FORM_PAGE_CSP, PAGE_CSP
+from layby_services.door.messages import (
+    INTERNAL_ERROR,
+    NOT_FOUND_TEXT,
+    SERVER_ERROR_TEXT,
+    STREAM_UNAVAILABLE,
+    TOO_MANY_STREAMS,
+)
+from layby_services.door.openapi.components import (
+    BEARER,
+    ERROR_HEADERS,
+    JSON,
+    NO_STORE,
+    NOSNIFF,
+    PUBLIC,
+    TEXT,
+    Json,
+    error,
+    header,
+    ref,
+    text,
+)
+from layby_services.door.routes.stream import STREAM_RETRY_AFTER
+
+UNAVAILABLE_503 = {"503": ref("responses", "Unavailable")}
+SEQ = {"type": "string", "pattern": "^[0-9]+$"}
+
+
+class Operation(msgspec.Struct, frozen=True, kw_only=True):
+    """What the document says of one operation beyond what its handler declares."""
+
+    operation_id: str
+    tag: str
+    security: list[Json]
+    rate_limited: bool = True
+    ok: Json | None = None
+    """The 200 response, when the handler cannot declare it (not JSON)."""
+    ok_headers: Json | None = None
+    responses: Json = {}
+    parameters: list[Json] = []
+    request_body: Json | None = None
+    links: Json | None = None
+
+
+def _callback_page_responses() -> Json:
+    page_headers = {
+        **ERROR_HEADERS,
+        "Content-Security-Policy": header(
+            text(PAGE_CSP, FORM_PAGE_CSP), "The form page's policy adds what its one inline script needs."
+        ),
+        "X-Frame-Options": header(text("DENY"), "Never framed."),
+        "Referrer-Policy": header(text("no-referrer"), "The ticket never leaks in a Referer."),
+    }
+    return {
+        "404": {
+            "description": "The uniform 404, in plain text: unknown, expired, malformed or dead ticket, or a "
+            "verifier-bound question.",
+            "headers": ERROR_HEADERS,
+            "content": {TEXT: {"schema": text(NOT_FOUND_TEXT)}},
+        },
+        "500": {
+            "description": "A stored form schema the page cannot render (plain text, logged), or something "
+            "unexpected (the JSON envelope).",
+            "headers": ERROR_HEADERS,
+            "content": {
+                TEXT: {"schema": text(SERVER_ERROR_TEXT)},
+                JSON: {
+                    "schema": {
+                        "type": "object",
+                        "properties": {"error": text(INTERNAL_ERROR)},
+                        "required": ["error"],
+                        "additionalProperties": False,
+                    }
+                },
+            },
+        },
+        "200": {
+            "description": "The constant Done, confirm or awaiting page, or the question's form "
+            "(docs/doors/callback.md#the-pages-behind-a-link).",
+            "headers": page_headers,
+            "content": {"text/html": {"schema": {"type": "string"}}},
+        },
+    }
+
+
+def operations() -> dict[tuple[str, str], Operation]:
+    interactions, runs, health = "interactions", "runs", "health"
+    return {
+        ("/api/interactions", "get"): Operation(
+            operation_id="listInteractions",
+            tag=interactions,
+            security=BEARER,
+            ok_headers={
+                "Cache-Control": NO_STORE,
+                "Layby-Stream-Seq": header(SEQ, "The stream sequence this page and its total reflect."),
+            },
+            links={
+                "AnswerTheFirstItem": {
+                    "operationId": "answerInteraction",
+                    "parameters": {"interaction_id": "$response.body#/data/items/0/interaction_id"},
+                    "description": "Answer the first pending question of the page.",
+                }
+            },
+        ),
+        ("/api/interactions/done", "get"): Operation(
+            operation_id="listDoneInteractions",
+            tag=interactions,
+            security=BEARER,
+            ok_headers={"Cache-Control": NO_STORE},
+        ),
+        ("/api/interactions/stream", "get"): Operation(
+            operation_id="streamInteractions",
+            tag=interactions,
+            security=BEARER,
+            ok={
+                "description": "The feed: `interaction.add` frames (data: a PendingQuestion), "
+                "`interaction.answered` and `interaction.removed` frames (data: exactly "
+                "`{interaction_id, group_id}`), and `: keepalive` comments.",
+                "headers": {
+                    "Cache-Control": header(text("no-cache"), "Never cached."),
+                    "X-Accel-Buffering": header(text("no"), "Proxies must not buffer."),
+                    "Layby-Stream-Seq": header(
+                        SEQ, "The frames follow this stream sequence (docs/doors/stream.md)."
+                    ),
+                },
+                "content": {"text/event-stream": {"schema": {"type": "string"}}},
+            },
+            responses={
+                "503": error(
+                    "This door process serves `LAYBY_SSE_MAX_CLIENTS` streams already, or NATS did not "
+                    "grant the subscription (docs/doors/stream.md#capacity).",
+                    (TOO_MANY_STREAMS, STREAM_UNAVAILABLE),
+                    headers={
+                        "Retry-After": header(
+                            {"type": "integer", "const": STREAM_RETRY_AFTER}, "Seconds to wait."
+                        )
+                    },
+                )
+            },
+        ),
+        ("/api/interactions/{interaction_id}/answer", "post"): Operation(
+            operation_id="answerInteraction",
+            tag=interactions,
+            security=BEARER,
+            request_body={"required": True, "content": {JSON: {"schema": ref("schemas", "AnswerRequest")}}},
+            responses=UNAVAILABLE_503,
+        ),
+        ("/api/interactions/media/{media_id}", "get"): Operation(
+            operation_id="getMedia",
+            tag=interactions,
+            security=PUBLIC,
+            ok={
+                "description": "The stored bytes, with their stored (sniffed) type.",
+                "headers": {
+                    "Cache-Control": header(
+                        {"type": "string", "pattern": "^private, max-age=[0-9]+$"},
+                        "Whole seconds of retention left.",
+                    ),
+                    "X-Content-Type-Options": NOSNIFF,
+                    "Content-Security-Policy": header(text("default-src 'none'"), "Inert."),
+                },
+                "content": {mime: {} for mime in sorted(IMAGE_TYPES)},
+            },
+            responses=UNAVAILABLE_503,
+        ),
+        ("/api/interactions/callback/{ticket}", "post"): Operation(
+            operation_id="postCallback",
+            tag="callback",
+            security=PUBLIC,
+            ok_headers=ERROR_HEADERS,
+            parameters=[
+                {
+                    "name": "answer",
+                    "in": "query",
+                    "required": False,
+                    "style": "form",
+                    "explode": True,
+                    "schema": {"type": "object", "additionalProperties": {"type": "string"}},
+                    "description": "An external question with an empty body: the query parameters are the "
+                    "answer (a repeated key maps to the list of its values). Ignored otherwise.",
+                }
+            ],
+            request_body={
+                "required": False,
+                "content": {
+                    JSON: {
+                        "schema": {
+                            "type": "object",
+                            "additionalProperties": True,
+                            "description": "An external question: the whole answer. A channel-delivered "
+                            'question: `{"answer": <value>}`, validated as at the answer door.',
+                        }
+                    }
+                },
+            },
+            responses=UNAVAILABLE_503,
+        ),
+        ("/api/interactions/callback/{ticket}", "get"): Operation(
+            operation_id="getCallbackPage",
+            tag="callback",
+            security=PUBLIC,
+            responses={**_callback_page_responses(), **UNAVAILABLE_503},
+        ),
+        ("/api/runs", "get"): Operation(
+            operation_id="listRuns",
+            tag=runs,
+            security=BEARER,
+            links={
+                "ShowTheFirstRun": {
+                    "operationId": "getRun",
+                    "parameters": {"run_id": "$response.body#/data/items/0/run_id"},
+                    "description": "The first run of the page.",
+                }
+            },
+        ),
+        ("/api/runs/summary", "get"): Operation(operation_id="summarizeRuns", tag=runs, security=BEARER),
+        ("/api/runs/{run_id}", "get"): Operation(operation_id="getRun", tag=runs, security=BEARER),
+        ("/api/runs/{run_id}/cancel", "post"): Operation(
+            operation_id="cancelRun", tag=runs, security=BEARER, responses=UNAVAILABLE_503
+        ),
+        ("/api/runs/{run_id}/retry", "post"): Operation(
+            operation_id="retryRun", tag=runs, security=BEARER, responses=UNAVAILABLE_503
+        ),
+        ("/api/workers", "get"): Operation(operation_id="listWorkers", tag=runs, security=BEARER),
+        ("/healthz", "get"): Operation(
+            operation_id="healthz", tag=health, security=PUBLIC, rate_limited=False
+        ),
+        ("/readyz", "get"): Operation(
+            operation_id="readyz",
+            tag=health,
+            security=PUBLIC,
+            rate_limited=False,
+            responses={"503": {"headers": {**ERROR_HEADERS, "Retry-After": ref("headers", "RetryAfter")}}},
+        ),
+        ("/schema/openapi.json", "get"): Operation(
+            operation_id="openapi",
+            tag=health,
+            security=PUBLIC,
+            ok={
+                "description": "This OpenAPI 3.1 document, generated from the doors' handlers.",
+                "headers": {"Cache-Control": header(text("no-cache"), "Revalidated on every use.")},
+                "content": {
+                    JSON: {
+                        "schema": {"type": "object", "required": ["openapi", "info", "paths", "components"]}
+                    }
+                },
+            },
+        ),
+    }
