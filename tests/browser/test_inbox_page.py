@@ -204,6 +204,7 @@ async def test_question_text_is_rendered_as_text_never_as_html(page: Any, system
     await c.wait_for()
     assert await c.locator(".question").text_content() == evil
     assert await c.locator(".question img").count() == 0
+    # A time window, on purpose: an injected onerror would fire within it; nothing may appear.
     await asyncio.sleep(0.3)
     assert page.dialogs == []
     ask.cancel()
