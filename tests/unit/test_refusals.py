@@ -98,7 +98,7 @@ def test_every_error_class_has_its_own_http_status_and_body(cls: type[LaybyError
     assert cls in STATUS, f"{cls.__name__} has no HTTP status of its own"
     response = EXCEPTION_HANDLERS[LaybyError](None, raised)  # type: ignore[arg-type]
     assert response.status_code == status_of(raised) == STATUS[cls]
-    body = response.content
+    body = msgspec.to_builtins(response.content)
     assert isinstance(body, dict)
     if cls.__name__ == "Busy":  # the door's own words: how long to wait
         assert response.headers["Retry-After"] == "5"

@@ -10,6 +10,7 @@ from typing import Any
 
 from litestar import Request, Response
 from litestar.exceptions import HTTPException
+from msgspec import UNSET
 
 from layby_contracts.errors import (
     BadInput,
@@ -29,6 +30,7 @@ from layby_contracts.errors import (
     Unauthorized,
     Unavailable,
 )
+from layby_contracts.http import Error
 from layby_server.logs import get_logger
 from layby_services.door.messages import (
     INTERNAL_ERROR,
@@ -95,10 +97,10 @@ def status_of(exc: LaybyError) -> int:
 
 
 def error_response(
-    status: int, message: str, *, retry_after: int | None = None, **extra: Any
-) -> Response[dict[str, Any]]:
-    body: dict[str, Any] = {"error": message}
-    body.update({k: v for k, v in extra.items() if v is not None})
+    status: int, message: str, *, field: str | None = None, retry_after: int | None = None
+) -> Response[Error]:
+    """The failure body of every JSON door (``Error``): the message, and the field to blame."""
+    body = Error(error=message, field=UNSET if field is None else field)
     headers = dict(NO_STORE)
     if status == 401:
         headers["WWW-Authenticate"] = 'Bearer realm="layby"'
@@ -107,7 +109,7 @@ def error_response(
     return Response(body, status_code=status, headers=headers)
 
 
-def _layby(_: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
+def _layby(_: Request[Any, Any, Any], exc: Exception) -> Response[Error]:
     assert isinstance(exc, LaybyError)
     status = status_of(exc)
     match exc:
@@ -128,7 +130,7 @@ def _layby(_: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]
     return error_response(status, str(exc))
 
 
-def _http(_: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
+def _http(_: Request[Any, Any, Any], exc: Exception) -> Response[Error]:
     assert isinstance(exc, HTTPException)
     status = exc.status_code
     if status >= 500:
@@ -142,7 +144,7 @@ def _http(_: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]
     return response
 
 
-def _unexpected(_: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
+def _unexpected(_: Request[Any, Any, Any], exc: Exception) -> Response[Error]:
     log.error("door.unexpected", error=repr(exc), exc_info=exc)
     return error_response(500, INTERNAL_ERROR)
 
