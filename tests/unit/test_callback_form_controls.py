@@ -22,6 +22,13 @@ def controls(properties: dict[str, Any], *, required: tuple[str, ...] = (), data
     }
     if data is not None:
         payload["data"] = data
+    html = _page(payload)
+    start = html.index("<form id=f method=post>") + len("<form id=f method=post>")
+    return html[start : html.index("<button type=submit>")]
+
+
+def _page(payload: dict[str, Any]) -> str:
+    """The callback form page of a channel form question with this ``format_payload``."""
     asked = InteractionAsked(
         interaction_id="i",
         group_id="g",
@@ -33,9 +40,7 @@ def controls(properties: dict[str, Any], *, required: tuple[str, ...] = (), data
         asked_by="ops",
         channel="ops",
     )
-    html = form_page(asked).decode()
-    start = html.index("<form id=f method=post>") + len("<form id=f method=post>")
-    return html[start : html.index("<button type=submit>")]
+    return form_page(asked).decode()
 
 
 def test_a_boolean_is_a_checkbox_inside_its_label_never_required() -> None:
@@ -116,18 +121,7 @@ def test_controls_are_numbered_by_schema_order_across_pages() -> None:
         "schema": {"type": "object", "properties": asked_props},
         "pages": [{"title": "B <p>", "fields": ["b"]}, {"title": "A", "fields": ["a"]}],
     }
-    asked = InteractionAsked(
-        interaction_id="i",
-        group_id="g",
-        question="Q?",
-        answer_format="form",
-        format_payload=payload,
-        created_at=NOW,
-        timeout_at=NOW + timedelta(minutes=1),
-        asked_by="ops",
-        channel="ops",
-    )
-    html = form_page(asked).decode()
+    html = _page(payload)
     assert (
         '<fieldset><legend>B &lt;p&gt;</legend><label for=f1>b</label><input type=text id=f1 name="b" '
         "data-kind=string></fieldset><fieldset><legend>A</legend><label for=f0>a</label>"

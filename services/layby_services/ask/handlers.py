@@ -35,7 +35,7 @@ from layby_domain.validation import (
     new_interaction_id,
 )
 from layby_domain.verifiers import parse_secrets
-from layby_server.auth import Authenticator, Principal, asker_of
+from layby_server.auth import Authenticator, asker_of
 from layby_server.channels import abilities, load_channels
 from layby_server.eventstore import EventStore
 from layby_server.logs import get_logger
@@ -89,7 +89,7 @@ class AskHandlers:
 
     async def reserve(self, cmd: ReserveTicket) -> Reserved:
         """Bind an external question's ticket before its link is built (ADR 0010)."""
-        principal = identify(self._auth, cmd.token, cmd.interaction_id, "interaction_id")
+        asker = asker_of(identify(self._auth, cmd.token, cmd.interaction_id, "interaction_id"))
         if not is_sha256_hex(cmd.ticket_hash):
             raise BadInput("ticket_hash must be a SHA-256 (64 hex)", field="ticket_hash")
         expiry = check_wait(cmd.mode, cmd.timeout, cmd.expiry_at)
@@ -98,10 +98,7 @@ class AskHandlers:
         if cmd.mode == "async":
             # A park's id is derived from its run: only the run's identity (or an operator) may
             # bind a ticket to it, exactly as only they may ask it.
-            acting = park_identity(
-                cmd.run_id, cmd.call, cmd.interaction_id, asker_of(principal), await self._run_of(cmd)
-            )
-            principal = Principal(acting.identity, "user" if acting.restricted else "operator")
+            asker = park_identity(cmd.run_id, cmd.call, cmd.interaction_id, asker, await self._run_of(cmd))
         elif cmd.run_id is not None or cmd.call is not None:
             raise BadInput("run_id and call belong to async asks only", field="run_id")
         first = await self._store.first(self._store.names.ix(cmd.interaction_id))
@@ -109,7 +106,7 @@ class AskHandlers:
             asked = first.event
             if not isinstance(asked, InteractionAsked):
                 raise BadInput("interaction_id is already in use", field="interaction_id")
-            if principal.restricted and asked.asked_by != principal.identity:
+            if asker.restricted and asked.asked_by != asker.identity:
                 raise Forbidden("this question belongs to another identity")
             return Reserved(existing=True)  # recorded by an earlier execution: its link stands
         now = self._clock.now()

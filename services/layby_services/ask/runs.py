@@ -38,10 +38,11 @@ from layby_contracts.events import (
     StepResult,
 )
 from layby_contracts.limits import CHECKPOINT_MAX_BYTES
+from layby_domain.ask import may_act_for
 from layby_domain.clock import Clock
 from layby_domain.run import Run, Steps, checkpoint, decide_end, decide_park, decide_step, is_current
 from layby_domain.validation import call_interaction_id, is_flow_name, nul_path
-from layby_server.auth import Authenticator, Principal
+from layby_server.auth import Authenticator, Principal, asker_of
 from layby_server.consumer import ensure_flow_consumer
 from layby_server.eventlog import as_event, decide_and_append
 from layby_server.eventstore import EventStore, Stored
@@ -151,7 +152,7 @@ class RunHandlers:
     @staticmethod
     def may_act(principal: Principal, started: RunStarted) -> bool:
         """A run is driven by its own identity, or by an unrestricted (operator) worker."""
-        return not principal.restricted or principal.identity == started.identity
+        return may_act_for(asker_of(principal), started)
 
     def _check_payload(self, name: str, value: object) -> None:
         where = nul_path(value)
