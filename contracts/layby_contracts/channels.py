@@ -9,7 +9,7 @@ contract rather than in the server.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import msgspec
 
@@ -55,8 +55,130 @@ class ChannelDelivery(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=T
     media: list[MediaItem] | None = None
     data: dict[str, Any] | None = None
     pages: list[dict[str, Any]] | None = None
+    reply_ids: list[str] | None = None
+    """The author's id of each option or suggested reply (a chat channel sends it back on a tap)."""
+
+
+class Posted(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """Where a chat channel posted a question: returned by ``deliver`` so replies to that message
+    (a thread, a reply-to, a tap) can be correlated to the question, and the message retracted.
+    ``chat`` and ``message`` are the medium's ids (a Slack channel and ``ts``; a Telegram chat id
+    and message id); ``extra`` is anything else the plugin needs to edit it later."""
+
+    chat: str
+    message: str
+    extra: dict[str, Any] | None = None
+
+
+class Retraction(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """How a delivered question ended, for the plugin to update its message: ``answered`` (``by``
+    whom, ``via`` which surface), ``expired``, or ``removed`` (``reason``)."""
+
+    interaction_id: str
+    question: str
+    outcome: Literal["answered", "expired", "removed"]
+    by: str | None = None
+    via: str | None = None
+    reason: str | None = None
+
+
+class InboundRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """One HTTP request a provider sent to ``/api/channels/{name}/events``, as received: the raw
+    body (signatures cover it byte for byte), headers with lower-case names, the query."""
+
+    method: str
+    url: str
+    headers: dict[str, str]
+    query: dict[str, str]
+    body: bytes
+
+
+class InboundReply(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One thing a person did on a chat channel, as the plugin read it.
+
+    ``kind``: ``tap`` (tapped option or suggested reply ``index`` of ``interaction_id``),
+    ``yes_no`` (tapped yes or no: ``value`` is the bool), ``typed`` (typed text in ``value``),
+    ``submitted`` (a form's values in ``value``), ``open_form`` (asked to open
+    ``interaction_id``'s form). ``chat`` and
+    ``message`` locate it: ``message`` is the posted question it refers to (the tapped message, the
+    thread root, the message replied to), if any. ``event_id`` is the provider's id of the
+    delivery, so a redelivered event is taken once. ``context`` is the plugin's own (a callback
+    query id, a trigger id) for its follow-ups."""
+
+    kind: Literal["tap", "yes_no", "typed", "submitted", "open_form"]
+    sender: str
+    chat: str
+    sender_name: str | None = None
+    message: str | None = None
+    interaction_id: str | None = None
+    index: int | None = None
+    value: Any = None
+    event_id: str | None = None
+    context: dict[str, Any] | None = None
+
+
+class InboundResponse(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """What the door answers the provider (its acknowledgement, or a handshake's answer)."""
+
+    status: int = 200
+    body: bytes = b""
+    content_type: str = "text/plain"
+
+
+class Inbound(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A verified inbound request, parsed: the replies in it and, for a handshake (Slack's
+    ``url_verification``) or an event the plugin ignores, the response to send at once."""
+
+    replies: list[InboundReply] = msgspec.field(default_factory=list)
+    response: InboundResponse | None = None
+
+
+class ReplyOutcome(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """What became of one reply (docs/channels.md#replies): ``answered`` (it won), ``already``
+    (the question was answered by this or another reply first), ``rejected`` (the question
+    refused it: ``reason``; ``notice`` is the line to send the person, absent under ``bridge``),
+    ``late`` (the question is gone), ``bridged`` / ``unmatched`` (recorded as an inbound message),
+    ``form_opened``."""
+
+    status: Literal["answered", "already", "rejected", "late", "bridged", "unmatched", "form_opened"]
+    interaction_id: str | None = None
+    question: str | None = None
+    answer: Any = None
+    reason: str | None = None
+    notice: str | None = None
+
+
+class InboundRefused(Exception):
+    """The request is not from the provider (a missing, stale or wrong signature): 401, and
+    nothing is recorded. The message is for the log only; the response never echoes it."""
+
+
+class InboundMalformed(Exception):
+    """A verified request the plugin cannot read: 400 naming what is wrong."""
 
 
 @runtime_checkable
 class Channel(Protocol):
-    async def deliver(self, delivery: ChannelDelivery) -> None: ...
+    """Every plugin delivers; ``deliver`` may return where it posted (``Posted``) so replies can
+    be correlated and the message retracted, or None (a bridge that relays to the callback URL)."""
+
+    async def deliver(self, delivery: ChannelDelivery) -> Posted | None: ...
+
+
+@runtime_checkable
+class ChatChannel(Channel, Protocol):
+    """A channel with its own inbound webhook (docs/channels.md#chat-channels): the door hands it
+    each request to verify and parse, tells it each reply's outcome (``respond``: what the
+    provider is answered, within its acknowledgement window; ``follow_up``: sends after the
+    acknowledgement), asks it to open a form surface, and the delivery service asks it to retract
+    a question resolved elsewhere."""
+
+    async def inbound(self, request: InboundRequest) -> Inbound: ...
+
+    async def respond(self, reply: InboundReply, outcome: ReplyOutcome) -> InboundResponse | None: ...
+
+    async def follow_up(self, reply: InboundReply, outcome: ReplyOutcome) -> None: ...
+
+    async def open_form(self, reply: InboundReply, delivery: ChannelDelivery) -> None: ...
+
+    async def retract(self, posted: Posted, retraction: Retraction) -> None: ...

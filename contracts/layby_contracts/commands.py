@@ -13,11 +13,13 @@ from typing import Any, Literal
 import msgspec
 
 from layby_contracts.errors import RefusalKind
-from layby_contracts.events import MediaItem, ParkedAsk, Resolution, StepResult
+from layby_contracts.events import ChatOptions, MediaItem, ParkedAsk, Resolution, StepResult
 from layby_contracts.formats import FormatPayload
 
 
-class Ask(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag="cmd.ask.v1"):
+class Ask(
+    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, omit_defaults=True, tag="cmd.ask.v1"
+):
     """Record a question (the SDK already validated it; the ask service validates again).
 
     ``format`` carries the question's format and its arguments as one typed value (command
@@ -53,6 +55,9 @@ class Ask(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True,
     """A registered channel delivers the question (the delivery service mints its ticket)."""
     recipient: str | None = None
     """Where on the channel (a chat id, a phone number); the channel's default when unset."""
+    chat: ChatOptions | None = None
+    """Chat-channel reply rules and extra channels (protocol 6; omitted when unused, so an older
+    ask service still takes every ask that does not use them)."""
 
 
 class ReserveTicket(
@@ -203,7 +208,8 @@ class Accepted(msgspec.Struct, frozen=True, kw_only=True, tag="ok"):
     timeout_at: str
 
 
-PROTOCOL = 5
+PROTOCOL = 6
+PROTOCOL_CHAT = 6
 PROTOCOL_RESERVATIONS = 2
 PROTOCOL_WORKER_COMMANDS = 3
 PROTOCOL_STEPS = 4
@@ -214,8 +220,8 @@ reservations (``cmd.ticket.reserve.v1``) and the ``protocol`` field on refusals;
 ``cmd.run.attach.v1`` and ``cmd.run.current.v1``; 4: steps, cancel and retry
 (``cmd.run.step.v1``, ``cmd.run.cancel.v1``, ``cmd.run.retry.v1``); 5: every error class its own
 refusal kind (``cross_identity_audience``, ``not_found``, ``transient``, ``permanent``, ...)
-and the typed question (``Ask.format``)
-(docs/errors.md#capabilities-travel-in-the-protocol-field)."""
+and the typed question (``Ask.format``); 6: chat options on the ask (``Ask.chat``: several
+channels, ``on_mismatch``, ``mismatch_notice``, reply ids) (docs/errors.md#capabilities-travel-in-the-protocol-field)."""
 
 
 class Refused(msgspec.Struct, frozen=True, kw_only=True, tag="refused"):

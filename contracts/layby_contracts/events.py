@@ -23,6 +23,29 @@ class MediaItem(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     filename: str | None = None
 
 
+class ChannelTarget(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One channel a question is delivered to, and where on it (docs/channels.md#several-channels)."""
+
+    channel: str
+    recipient: str | None = None
+
+
+class ChatOptions(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """How a chat channel treats replies to a question (docs/channels.md#replies).
+
+    ``targets``: every channel the question goes to, when more than one (the first is also the
+    Asked event's ``channel``/``recipient``). ``on_mismatch``: what a reply the question refuses
+    does (``retry``, the default: the person is told what is expected; ``bridge``: no notice, the
+    reply becomes an inbound message). ``mismatch_notice`` replaces the built-in retry line
+    (``{reason}`` is filled with the refusal). ``reply_ids``: the author's id of each option (or
+    suggested reply), sent back as ``params.reply_id`` when the person taps it."""
+
+    targets: list[ChannelTarget] | None = None
+    on_mismatch: Literal["retry", "bridge"] = "retry"
+    mismatch_notice: str | None = None
+    reply_ids: list[str] | None = None
+
+
 class InteractionAsked(msgspec.Struct, frozen=True, kw_only=True, tag="interaction.asked.v1"):
     """A question was validated and recorded by the ask service
     (docs/aggregates/interaction.md#the-recorded-question)."""
@@ -49,6 +72,8 @@ class InteractionAsked(msgspec.Struct, frozen=True, kw_only=True, tag="interacti
     """An async park: the run that parked on this question (never sent to clients)."""
     call: int | None = None
     """An async park: the ask's call index within its run (replay matches answers by it)."""
+    chat: ChatOptions | None = None
+    """A channel question's reply rules and extra channels (absent: one channel, the defaults)."""
 
 
 class InteractionAnswered(msgspec.Struct, frozen=True, kw_only=True, tag="interaction.answered.v1"):
@@ -68,8 +93,14 @@ class InteractionAnswered(msgspec.Struct, frozen=True, kw_only=True, tag="intera
     """Copied from the Asked event: the parked run this resolution may resume."""
     via: str | None = None
     """Where the answer came from: ``inbox``, ``cli`` or ``api`` (the answer door, as the client
-    says), ``callback`` (an outside system's callback), ``expiry`` (the deadline passed). Informs the
-    done list (docs/doors/done.md); absent on answers recorded before it existed."""
+    says), ``callback`` (an outside system's callback), ``channel`` (a reply on a chat channel),
+    ``expiry`` (the deadline passed). Informs the done list (docs/doors/done.md); absent on answers
+    recorded before it existed."""
+    params: dict[str, Any] | None = None
+    """Opaque context a tapped channel control carried (``reply_id``...): transport data the asker
+    reads beside the answer, never trusted (docs/channels.md#enrichment)."""
+    channels: list[str] | None = None
+    """The channels the question was delivered to: the delivery service retracts their copies."""
 
 
 class InteractionRemoved(msgspec.Struct, frozen=True, kw_only=True, tag="interaction.removed.v1"):
@@ -84,6 +115,8 @@ class InteractionRemoved(msgspec.Struct, frozen=True, kw_only=True, tag="interac
     run_id: str | None = None
     detail: str | None = None
     """delivery_failed: why the channel could not deliver (for the asker's error; no client sees it)."""
+    channels: list[str] | None = None
+    """The channels the question was delivered to: the delivery service retracts their copies."""
 
 
 class InteractionWithdrawn(msgspec.Struct, frozen=True, kw_only=True, tag="interaction.withdrawn.v1"):
@@ -259,6 +292,31 @@ class RunCancelled(msgspec.Struct, frozen=True, kw_only=True, tag="run.cancelled
     """A parked run's questions (interaction ids): removed from the inbox with the run."""
 
 
+class ChannelMessageReceived(msgspec.Struct, frozen=True, kw_only=True, tag="channel.message.v1"):
+    """A person wrote on a chat channel and it answered nothing: a reply to a question that is
+    gone, a bridged mismatch, or an ordinary message to the bot (docs/channels.md#inbound-messages).
+    Recorded on the messages stream so no reply is lost; readers follow it on the messages door.
+
+    ``reason``: ``late`` (the question it replied to is answered, expired or removed),
+    ``mismatch`` (the question refused it and bridges mismatches), ``unmatched`` (it referred to no
+    question we know). ``audience`` is the question's (a restricted identity sees only replies to
+    what it asked; a message about no question is for unrestricted readers only)."""
+
+    message_id: str
+    channel: str
+    sender: str
+    chat: str
+    received_at: datetime
+    reason: Literal["late", "mismatch", "unmatched"]
+    text: str | None = None
+    value: Any = None
+    """A structured submission (a form's values) instead of text."""
+    sender_name: str | None = None
+    interaction_id: str | None = None
+    audience: str | None = None
+    params: dict[str, Any] | None = None
+
+
 InteractionEvent = InteractionAsked | InteractionAnswered | InteractionRemoved
 RunEvent = RunStarted | RunParked | RunResumed | RunFinished | RunFailed | RunStepRecorded | RunCancelled
 Event = (
@@ -269,6 +327,7 @@ Event = (
     | RunEvent
     | StepRecorded
     | StepsClosed
+    | ChannelMessageReceived
 )
 
 EXPIRY_ANSWER: dict[str, bool] = {"layby:interaction_expired": True}

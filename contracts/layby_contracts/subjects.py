@@ -70,6 +70,45 @@ class Names(msgspec.Struct, frozen=True):
     def tickets_all(self) -> str:
         return f"{self.namespace}.ticket.*"
 
+    @property
+    def messages_stream(self) -> str:
+        """Inbound chat messages that answered nothing (late replies, bridged mismatches, ordinary
+        messages to a bot): read on the messages door, kept for ``LAYBY_MESSAGES_MAX_AGE``."""
+        return f"{self.namespace.upper()}_MESSAGES"
+
+    def messages(self, channel: str) -> str:
+        return f"{self.namespace}.msg.{channel}"
+
+    @property
+    def messages_all(self) -> str:
+        return f"{self.namespace}.msg.*"
+
+    @property
+    def chat_stream(self) -> str:
+        """Where each channel question was posted, and which inbound events were taken: a key per
+        subject, read by direct get (docs/channels.md#correlation)."""
+        return f"{self.namespace.upper()}_CHAT"
+
+    def chat_ref(self, key: str) -> str:
+        """A posted message (``key``: the hash of channel, chat and message) -> its question."""
+        return f"{self.namespace}.chat.ref.{key}"
+
+    def chat_latest(self, key: str) -> str:
+        """The last question posted in a chat (``key``: the hash of channel and chat)."""
+        return f"{self.namespace}.chat.latest.{key}"
+
+    def chat_sent(self, interaction_id: str, channel: str) -> str:
+        """Where a question was posted on one channel (read to retract it)."""
+        return f"{self.namespace}.chat.sent.{interaction_id}.{channel}"
+
+    def chat_seen(self, key: str) -> str:
+        """An inbound event taken once (``key``: the hash of channel and the provider's event id)."""
+        return f"{self.namespace}.chat.seen.{key}"
+
+    @property
+    def chat_all(self) -> str:
+        return f"{self.namespace}.chat.>"
+
     def run(self, run_id: str) -> str:
         """The subject of one run aggregate (started, parked, resumed, finished, failed)."""
         return f"{self.namespace}.ev.run.{run_id}"

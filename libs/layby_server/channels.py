@@ -29,7 +29,11 @@ from layby_contracts.channels import Channel
 from layby_domain.ask import ChannelAbilities
 
 Factory = Callable[..., Channel]
-BUILTIN: dict[str, str] = {"webhook": "layby_server.channel_webhook:WebhookChannel"}
+BUILTIN: dict[str, str] = {
+    "webhook": "layby_server.channel_webhook:WebhookChannel",
+    "slack": "layby_server.chat.slack:SlackChannel",
+    "telegram": "layby_server.chat.telegram:TelegramChannel",
+}
 
 
 def parse_channels(raw: str | None) -> dict[str, dict[str, Any]]:

@@ -48,9 +48,9 @@ def test_golden_sample_decodes_to_its_struct(name: str) -> None:
     raw = (GOLDEN / f"{name}.json").read_bytes()
     decoded = decoder.decode(raw)
     assert isinstance(decoded, cls)
-    again = msgspec.json.decode(msgspec.json.encode(decoded))
     original = msgspec.json.decode(raw)
-    assert {k: again[k] for k in original} == original
+    kept = {k: msgspec.to_builtins(getattr(decoded, k)) for k in original if k != "type"}
+    assert kept == {k: v for k, v in original.items() if k != "type"}
 
 
 def test_unknown_fields_from_newer_writers_are_skipped() -> None:

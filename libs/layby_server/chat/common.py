@@ -1,0 +1,76 @@
+"""What every chat plugin shares: settings checks, the text fallbacks, the tap ids and the lines
+a retracted question shows (docs/channels.md#chat-channels)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from layby_contracts.channels import ChannelDelivery, Retraction
+
+PICK_ONE = "Reply with the text of one option."
+YES_OR_NO = "Reply yes or no."
+TAP_SEPARATOR = ":"
+
+
+def check_options(config: Mapping[str, Any], plugin: str, allowed: set[str]) -> None:
+    """Refuse an unknown setting by name (a typo must fail start-up, not be ignored)."""
+    unknown = set(config) - allowed
+    if unknown:
+        raise ValueError(f"unknown {plugin} option {sorted(unknown)[0]!r} ({', '.join(sorted(allowed))})")
+
+
+def secret(config: Mapping[str, Any], key: str, secrets: Mapping[str, bytes], plugin: str) -> str:
+    """The secret a setting names: ``config[key]`` is a name in ``LAYBY_WEBHOOK_SECRETS`` (the
+    value never appears in ``LAYBY_CHANNELS``, a log line or an error)."""
+    name = config.get(key)
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"{plugin} needs {key}: the name of a secret in LAYBY_WEBHOOK_SECRETS")
+    if name not in secrets:
+        raise ValueError(f"{plugin} {key} {name!r} is not in LAYBY_WEBHOOK_SECRETS")
+    return secrets[name].decode()
+
+
+def base_url(config: Mapping[str, Any], key: str, default: str, plugin: str) -> str:
+    """A provider API base URL setting (for GovSlack, a self-hosted Bot API server, a stand-in)."""
+    value = config.get(key, default)
+    parts = urlsplit(value) if isinstance(value, str) else None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"{plugin} {key} must be an absolute http(s) URL")
+    return str(value)
+
+
+def tap_id(interaction_id: str, index: int) -> str:
+    """The id a control carries for option ``index`` of a question: never the option's text."""
+    return f"{interaction_id}{TAP_SEPARATOR}{index}"
+
+
+def parse_tap_id(value: str) -> tuple[str, int] | None:
+    """``(interaction_id, index)`` of a well-formed tap id, else None (a stale or forged tap)."""
+    interaction_id, sep, index = value.rpartition(TAP_SEPARATOR)
+    if not sep or not interaction_id or not index.isdigit() or len(index) > 4:
+        return None
+    return interaction_id, int(index)
+
+
+def numbered_prompt(delivery: ChannelDelivery) -> str:
+    """A select question as numbered text, for a medium whose controls cannot hold its options."""
+    options = delivery.options or []
+    lines = [delivery.question, ""]
+    lines += [f"{n}. {option}" for n, option in enumerate(options, 1)]
+    lines += ["", PICK_ONE]
+    return "\n".join(lines)
+
+
+def retraction_line(retraction: Retraction) -> str:
+    """What a question's message says once it is resolved elsewhere (or here)."""
+    if retraction.outcome == "answered":
+        by = f" by {retraction.by}" if retraction.by else ""
+        where = f" in the {retraction.via}" if retraction.via in ("inbox", "cli") else (
+            f" via {retraction.via}" if retraction.via else ""
+        )
+        return f"Answered{by}{where}."
+    if retraction.outcome == "expired":
+        return "This question expired."
+    return "This question was withdrawn."
