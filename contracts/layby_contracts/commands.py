@@ -18,7 +18,12 @@ from layby_contracts.formats import FormatPayload
 
 
 class Ask(
-    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, omit_defaults=True, tag="cmd.ask.v1"
+    msgspec.Struct,
+    frozen=True,
+    kw_only=True,
+    forbid_unknown_fields=True,
+    omit_defaults=True,
+    tag="cmd.ask.v1",
 ):
     """Record a question (the SDK already validated it; the ask service validates again).
 
@@ -221,7 +226,8 @@ reservations (``cmd.ticket.reserve.v1``) and the ``protocol`` field on refusals;
 (``cmd.run.step.v1``, ``cmd.run.cancel.v1``, ``cmd.run.retry.v1``); 5: every error class its own
 refusal kind (``cross_identity_audience``, ``not_found``, ``transient``, ``permanent``, ...)
 and the typed question (``Ask.format``); 6: chat options on the ask (``Ask.chat``: several
-channels, ``on_mismatch``, ``mismatch_notice``, reply ids) (docs/errors.md#capabilities-travel-in-the-protocol-field)."""
+channels, ``on_mismatch``, ``mismatch_notice``, reply ids)
+(docs/errors.md#capabilities-travel-in-the-protocol-field)."""
 
 
 class Refused(msgspec.Struct, frozen=True, kw_only=True, tag="refused"):
