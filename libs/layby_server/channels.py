@@ -25,8 +25,10 @@ from typing import Any
 
 import msgspec
 
-from layby_contracts.channels import Channel
+from layby_contracts.channels import Channel, ChannelDelivery, ChatChannel
+from layby_contracts.events import ChannelTarget, InteractionAsked
 from layby_domain.ask import ChannelAbilities
+from layby_domain.formats import FORMATS
 
 Factory = Callable[..., Channel]
 BUILTIN: dict[str, str] = {
@@ -89,3 +91,41 @@ def abilities(channels: Mapping[str, Channel]) -> dict[str, ChannelAbilities]:
         )
         for name, plugin in channels.items()
     }
+
+
+def chat_channels(channels: Mapping[str, Channel]) -> dict[str, ChatChannel]:
+    """The channels with their own inbound webhook (docs/channels.md#chat-channels)."""
+    return {name: plugin for name, plugin in channels.items() if isinstance(plugin, ChatChannel)}
+
+
+def targets_of(ev: InteractionAsked) -> list[ChannelTarget]:
+    """Every channel a question goes to, with its recipient (docs/channels.md#several-channels)."""
+    if ev.chat is not None and ev.chat.targets:
+        return list(ev.chat.targets)
+    return [ChannelTarget(channel=ev.channel, recipient=ev.recipient)] if ev.channel is not None else []
+
+
+def delivery_of(
+    ev: InteractionAsked, *, callback_url: str, public_base_url: str, recipient: str | None
+) -> ChannelDelivery:
+    """What a channel is handed for a recorded question: media under absolute URLs, the
+    format's own fields (docs/aggregates/interaction.md#channel-delivery)."""
+    payload = ev.format_payload or {}
+    base = public_base_url.rstrip("/")
+    media = [
+        msgspec.structs.replace(m, url=base + m.url) if m.url.startswith("/") else m for m in ev.media or []
+    ]
+    fmt = FORMATS[ev.answer_format]
+    return ChannelDelivery(
+        interaction_id=ev.interaction_id,
+        question=ev.question,
+        answer_format=ev.answer_format,
+        callback_url=callback_url,
+        timeout_at=ev.timeout_at,
+        recipient=recipient,
+        media=media or None,
+        data=payload.get("data"),
+        pages=payload.get("pages"),
+        reply_ids=ev.chat.reply_ids if ev.chat is not None else None,
+        **fmt.delivery(fmt.typed(ev.format_payload)),
+    )

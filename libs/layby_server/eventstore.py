@@ -43,6 +43,12 @@ WRONG_LAST_SEQUENCE = 10071
 STREAM_NOT_FOUND = 10059
 DUPLICATE_WINDOW = timedelta(minutes=2)
 CONTINUATION_MAX_AGE = timedelta(days=30)
+CHAT_MAX_AGE = timedelta(days=90)
+"""How long where a question was posted (and which inbound events were taken) is remembered: a
+reply to an older message is an unmatched inbound message (docs/channels.md#correlation)."""
+MESSAGES_MAX_AGE = timedelta(days=30)
+"""How long inbound messages stay readable on the messages door (docs/channels.md#inbound-messages)."""
+TAKEN, FREE = b"taken", b"free"
 
 
 @contextlib.contextmanager
@@ -141,6 +147,24 @@ class EventStore(Resolving):
                 max_msgs_per_subject=1,
             )
         )
+        await self._ensure(
+            self._stream(
+                names.chat_stream,
+                names.chat_all,
+                "Layby chat correlation: where each channel question was posted, inbound events taken",
+                max_age=CHAT_MAX_AGE.total_seconds(),
+                max_msgs_per_subject=1,
+            )
+        )
+        await self._ensure(
+            self._stream(
+                names.messages_stream,
+                names.messages_all,
+                "Layby inbound chat messages that answered nothing (late, bridged, unmatched)",
+                max_age=MESSAGES_MAX_AGE.total_seconds(),
+                discard=DiscardPolicy.OLD,
+            )
+        )
 
     def _stream(self, name: str, subjects: str, description: str, **limits: Any) -> StreamConfig:
         """One Layby stream: file storage, limits retention, direct gets, the de-duplication
@@ -237,9 +261,9 @@ class EventStore(Resolving):
         info = await self.js.stream_info(self.names.events_stream)
         self._replicas = int(info.config.num_replicas or 1)
 
-    async def bounds(self) -> tuple[int, int]:
-        """(first, last) sequence of the event log."""
-        info = await self.js.stream_info(self.names.events_stream)
+    async def bounds(self, stream: str | None = None) -> tuple[int, int]:
+        """(first, last) sequence of the event log (or of ``stream``)."""
+        info = await self.js.stream_info(stream or self.names.events_stream)
         return int(info.state.first_seq), int(info.state.last_seq)
 
     async def publish_once(self, subject: str, payload: bytes, *, msg_id: str) -> bool:
@@ -309,6 +333,59 @@ class EventStore(Resolving):
                 return None
         body = msgspec.json.decode(raw.data or b"{}")
         return body["interaction_id"], datetime.fromisoformat(body["expires_at"])
+
+    async def put_chat(self, subject: str, value: dict[str, Any]) -> None:
+        """Remember one chat correlation fact (a posted message, a chat's latest question)."""
+        with unavailable_on_transport_error("storing a chat correlation"):
+            await self.js.publish(subject, msgspec.json.encode(value), timeout=10)
+
+    async def get_chat(self, subject: str) -> dict[str, Any] | None:
+        """A chat correlation fact, from a replica and then the leader (a fact just written may
+        not have reached a replica yet)."""
+        for direct in (True, False):
+            with unavailable_on_transport_error("read of a chat correlation"):
+                try:
+                    raw = await self.js.get_last_msg(self.names.chat_stream, subject, direct=direct)
+                except nats.js.errors.NotFoundError:
+                    continue
+            value = msgspec.json.decode(raw.data or b"null")
+            return value if isinstance(value, dict) else None
+        return None
+
+    async def claim_once(self, subject: str) -> bool:
+        """Take an inbound event (``chat_seen``) once: False when it was taken before. A claim
+        released after a failure (``release``) can be taken again."""
+        with unavailable_on_transport_error("taking an inbound event"):
+            try:
+                raw = await self.js.get_last_msg(self.names.chat_stream, subject)
+                if raw.data != FREE:
+                    return False
+                expected = str(raw.seq)
+            except nats.js.errors.NotFoundError:
+                expected = "0"
+            try:
+                await self.js.publish(
+                    subject, TAKEN, headers={"Nats-Expected-Last-Subject-Sequence": expected}, timeout=10
+                )
+            except nats.js.errors.APIError as exc:
+                if exc.err_code == WRONG_LAST_SEQUENCE:
+                    return False
+                raise
+        return True
+
+    async def release(self, subject: str) -> None:
+        """Give back a claim whose work failed, so the provider's redelivery is taken."""
+        with unavailable_on_transport_error("releasing an inbound event"):
+            await self.js.publish(subject, FREE, timeout=10)
+
+    async def append_message(self, subject: str, event: Event, *, msg_id: str) -> int:
+        """Record an inbound chat message on the messages stream (``msg_id`` de-duplicates a
+        redelivery); returns its sequence, the messages door's event id."""
+        with unavailable_on_transport_error("recording an inbound message"):
+            ack = await self.js.publish(
+                subject, encode_event(event), headers={"Nats-Msg-Id": msg_id}, timeout=10
+            )
+        return int(ack.seq)
 
     async def put_secret(self, interaction_id: str, ref: str, payload: bytes) -> None:
         """Keep a sensitive answer for its waiter (idle TTL), sealed, outside the event log."""

@@ -80,6 +80,8 @@ def _streams(n: Names) -> list[str]:
         n.media_stream,
         n.tickets_stream,
         n.continuations_stream,
+        n.chat_stream,
+        n.messages_stream,
         *n.steps_streams,
     ]
 
@@ -95,8 +97,15 @@ def _reads(role: str, n: Names) -> list[str]:
             n.continuations_stream,
             *n.steps_streams,
         ],
-        "door": [n.events_stream, n.media_stream, n.tickets_stream, *n.steps_streams],
-        "delivery": [n.events_stream, n.media_stream, n.tickets_stream],
+        "door": [
+            n.events_stream,
+            n.media_stream,
+            n.tickets_stream,
+            n.chat_stream,
+            n.messages_stream,
+            *n.steps_streams,
+        ],
+        "delivery": [n.events_stream, n.media_stream, n.tickets_stream, n.chat_stream],
         "resume": [n.events_stream, n.secrets_stream, n.continuations_stream, *n.steps_streams],
         "sweeper": [n.events_stream],
         "admin": [n.events_stream],
@@ -108,8 +117,21 @@ def service_permissions(role: str, n: Names) -> dict[str, object]:
     ns = n.namespace
     own = {
         "ask": [f"{ns}.ev.>", f"{ns}.media.*", f"{ns}.ticket.*", f"{ns}.step.>"],
-        "door": [f"{ns}.ev.>", f"{ns}.secret.>", f"{ns}.ticket.*", f"{ns}.step.>"],
-        "delivery": [f"{ns}.ev.>", f"{ns}.ticket.*"],
+        "door": [
+            f"{ns}.ev.>",
+            f"{ns}.secret.>",
+            f"{ns}.ticket.*",
+            f"{ns}.step.>",
+            f"{ns}.chat.seen.*",
+            f"{ns}.msg.*",
+        ],
+        "delivery": [
+            f"{ns}.ev.>",
+            f"{ns}.ticket.*",
+            f"{ns}.chat.ref.*",
+            f"{ns}.chat.latest.*",
+            f"{ns}.chat.sent.>",
+        ],
         "resume": [f"{ns}.ev.>", f"{ns}.cont.>", f"{ns}.wake.>", f"{ns}.step.>"],
         "sweeper": [f"{ns}.ev.>"],
         "admin": [],

@@ -22,6 +22,7 @@ from layby_contracts.http.interactions import (
     PendingQuestion,
     TerminalFrame,
 )
+from layby_contracts.http.messages import InboundMessage
 from layby_contracts.http.runs import (
     RUN_STATUSES,
     Cancelled,
@@ -59,6 +60,7 @@ __all__ = [
     "Error",
     "Health",
     "HealthData",
+    "InboundMessage",
     "InteractionPage",
     "InteractionPageData",
     "MediaItem",

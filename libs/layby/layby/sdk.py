@@ -67,10 +67,11 @@ from layby_contracts.errors import (
     Permanent,
     Unavailable,
 )
-from layby_contracts.events import ParkedAsk, Resolution
+from layby_contracts.events import ChatOptions, ParkedAsk, Resolution
 from layby_contracts.formats import payload_of
 from layby_contracts.refusals import from_refused, to_refused
 from layby_contracts.subjects import Names
+from layby_domain.chat import chat_options
 from layby_domain.formats import FORMATS, flat_fields, known_format
 from layby_domain.tickets import callback_url, new_ticket
 from layby_domain.validation import (
@@ -145,6 +146,10 @@ def _replayed(ctx: RunContext, call: int, known: Resolution, question: str) -> A
             f"interaction {known.interaction_id} could not be delivered: {known.detail or 'no reason given'}"
         )
     return known.answer
+
+
+CHAT_ARGS = ("on_mismatch", "mismatch_notice", "reply_ids")
+"""The ask's chat options: checked by ``chat_options``, not ``validate_ask``."""
 
 
 def validate_call(
@@ -273,8 +278,11 @@ class Client:
         pages: list[dict[str, Any]] | None = None,
         link: str | Callable[[str], Any] | None = None,
         verifier: dict[str, Any] | None = None,
-        channel: str | None = None,
-        recipient: str | None = None,
+        channel: str | list[str] | None = None,
+        recipient: str | dict[str, str] | None = None,
+        on_mismatch: str | None = None,
+        mismatch_notice: str | None = None,
+        reply_ids: list[str] | None = None,
     ) -> Any:
         """Ask a person. ``mode="sync"`` blocks until the answer (or the timeout);
         ``mode="async"`` parks the run executing this code (see ``layby.Worker``). ``media``:
@@ -284,7 +292,14 @@ class Client:
         is the payload the outside system delivers to that callback. ``channel``: a channel named
         in ``LAYBY_CHANNELS`` delivers the question (to ``recipient``, or its default) with a
         callback URL the reply comes back through; a failed delivery raises
-        ``ChannelDeliveryError``."""
+        ``ChannelDeliveryError``. Several channels (``channel=["slack", "telegram"]``, with
+        ``recipient`` a mapping of channel to recipient) each get the question; the first reply
+        wins. ``on_mismatch`` (``retry`` or ``bridge``), ``mismatch_notice`` and ``reply_ids``
+        (the author's id of each option, returned as ``params.reply_id`` on a tap; see
+        ``answer_details``) set how a chat channel treats replies (docs/channels.md#replies)."""
+        channel, recipient, chat = chat_options(
+            channel, recipient, on_mismatch=on_mismatch, mismatch_notice=mismatch_notice, reply_ids=reply_ids
+        )
         args: dict[str, Any] = {
             "answer_format": answer_format,
             "options": options,
@@ -347,6 +362,7 @@ class Client:
                     run_id=ctx.info.run_id,
                     call=call,
                     ticket_hash=ticket_hash,
+                    chat=chat,
                 )
         finally:
             if ctx is not None:
@@ -370,7 +386,13 @@ class Client:
         try:
             await self._ensure_wake_subscription(deadline)
             accepted = await self._record(
-                interaction_id, spec.question, answer_format, spec, deadline, ticket_hash=ticket_hash
+                interaction_id,
+                spec.question,
+                answer_format,
+                spec,
+                deadline,
+                ticket_hash=ticket_hash,
+                chat=chat,
             )
             server_deadline = datetime.fromisoformat(accepted.timeout_at).timestamp()
             # Routine for a library (debug); `layby ask` shows it, so a person at a terminal knows
@@ -538,6 +560,7 @@ class Client:
         run_id: str | None = None,
         call: int | None = None,
         ticket_hash: str | None = None,
+        chat: ChatOptions | None = None,
     ) -> Accepted:
         cmd = Ask(
             token=self._token,
@@ -558,6 +581,7 @@ class Client:
             ticket_hash=ticket_hash,
             channel=spec.channel,
             recipient=spec.recipient,
+            chat=chat,
         )
         # TimeoutError past the deadline: the caller prunes, and may find the ask recorded after all.
         reply = await self._request_ask(cmd, deadline)  # the same interaction id: idempotent
@@ -714,8 +738,11 @@ async def ask_user(
     pages: list[dict[str, Any]] | None = None,
     link: str | Callable[[str], Any] | None = None,
     verifier: dict[str, Any] | None = None,
-    channel: str | None = None,
-    recipient: str | None = None,
+    channel: str | list[str] | None = None,
+    recipient: str | dict[str, str] | None = None,
+    on_mismatch: str | None = None,
+    mismatch_notice: str | None = None,
+    reply_ids: list[str] | None = None,
 ) -> Any:
     """Ask a person and block until they answer: ``str`` for text/select, ``bool`` for confirm,
     ``dict`` for form. Raises ``InteractionTimeoutError`` when the budget runs out.
@@ -740,6 +767,9 @@ async def ask_user(
         "verifier": verifier,
         "channel": channel,
         "recipient": recipient,
+        "on_mismatch": on_mismatch,
+        "mismatch_notice": mismatch_notice,
+        "reply_ids": reply_ids,
     }
     ctx = current_context()
     if ctx is not None and ctx.client is not None:
@@ -748,7 +778,10 @@ async def ask_user(
     client = _clients.get(loop)
     if client is None:
         # Validate first so a bad call fails before any connection is opened (docs/asking.md#timeout).
-        checks = {k: v for k, v in args.items() if k != "link"}
+        checks = {k: v for k, v in args.items() if k not in ("link", *CHAT_ARGS)}
+        checks["channel"], checks["recipient"], _ = chat_options(
+            channel, recipient, on_mismatch=on_mismatch, mismatch_notice=mismatch_notice, reply_ids=reply_ids
+        )
         validate_call(question, {**checks, "schema": _schema_of(schema)}, link)
         if mode == "async":
             require_park_context()

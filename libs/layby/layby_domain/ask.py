@@ -26,11 +26,13 @@ from layby_contracts.errors import (
     ParkExpiryExceedsRetentionError,
 )
 from layby_contracts.events import InteractionAsked, RunStarted
+from layby_domain.chat import check_chat
 from layby_domain.formats import flat_fields, format_named
 from layby_domain.formats.form import check_form_subset
 from layby_domain.validation import (
     AskSpec,
     call_interaction_id,
+    check_channel,
     is_interaction_id,
     is_sha256_hex,
     is_waiter,
@@ -119,6 +121,7 @@ def decide_ask(cmd: Ask, facts: AskFacts) -> AskDecision:
         media=spec.media,
         channel=spec.channel,
         recipient=spec.recipient,
+        chat=cmd.chat,
     )
     return AskDecision(
         event=event,
@@ -154,9 +157,26 @@ def _validated(cmd: Ask, facts: AskFacts) -> AskSpec:
             )
         schema = (spec.format_payload or {}).get("schema")
         check_channel_ask(facts.channels, spec.channel, spec.answer_format, spec.question, schema)
+    _check_chat(cmd, spec, facts)
     if format_named(spec.answer_format).needs_link(spec.channel) and not is_sha256_hex(cmd.ticket_hash):
         raise BadInput("an external question needs its ticket's SHA-256 (64 hex)", field="ticket_hash")
     return spec
+
+
+def _check_chat(cmd: Ask, spec: AskSpec, facts: AskFacts) -> None:
+    """The chat options (docs/channels.md#replies): their own rules, then every extra channel
+    as the first was checked."""
+    fmt = format_named(spec.answer_format)
+    choices = fmt.choices(fmt.typed(spec.format_payload))
+    if cmd.chat is not None and cmd.chat.reply_ids is not None and not choices:
+        raise BadInput("reply_ids are only for questions with options", field="reply_ids")
+    check_chat(cmd.chat, spec.channel, spec.recipient, len(choices) if choices else None)
+    if cmd.chat is None or not cmd.chat.targets:
+        return
+    schema = (spec.format_payload or {}).get("schema")
+    for target in cmd.chat.targets[1:]:
+        check_channel(target.channel, target.recipient, None, None)
+        check_channel_ask(facts.channels, target.channel, spec.answer_format, spec.question, schema)
 
 
 _FLAT = ("options", "schema", "data", "pages", "link_url", "verifier")

@@ -48,6 +48,14 @@ class Facts(msgspec.Struct, frozen=True, kw_only=True):
     waiter: str | None = None
     run_id: str | None = None
     sensitive: bool = False
+    channels: list[str] | None = None
+
+
+def channels_of(asked: InteractionAsked) -> list[str] | None:
+    """Every channel a question was delivered to (``chat.targets``, else its one channel)."""
+    if asked.chat is not None and asked.chat.targets:
+        return [target.channel for target in asked.chat.targets]
+    return [asked.channel] if asked.channel is not None else None
 
 
 def facts_of(asked: InteractionAsked) -> Facts:
@@ -58,6 +66,7 @@ def facts_of(asked: InteractionAsked) -> Facts:
         waiter=asked.waiter,
         run_id=asked.run_id,
         sensitive=asked.sensitive,
+        channels=channels_of(asked),
     )
 
 
@@ -106,7 +115,14 @@ def evolve(state: Interaction, event: InteractionEvent, seq: int) -> Interaction
 
 
 def answered_event(
-    facts: Facts, *, by: str, at: datetime, answer: Any, secret_ref: str | None = None, via: str | None = None
+    facts: Facts,
+    *,
+    by: str,
+    at: datetime,
+    answer: Any,
+    secret_ref: str | None = None,
+    via: str | None = None,
+    params: dict[str, Any] | None = None,
 ) -> InteractionAnswered:
     """The one way an answer is recorded: a sensitive answer's value never enters the log (it is
     kept under ``secret_ref``)."""
@@ -122,6 +138,8 @@ def answered_event(
         secret_ref=secret_ref,
         run_id=facts.run_id,
         via=via,
+        params=params,
+        channels=facts.channels,
     )
 
 
@@ -138,6 +156,7 @@ def removed_event(
         waiter=facts.waiter,
         run_id=facts.run_id,
         detail=detail,
+        channels=facts.channels,
     )
 
 
@@ -244,10 +263,52 @@ def decide_withdrawn(state: Interaction, *, by: str, reason: RemovalReason, now:
     return Keep(state.status)
 
 
-def _answer(facts: Facts, *, by: str, answer: Any, now: datetime, via: str) -> Append:
+def _answer(
+    facts: Facts, *, by: str, answer: Any, now: datetime, via: str, params: dict[str, Any] | None = None
+) -> Append:
     """A sensitive answer goes into ``secret``; the store files it under a fresh reference before
     it appends the event (one reference per attempt, so a losing answer never overwrites the
     winner's)."""
     if facts.sensitive:
-        return Append(answered_event(facts, by=by, at=now, answer=None, via=via), secret=answer)
-    return Append(answered_event(facts, by=by, at=now, answer=answer, via=via))
+        hidden = answered_event(facts, by=by, at=now, answer=None, via=via, params=params)
+        return Append(hidden, secret=answer)
+    return Append(answered_event(facts, by=by, at=now, answer=answer, via=via, params=params))
+
+
+def decide_reply(state: Interaction, *, reply: ChatReply, by: str, now: datetime) -> Decision:
+    """A person replied on a chat channel (docs/channels.md#replies). A question already answered
+    or gone keeps its state (the caller treats the reply as late); a reply the question refuses
+    raises ``BadInput`` with the reason (the ask's ``on_mismatch`` decides what follows); a fitting
+    one is the answer, with the tapped control's ``params``."""
+    if state.status != "pending" or state.asked is None:
+        return Keep(state.status)
+    asked = state.asked
+    fmt = format_named(asked.answer_format)
+    payload = fmt.typed(asked.format_payload)
+    answer = fmt.check_answer(payload, fmt.reply_answer(payload, reply.kind, reply.index, reply.value))
+    params = None
+    reply_ids = asked.chat.reply_ids if asked.chat is not None else None
+    if reply.kind == "tap" and reply_ids and reply.index is not None and reply.index < len(reply_ids):
+        params = {"reply_id": reply_ids[reply.index]}
+    return _answer(facts_of(asked), by=by, answer=answer, now=now, via="channel", params=params)
+
+
+@dataclass(frozen=True, slots=True)
+class ChatReply:
+    """What decide_reply needs of a chat reply (``InboundReply`` has these and more)."""
+
+    kind: str
+    index: int | None = None
+    value: Any = None
+
+
+def mismatch_notice(asked: InteractionAsked, reason: str) -> str | None:
+    """The line a person gets when the question refuses their reply (docs/channels.md#mismatch):
+    none under ``bridge``; the ask's ``mismatch_notice`` with ``{reason}`` filled in by plain
+    substitution; else the built-in line."""
+    chat = asked.chat
+    if chat is not None and chat.on_mismatch == "bridge":
+        return None
+    if chat is not None and chat.mismatch_notice is not None:
+        return chat.mismatch_notice.replace("{reason}", reason)
+    return f"That reply does not fit this question ({reason}). Please answer again."

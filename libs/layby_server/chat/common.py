@@ -67,8 +67,10 @@ def retraction_line(retraction: Retraction) -> str:
     """What a question's message says once it is resolved elsewhere (or here)."""
     if retraction.outcome == "answered":
         by = f" by {retraction.by}" if retraction.by else ""
-        where = f" in the {retraction.via}" if retraction.via in ("inbox", "cli") else (
-            f" via {retraction.via}" if retraction.via else ""
+        where = (
+            f" in the {retraction.via}"
+            if retraction.via in ("inbox", "cli")
+            else (f" via {retraction.via}" if retraction.via else "")
         )
         return f"Answered{by}{where}."
     if retraction.outcome == "expired":

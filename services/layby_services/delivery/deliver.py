@@ -17,14 +17,19 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 
-import msgspec
-
-from layby_contracts.channels import Channel, ChannelDelivery, ChannelDeliveryError
-from layby_contracts.events import InteractionAsked
+from layby_contracts.channels import Channel, ChannelDelivery, ChannelDeliveryError, Posted, Retraction
+from layby_contracts.events import (
+    EXPIRY_ANSWERER,
+    ChannelTarget,
+    InteractionAnswered,
+    InteractionAsked,
+    InteractionRemoved,
+)
 from layby_domain.clock import Clock
-from layby_domain.formats import FORMATS
 from layby_domain.interaction import Interaction, decide_remove, evolve
 from layby_domain.tickets import callback_url, new_ticket, ticket_expires_at
+from layby_server.channels import delivery_of, targets_of
+from layby_server.chat import correlation
 from layby_server.eventstore import EventStore, Stored
 from layby_server.logs import get_logger
 from layby_server.settings import Settings
@@ -40,6 +45,28 @@ def _redacted(error: ChannelDeliveryError, url: str) -> ChannelDeliveryError:
     if text == str(error):
         return error
     return ChannelDeliveryError(text, retryable=error.retryable, retry_after=error.retry_after)
+
+
+def retraction_of(resolution: InteractionAnswered | InteractionRemoved, question: str) -> Retraction:
+    """How a resolved question's chat messages are told it is over."""
+    if isinstance(resolution, InteractionRemoved):
+        if resolution.reason == "timeout":
+            return Retraction(interaction_id=resolution.interaction_id, question=question, outcome="expired")
+        return Retraction(
+            interaction_id=resolution.interaction_id,
+            question=question,
+            outcome="removed",
+            reason=resolution.reason,
+        )
+    if resolution.answered_by == EXPIRY_ANSWERER:
+        return Retraction(interaction_id=resolution.interaction_id, question=question, outcome="expired")
+    return Retraction(
+        interaction_id=resolution.interaction_id,
+        question=question,
+        outcome="answered",
+        by=resolution.answered_by,
+        via=resolution.via,
+    )
 
 
 RESOLVED = ChannelDeliveryError("resolved before it was delivered")
@@ -64,11 +91,12 @@ class Deliverer:
         if ev.timeout_at <= self._clock.now():
             log.info("delivery.skipped_late", interaction_id=ev.interaction_id, channel=ev.channel)
             return  # already timed out: nothing is sent; the timeout path resolves it
-        plugin = self._channels.get(ev.channel)
-        if plugin is None or not self._settings.public_base_url:
+        targets = targets_of(ev)
+        missing = next((t.channel for t in targets if t.channel not in self._channels), None)
+        if missing is not None or not self._settings.public_base_url:
             why = (
-                f"channel {ev.channel!r} is not configured on this delivery service (LAYBY_CHANNELS)"
-                if plugin is None
+                f"channel {missing!r} is not configured on this delivery service (LAYBY_CHANNELS)"
+                if missing is not None
                 else "INTERACTIONS_PUBLIC_BASE_URL is not set on the delivery service"
             )
             await self._fail(ev, stored.seq, ChannelDeliveryError(why), attempts=0)
@@ -77,35 +105,110 @@ class Deliverer:
         expires = ticket_expires_at(ev.created_at, ev.timeout_at, ev.mode)
         await self._store.put_ticket(digest, ev.interaction_id, expires, new=True)
         url = callback_url(self._settings.public_base_url, ticket)
-        delivery = self._delivery(ev, url)
-        attempts, error = await self._attempts(plugin, delivery, ev, stored.seq)
-        if error is RESOLVED:
+        # Every channel at once: the first reply on any of them wins (docs/channels.md#several-channels).
+        results = await asyncio.gather(*(self._send(ev, stored.seq, target, url) for target in targets))
+        if any(error is RESOLVED for _, error in results):
             return
-        if error is None:
-            log.info("delivery.sent", interaction_id=ev.interaction_id, channel=ev.channel, attempts=attempts)
-            return
-        await self._fail(ev, stored.seq, error, attempts=attempts)
-
-    def _delivery(self, ev: InteractionAsked, url: str) -> ChannelDelivery:
-        payload = ev.format_payload or {}
-        base = (self._settings.public_base_url or "").rstrip("/")
-        media = [
-            msgspec.structs.replace(m, url=base + m.url) if m.url.startswith("/") else m
-            for m in ev.media or []
+        failed = [
+            (target, attempts, error)
+            for target, (attempts, error) in zip(targets, results, strict=True)
+            if error
         ]
-        fmt = FORMATS[ev.answer_format]
-        return ChannelDelivery(
-            interaction_id=ev.interaction_id,
-            question=ev.question,
-            answer_format=ev.answer_format,
+        if len(failed) < len(targets):
+            for target, attempts, error in failed:
+                log.error(
+                    "delivery.channel_failed",
+                    interaction_id=ev.interaction_id,
+                    channel=target.channel,
+                    attempts=attempts,
+                    error=str(error),
+                )
+            return  # delivered on at least one channel: the question stays open there
+        target, attempts, error = failed[0]
+        assert error is not None
+        if len(failed) > 1:
+            error = ChannelDeliveryError(
+                "; ".join(f"{t.channel}: {e}" for t, _, e in failed), retryable=False
+            )
+        await self._fail(ev, stored.seq, error, attempts=sum(a for _, a, _ in failed))
+
+    async def _send(
+        self, ev: InteractionAsked, asked_seq: int, target: ChannelTarget, url: str
+    ) -> tuple[int, ChannelDeliveryError | None]:
+        """Deliver to one channel; a chat channel's posted message is remembered, so replies
+        to it are correlated and it can be retracted."""
+        plugin = self._channels[target.channel]
+        delivery = delivery_of(
+            ev,
             callback_url=url,
-            timeout_at=ev.timeout_at,
-            recipient=ev.recipient,
-            media=media or None,
-            data=payload.get("data"),
-            pages=payload.get("pages"),
-            **fmt.delivery(fmt.typed(ev.format_payload)),
+            public_base_url=self._settings.public_base_url or "",
+            recipient=target.recipient,
         )
+        attempts, error, posted = await self._attempts(plugin, delivery, ev, asked_seq, target.channel)
+        if error is None:
+            log.info(
+                "delivery.sent", interaction_id=ev.interaction_id, channel=target.channel, attempts=attempts
+            )
+            if posted is not None:
+                await correlation.remember(self._store, target.channel, posted, ev.interaction_id)
+                if not await self._pending(ev, asked_seq):
+                    # Resolved while it was being sent: the resolution's retraction may have
+                    # found nothing to edit yet, so edit it here (an edit twice is harmless).
+                    await self.retract(ev.interaction_id, [target.channel])
+        return attempts, error
+
+    async def on_resolved(self, stored: Stored) -> None:
+        """A delivered question was answered or removed: edit its chat messages
+        (docs/channels.md#retraction)."""
+        ev = stored.event
+        assert isinstance(ev, InteractionAnswered | InteractionRemoved)
+        if ev.channels:
+            await self.retract(ev.interaction_id, ev.channels, ev)
+
+    async def retract(
+        self,
+        interaction_id: str,
+        channels: list[str],
+        resolution: InteractionAnswered | InteractionRemoved | None = None,
+    ) -> None:
+        if resolution is None:
+            last = await self._store.last(self._store.names.ix(interaction_id), leader=True)
+            if last is None or not isinstance(last.event, InteractionAnswered | InteractionRemoved):
+                return
+            resolution = last.event
+        first = await self._store.first(self._store.names.ix(interaction_id))
+        question = (
+            first.event.question if first is not None and isinstance(first.event, InteractionAsked) else ""
+        )
+        retraction = retraction_of(resolution, question)
+        for name in channels:
+            plugin = self._channels.get(name)
+            retract = getattr(plugin, "retract", None)
+            if retract is None:
+                continue
+            posted = await correlation.posted_of(self._store, interaction_id, name)
+            if posted is None:
+                continue  # never posted there (a failed delivery, a bridge without messages)
+            for attempt in (1, 2):
+                try:
+                    await retract(posted, retraction)
+                    log.info("delivery.retracted", interaction_id=interaction_id, channel=name)
+                    break
+                except ChannelDeliveryError as exc:
+                    log.warning(
+                        "delivery.retract_failed", interaction_id=interaction_id, channel=name, error=str(exc)
+                    )
+                    if not exc.retryable or attempt == 2:
+                        break
+                    await asyncio.sleep(min(exc.retry_after or self._settings.delivery_backoff_seconds, 30.0))
+                except Exception as exc:  # noqa: BLE001 - an edit is best effort; the resolution stands
+                    log.warning(
+                        "delivery.retract_failed",
+                        interaction_id=interaction_id,
+                        channel=name,
+                        error=repr(exc),
+                    )
+                    break
 
     async def _pending(self, ev: InteractionAsked, asked_seq: int) -> bool:
         """The question is still waiting for its answer (read from the stream's leader: a lagging
@@ -114,51 +217,53 @@ class Deliverer:
         return last is not None and last.seq == asked_seq
 
     async def _attempts(
-        self, plugin: Channel, delivery: ChannelDelivery, ev: InteractionAsked, asked_seq: int
-    ) -> tuple[int, ChannelDeliveryError | None]:
+        self, plugin: Channel, delivery: ChannelDelivery, ev: InteractionAsked, asked_seq: int, channel: str
+    ) -> tuple[int, ChannelDeliveryError | None, Posted | None]:
         limit = self._settings.delivery_max_attempts
         attempt = 0
         while True:
             attempt += 1
             remaining = (ev.timeout_at - self._clock.now()).total_seconds()
             if remaining <= 0:
-                return attempt - 1, ChannelDeliveryError(
-                    "the question's deadline passed before it was delivered"
+                return (
+                    attempt - 1,
+                    ChannelDeliveryError("the question's deadline passed before it was delivered"),
+                    None,
                 )
             try:
                 async with asyncio.timeout(remaining):
-                    await plugin.deliver(delivery)
-                return attempt, None
+                    posted = await plugin.deliver(delivery)
+                return attempt, None, posted if isinstance(posted, Posted) else None
             except ChannelDeliveryError as exc:
                 error = exc
             except TimeoutError:
                 error = ChannelDeliveryError(
-                    f"channel {ev.channel!r} did not finish within the remaining {remaining:.1f}s",
+                    f"channel {channel!r} did not finish within the remaining {remaining:.1f}s",
                     retryable=True,
                 )
             except Exception as exc:  # noqa: BLE001 - an untyped fault is final (docs/aggregates/interaction.md#delivery-attempts), never a crash
-                error = ChannelDeliveryError(f"channel {ev.channel!r} failed: {type(exc).__name__}: {exc}")
+                error = ChannelDeliveryError(f"channel {channel!r} failed: {type(exc).__name__}: {exc}")
             error = _redacted(error, delivery.callback_url)
             log.warning(
                 "delivery.attempt_failed",
                 interaction_id=ev.interaction_id,
-                channel=ev.channel,
+                channel=channel,
                 attempt=attempt,
                 retryable=error.retryable,
                 error=str(error),
             )
             if not error.retryable or attempt >= limit:
-                return attempt, error
+                return attempt, error, None
             delay = max(
                 error.retry_after or 0.0, self._settings.delivery_backoff_seconds * 2 ** (attempt - 1)
             )
             if delay >= (ev.timeout_at - self._clock.now()).total_seconds():
-                return attempt, error
+                return attempt, error, None
             await asyncio.sleep(delay)
             if not await self._pending(ev, asked_seq):
                 # Answered, cancelled or pruned meanwhile: no more sends, and nothing to fail.
                 log.info("delivery.resolved_before_retry", interaction_id=ev.interaction_id, attempts=attempt)
-                return attempt, RESOLVED
+                return attempt, RESOLVED, None
 
     async def _fail(
         self, ev: InteractionAsked, asked_seq: int, error: ChannelDeliveryError, *, attempts: int

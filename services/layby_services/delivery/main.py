@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from layby_contracts.events import InteractionAsked
+from layby_contracts.events import InteractionAnswered, InteractionAsked, InteractionRemoved
 from layby_domain.clock import Clock
 from layby_domain.verifiers import parse_secrets
 from layby_server.channels import load_channels
@@ -37,6 +37,10 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
         async def handle(batch: list[Stored]) -> None:
             for stored in batch:  # one message per call: the consumer runs them concurrently
                 ev = stored.event
+                if isinstance(ev, InteractionAnswered | InteractionRemoved):
+                    if ev.channels:
+                        await deliverer.on_resolved(stored)
+                    continue
                 if not isinstance(ev, InteractionAsked):
                     continue
                 if ev.channel is None:

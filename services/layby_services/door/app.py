@@ -18,7 +18,10 @@ from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import OpenAPIRenderPlugin
 
 from layby_domain.clock import Clock, SystemClock
+from layby_domain.verifiers import parse_secrets
 from layby_server.auth import Authenticator
+from layby_server.channels import chat_channels, load_channels
+from layby_server.chat.inbound import ChatInbound
 from layby_server.logs import get_logger
 from layby_server.projector import run_projector
 from layby_server.service import open_resources
@@ -30,9 +33,11 @@ from layby_services.door.query import PARAMETER_HANDLERS
 from layby_services.door.ratelimit import RateLimiter, RateLimitMiddleware
 from layby_services.door.routes.answer import answer_door
 from layby_services.door.routes.callback import callback_get, callback_post
+from layby_services.door.routes.channels import channel_events
 from layby_services.door.routes.health import healthz, readyz
 from layby_services.door.routes.inbox import done_door, list_door
 from layby_services.door.routes.media import media_door
+from layby_services.door.routes.messages import messages_stream
 from layby_services.door.routes.page import inbox_page, static_file
 from layby_services.door.routes.runs import (
     cancel_door,
@@ -103,13 +108,18 @@ def _options_door(*handlers: HTTPRouteHandler) -> HTTPRouteHandler:
 
 
 def create_app(settings: Settings, *, clock: Clock | None = None, run_projection: bool = True) -> Litestar:
+    channels = load_channels(settings.channels, parse_secrets(settings.webhook_secrets))
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         async with open_resources(settings, name="door", clock=clock, secrets=True) as res:
             assert res.pool is not None
+            chats = chat_channels(channels)
             app.state.door = DoorState(
                 settings, res.store, res.pool, Authenticator(settings.api_tokens), res.clock
             )
+            if chats:
+                app.state.door.chat = ChatInbound(res.store, res.clock, chats, settings.public_base_url or "")
             stop = asyncio.Event()
             observe = app.state.door.asked.observe
             projector = (
@@ -127,6 +137,13 @@ def create_app(settings: Settings, *, clock: Clock | None = None, run_projection
                         await asyncio.wait_for(projector, timeout=5)
                     except (TimeoutError, asyncio.CancelledError):
                         projector.cancel()
+                if app.state.door.chat is not None:
+                    await app.state.door.chat.aclose()
+                for plugin in channels.values():
+                    close = getattr(plugin, "aclose", None)
+                    if close is not None:
+                        with contextlib.suppress(Exception):
+                            await close()
 
     return Litestar(
         route_handlers=[
@@ -148,6 +165,8 @@ def create_app(settings: Settings, *, clock: Clock | None = None, run_projection
             _options_door(callback_post, callback_get),
             callback_post,
             callback_get,
+            channel_events,
+            messages_stream,
         ],
         lifespan=[lifespan],
         exception_handlers={**EXCEPTION_HANDLERS, **PARAMETER_HANDLERS},  # type: ignore[dict-item]

@@ -11,6 +11,7 @@ from litestar.connection import ASGIConnection
 
 from layby_domain.clock import Clock
 from layby_server.auth import Authenticator, Principal
+from layby_server.chat.inbound import ChatInbound
 from layby_server.eventstore import EventStore
 from layby_server.settings import Settings
 from layby_services.door.cache import AskedCache
@@ -30,6 +31,8 @@ class DoorState:
     """Callbacks now waiting for their question to be recorded (the callback door bounds it)."""
     open_streams: int = 0
     """Stream door clients this process serves now (bounded by LAYBY_SSE_MAX_CLIENTS)."""
+    chat: ChatInbound | None = None
+    """The chat channels' inbound webhooks (None: no chat channel is configured)."""
 
 
 def door(request: ASGIConnection[Any, Any, Any, Any]) -> DoorState:

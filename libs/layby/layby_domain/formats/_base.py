@@ -77,6 +77,43 @@ class Format:
         """The format's fields of a channel delivery."""
         return {}
 
+    def choices(self, payload: FormatPayload) -> list[str] | None:
+        """The options a chat channel shows as controls (a select's options, a text question's
+        suggested replies); a tap of one stands for its text."""
+        return None
+
+    def typed_reply(self, payload: FormatPayload, text: str) -> Any:
+        """The answer a reply typed on a chat channel stands for (before ``check_answer``)."""
+        raise BadInput(f"this question is answered with its {self.reply_surface}, not a typed reply")
+
+    reply_surface: str = "buttons"
+    """What a chat channel offers the person to answer with, for the refusal of a typed reply."""
+    yes_no: bool = False
+    """Answered by a yes or a no (a chat channel shows two buttons)."""
+
+    def reply_answer(self, payload: FormatPayload, kind: str, index: int | None, value: Any) -> Any:
+        """The answer a chat reply stands for (docs/channels.md#replies): a tap is its option's
+        text, a yes/no tap its bool, a typed reply what ``typed_reply`` makes of it, a submitted
+        form its values. Raises ``BadInput`` when the reply does not fit the question."""
+        if kind == "typed":
+            if not isinstance(value, str):
+                raise BadInput("the reply has no text")
+            return self.typed_reply(payload, value)
+        if kind == "tap":
+            choices = self.choices(payload)
+            if not choices or index is None or not 0 <= index < len(choices):
+                raise BadInput("the tapped control is not one of this question's options")
+            return choices[index]
+        if kind == "yes_no":
+            if not self.yes_no or not isinstance(value, bool):
+                raise BadInput("this question is not answered yes or no")
+            return value
+        if kind == "submitted":
+            if not self.delivered_as_form:
+                raise BadInput("this question has no form")
+            return value
+        raise BadInput(f"a {kind!r} reply does not answer a question")
+
     def empty_callback_answer(self) -> Any:
         """The answer an empty callback POST stands for (None: an empty body is refused)."""
         return None

@@ -8,10 +8,14 @@ from layby_contracts.errors import BadInput
 from layby_contracts.formats import FormatPayload
 from layby_domain.formats._base import AskInputs, Format
 
+YES = frozenset({"yes", "y", "true", "ok", "approve", "approved"})
+NO = frozenset({"no", "n", "false", "deny", "denied", "reject"})
+
 
 class Confirm(Format):
     name = "confirm"
     page = "confirm"
+    yes_no = True
 
     def check_ask(self, ask: AskInputs) -> dict[str, Any] | None:
         self._refuse_options(ask.options)
@@ -24,6 +28,14 @@ class Confirm(Format):
         if not isinstance(answer, bool):
             raise BadInput("answer must be a boolean")
         return answer
+
+    def typed_reply(self, payload: FormatPayload, text: str) -> Any:
+        word = text.strip().strip(".!").lower()
+        if word in YES:
+            return True
+        if word in NO:
+            return False
+        raise BadInput("reply yes or no")
 
     def empty_callback_answer(self) -> Any:
         return True  # the confirm page's button posts nothing

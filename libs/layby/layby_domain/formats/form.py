@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 class Form(Format):
     name = "form"
     page = "form"
+    reply_surface = "form"
     delivered_as_form = True
 
     def check_ask(self, ask: AskInputs) -> dict[str, Any] | None:

@@ -27,6 +27,13 @@ class Select(Format):
             raise BadInput(f"answer must be one of {payload.options!r}")
         return answer
 
+    def choices(self, payload: FormatPayload) -> list[str] | None:
+        assert isinstance(payload, SelectPayload)
+        return payload.options
+
+    def typed_reply(self, payload: FormatPayload, text: str) -> Any:
+        return text.strip()
+
     def delivery(self, payload: FormatPayload) -> dict[str, Any]:
         assert isinstance(payload, SelectPayload)
         return {"options": payload.options}

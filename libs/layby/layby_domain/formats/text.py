@@ -24,6 +24,13 @@ class Text(Format):
             raise BadInput("answer must be a string")
         return answer
 
+    def choices(self, payload: FormatPayload) -> list[str] | None:
+        assert isinstance(payload, TextPayload)
+        return payload.options
+
+    def typed_reply(self, payload: FormatPayload, text: str) -> Any:
+        return text
+
     def delivery(self, payload: FormatPayload) -> dict[str, Any]:
         assert isinstance(payload, TextPayload)
         return {"suggested_replies": payload.options}

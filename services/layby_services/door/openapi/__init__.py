@@ -18,7 +18,7 @@ from typing import Any, Literal, cast
 import msgspec
 from litestar.openapi import ResponseSpec
 
-from layby_contracts.http import AnswerRequest, Error
+from layby_contracts.http import AnswerRequest, Error, InboundMessage
 from layby_services.door.openapi.components import (
     BEFORE_ANY_DOOR,
     CAPABILITY,
@@ -143,7 +143,9 @@ def finish(generated: Json) -> Json:
             }
             paths.setdefault(path, {})[method] = finished
     schemas = dict(generated.get("components", {}).get("schemas", {}))
-    _, requests = msgspec.json.schema_components([AnswerRequest], ref_template="#/components/schemas/{name}")
+    _, requests = msgspec.json.schema_components(
+        [AnswerRequest, InboundMessage], ref_template="#/components/schemas/{name}"
+    )
     schemas.update(requests)
     schemas["Error"] = ERROR_SCHEMA
     served: Json = _tidy(

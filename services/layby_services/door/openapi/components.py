@@ -146,6 +146,7 @@ INFO: Json = {
 TAGS: list[Json] = [
     {"name": "interactions", "description": "Pending questions: list, stream, answer, media."},
     {"name": "callback", "description": "Public doors of external and channel-delivered questions."},
+    {"name": "channels", "description": "Chat channels: providers' inbound webhooks and inbound messages."},
     {"name": "runs", "description": "The status of runs and their parks."},
     {"name": "health", "description": "Probes and this document."},
 ]

@@ -204,6 +204,56 @@ def operations() -> dict[tuple[str, str], Operation]:
             },
             responses=UNAVAILABLE_503,
         ),
+        ("/api/channels/{name}/events", "post"): Operation(
+            operation_id="postChannelEvents",
+            tag="channels",
+            security=PUBLIC,
+            ok={
+                "description": "The provider's acknowledgement: empty, or what the channel's provider "
+                "expects back (Slack's `url_verification` challenge, a modal's field errors).",
+                "content": {TEXT: {"schema": {"type": "string"}}, JSON: {"schema": {"type": "object"}}},
+            },
+            request_body={
+                "required": False,
+                "content": {
+                    JSON: {"schema": {"type": "object", "additionalProperties": True}},
+                    "application/x-www-form-urlencoded": {
+                        "schema": {"type": "object", "additionalProperties": {"type": "string"}}
+                    },
+                },
+                "description": "Exactly what the provider sends, signed as the provider signs it "
+                "(docs/doors/channels.md).",
+            },
+            responses=UNAVAILABLE_503,
+        ),
+        ("/api/messages/stream", "get"): Operation(
+            operation_id="streamMessages",
+            tag="channels",
+            security=BEARER,
+            ok={
+                "description": "`message` frames (data: an InboundMessage) and `: keepalive` comments.",
+                "headers": {
+                    "Cache-Control": header(text("no-cache"), "Never cached."),
+                    "X-Accel-Buffering": header(text("no"), "Proxies must not buffer."),
+                    "Layby-Stream-Seq": header(
+                        SEQ, "The frames follow this messages-stream sequence (docs/doors/messages.md)."
+                    ),
+                },
+                "content": {"text/event-stream": {"schema": {"type": "string"}}},
+            },
+            responses={
+                "503": error(
+                    "This door process serves `LAYBY_SSE_MAX_CLIENTS` streams already, or NATS did not "
+                    "grant the subscription.",
+                    (TOO_MANY_STREAMS, STREAM_UNAVAILABLE),
+                    headers={
+                        "Retry-After": header(
+                            {"type": "integer", "const": STREAM_RETRY_AFTER}, "Seconds to wait."
+                        )
+                    },
+                ),
+            },
+        ),
         ("/api/interactions/callback/{ticket}", "get"): Operation(
             operation_id="getCallbackPage",
             tag="callback",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import msgspec
@@ -100,8 +100,9 @@ class _Subscription:
     once: when the client's frames end, or — if the response never starts iterating them (the
     client left before the first byte) — by a watchdog, so nothing is left behind."""
 
-    def __init__(self, state: DoorState) -> None:
+    def __init__(self, state: DoorState, subject: str | None = None) -> None:
         self._state = state
+        self._subject = subject or state.store.names.ix_all
         self.inbox: asyncio.Queue[Msg] = asyncio.Queue()
         self.sub: Any = None
         self._released = False
@@ -114,7 +115,7 @@ class _Subscription:
         state.open_streams += 1
         try:
             self.sub = await state.store.js.subscribe(
-                state.store.names.ix_all,
+                self._subject,
                 ordered_consumer=True,
                 config=ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start),
                 cb=self._deliver,
@@ -149,8 +150,11 @@ class _Subscription:
                 pass
 
 
+Framer = Callable[[int, bytes, Principal], bytes | None]
+
+
 async def _frames(
-    state: DoorState, who: Principal, opened: _Subscription, keepalive: float
+    state: DoorState, who: Principal, opened: _Subscription, keepalive: float, framer: Framer | None = None
 ) -> AsyncIterator[bytes]:
     """The frames of an open subscription; ending (or a client that leaves) releases it."""
     opened.started()
@@ -168,7 +172,8 @@ async def _frames(
                     msg = await opened.inbox.get()
             except TimeoutError:
                 continue
-            out = frame(msg.metadata.sequence.stream, msg.data, who, state.asked)
+            seq = msg.metadata.sequence.stream
+            out = framer(seq, msg.data, who) if framer else frame(seq, msg.data, who, state.asked)
             if out is not None:
                 yield out
                 deadline = loop.time() + keepalive  # only a delivered frame re-arms the keepalive

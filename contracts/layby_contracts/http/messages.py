@@ -1,0 +1,26 @@
+"""The messages door's frames (docs/doors/messages.md): inbound chat messages that answered
+nothing. A key that does not apply is absent, never null."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from msgspec import UNSET, Struct, UnsetType
+
+
+class InboundMessage(Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One message a person wrote on a chat channel that answered no question: ``late`` (its
+    question was already answered, expired or removed), ``mismatch`` (refused by a question that
+    bridges mismatches), ``unmatched`` (about no question we know)."""
+
+    message_id: str
+    channel: str
+    sender: str
+    chat: str
+    received_at: datetime
+    reason: Literal["late", "mismatch", "unmatched"]
+    text: str | UnsetType = UNSET
+    value: Any = UNSET
+    sender_name: str | UnsetType = UNSET
+    interaction_id: str | UnsetType = UNSET

@@ -1,0 +1,77 @@
+"""Where chat questions were posted, remembered on the log (docs/channels.md#correlation).
+
+When a chat channel posts a question, the delivery service records three facts on the chat
+stream, each the last message of its own subject (read by direct get, so every door replica
+and every restart sees them at once, with no projection to lag behind):
+
+- the posted message -> the question (a thread reply, a reply-to or a tap on it finds it);
+- the chat -> the last question posted there (a plain message in a direct chat answers it);
+- the question and channel -> the posted message (the delivery service edits it when the
+  question is resolved elsewhere).
+
+Provider ids (a Slack ``ts`` holds a dot, a Telegram chat id a minus) never become subject
+tokens themselves: each key is a hash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Protocol
+
+from layby_contracts.channels import InboundReply, Posted
+from layby_contracts.subjects import Names
+
+
+class ChatStore(Protocol):
+    names: Names
+
+    async def put_chat(self, subject: str, value: dict[str, Any]) -> None: ...
+
+    async def get_chat(self, subject: str) -> dict[str, Any] | None: ...
+
+
+def key(*parts: str) -> str:
+    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:40]
+
+
+async def remember(store: ChatStore, channel: str, posted: Posted, interaction_id: str) -> None:
+    """Record where ``interaction_id`` was posted on ``channel``."""
+    names = store.names
+    await store.put_chat(names.chat_sent(interaction_id, channel), {"posted": _posted(posted)})
+    await store.put_chat(
+        names.chat_ref(key(channel, posted.chat, posted.message)), {"interaction_id": interaction_id}
+    )
+    await store.put_chat(names.chat_latest(key(channel, posted.chat)), {"interaction_id": interaction_id})
+
+
+def _posted(posted: Posted) -> dict[str, Any]:
+    value: dict[str, Any] = {"chat": posted.chat, "message": posted.message}
+    if posted.extra:
+        value["extra"] = posted.extra
+    return value
+
+
+async def posted_of(store: ChatStore, interaction_id: str, channel: str) -> Posted | None:
+    """Where ``interaction_id`` was posted on ``channel``, if it was."""
+    found = await store.get_chat(store.names.chat_sent(interaction_id, channel))
+    if not found or not isinstance(found.get("posted"), dict):
+        return None
+    raw = found["posted"]
+    return Posted(chat=str(raw["chat"]), message=str(raw["message"]), extra=raw.get("extra"))
+
+
+async def question_of(store: ChatStore, channel: str, reply: InboundReply) -> str | None:
+    """The question a reply refers to: the one its control names, else the posted message it
+    replies to (a thread, a reply-to), else the last question posted in its chat."""
+    if reply.interaction_id is not None:
+        return reply.interaction_id
+    names = store.names
+    if reply.message is not None:
+        found = await store.get_chat(names.chat_ref(key(channel, reply.chat, reply.message)))
+        return _interaction(found)
+    return _interaction(await store.get_chat(names.chat_latest(key(channel, reply.chat))))
+
+
+def _interaction(found: dict[str, Any] | None) -> str | None:
+    value = (found or {}).get("interaction_id")
+    return value if isinstance(value, str) else None

@@ -1,0 +1,85 @@
+"""``POST /api/channels/{name}/events``: a chat channel's inbound webhook (docs/doors/channels.md).
+
+Public: the provider's signature is the authentication, checked by the channel's plugin over
+the raw body before anything is read or recorded. In order: the channel (a name that is not a
+configured chat channel is the uniform 404), the size cap (413), the signature (401, nothing
+recorded, nothing of the request echoed), the body (400), then each reply is decided on the log
+(``layby_server.chat.inbound``) before the provider is acknowledged. A failure to record is a
+503, so the provider delivers the request again.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import msgspec
+from litestar import Request, Response, post
+from litestar.params import PathParameter
+
+from layby_contracts.channels import InboundMalformed, InboundRefused, InboundRequest
+from layby_contracts.errors import NotFound
+from layby_server.logs import get_logger
+from layby_services.door.deps import door, read_capped_body
+from layby_services.door.messages import NOT_FOUND, PAYLOAD_TOO_LARGE, UNAUTHORIZED_CHANNEL
+from layby_services.door.openapi import refusal
+
+log = get_logger("layby.door.channels")
+CHANNEL_NAME = "^[A-Za-z0-9_-]{1,64}$"
+
+
+@post(
+    "/api/channels/{name:str}/events",
+    summary="A chat channel's inbound webhook (public: the provider's signature authenticates it)",
+    status_code=200,
+    responses={
+        400: refusal(
+            "A signed request the channel cannot read.", field=False, name="ChannelInboundMalformed"
+        ),
+        401: refusal(
+            "A missing, stale or wrong provider signature: nothing is recorded.", UNAUTHORIZED_CHANNEL
+        ),
+        404: refusal(
+            "No chat channel of that name is configured: the same response for any name.", NOT_FOUND
+        ),
+        413: refusal("The body is larger than the door's cap.", PAYLOAD_TOO_LARGE),
+    },
+)
+async def channel_events(
+    request: Request[Any, Any, Any],
+    name: Annotated[
+        str,
+        PathParameter(
+            description="The channel's name in `LAYBY_CHANNELS`.", schema_extra={"pattern": CHANNEL_NAME}
+        ),
+    ],
+) -> Response[bytes]:
+    state = door(request)
+    chat = state.chat
+    plugin = chat.plugins.get(name) if chat is not None else None
+    if chat is None or plugin is None:
+        raise NotFound(NOT_FOUND)
+    body = await read_capped_body(request, state.settings.max_body_bytes)
+    inbound = InboundRequest(
+        method=request.method,
+        url=str(request.url),
+        headers={k.lower(): v for k, v in request.headers.items()},
+        query=dict(request.query_params.items()),
+        body=body,
+    )
+    try:
+        response = await chat.handle(name, plugin, inbound)
+    except InboundRefused as exc:
+        log.warning("chat.refused", channel=name, why=str(exc))
+        return _error(401, UNAUTHORIZED_CHANNEL)
+    except InboundMalformed as exc:
+        return _error(400, f"unreadable {name} request: {exc}"[:500])
+    return Response(response.body, status_code=response.status, media_type=response.content_type)
+
+
+def _error(status: int, message: str) -> Response[bytes]:
+    return Response(
+        msgspec.json.encode({"error": message}),
+        status_code=status,
+        media_type="application/json",
+        headers={"Cache-Control": "no-store"},
+    )

@@ -1,0 +1,104 @@
+"""``GET /api/messages/stream``: inbound chat messages that answered nothing, live
+(docs/doors/messages.md).
+
+Late replies, bridged mismatches and ordinary messages to a bot are recorded on the messages
+stream (``ChannelMessageReceived``); this door follows it as Server-Sent Events, each frame's
+``id:`` the message's stream sequence, resumable with ``Last-Event-ID`` within the resume window
+exactly like the interactions stream. ``?channel=`` keeps one channel's messages. A restricted
+identity sees only replies to questions addressed to it; a message about no question is for
+unrestricted readers only.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import msgspec
+from litestar import Request, get
+from litestar.params import QueryParameter
+from litestar.response import Stream
+from msgspec import UNSET
+
+from layby_contracts.errors import BadInput
+from layby_contracts.events import ChannelMessageReceived, decode_event
+from layby_contracts.http import InboundMessage
+from layby_server.auth import Principal
+from layby_server.logs import get_logger
+from layby_services.door.deps import door, principal_of
+from layby_services.door.query import LastEventId, LastEventIdHeader
+from layby_services.door.routes.stream import _frames, _Subscription, resume_point
+
+log = get_logger("layby.door.messages")
+_enc = msgspec.json.Encoder()
+CHANNEL = "^[A-Za-z0-9_-]{1,64}$"
+
+
+def message_frame(seq: int, data: bytes, who: Principal) -> bytes | None:
+    """The SSE frame of one inbound message for this caller, or None when it is not theirs."""
+    try:
+        ev = decode_event(data)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        log.warning("messages.skip_malformed", seq=seq)
+        return None
+    if not isinstance(ev, ChannelMessageReceived):
+        return None
+    if who.restricted and ev.audience != who.identity:
+        return None
+    body = _enc.encode(
+        InboundMessage(
+            message_id=ev.message_id,
+            channel=ev.channel,
+            sender=ev.sender,
+            sender_name=_given(ev.sender_name),
+            chat=ev.chat,
+            received_at=ev.received_at,
+            reason=ev.reason,
+            text=_given(ev.text),
+            value=_given(ev.value),
+            interaction_id=_given(ev.interaction_id),
+        )
+    )
+    return b"id: %d\nevent: message\ndata: %s\n\n" % (seq, body)
+
+
+def _given(value: Any) -> Any:
+    return UNSET if value is None else value
+
+
+@get(
+    "/api/messages/stream",
+    summary="Inbound chat messages that answered nothing (Server-Sent Events)",
+    description="Late replies, bridged mismatches and ordinary messages to a bot, each frame's `id:` "
+    "the messages stream's sequence; resumable with `Last-Event-ID` (docs/doors/messages.md).",
+)
+async def messages_stream(
+    request: Request[Any, Any, Any],
+    channel: Annotated[
+        str | None,
+        QueryParameter(name="channel", description="Only this channel's messages.", pattern=CHANNEL),
+    ] = None,
+    last_event_id_header: LastEventIdHeader = None,
+    last_event_id: LastEventId = None,
+) -> Stream:
+    state = door(request)
+    who = principal_of(request)
+    names = state.store.names
+    if channel is not None and not channel.replace("-", "").replace("_", "").isalnum():
+        raise BadInput("channel must be 1-64 of [A-Za-z0-9_-]", field="channel")
+    raw = last_event_id_header or last_event_id or None
+    first, last = await state.store.bounds(names.messages_stream)
+    start, fallback = resume_point(raw, first, last, state.settings.sse_resume_window)
+    if fallback is not None:
+        log.warning("messages.resume_fallback", reason=fallback, identity=who.identity)
+    opened = _Subscription(state, names.messages(channel) if channel else names.messages_all)
+    await opened.open(start)
+    return Stream(
+        _frames(state, who, opened, state.settings.sse_keepalive_seconds, message_frame),
+        media_type="text/event-stream",
+        headers={
+            "Cache-Control": "no-cache",
+            "Connection": "keep-alive",
+            "X-Accel-Buffering": "no",
+            "Layby-Stream-Seq": str(start - 1),
+        },
+    )
