@@ -305,6 +305,8 @@ class Wake(msgspec.Struct, frozen=True, kw_only=True):
     answered_at: str | None = None
     reason: str | None = None
     detail: str | None = None
+    params: dict[str, Any] | None = None
+    """The tapped chat control's opaque context (docs/channels.md#enrichment)."""
 
 
 WAKE_DECODER: msgspec.json.Decoder[Wake] = msgspec.json.Decoder(Wake)

@@ -149,6 +149,8 @@ class Resolution(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     answered_by: str | None = None
     detail: str | None = None
     """``system:delivery_failed``: why the channel could not deliver the question."""
+    params: dict[str, Any] | None = None
+    """The tapped chat control's opaque context (docs/channels.md#enrichment)."""
 
 
 class StepResult(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from layby.external import ask_external
     from layby.runs import RunInfo, Suspended, current_run
-    from layby.sdk import Client, SecretValue, ask_user, connect
+    from layby.sdk import AnswerDetails, Client, SecretValue, ask_user, connect
     from layby.steps import StepInfo, current_step, step
     from layby.worker import Worker
     from layby_contracts.channels import ChannelDelivery, ChannelDeliveryError, ChannelInputError
@@ -33,6 +33,7 @@ _HOMES = {
     "RunInfo": "layby.runs",
     "Suspended": "layby.runs",
     "current_run": "layby.runs",
+    "AnswerDetails": "layby.sdk",
     "Client": "layby.sdk",
     "SecretValue": "layby.sdk",
     "ask_user": "layby.sdk",
@@ -71,6 +72,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "EXPIRY_ANSWER",
+    "AnswerDetails",
     "ChannelDelivery",
     "ChannelDeliveryError",
     "ChannelInputError",

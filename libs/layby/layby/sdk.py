@@ -14,6 +14,7 @@ import inspect
 import secrets
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeAlias
 
@@ -117,6 +118,17 @@ class SecretValue:
         raise TypeError("a SecretValue cannot be serialized; call .reveal() deliberately")
 
 
+@dataclass(frozen=True, slots=True)
+class AnswerDetails:
+    """An answer with what came beside it (``ask_user(..., details=True)``): who answered, and
+    the opaque ``params`` a tapped chat control carried (``{"reply_id": ...}``; transport data,
+    never trusted; None for a typed or inbox answer) (docs/channels.md#enrichment)."""
+
+    answer: Any
+    answered_by: str | None = None
+    params: dict[str, Any] | None = None
+
+
 def _raise_if_cancelled() -> None:
     """Re-raise a cancellation that ``asyncio.wait_for`` swallowed.
 
@@ -133,7 +145,7 @@ LINK_PLACEHOLDER = "https://example.invalid/"
 """Stands in for an external link while the rest of the ask is validated (before it is built)."""
 
 
-def _replayed(ctx: RunContext, call: int, known: Resolution, question: str) -> Any:
+def _replayed(ctx: RunContext, call: int, known: Resolution, question: str, details: bool = False) -> Any:
     """An ask whose call resolved in an earlier execution: its answer, at once (replay)."""
     if known.question != question:
         raise NonDeterministicRunError(
@@ -145,10 +157,12 @@ def _replayed(ctx: RunContext, call: int, known: Resolution, question: str) -> A
         raise ChannelDeliveryError(
             f"interaction {known.interaction_id} could not be delivered: {known.detail or 'no reason given'}"
         )
+    if details:
+        return AnswerDetails(answer=known.answer, answered_by=known.answered_by, params=known.params)
     return known.answer
 
 
-CHAT_ARGS = ("on_mismatch", "mismatch_notice", "reply_ids")
+CHAT_ARGS = ("on_mismatch", "mismatch_notice", "reply_ids", "details")
 """The ask's chat options: checked by ``chat_options``, not ``validate_ask``."""
 
 
@@ -283,6 +297,7 @@ class Client:
         on_mismatch: str | None = None,
         mismatch_notice: str | None = None,
         reply_ids: list[str] | None = None,
+        details: bool = False,
     ) -> Any:
         """Ask a person. ``mode="sync"`` blocks until the answer (or the timeout);
         ``mode="async"`` parks the run executing this code (see ``layby.Worker``). ``media``:
@@ -296,7 +311,9 @@ class Client:
         ``recipient`` a mapping of channel to recipient) each get the question; the first reply
         wins. ``on_mismatch`` (``retry`` or ``bridge``), ``mismatch_notice`` and ``reply_ids``
         (the author's id of each option, returned as ``params.reply_id`` on a tap; see
-        ``answer_details``) set how a chat channel treats replies (docs/channels.md#replies)."""
+        ``details``) set how a chat channel treats replies (docs/channels.md#replies).
+        ``details=True`` returns an ``AnswerDetails`` (the answer, who answered, the tap's
+        ``params``) instead of the bare answer."""
         channel, recipient, chat = chat_options(
             channel, recipient, on_mismatch=on_mismatch, mismatch_notice=mismatch_notice, reply_ids=reply_ids
         )
@@ -335,7 +352,7 @@ class Client:
             call = ctx.next_call()
             known = ctx.answers.get(str(call))
             if known is not None:
-                return _replayed(ctx, call, known, spec.question)
+                return _replayed(ctx, call, known, spec.question, details)
             interaction_id = call_interaction_id(ctx.info.run_id, call)
             ctx.recording()  # asks raised together join one park, however long their links take
         else:
@@ -399,7 +416,7 @@ class Client:
             # what is being waited for.
             log.debug("sdk.waiting", interaction_id=interaction_id, timeout_at=accepted.timeout_at)
             _raise_if_cancelled()
-            return await self._wait(woken, interaction_id, deadline, sensitive)
+            return await self._wait(woken, interaction_id, deadline, sensitive, details)
         except InteractionTimeoutError:
             raise
         except TimeoutError:
@@ -617,7 +634,12 @@ class Client:
                 continue
 
     async def _wait(
-        self, woken: asyncio.Future[Wake], interaction_id: str, deadline: float, sensitive: bool
+        self,
+        woken: asyncio.Future[Wake],
+        interaction_id: str,
+        deadline: float,
+        sensitive: bool,
+        details: bool = False,
     ) -> Any:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
@@ -628,7 +650,10 @@ class Client:
             raise TimeoutError
         wake = woken.result()
         if wake.outcome == "answered":
-            return SecretValue(wake.answer) if sensitive else wake.answer
+            answer = SecretValue(wake.answer) if sensitive else wake.answer
+            if details:
+                return AnswerDetails(answer=answer, answered_by=wake.answered_by, params=wake.params)
+            return answer
         if wake.reason == "delivery_failed":
             raise ChannelDeliveryError(
                 f"interaction {interaction_id} could not be delivered: {wake.detail or 'no reason given'}"
@@ -743,6 +768,7 @@ async def ask_user(
     on_mismatch: str | None = None,
     mismatch_notice: str | None = None,
     reply_ids: list[str] | None = None,
+    details: bool = False,
 ) -> Any:
     """Ask a person and block until they answer: ``str`` for text/select, ``bool`` for confirm,
     ``dict`` for form. Raises ``InteractionTimeoutError`` when the budget runs out.
@@ -770,6 +796,7 @@ async def ask_user(
         "on_mismatch": on_mismatch,
         "mismatch_notice": mismatch_notice,
         "reply_ids": reply_ids,
+        "details": details,
     }
     ctx = current_context()
     if ctx is not None and ctx.client is not None:

@@ -217,6 +217,7 @@ def resolution(ask: ParkedAsk, event: object) -> Resolution | None:
             question=ask.question,
             answer=event.answer,
             answered_by=event.answered_by,
+            params=event.params,
         )
     if isinstance(event, InteractionRemoved):
         return Resolution(

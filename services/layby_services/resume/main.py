@@ -45,6 +45,7 @@ async def wake_for(store: EventStore, stored: Stored) -> Wake | None:
             answer=answer,
             answered_by=ev.answered_by,
             answered_at=ev.answered_at.isoformat(),
+            params=ev.params,
         )
     if isinstance(ev, InteractionRemoved) and ev.run_id is None:
         return Wake(interaction_id=ev.interaction_id, outcome="removed", reason=ev.reason, detail=ev.detail)
