@@ -11,7 +11,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from layby_contracts.channels import ChannelDelivery, ChannelDeliveryError
+import msgspec
+
+from layby_contracts.channels import (
+    ChannelDelivery,
+    ChannelDeliveryError,
+    Inbound,
+    InboundMalformed,
+    InboundRefused,
+    InboundReply,
+    InboundRequest,
+    InboundResponse,
+    Posted,
+    ReplyOutcome,
+    Retraction,
+)
 
 
 class HangingChannel:
@@ -116,5 +130,69 @@ def channels_json(bridge_url: str) -> str:
             "buggy": {"plugin": "tests.channel_plugins:CrashingChannel", "max_fields": 2},
             "leaky": {"plugin": "tests.channel_plugins:LeakyChannel"},
             "later": {"plugin": "tests.channel_plugins:RetryLaterChannel"},
+            "chat-a": {"plugin": "tests.channel_plugins:ScriptedChat", "secret": "bridge"},
+            "chat-b": {"plugin": "tests.channel_plugins:ScriptedChat", "secret": "bridge"},
         }
     )
+
+
+@dataclass
+class ChatLog:
+    """What a scripted chat medium saw: posted questions, outcomes of replies, retractions."""
+
+    posted: list[ChannelDelivery] = field(default_factory=list)
+    outcomes: list[Any] = field(default_factory=list)
+    retracted: dict[str, Any] = field(default_factory=dict)
+    arrived: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class ScriptedChat:
+    """A chat plugin for the channel-neutral rules (docs/channels.md#chat-channels): it posts
+    nothing anywhere, remembers what it was asked to post, and reads inbound requests as JSON
+    ``InboundReply`` fields signed with ``X-Test-Signature: hex(HMAC-SHA256(secret, body))``.
+    The door, the delivery and the ask service each build their own instance, so what it saw
+    is kept per channel name in ``LOGS``."""
+
+    LOGS: ClassVar[dict[str, ChatLog]] = {}
+    supports_form_delivery = True
+
+    def __init__(self, *, name: str, config: dict[str, Any], secrets: Mapping[str, bytes]) -> None:
+        self.name = name
+        self._secret = secrets[config["secret"]]
+        self.log = ScriptedChat.LOGS.setdefault(name, ChatLog())
+
+    async def deliver(self, delivery: ChannelDelivery) -> Posted:
+        self.log.posted.append(delivery)
+        self.log.arrived.set()
+        return Posted(chat=delivery.recipient or "room", message=f"m-{delivery.interaction_id}")
+
+    async def inbound(self, request: InboundRequest) -> Inbound:
+        given = request.headers.get("x-test-signature", "")
+        expected = hmac.new(self._secret, request.body, hashlib.sha256).hexdigest()
+        if not hmac.compare_digest(given, expected):
+            raise InboundRefused("bad test signature")
+        try:
+            reply = msgspec.json.decode(request.body, type=InboundReply)
+        except msgspec.DecodeError as exc:
+            raise InboundMalformed(str(exc)) from None
+        return Inbound(replies=[reply])
+
+    async def respond(self, reply: InboundReply, outcome: ReplyOutcome) -> InboundResponse | None:
+        self.log.outcomes.append(outcome)
+        return InboundResponse(body=msgspec.json.encode(outcome), content_type="application/json")
+
+    async def follow_up(self, reply: InboundReply, outcome: ReplyOutcome) -> None:
+        return None
+
+    async def open_form(self, reply: InboundReply, delivery: ChannelDelivery) -> None:
+        return None
+
+    async def retract(self, posted: Posted, retraction: Retraction) -> None:
+        self.log.retracted[retraction.interaction_id] = retraction
+
+
+def sign_chat(body: bytes) -> dict[str, str]:
+    return {
+        "X-Test-Signature": hmac.new(BRIDGE_SECRET.encode(), body, hashlib.sha256).hexdigest(),
+        "Content-Type": "application/json",
+    }

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from layby.external import ask_external
+    from layby.messages import messages
     from layby.runs import RunInfo, Suspended, current_run
     from layby.sdk import AnswerDetails, Client, SecretValue, ask_user, connect
     from layby.steps import StepInfo, current_step, step
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 # pays only for what it touches, while `from layby import ask_user` works as always.
 _HOMES = {
     "ask_external": "layby.external",
+    "messages": "layby.messages",
     "RunInfo": "layby.runs",
     "Suspended": "layby.runs",
     "current_run": "layby.runs",
@@ -95,6 +97,7 @@ __all__ = [
     "connect",
     "current_run",
     "current_step",
+    "messages",
     "step",
 ]
 __version__ = "0.1.0"
