@@ -114,9 +114,27 @@ class System:
         self.clients.append(client)
         return client
 
+    runners: dict[str, Any] = field(default_factory=dict)
+
     async def stop_service(self, name: str) -> None:
         self.stops[name].set()
         await asyncio.wait_for(self.tasks[name], timeout=15)
+
+    async def start_service(self, name: str) -> None:
+        """Start a stopped service again, as a restart would (the door: until it is ready)."""
+        self.stops[name] = asyncio.Event()
+        self.tasks[name] = asyncio.create_task(self.runners[name](self.stops[name]), name=name)
+        if name == "door":
+            from tests.helpers import eventually
+
+            async with httpx.AsyncClient() as http:
+
+                async def ready() -> bool:
+                    return (await http.get(f"{self.url}/readyz")).status_code == 200
+
+                await eventually(
+                    ready, "the door to be ready again", timeout=15, interval=0.05, retry=httpx.HTTPError
+                )
 
 
 async def _serve_door(settings: Settings, stop: asyncio.Event, clock: Clock) -> None:
@@ -154,6 +172,7 @@ async def start_system(
         "sweeper": lambda s: sweeper(own("sweeper"), s, clock=clock),
         "door": lambda s: _serve_door(own("door"), s, clock),
     }
+    system.runners = runners
     for name, run in runners.items():
         system.stops[name] = asyncio.Event()
         system.tasks[name] = asyncio.create_task(run(system.stops[name]), name=name)

@@ -264,3 +264,42 @@ async def test_chat_options_are_refused_with_the_argument_named(chan: System, cl
         with pytest.raises(BadInput) as caught:
             await client.ask_user("Q?", timeout=5, **kwargs)
         assert caught.value.field == field, (kwargs, caught.value)
+
+
+async def test_a_reply_lands_after_the_delivery_service_and_the_door_restart(
+    chan: System, client: Client
+) -> None:
+    """The correlation is durable: with the delivery service and the door restarted between the
+    delivery and the reply, a typed reply in the thread still answers the question."""
+    ask = asyncio.create_task(client.ask_user("Still there?", channel="chat-a", recipient="r9", timeout=60))
+    posted = await _posted("chat-a")
+    await chan.stop_service("delivery")
+    await chan.stop_service("door")
+    await chan.start_service("delivery")
+    await chan.start_service("door")
+    resp = await _reply(
+        chan, "chat-a", kind="typed", value="yes, here", chat="r9", message=f"m-{posted.interaction_id}"
+    )
+    assert resp.json()["status"] == "answered"
+    assert await asyncio.wait_for(ask, 10) == "yes, here"
+
+
+async def test_a_control_naming_a_question_of_another_channel_answers_nothing(
+    chan: System, client: Client
+) -> None:
+    """Only a question posted on a channel can be answered from it: a tap on chat-b naming a
+    chat-a question is an unmatched inbound message."""
+    ask = asyncio.create_task(client.ask_user("Go?", answer_format="confirm", channel="chat-a", timeout=30))
+    posted = await _posted("chat-a")
+    resp = await _reply(chan, "chat-b", kind="yes_no", interaction_id=posted.interaction_id, value=True)
+    assert resp.json()["status"] == "unmatched"
+    assert not ask.done()
+    ask.cancel()
+
+
+async def test_an_oversized_inbound_body_is_413_before_anything_is_read(chan: System) -> None:
+    """The door's body cap applies to inbound webhooks (counted bytes, not Content-Length)."""
+    body = b"x" * (chan.settings.max_body_bytes + 1)
+    async with httpx.AsyncClient(base_url=chan.url, timeout=10) as http:
+        resp = await http.post("/api/channels/chat-a/events", content=body, headers=sign_chat(body))
+    assert resp.status_code == 413

@@ -29,7 +29,8 @@ from layby_contracts.channels import (
 from layby_contracts.errors import BadInput
 from layby_contracts.events import ChannelMessageReceived, InteractionAsked
 from layby_domain.clock import Clock
-from layby_domain.interaction import ChatReply, Interaction, decide_reply, mismatch_notice
+from layby_domain.formats import format_named
+from layby_domain.interaction import ChatReply, Interaction, channels_of, decide_reply, mismatch_notice
 from layby_server.channels import delivery_of, targets_of
 from layby_server.chat import correlation
 from layby_server.eventstore import EventStore
@@ -101,6 +102,11 @@ class ChatInbound:
             await self._record(name, reply, "unmatched", None)
             return ReplyOutcome(status="unmatched")
         asked = await self._asked(interaction_id, state)
+        if asked is None or name not in (channels_of(asked) or []):
+            # Only a question posted on this channel can be answered from it: a control naming
+            # any other question is not a reply to it.
+            await self._record(name, reply, "unmatched", None)
+            return ReplyOutcome(status="unmatched")
         if reply.kind == "open_form":
             return await self._open_form(name, plugin, reply, state, asked)
         by = f"{name}:{reply.sender}"
@@ -117,7 +123,6 @@ class ChatInbound:
                 seed=state,
             )
         except BadInput as exc:
-            assert asked is not None
             if asked.chat is not None and asked.chat.on_mismatch == "bridge":
                 await self._record(name, reply, "mismatch", asked)
                 return ReplyOutcome(status="bridged", interaction_id=interaction_id, reason=exc.message)
@@ -128,7 +133,7 @@ class ChatInbound:
                 reason=exc.message,
                 notice=mismatch_notice(asked, exc.message),
             )
-        question = asked.question if asked is not None else None
+        question = asked.question
         if resolved.appended is not None:
             answer = getattr(resolved.appended, "answer", None)
             log.info("chat.answered", channel=name, interaction_id=interaction_id)
@@ -202,8 +207,6 @@ class ChatInbound:
 
 
 def _choice(asked: InteractionAsked, index: int) -> str | None:
-    from layby_domain.formats import format_named
-
     fmt = format_named(asked.answer_format)
     choices = fmt.choices(fmt.typed(asked.format_payload)) or []
     return choices[index] if 0 <= index < len(choices) else None
