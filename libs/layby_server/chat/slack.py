@@ -238,7 +238,7 @@ class SlackChannel:
         self.verify(request)
         content_type = request.headers.get("content-type", "")
         if content_type.startswith("application/x-www-form-urlencoded"):
-            payload = _form_payload(request.body)
+            payload = _form_payload(request.body) or {}
             kind = payload.get("type")
             if kind == "block_actions":
                 return Inbound(replies=_actions(payload))
@@ -512,11 +512,14 @@ def field_named(reason: str, fields: list[str]) -> str:
 # -- inbound parsing -----------------------------------------------------------------------------
 
 
-def _form_payload(body: bytes) -> dict[str, Any]:
+def _form_payload(body: bytes) -> dict[str, Any] | None:
+    """The interactivity payload; None for a form without one (a slash command: not ours)."""
     try:
-        fields = parse_qs(body.decode(), strict_parsing=True)
+        fields = parse_qs(body.decode(), keep_blank_values=True, strict_parsing=True)
+        if "payload" not in fields:
+            return None
         payload = json.loads(fields["payload"][0])
-    except (UnicodeDecodeError, ValueError, KeyError, IndexError):
+    except (UnicodeDecodeError, ValueError):
         raise InboundMalformed("an interactivity request must carry payload=<JSON>") from None
     if not isinstance(payload, dict):
         raise InboundMalformed("the interactivity payload is not a JSON object")
