@@ -35,6 +35,7 @@ import httpx
 import pytest
 import uvicorn
 from litestar import Litestar, Request, Response, post
+from litestar.params import FromPath
 from slack_sdk.errors import SlackObjectFormationError
 from slack_sdk.models.blocks import Block
 from slack_sdk.models.views import View
@@ -230,7 +231,7 @@ class SlackStandin:
         standin = self
 
         @post("/api/{method:str}", status_code=200)
-        async def api(request: Request[Any, Any, Any], method: str) -> Response[bytes]:
+        async def api(request: Request[Any, Any, Any], method: FromPath[str]) -> Response[bytes]:
             body = await request.body()
             try:
                 params = _params(request.headers.get("content-type", ""), body)
@@ -573,7 +574,7 @@ class SlackStandin:
     ) -> httpx.Response:
         return await self.send(self.build_submit(values, view_id=view_id), target)
 
-    async def type(
+    async def type_message(
         self,
         channel: str,
         text: str,
