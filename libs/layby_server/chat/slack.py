@@ -283,7 +283,7 @@ class SlackChannel:
             params["thread_ts"] = reply.message
         try:
             await self._call("chat.postMessage", **params)
-        except ChannelDeliveryError as exc:
+        except Exception as exc:  # noqa: BLE001 - a follow-up is best effort and must never fail the reply
             log.warning("slack follow-up not sent", channel=self.name, status=outcome.status, error=str(exc))
 
 
