@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from layby_contracts.channels import (
+    ChannelDeliveryError,
     ChatChannel,
     InboundReply,
     InboundRequest,
@@ -166,7 +167,15 @@ class ChatInbound:
         delivery = delivery_of(
             asked, callback_url="", public_base_url=self._public_base_url, recipient=recipient
         )
-        await plugin.open_form(reply, delivery)
+        try:
+            await plugin.open_form(reply, delivery)
+        except ChannelDeliveryError as exc:
+            # The surface could not be opened (an expired trigger, a refused view): the question
+            # stays open; the person may tap again.
+            log.warning(
+                "chat.open_form_failed", channel=name, interaction_id=asked.interaction_id, error=str(exc)
+            )
+            return ReplyOutcome(status="rejected", interaction_id=asked.interaction_id, reason=str(exc)[:300])
         return ReplyOutcome(
             status="form_opened", interaction_id=asked.interaction_id, question=asked.question
         )
