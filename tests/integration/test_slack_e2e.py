@@ -1,0 +1,290 @@
+"""Slack end to end (docs/channels.md#slack): the whole system with the Slack plugin pointed at
+the Slack stand-in; the stand-in plays the person, signing what it sends exactly as Slack does,
+to the door's inbound webhook. Every format, sync and parked; mismatches; late replies;
+retraction; a provider 429; forged and stale signatures."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+import msgspec
+import pytest
+
+import layby
+from layby.sdk import AnswerDetails, Client
+from layby_server.eventstore import EventStore
+from layby_server.settings import Settings
+from tests.conftest import System, start_system, stop_system
+from tests.helpers import eventually
+from tests.standins.slack import (
+    BOT_TOKEN,
+    CHANNEL,
+    PERSON,
+    SIGNING_SECRET,
+    Message,
+    SlackStandin,
+    serve_slack_standin,
+)
+
+pytestmark = pytest.mark.timeout(90)
+FORM = {
+    "type": "object",
+    "required": ["service", "replicas"],
+    "properties": {
+        "service": {"type": "string", "enum": ["api", "web"]},
+        "replicas": {"type": "integer", "title": "Replicas"},
+        "canary": {"type": "boolean"},
+    },
+}
+
+
+@pytest.fixture
+async def slack(settings: Settings, store: EventStore, db: Any) -> AsyncIterator[tuple[System, SlackStandin]]:
+    async with serve_slack_standin() as standin:
+        door = f"http://127.0.0.1:{settings.http_port}"
+        configured = msgspec.structs.replace(
+            settings,
+            channels=json.dumps(
+                {
+                    "slack": {
+                        "plugin": "slack",
+                        "bot_token": "slack-bot",
+                        "signing_secret": "slack-signing",
+                        "api_url": standin.api_url,
+                        "default_recipient": CHANNEL,
+                    }
+                }
+            ),
+            public_base_url=door,
+            webhook_secrets=f"slack-bot:{BOT_TOKEN},slack-signing:{SIGNING_SECRET}",
+            delivery_backoff_seconds=0.02,
+        )
+        standin.target = f"{door}/api/channels/slack/events"
+        system = await start_system(configured)
+        try:
+            yield system, standin
+        finally:
+            await stop_system(system)
+
+
+@pytest.fixture
+async def sdk(slack: tuple[System, SlackStandin]) -> Client:
+    system, _ = slack
+    return await system.sdk(public_base_url=system.url)
+
+
+async def _question(standin: SlackStandin, n: int = 1) -> Message:
+    async def posted() -> Message | None:
+        found = [m for m in standin.messages(CHANNEL) if m.bot]
+        return found[n - 1] if len(found) >= n else None
+
+    return await eventually(posted, f"question {n} posted in Slack", timeout=10)
+
+
+async def _retracted(standin: SlackStandin, ts: str) -> Message:
+    async def edited() -> Message | None:
+        msg = standin.message(CHANNEL, ts)
+        return msg if msg.edited and not msg.has_controls() else None
+
+    return await eventually(edited, "the Slack message retracted", timeout=10)
+
+
+async def test_select_buttons_answer_with_the_option_text_and_the_message_is_retracted(
+    slack: tuple[System, SlackStandin], sdk: Client
+) -> None:
+    _, standin = slack
+    ask = asyncio.create_task(
+        sdk.ask_user(
+            "Region?",
+            answer_format="select",
+            options=["eu", "us"],
+            channel="slack",
+            reply_ids=["r1", "r2"],
+            details=True,
+            timeout=30,
+        )
+    )
+    msg = await _question(standin)
+    assert [b["text"]["text"] for b in msg.buttons()] == ["eu", "us"]
+    assert all("eu" not in b["value"] and "us" not in b["value"] for b in msg.buttons())
+    resp = await standin.tap(CHANNEL, msg.ts, "us")
+    assert resp.status_code == 200
+    got = await asyncio.wait_for(ask, 10)
+    assert isinstance(got, AnswerDetails)
+    assert got.answer == "us" and got.params == {"reply_id": "r2"} and got.answered_by == f"slack:{PERSON}"
+    shown = await _retracted(standin, msg.ts)
+    assert any("Answered" in line for line in shown.lines())
+
+
+async def test_a_long_select_is_a_menu_and_a_pick_answers(
+    slack: tuple[System, SlackStandin], sdk: Client
+) -> None:
+    _, standin = slack
+    options = [f"zone-{i}" for i in range(12)]
+    ask = asyncio.create_task(
+        sdk.ask_user("Zone?", answer_format="select", options=options, channel="slack", timeout=30)
+    )
+    msg = await _question(standin)
+    assert msg.menus() and not msg.buttons()
+    await standin.pick(CHANNEL, msg.ts, "zone-7")
+    assert await asyncio.wait_for(ask, 10) == "zone-7"
+
+
+async def test_confirm_yes_and_a_typed_thread_reply_answer_text(
+    slack: tuple[System, SlackStandin], sdk: Client
+) -> None:
+    _, standin = slack
+    confirm = asyncio.create_task(
+        sdk.ask_user("Deploy?", answer_format="confirm", channel="slack", timeout=30)
+    )
+    msg = await _question(standin)
+    await standin.tap(CHANNEL, msg.ts, "Yes")
+    assert await asyncio.wait_for(confirm, 10) is True
+    text = asyncio.create_task(sdk.ask_user("Why?", channel="slack", timeout=30))
+    second = await _question(standin, 2)
+    await standin.type_message(CHANNEL, "because it is Friday", thread_ts=second.ts)
+    assert await asyncio.wait_for(text, 10) == "because it is Friday"
+
+
+async def test_a_form_opens_as_a_modal_and_its_submission_answers_after_a_refusal(
+    slack: tuple[System, SlackStandin], sdk: Client
+) -> None:
+    _, standin = slack
+    ask = asyncio.create_task(
+        sdk.ask_user("Scale", answer_format="form", schema=FORM, channel="slack", timeout=30)
+    )
+    msg = await _question(standin)
+    [opener] = msg.buttons()
+    await standin.tap(CHANNEL, msg.ts, opener["text"]["text"])
+    view = standin.view()
+    assert view.view["type"] == "modal"
+    refused = await standin.submit({"service": "api", "replicas": "1.5"})
+    assert refused.status_code == 200 and standin.view().errors
+    await standin.submit({"service": "web", "replicas": "3", "canary": True})
+    assert await asyncio.wait_for(ask, 10) == {"service": "web", "replicas": 3, "canary": True}
+
+
+async def test_a_mismatched_reply_gets_the_notice_in_the_thread_and_the_ask_stays_open(
+    slack: tuple[System, SlackStandin], sdk: Client
+) -> None:
+    _, standin = slack
+    ask = asyncio.create_task(
+        sdk.ask_user(
+            "Ship?", answer_format="confirm", channel="slack", mismatch_notice="Please: {reason}", timeout=30
+        )
+    )
+    msg = await _question(standin)
+    await standin.type_message(CHANNEL, "perhaps", thread_ts=msg.ts)
+
+    async def noticed() -> list[str]:
+        return [r.text for r in standin.message(CHANNEL, msg.ts).replies if r.bot]
+
+    notices = await eventually(noticed, "the mismatch notice in the thread", timeout=10)
+    assert notices == ["Please: reply yes or no"]
+    assert not ask.done()
+    await standin.type_message(CHANNEL, "yes", thread_ts=msg.ts)
+    assert await asyncio.wait_for(ask, 10) is True
+
+
+async def test_an_inbox_answer_retracts_the_slack_copy_and_a_late_tap_is_an_inbound_message(
+    slack: tuple[System, SlackStandin], sdk: Client
+) -> None:
+    system, standin = slack
+    ask = asyncio.create_task(sdk.ask_user("Restart?", answer_format="confirm", channel="slack", timeout=30))
+    msg = await _question(standin)
+    [yes, _] = msg.buttons()
+    async with system.http() as http:
+        listed = (await http.get("/api/interactions")).json()["data"]["items"]
+        resp = await http.post(
+            f"/api/interactions/{listed[0]['interaction_id']}/answer",
+            json={"answer": False},
+            headers={"Layby-Client": "inbox"},
+        )
+        assert resp.status_code == 200
+    assert await asyncio.wait_for(ask, 10) is False
+    tap = standin.build_tap(CHANNEL, msg.ts, yes["text"]["text"])  # built before the edit removes it
+    shown = await _retracted(standin, msg.ts)
+    assert any("inbox" in line for line in shown.lines())
+    await standin.send(tap)
+    async with (
+        system.http() as http,
+        http.stream("GET", "/api/messages/stream", headers={"Last-Event-ID": "0"}) as s,
+    ):
+        async for line in s.aiter_lines():
+            if line.startswith("data:"):
+                frame = json.loads(line[5:])
+                assert frame["reason"] == "late" and frame["channel"] == "slack" and frame["sender"] == PERSON
+                break
+
+
+async def test_a_parked_run_resumes_on_a_slack_tap(slack: tuple[System, SlackStandin], sdk: Client) -> None:
+    """Async: the run parks on a Slack question and the tap resumes it with the answer."""
+    system, standin = slack
+    worker = layby.Worker(sdk, settings=system.settings)
+
+    @worker.flow("approve-refund")
+    async def approve(_: Any) -> Any:
+        return await layby.ask_user(
+            "Approve the refund?",
+            answer_format="confirm",
+            channel="slack",
+            mode="async",
+            expiry_at=datetime.now(UTC) + timedelta(minutes=5),
+        )
+
+    stop = asyncio.Event()
+    serving = asyncio.create_task(worker.serve(stop))
+    try:
+        await asyncio.wait_for(worker.ready.wait(), 15)
+        run_id = await sdk.start_run("approve-refund", {})
+        msg = await _question(standin)
+        await standin.tap(CHANNEL, msg.ts, "Yes")
+
+        async def finished() -> Any:
+            async with system.http() as http:
+                run = (await http.get(f"/api/runs/{run_id}")).json()["data"]
+            return run if run["status"] == "finished" else None
+
+        run = await eventually(finished, "the run finished", timeout=20)
+        assert run["result"] is True
+    finally:
+        stop.set()
+        await asyncio.wait_for(serving, 15)
+
+
+async def test_a_provider_429_is_honoured_and_the_question_still_arrives(
+    slack: tuple[System, SlackStandin], sdk: Client
+) -> None:
+    _, standin = slack
+    standin.fail_next("chat.postMessage", "ratelimited", status=429, retry_after=0.05)
+    ask = asyncio.create_task(sdk.ask_user("Again?", channel="slack", timeout=30))
+    msg = await _question(standin)
+    assert [c.error for c in standin.calls if c.method == "chat.postMessage"][:2] == ["ratelimited", None]
+    await standin.type_message(CHANNEL, "ok", thread_ts=msg.ts)
+    assert await asyncio.wait_for(ask, 10) == "ok"
+
+
+async def test_forged_and_stale_signatures_are_401_and_url_verification_is_answered(
+    slack: tuple[System, SlackStandin], sdk: Client
+) -> None:
+    _, standin = slack
+    ask = asyncio.create_task(sdk.ask_user("Sure?", answer_format="confirm", channel="slack", timeout=30))
+    msg = await _question(standin)
+    good = standin.build_tap(CHANNEL, msg.ts, "Yes")
+    forged = {**good.headers, "X-Slack-Signature": "v0=" + "0" * 64}
+    async with httpx.AsyncClient(timeout=10) as http:
+        assert (await http.post(standin.target, content=good.body, headers=forged)).status_code == 401
+        standin.clock.advance(-400)
+        stale = standin.build_tap(CHANNEL, msg.ts, "Yes")
+        standin.clock.advance(400)
+        assert (await http.post(standin.target, content=stale.body, headers=stale.headers)).status_code == 401
+    assert not ask.done()
+    verified = await standin.verify_url("abc123")
+    assert verified.status_code == 200 and verified.text == "abc123"
+    await standin.send(good)
+    assert await asyncio.wait_for(ask, 10) is True
