@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -235,6 +236,27 @@ class _FloodControl(TelegramError):
         self.seconds = seconds
 
 
+class _HideTokens(logging.Filter):
+    """httpx logs each request's URL at info, and a Bot API URL holds the bot token: the line
+    is kept, the token is not."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tokens: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        line = record.getMessage()
+        if any(token in line for token in self.tokens):
+            for token in self.tokens:
+                line = line.replace(token, "<bot token>")
+            record.msg, record.args = line, ()
+        return True
+
+
+_HIDE_TOKENS = _HideTokens()
+logging.getLogger("httpx").addFilter(_HIDE_TOKENS)
+
+
 class TelegramChannel:
     """A Telegram bot as a chat channel (docs/channels.md#telegram)."""
 
@@ -272,6 +294,7 @@ class TelegramChannel:
         self.file_url = common.base_url(config, "file_url", FILE_URL, PLUGIN)
         self.default_recipient = None if recipient is None else str(recipient)
         self._token = token
+        _HIDE_TOKENS.tokens.add(token)
         self._secret_token = secret_token.encode()
         self._timeout = float(timeout)
         self._clock: Clock = clock or SystemClock()
