@@ -451,3 +451,16 @@ async def test_a_person_answers_through_the_webhook_and_the_tap_is_acknowledged(
         assert (await standin.type(PERSON, "hi", secret="wrong")).status_code == 401
         assert (await standin.type(PERSON, "hi", secret="")).status_code == 401
         assert len(taken) == 1
+
+
+async def test_a_bot_that_cannot_start_is_retried_afresh(
+    tg: TelegramChannel, standin: TelegramStandin
+) -> None:
+    """getMe failing with a 5xx is retryable, and the next attempt starts the client again."""
+    standin.fail_next("getMe", code=503, description="Service Unavailable")
+    with pytest.raises(ChannelDeliveryError) as err:
+        await tg.deliver(ask())
+    assert err.value.retryable is True
+    posted = await tg.deliver(ask())
+    assert [c.method for c in standin.calls] == ["getMe", "getMe", "sendMessage"]
+    assert standin.message(posted.chat, posted.message).text == "Deploy now?"

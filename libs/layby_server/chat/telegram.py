@@ -309,7 +309,11 @@ class TelegramChannel:
                 t = self._timeout
                 request = _Request(connect_timeout=t, read_timeout=t, write_timeout=t, pool_timeout=t)
                 bot = Bot(self._token, base_url=self.api_url, base_file_url=self.file_url, request=request)
-                await self._call(bot.initialize())
+                try:
+                    await self._call(bot.initialize())
+                except ChannelDeliveryError:
+                    await request.shutdown()  # the next attempt starts afresh
+                    raise
                 self._bot = bot
             return self._bot
 
