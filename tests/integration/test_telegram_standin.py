@@ -464,3 +464,121 @@ async def test_a_bot_that_cannot_start_is_retried_afresh(
     posted = await tg.deliver(ask())
     assert [c.method for c in standin.calls] == ["getMe", "getMe", "sendMessage"]
     assert standin.message(posted.chat, posted.message).text == "Deploy now?"
+
+
+def _button(n: int, **action: Any) -> dict[str, Any]:
+    return {"text": f"b{n}", **(action or {"callback_data": f"d{n}"})}
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "description"),
+    [
+        ("sendMessage", {"chat_id": PERSON}, "Bad Request: parameter 'text' is required"),
+        (
+            "sendMessage",
+            {"chat_id": PERSON, "text": "x", "colour": "red"},
+            "Bad Request: unknown parameter 'colour'",
+        ),
+        ("sendMessage", {"chat_id": PERSON, "text": " "}, "Bad Request: message text is empty"),
+        ("sendMessage", {"chat_id": PERSON, "text": "x" * 4097}, "Bad Request: message is too long"),
+        ("sendMessage", {"chat_id": 999, "text": "x"}, "Bad Request: chat not found"),
+        (
+            "sendPhoto",
+            {"chat_id": PERSON, "photo": "https://f/p.png", "caption": "c" * 1025},
+            "Bad Request: message caption is too long",
+        ),
+        (
+            "sendMessage",
+            {
+                "chat_id": PERSON,
+                "text": "x",
+                "reply_markup": {"inline_keyboard": [[_button(0, callback_data="選" * 22)]]},
+            },
+            "Bad Request: BUTTON_DATA_INVALID",
+        ),
+        (
+            "sendMessage",
+            {
+                "chat_id": PERSON,
+                "text": "x",
+                "reply_markup": {"inline_keyboard": [[_button(n)] for n in range(101)]},
+            },
+            "Bad Request: BUTTONS_TOO_MUCH",
+        ),
+        (
+            "sendMessage",
+            {
+                "chat_id": PERSON,
+                "text": "x",
+                "reply_markup": {"inline_keyboard": [[_button(n) for n in range(9)]]},
+            },
+            "Bad Request: BUTTONS_TOO_MUCH",
+        ),
+        (
+            "sendMessage",
+            {
+                "chat_id": GROUP,
+                "text": "x",
+                "reply_markup": {"inline_keyboard": [[_button(0, web_app={"url": "https://f/form"})]]},
+            },
+            "Bad Request: BUTTON_TYPE_INVALID",
+        ),
+        (
+            "sendMessage",
+            {
+                "chat_id": PERSON,
+                "text": "x",
+                "reply_markup": {"inline_keyboard": [[_button(0, web_app={"url": "http://f/form"})]]},
+            },
+            "Bad Request: inline keyboard button Web App URL 'http://f/form' is invalid: Only HTTPS links are allowed",
+        ),
+        (
+            "editMessageText",
+            {"chat_id": PERSON, "message_id": 5, "text": "x"},
+            "Bad Request: message to edit not found",
+        ),
+        (
+            "answerCallbackQuery",
+            {"callback_query_id": "nope"},
+            "Bad Request: query is too old and response timeout expired or query ID is invalid",
+        ),
+        (
+            "setWebhook",
+            {"url": "https://layby.example/hook", "secret_token": "has space"},
+            "Bad Request: secret token contains unallowed characters",
+        ),
+        (
+            "setWebhook",
+            {"url": "http://layby.example/hook"},
+            "Bad Request: bad webhook: An HTTPS URL must be provided for webhook",
+        ),
+    ],
+)
+async def test_the_standin_refuses_what_telegram_refuses(
+    standin: TelegramStandin, method: str, params: dict[str, Any], description: str
+) -> None:
+    """The stand-in is no rubber stamp: each Bot API rule it checks refuses a call that breaks it."""
+    import httpx
+
+    standin.add_person(PERSON)
+    standin.add_group(GROUP)
+    async with httpx.AsyncClient(base_url=standin.url, trust_env=False) as http:
+        resp = await http.post(f"/bot{TOKEN}/{method}", json=params)
+        assert resp.json() == {"ok": False, "error_code": 400, "description": description}
+        assert (await http.post("/bot1:wrong/getMe")).status_code == 401
+        assert (await http.post(f"/bot{TOKEN}/sendCarrierPigeon")).status_code == 404
+    assert standin.messages(PERSON) == []
+
+
+async def test_the_standin_shows_a_chat_over_http(tg: TelegramChannel, standin: TelegramStandin) -> None:
+    """``GET /_test/messages?chat=<id>`` is what the person sees, for a test in another process."""
+    import httpx
+
+    posted = await tg.deliver(ask("confirm"))
+    async with httpx.AsyncClient(base_url=standin.url, trust_env=False) as http:
+        [shown] = (await http.get("/_test/messages", params={"chat": posted.chat})).json()
+    assert (shown["message_id"], shown["text"], len(shown["keyboard"][0])) == (
+        int(posted.message),
+        "Deploy now?",
+        2,
+    )
