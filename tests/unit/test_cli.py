@@ -94,3 +94,20 @@ def test_the_stream_skips_keepalives_and_resumes_after_the_last_frame(
         {"id": "7", "event": "interaction.add", "data": frame}
     ]
     assert err == "stream interrupted; reconnecting...\n"
+
+
+def test_ask_takes_one_channel_or_several_with_channel_equals_recipient_pairs() -> None:
+    """`layby ask --channel` (repeatable): one channel and its recipient, or several channels
+    with CHANNEL=RECIPIENT pairs; a malformed pair or a recipient without a channel is refused."""
+    from layby.cli import _channel_options
+
+    assert _channel_options(None, None) == (None, None)
+    assert _channel_options(["slack"], ["C1"]) == ("slack", "C1")
+    assert _channel_options(["slack", "tg"], ["slack=C1", "tg=42"]) == (
+        ["slack", "tg"],
+        {"slack": "C1", "tg": "42"},
+    )
+    assert _channel_options(["slack", "tg"], None) == (["slack", "tg"], None)
+    for channels, recipients in ((None, ["x"]), (["slack", "tg"], ["C1"]), (["slack"], ["a", "b"])):
+        with pytest.raises(ValueError):
+            _channel_options(channels, recipients)

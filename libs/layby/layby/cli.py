@@ -227,6 +227,7 @@ def cmd_ask(settings: ClientSettings, args: argparse.Namespace) -> int:
     try:
         schema = _json_option("--schema", args.schema)
         media = _json_option("--media", args.media)
+        channel, recipient = _channel_options(args.channel, args.recipient)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -243,8 +244,10 @@ def cmd_ask(settings: ClientSettings, args: argparse.Namespace) -> int:
                 audience=args.audience,
                 media=media,
                 link=args.link,
-                channel=args.channel,
-                recipient=args.recipient,
+                channel=channel,
+                recipient=recipient,
+                on_mismatch=args.on_mismatch,
+                mismatch_notice=args.mismatch_notice,
             )
 
     try:
@@ -256,6 +259,28 @@ def cmd_ask(settings: ClientSettings, args: argparse.Namespace) -> int:
         return 130
     print(json.dumps(answer))
     return 0
+
+
+def _channel_options(
+    channels: list[str] | None, recipients: list[str] | None
+) -> tuple[str | list[str] | None, str | dict[str, str] | None]:
+    """``--channel`` (repeatable) and ``--recipient`` as ``ask_user`` takes them: one channel and
+    its recipient, or a list of channels and ``CHANNEL=RECIPIENT`` pairs."""
+    if not channels:
+        if recipients:
+            raise ValueError("--recipient needs --channel")
+        return None, None
+    if len(channels) == 1:
+        if recipients and len(recipients) > 1:
+            raise ValueError("one --channel takes one --recipient")
+        return channels[0], recipients[0] if recipients else None
+    pairs: dict[str, str] = {}
+    for entry in recipients or []:
+        name, sep, value = entry.partition("=")
+        if not sep or not name or not value:
+            raise ValueError(f"with several --channel, --recipient is CHANNEL=RECIPIENT, not {entry!r}")
+        pairs[name] = value
+    return channels, pairs or None
 
 
 def _runs_text(data: dict[str, Any]) -> str:
@@ -425,8 +450,22 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("question")
     ask.add_argument("--format", default="text", choices=NAMES)
     ask.add_argument("--link", help="external: the URL to visit, a template containing {callback_url}")
-    ask.add_argument("--channel", help="deliver through this channel of LAYBY_CHANNELS")
-    ask.add_argument("--recipient", help="with --channel: where to deliver (chat id, phone number)")
+    ask.add_argument(
+        "--channel",
+        action="append",
+        help="deliver through this channel of LAYBY_CHANNELS (repeat it: every channel gets the question, "
+        "the first reply wins)",
+    )
+    ask.add_argument(
+        "--recipient",
+        action="append",
+        help="with --channel: where to deliver (a chat id, a phone number); with several channels, "
+        "CHANNEL=RECIPIENT (repeatable)",
+    )
+    ask.add_argument(
+        "--on-mismatch", choices=("retry", "bridge"), help="what a chat reply that does not fit does"
+    )
+    ask.add_argument("--mismatch-notice", help="replaces the built-in retry line; {reason} is filled in")
     ask.add_argument("--option", action="append", help="a choice (select) or suggested reply (text)")
     ask.add_argument("--schema", help="JSON schema of a form answer")
     ask.add_argument("--timeout", type=float)

@@ -19,12 +19,12 @@ from litestar.params import QueryParameter
 from litestar.response import Stream
 from msgspec import UNSET
 
-from layby_contracts.errors import BadInput
 from layby_contracts.events import ChannelMessageReceived, decode_event
 from layby_contracts.http import InboundMessage
 from layby_server.auth import Principal
 from layby_server.logs import get_logger
 from layby_services.door.deps import door, principal_of
+from layby_services.door.openapi import refusal
 from layby_services.door.query import LastEventId, LastEventIdHeader
 from layby_services.door.routes.stream import _frames, _Subscription, resume_point
 
@@ -70,6 +70,13 @@ def _given(value: Any) -> Any:
     summary="Inbound chat messages that answered nothing (Server-Sent Events)",
     description="Late replies, bridged mismatches and ordinary messages to a bot, each frame's `id:` "
     "the messages stream's sequence; resumable with `Last-Event-ID` (docs/doors/messages.md).",
+    responses={
+        400: refusal(
+            "A `channel` that is not 1-64 of `[A-Za-z0-9_-]`: `channel is not valid` (field `channel`); "
+            "or a request the HTTP parser cannot read (`invalid HTTP request`).",
+            field=True,
+        )
+    },
 )
 async def messages_stream(
     request: Request[Any, Any, Any],
@@ -83,8 +90,6 @@ async def messages_stream(
     state = door(request)
     who = principal_of(request)
     names = state.store.names
-    if channel is not None and not channel.replace("-", "").replace("_", "").isalnum():
-        raise BadInput("channel must be 1-64 of [A-Za-z0-9_-]", field="channel")
     raw = last_event_id_header or last_event_id or None
     first, last = await state.store.bounds(names.messages_stream)
     start, fallback = resume_point(raw, first, last, state.settings.sse_resume_window)
