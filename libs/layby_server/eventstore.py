@@ -354,24 +354,29 @@ class EventStore(Resolving):
 
     async def claim_once(self, subject: str) -> bool:
         """Take an inbound event (``chat_seen``) once: False when it was taken before. A claim
-        released after a failure (``release``) can be taken again."""
+        released after a failure (``release``) can be taken again. The first attempt is one
+        publish expecting an empty subject; only a subject already written is read."""
+        expected = "0"
         with unavailable_on_transport_error("taking an inbound event"):
-            try:
-                raw = await self.js.get_last_msg(self.names.chat_stream, subject)
+            for _ in range(2):
+                try:
+                    await self.js.publish(
+                        subject, TAKEN, headers={"Nats-Expected-Last-Subject-Sequence": expected}, timeout=10
+                    )
+                    return True
+                except nats.js.errors.APIError as exc:
+                    if exc.err_code != WRONG_LAST_SEQUENCE:
+                        raise
+                if expected != "0":
+                    return False  # released and taken again meanwhile
+                try:
+                    raw = await self.js.get_last_msg(self.names.chat_stream, subject)
+                except nats.js.errors.NotFoundError:
+                    continue  # purged by age meanwhile: try the empty subject again
                 if raw.data != FREE:
                     return False
                 expected = str(raw.seq)
-            except nats.js.errors.NotFoundError:
-                expected = "0"
-            try:
-                await self.js.publish(
-                    subject, TAKEN, headers={"Nats-Expected-Last-Subject-Sequence": expected}, timeout=10
-                )
-            except nats.js.errors.APIError as exc:
-                if exc.err_code == WRONG_LAST_SEQUENCE:
-                    return False
-                raise
-        return True
+        return False
 
     async def release(self, subject: str) -> None:
         """Give back a claim whose work failed, so the provider's redelivery is taken."""

@@ -16,6 +16,7 @@ from httpx_sse import aconnect_sse
 
 from layby.sdk import AnswerDetails, Client
 from layby_contracts.errors import BadInput
+from layby_server.eventstore import EventStore
 from tests.channel_plugins import ScriptedChat, sign_chat
 from tests.conftest import System
 from tests.helpers import eventually
@@ -303,3 +304,14 @@ async def test_an_oversized_inbound_body_is_413_before_anything_is_read(chan: Sy
     async with httpx.AsyncClient(base_url=chan.url, timeout=10) as http:
         resp = await http.post("/api/channels/chat-a/events", content=body, headers=sign_chat(body))
     assert resp.status_code == 413
+
+
+async def test_an_inbound_event_is_taken_once_and_a_released_one_can_be_taken_again(store: EventStore) -> None:
+    """The claim behind 'taken once': a second claim of the same event fails; after a failure
+    released it, the provider's redelivery takes it again, once."""
+    subject = store.names.chat_seen("k" * 40)
+    assert await store.claim_once(subject) is True
+    assert await store.claim_once(subject) is False
+    await store.release(subject)
+    assert await store.claim_once(subject) is True
+    assert await store.claim_once(subject) is False

@@ -214,6 +214,11 @@ def render(delivery: ChannelDelivery, chat_id: int | str, links: Sequence[MediaI
     return Rendered(text=fit(question, suffix), keyboard=keyboard, media=media)
 
 
+CONNECTIONS = 64
+"""Connections to the Bot API at once (PTB's own default is one, which queues every send of a
+busy delivery service behind the others)."""
+
+
 class _Request(HTTPXRequest):
     """PTB's HTTP client, reading a flood-control pause itself: PTB's own ``RetryAfter`` warns
     about its future type, and the delivery service needs plain seconds."""
@@ -307,7 +312,13 @@ class TelegramChannel:
         async with self._starting:
             if self._bot is None:
                 t = self._timeout
-                request = _Request(connect_timeout=t, read_timeout=t, write_timeout=t, pool_timeout=t)
+                request = _Request(
+                    connection_pool_size=CONNECTIONS,
+                    connect_timeout=t,
+                    read_timeout=t,
+                    write_timeout=t,
+                    pool_timeout=t,
+                )
                 bot = Bot(self._token, base_url=self.api_url, base_file_url=self.file_url, request=request)
                 try:
                     await self._call(bot.initialize())
