@@ -101,7 +101,9 @@ class InboundReply(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
     ``submitted`` (a form's values in ``value``), ``open_form`` (asked to open
     ``interaction_id``'s form). ``chat`` and
     ``message`` locate it: ``message`` is the posted question it refers to (the tapped message, the
-    thread root, the message replied to), if any. ``event_id`` is the provider's id of the
+    thread root, the message replied to), if any. ``direct``: the chat is the person's own with
+    the bot, where a plain message answers the last question posted there (in a shared chat a
+    reply must say which question it answers). ``event_id`` is the provider's id of the
     delivery, so a redelivered event is taken once. ``context`` is the plugin's own (a callback
     query id, a trigger id) for its follow-ups."""
 
@@ -115,6 +117,7 @@ class InboundReply(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
     value: Any = None
     event_id: str | None = None
     context: dict[str, Any] | None = None
+    direct: bool = False
 
 
 class InboundResponse(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

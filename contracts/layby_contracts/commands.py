@@ -251,6 +251,9 @@ class PruneResult(msgspec.Struct, frozen=True, kw_only=True, tag="pruned"):
     reason: str | None = None
     """gone: why it was removed (``delivery_failed`` lets a waiter whose wake was lost raise right)."""
     detail: str | None = None
+    answered_by: str | None = None
+    params: dict[str, Any] | None = None
+    """answered: the tapped chat control's opaque context (docs/channels.md#enrichment)."""
 
 
 class Reserved(msgspec.Struct, frozen=True, kw_only=True, tag="reserved"):

@@ -73,7 +73,8 @@ class Names(msgspec.Struct, frozen=True):
     @property
     def messages_stream(self) -> str:
         """Inbound chat messages that answered nothing (late replies, bridged mismatches, ordinary
-        messages to a bot): read on the messages door, kept for ``LAYBY_MESSAGES_MAX_AGE``."""
+        messages to a bot): read on the messages door, kept for 30 days
+        (docs/channels.md#inbound-messages)."""
         return f"{self.namespace.upper()}_MESSAGES"
 
     def messages(self, channel: str) -> str:

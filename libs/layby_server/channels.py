@@ -5,9 +5,10 @@ A channel plugin is registered under a name in ``LAYBY_CHANNELS``, a JSON object
 name to ``{"plugin": "<built-in name or module:attr>", ...config}``. The plugin factory is called
 with the config (every key but ``plugin``) and returns an object with:
 
-- ``async deliver(delivery: ChannelDelivery) -> None``: **one** send attempt. Success returns
-  nothing; every failure raises ``ChannelDeliveryError(retryable=..., retry_after=...)``. The
-  delivery service retries only retryable failures, within the question's own budget.
+- ``async deliver(delivery: ChannelDelivery) -> Posted | None``: **one** send attempt. Success
+  returns where the question was posted (a chat channel) or nothing (a bridge); every failure
+  raises ``ChannelDeliveryError(retryable=..., retry_after=...)``. The delivery service retries
+  only retryable failures, within the question's own budget.
 - optional capability flags (absent means False): ``supports_form_delivery``.
 - an optional hook ``validate_form_schema(schema, question)`` that raises ``ValueError`` to refuse
   a form at ask time (the medium's own limits).
@@ -51,7 +52,8 @@ def parse_channels(raw: str | None) -> dict[str, dict[str, Any]]:
             'must be a JSON object: {"<name>": {"plugin": "<plugin>", ...config}}'
         )
     for name, config in value.items():
-        if not name or not name.replace("-", "").replace("_", "").isalnum() or len(name) > 64:
+        plain = name.replace("-", "").replace("_", "")
+        if not name or not plain.isascii() or not plain.isalnum() or len(name) > 64:
             raise ValueError(f"channel name {name!r} must be 1-64 letters, digits, '-' or '_'")
         if not isinstance(config, dict) or not isinstance(config.get("plugin"), str) or not config["plugin"]:
             raise ValueError(f'channel {name!r} needs {{"plugin": "<built-in name or module:attr>"}}')

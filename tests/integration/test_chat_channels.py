@@ -36,7 +36,9 @@ async def _posted(channel: str, n: int = 1) -> Any:
 
 
 async def _reply(system: System, channel: str, **reply: Any) -> httpx.Response:
-    body = msgspec.json.encode({"sender": "U1", "chat": "room", "event_id": uuid.uuid4().hex, **reply})
+    body = msgspec.json.encode(
+        {"sender": "U1", "chat": "room", "direct": True, "event_id": uuid.uuid4().hex, **reply}
+    )
     async with httpx.AsyncClient(base_url=system.url, timeout=10) as http:
         return await http.post(f"/api/channels/{channel}/events", content=body, headers=sign_chat(body))
 
@@ -306,7 +308,9 @@ async def test_an_oversized_inbound_body_is_413_before_anything_is_read(chan: Sy
     assert resp.status_code == 413
 
 
-async def test_an_inbound_event_is_taken_once_and_a_released_one_can_be_taken_again(store: EventStore) -> None:
+async def test_an_inbound_event_is_taken_once_and_a_released_one_can_be_taken_again(
+    store: EventStore,
+) -> None:
     """The claim behind 'taken once': a second claim of the same event fails; after a failure
     released it, the provider's redelivery takes it again, once."""
     subject = store.names.chat_seen("k" * 40)
@@ -315,3 +319,16 @@ async def test_an_inbound_event_is_taken_once_and_a_released_one_can_be_taken_ag
     await store.release(subject)
     assert await store.claim_once(subject) is True
     assert await store.claim_once(subject) is False
+
+
+async def test_in_a_shared_chat_a_message_that_replies_to_nothing_answers_nothing(
+    chan: System, client: Client
+) -> None:
+    """Only the person's direct chat with the bot lets a plain message answer the last question
+    posted there; in a shared chat it is an unmatched inbound message and the question stays open."""
+    ask = asyncio.create_task(client.ask_user("Name?", channel="chat-a", recipient="room", timeout=30))
+    await _posted("chat-a")
+    resp = await _reply(chan, "chat-a", kind="typed", value="lunch anyone?", direct=False)
+    assert resp.json()["status"] == "unmatched" and not ask.done()
+    assert (await _reply(chan, "chat-a", kind="typed", value="Ada")).json()["status"] == "answered"
+    assert await asyncio.wait_for(ask, 10) == "Ada"

@@ -317,9 +317,10 @@ async def test_a_typed_reply_to_the_question_names_the_question(
         value="in ten minutes",
         event_id=str(update["update_id"]),
         context={"message_id": person_message},
+        direct=True,
     )
     [plain] = (await tg.inbound(as_request(standin.type_update(PERSON, "hello")))).replies
-    assert (plain.kind, plain.message, plain.value) == ("typed", None, "hello")
+    assert (plain.kind, plain.message, plain.value, plain.direct) == ("typed", None, "hello", True)
     assert int(plain.event_id or 0) > int(reply.event_id or 0)
 
 

@@ -263,7 +263,7 @@ def test_controls_carry_tap_ids_never_the_option_text() -> None:
     yes, no = message_blocks(delivery("confirm"))[1]["elements"]
     assert (yes["action_id"], no["action_id"]) == (f"layby:yes:{iid}", f"layby:no:{iid}")
     (form,) = message_blocks(delivery("form", schema={"type": "object", "properties": {}}))[1]["elements"]
-    assert (form["text"]["text"], form["action_id"]) == ("Open form", f"layby:form:{iid}")
+    assert (form["text"]["text"], form["action_id"]) == ("Open form", f"layby:open:{iid}")
     (link,) = message_blocks(delivery("external"))[1]["elements"]
     assert link["url"] == "https://layby.example.com/api/interactions/callback/tk"
 
@@ -413,7 +413,7 @@ async def test_yes_no_and_open_form_taps_are_read_from_the_action_id() -> None:
         await plugin.inbound(interaction(block_actions({"action_id": "layby:no:ia_1", "value": "ia_1"})))
     ).replies[0]
     form = (
-        await plugin.inbound(interaction(block_actions({"action_id": "layby:form:ia_1", "value": "ia_1"})))
+        await plugin.inbound(interaction(block_actions({"action_id": "layby:open:ia_1", "value": "ia_1"})))
     ).replies[0]
     assert (yes.kind, yes.value, no.kind, no.value) == ("yes_no", True, "yes_no", False)
     assert (form.kind, form.interaction_id, (form.context or {})["trigger_id"]) == (
@@ -444,13 +444,17 @@ def event(**fields: Any) -> bytes:
 
 
 async def test_a_threaded_message_is_a_typed_reply_to_its_thread() -> None:
-    """A person's message in a question's thread is a typed reply located by the thread's ts."""
+    """A person's message in a question's thread is a typed reply located by the thread's ts;
+    channel chatter outside any thread is not addressed to the bot and is ignored; in a direct
+    message a plain message is a reply of the direct chat."""
     inbound = await channel().inbound(signed(event(thread_ts="1800000000.000100")))
     assert inbound.replies == [InboundReply(
         kind="typed", sender="U0ALICE01", chat="C0DEPLOYS", message="1800000000.000100", value="ship it", event_id="Ev01"
     )]  # fmt: skip
     unthreaded = await channel().inbound(signed(event()))
-    assert unthreaded.replies[0].message is None
+    assert unthreaded.replies == []
+    direct = await channel().inbound(signed(event(channel="D0ALICE01", channel_type="im")))
+    assert direct.replies[0].message is None and direct.replies[0].direct is True
 
 
 @pytest.mark.parametrize(

@@ -187,6 +187,7 @@ async def test_the_secret_token_is_compared_in_constant_time(monkeypatch: pytest
             value="yes",
             event_id="7",
             context={"message_id": 3},
+            direct=True,
         )
     ]
 

@@ -84,7 +84,7 @@ class DoneQuestion(Struct, frozen=True, kw_only=True):
     status: Literal["answered", "expired", "removed"]
     at: Timestamp | None
     by: str | UnsetType = UNSET
-    via: Literal["inbox", "cli", "api", "callback", "expiry"] | UnsetType = UNSET
+    via: Literal["inbox", "cli", "api", "callback", "channel", "expiry"] | UnsetType = UNSET
     answer: Any | UnsetType = UNSET
     sensitive: Literal[True] | UnsetType = UNSET
     reason: str | UnsetType | None = UNSET

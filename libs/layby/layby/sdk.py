@@ -420,7 +420,7 @@ class Client:
         except InteractionTimeoutError:
             raise
         except TimeoutError:
-            return await self._timed_out(interaction_id, spec.timeout, server_deadline)
+            return await self._timed_out(interaction_id, spec.timeout, server_deadline, details)
         except asyncio.CancelledError:
             # Cancelled while recording or waiting: prune, and let the cancellation propagate
             # (docs/aggregates/interaction.md#cancellation). A prune that arrives before the ask
@@ -673,7 +673,9 @@ class Client:
             raise Permanent(f"unexpected reply to the prune of interaction {interaction_id}: {reply!r}")
         return reply
 
-    async def _timed_out(self, interaction_id: str, budget: float, server_deadline: float) -> Any:
+    async def _timed_out(
+        self, interaction_id: str, budget: float, server_deadline: float, details: bool = False
+    ) -> Any:
         try:
             result = await self._prune(interaction_id, "timeout", timeout=PRUNE_SECONDS)
         except (nats.errors.Error, TimeoutError, LaybyError) as exc:
@@ -691,7 +693,10 @@ class Client:
             )
             if answered_at is not None and answered_at <= server_deadline:
                 # Answered in time, but the wake was lost (a reconnect): the log has the answer.
-                return SecretValue(result.answer) if result.sensitive else result.answer
+                answer = SecretValue(result.answer) if result.sensitive else result.answer
+                if details:
+                    return AnswerDetails(answer=answer, answered_by=result.answered_by, params=result.params)
+                return answer
             raise InteractionTimeoutError(
                 f"no answer to interaction {interaction_id} within {budget:g}s; "
                 "an answer was recorded after the budget and was not returned",

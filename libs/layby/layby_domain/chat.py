@@ -102,8 +102,10 @@ def check_chat(chat: ChatOptions | None, channel: object, recipient: object, cho
             )
     targets = chat.targets
     if targets is not None:
-        if not 2 <= len(targets) <= CHANNELS_MAX:
+        if len(targets) > CHANNELS_MAX:
             raise BadInput(f"channel may name at most {CHANNELS_MAX} channels", field="channel")
+        if len(targets) < 2:
+            raise BadInput("chat targets list the channels of a question asked on several", field="channel")
         names = [target.channel for target in targets]
         if len(set(names)) != len(names):
             raise BadInput("channel names a channel twice", field="channel")

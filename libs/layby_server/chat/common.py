@@ -8,6 +8,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from layby_contracts.channels import ChannelDelivery, Retraction
+from layby_domain.formats import format_named
+from layby_domain.formats._base import Control
 
 PICK_ONE = "Reply with the text of one option."
 YES_OR_NO = "Reply yes or no."
@@ -52,6 +54,12 @@ def parse_tap_id(value: str) -> tuple[str, int] | None:
     if not sep or not interaction_id or not index.isdigit() or len(index) > 4:
         return None
     return interaction_id, int(index)
+
+
+def control_of(delivery: ChannelDelivery) -> Control:
+    """How a chat channel offers this question's answer: the format registry says, so a plugin
+    never tells formats apart by name (docs/channels.md#capability-matrix)."""
+    return format_named(delivery.answer_format).control
 
 
 def numbered_prompt(delivery: ChannelDelivery) -> str:

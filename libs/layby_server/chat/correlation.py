@@ -5,7 +5,8 @@ stream, each the last message of its own subject (read by direct get, so every d
 and every restart sees them at once, with no projection to lag behind):
 
 - the posted message -> the question (a thread reply, a reply-to or a tap on it finds it);
-- the chat -> the last question posted there (a plain message in a direct chat answers it);
+- the chat -> the last question posted there (a plain message in the person's direct chat with
+  the bot answers it; in a shared chat a reply must name its question by thread or reply-to);
 - the question and channel -> the posted message (the delivery service edits it when the
   question is resolved elsewhere).
 
@@ -69,6 +70,8 @@ async def question_of(store: ChatStore, channel: str, reply: InboundReply) -> st
     if reply.message is not None:
         found = await store.get_chat(names.chat_ref(key(channel, reply.chat, reply.message)))
         return _interaction(found)
+    if not reply.direct:
+        return None  # in a shared chat, a message that replies to nothing answers nothing
     return _interaction(await store.get_chat(names.chat_latest(key(channel, reply.chat))))
 
 

@@ -334,7 +334,7 @@ def _fits(labels: list[str], most: int) -> bool:
 
 
 def _fallback_text(delivery: ChannelDelivery) -> str:
-    if delivery.answer_format == "select" and not _fits(delivery.options or [], MAX_MENU):
+    if common.control_of(delivery) == "choice" and not _fits(delivery.options or [], MAX_MENU):
         return _escape(_cut(common.numbered_prompt(delivery), MESSAGE_TEXT))
     return _escape(_cut(delivery.question, MESSAGE_TEXT))
 
@@ -344,11 +344,11 @@ def message_blocks(delivery: ChannelDelivery) -> list[dict[str, Any]]:
     iid = delivery.interaction_id
     options = delivery.options or []
     blocks: list[dict[str, Any]] = []
-    fmt = delivery.answer_format
-    numbered = fmt == "select" and not _fits(options, MAX_MENU)
+    control = common.control_of(delivery)
+    numbered = control == "choice" and not _fits(options, MAX_MENU)
     blocks += _question_sections(common.numbered_prompt(delivery) if numbered else delivery.question)
     blocks += _media_blocks(delivery)
-    if fmt == "confirm":
+    if control == "yes_no":
         blocks.append(
             {
                 "type": "actions",
@@ -359,9 +359,9 @@ def message_blocks(delivery: ChannelDelivery) -> list[dict[str, Any]]:
                 ],
             }
         )
-    elif fmt == "select" and _fits(options, MAX_BUTTONS):
+    elif control == "choice" and _fits(options, MAX_BUTTONS):
         blocks.append(_tap_buttons(iid, options))
-    elif fmt == "select" and not numbered:
+    elif control == "choice" and not numbered:
         menu = {
             "type": "static_select",
             "action_id": f"layby:pick:{iid}",
@@ -372,23 +372,23 @@ def message_blocks(delivery: ChannelDelivery) -> list[dict[str, Any]]:
             ],
         }
         blocks.append({"type": "actions", "block_id": f"layby:{iid}", "elements": [menu]})
-    elif fmt == "form":
+    elif control == "fields":
         blocks.append(
             {
                 "type": "actions",
                 "block_id": f"layby:{iid}",
                 "elements": [
-                    _button("Open form", f"layby:form:{iid}", iid, style="primary"),
+                    _button("Open form", f"layby:open:{iid}", iid, style="primary"),
                 ],
             }
         )
-    elif fmt == "external":
+    elif control == "link":
         link = _button("Open", f"layby:link:{iid}", iid, style="primary")
         link["url"] = delivery.callback_url
         blocks.append({"type": "actions", "block_id": f"layby:{iid}", "elements": [link]})
-    elif fmt == "text" and _fits(delivery.suggested_replies or [], MAX_ELEMENTS):
+    elif control == "free_text" and _fits(delivery.suggested_replies or [], MAX_ELEMENTS):
         blocks.append(_tap_buttons(iid, delivery.suggested_replies or []))
-    if fmt == "text" or numbered:
+    if control == "free_text" or numbered:
         blocks.append(_context(ANSWER_IN_THREAD))
     return blocks
 
@@ -578,7 +578,7 @@ def _actions(payload: dict[str, Any]) -> list[InboundReply]:
             replies.append(InboundReply(kind="tap", interaction_id=iid, index=index, **base))
         elif verb in ("yes", "no") and rest:
             replies.append(InboundReply(kind="yes_no", interaction_id=rest, value=verb == "yes", **base))
-        elif verb == "form" and rest:
+        elif verb == "open" and rest:
             replies.append(InboundReply(kind="open_form", interaction_id=rest, **base))
         else:
             raise InboundMalformed(f"unknown action {action_id[:80]!r}")
@@ -660,14 +660,19 @@ def _typed(envelope: dict[str, Any]) -> InboundReply | None:
     if user in bots:
         return None
     thread = event.get("thread_ts")
+    threaded = isinstance(thread, str) and thread != event.get("ts")
+    direct = event.get("channel_type") == "im" or channel.startswith("D")
+    if not threaded and not direct:
+        return None  # channel chatter outside a question's thread is not addressed to us
     event_id = envelope.get("event_id")
     return InboundReply(
         kind="typed",
         sender=user,
         chat=channel,
-        message=thread if isinstance(thread, str) and thread != event.get("ts") else None,
+        message=thread if threaded else None,
         value=text,
         event_id=event_id if isinstance(event_id, str) else None,
+        direct=direct,
     )
 
 

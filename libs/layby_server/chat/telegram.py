@@ -187,27 +187,27 @@ def render(delivery: ChannelDelivery, chat_id: int | str, links: Sequence[MediaI
     media = [m for m in delivery.media or [] if m.kind in _SEND]
     lines = [link_line(m) for m in [*(m for m in delivery.media or [] if m.kind == "link"), *links]]
     suffix = "\n\n" + "\n".join(lines) if lines else ""
-    question, fmt = delivery.question, delivery.answer_format
+    question, control = delivery.question, common.control_of(delivery)
     keyboard: InlineKeyboardMarkup | None = None
-    if fmt == "select":
+    if control == "choice":
         keyboard = _choices(delivery.interaction_id, delivery.options or [])
         if keyboard is None:
             blank = msgspec.structs.replace(delivery, question="")
             suffix += common.numbered_prompt(blank)
-    elif fmt == "confirm":
+    elif control == "yes_no":
         yes, no = yes_no_id(delivery.interaction_id, True), yes_no_id(delivery.interaction_id, False)
         if _fits(yes) and _fits(no):
             yes_button = InlineKeyboardButton("Yes", callback_data=yes)
             keyboard = InlineKeyboardMarkup([[yes_button, InlineKeyboardButton("No", callback_data=no)]])
         else:
             suffix += "\n\n" + common.YES_OR_NO
-    elif fmt == "form":
+    elif control == "fields":
         if is_private(chat_id) and delivery.callback_url.startswith("https://"):
             button = InlineKeyboardButton("Open the form", web_app=WebAppInfo(delivery.callback_url))
         else:
             button = InlineKeyboardButton("Open the form", url=delivery.callback_url)
         keyboard = InlineKeyboardMarkup([[button]])
-    elif fmt == "external":
+    elif control == "link":
         keyboard = InlineKeyboardMarkup([[InlineKeyboardButton("Open", url=delivery.callback_url)]])
     elif delivery.suggested_replies:
         keyboard = _choices(delivery.interaction_id, delivery.suggested_replies)
@@ -479,6 +479,7 @@ class TelegramChannel:
             value=msg.text,
             event_id=event_id,
             context={"message_id": msg.message_id},
+            direct=msg.chat.type == "private",
         )
 
     async def respond(self, reply: InboundReply, outcome: ReplyOutcome) -> InboundResponse | None:

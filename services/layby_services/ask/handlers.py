@@ -267,6 +267,8 @@ class AskHandlers:
             answer=answer,
             answered_at=answered.answered_at.isoformat(),
             sensitive=answered.sensitive,
+            answered_by=answered.answered_by,
+            params=answered.params,
         )
 
     async def _withdraw(self, cmd: Prune, by: str) -> PruneResult:

@@ -9,6 +9,9 @@ from layby_contracts.errors import BadInput
 from layby_contracts.formats import FormatPayload, payload_of
 from layby_domain.verifiers import check_binding
 
+Control = Literal["free_text", "choice", "yes_no", "fields", "link"]
+"""How a chat channel offers a format's answer: a free-text reply (with any suggested replies as
+taps), a choice among options, a yes and a no, a set of fields to fill in, or a link to follow."""
 Page = Literal["form", "confirm", "awaiting"]
 """The public callback page of a ticketed question: its form, a confirm button, or a page that
 says the question waits for an answer through its channel."""
@@ -86,6 +89,8 @@ class Format:
         """The answer a reply typed on a chat channel stands for (before ``check_answer``)."""
         raise BadInput(f"this question is answered with its {self.reply_surface}, not a typed reply")
 
+    control: Control = "free_text"
+    """How a chat channel offers the answer (docs/channels.md#capability-matrix)."""
     reply_surface: str = "buttons"
     """What a chat channel offers the person to answer with, for the refusal of a typed reply."""
     yes_no: bool = False
@@ -168,4 +173,4 @@ def check_options(options: object) -> list[str]:
     return list(options)
 
 
-__all__ = ["AskInputs", "Format", "Page", "check_binding", "check_options"]
+__all__ = ["AskInputs", "Control", "Format", "Page", "check_binding", "check_options"]

@@ -16,6 +16,7 @@ class Confirm(Format):
     name = "confirm"
     page = "confirm"
     yes_no = True
+    control = "yes_no"
 
     def check_ask(self, ask: AskInputs) -> dict[str, Any] | None:
         self._refuse_options(ask.options)

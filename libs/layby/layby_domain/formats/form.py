@@ -26,6 +26,7 @@ class Form(Format):
     name = "form"
     page = "form"
     reply_surface = "form"
+    control = "fields"
     delivered_as_form = True
 
     def check_ask(self, ask: AskInputs) -> dict[str, Any] | None:

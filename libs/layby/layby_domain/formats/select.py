@@ -11,6 +11,7 @@ from layby_domain.formats._base import AskInputs, Format, check_options
 
 class Select(Format):
     name = "select"
+    control = "choice"
 
     def check_ask(self, ask: AskInputs) -> dict[str, Any] | None:
         if ask.options is None:

@@ -25,7 +25,7 @@ from layby_server.auth import Principal
 from layby_server.logs import get_logger
 from layby_services.door.deps import door, principal_of
 from layby_services.door.openapi import refusal
-from layby_services.door.query import LastEventId, LastEventIdHeader
+from layby_services.door.query import LastEventId, LastEventIdHeader, authenticated
 from layby_services.door.routes.stream import _frames, _Subscription, resume_point
 
 log = get_logger("layby.door.messages")
@@ -70,6 +70,7 @@ def _given(value: Any) -> Any:
     summary="Inbound chat messages that answered nothing (Server-Sent Events)",
     description="Late replies, bridged mismatches and ordinary messages to a bot, each frame's `id:` "
     "the messages stream's sequence; resumable with `Last-Event-ID` (docs/doors/messages.md).",
+    guards=[authenticated],
     responses={
         400: refusal(
             "A `channel` that is not 1-64 of `[A-Za-z0-9_-]`: `channel is not valid` (field `channel`); "
