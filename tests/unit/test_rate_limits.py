@@ -57,3 +57,10 @@ def test_health_probes_are_never_limited_and_paths_map_to_their_door() -> None:
     assert family_of("/api/interactions/x/answer") == "interactions"
     assert family_of("/api/runs/x") == "runs"
     assert family_of("/") == "page"
+
+
+def test_chat_providers_inbound_webhooks_are_never_limited_and_the_messages_stream_is_a_stream() -> None:
+    """A provider posts from a few addresses at its users' pace: its signed webhook is not
+    limited by address; the messages door counts with the streams."""
+    assert family_of("/api/channels/slack/events") is None
+    assert family_of("/api/messages/stream") == "stream"

@@ -25,7 +25,9 @@ DEFAULT_LIMITS = ((600, 60), (120, 10))
 MAX_TRACKED = 100_000
 """Counters kept before stale windows are swept (bounds memory under many client addresses)."""
 
-_FAMILIES = (
+_FAMILIES: tuple[tuple[str, str | None], ...] = (
+    ("/api/channels/", None),
+    ("/api/messages/stream", "stream"),
     ("/api/interactions/callback/", "callback"),
     ("/api/interactions/media/", "media"),
     ("/api/interactions/stream", "stream"),
@@ -35,7 +37,10 @@ _FAMILIES = (
 
 
 def family_of(path: str) -> str | None:
-    """The door family a path belongs to; None for what is never limited (health probes)."""
+    """The door family a path belongs to; None for what is never limited: the health probes, and
+    the chat providers' inbound webhooks (a provider posts from a few addresses at its users'
+    pace, and a refused request only comes back as its retry; each request is authenticated by
+    its signature before anything is read)."""
     if path in ("/healthz", "/readyz"):
         return None
     for prefix, family in _FAMILIES:
