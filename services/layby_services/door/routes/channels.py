@@ -18,6 +18,7 @@ from litestar.params import PathParameter
 
 from layby_contracts.channels import InboundMalformed, InboundRefused, InboundRequest
 from layby_contracts.errors import NotFound
+from layby_contracts.http import Error
 from layby_server.logs import get_logger
 from layby_services.door.deps import door, read_capped_body
 from layby_services.door.messages import NOT_FOUND, PAYLOAD_TOO_LARGE, UNAUTHORIZED_CHANNEL
@@ -78,7 +79,7 @@ async def channel_events(
 
 def _error(status: int, message: str) -> Response[bytes]:
     return Response(
-        msgspec.json.encode({"error": message}),
+        msgspec.json.encode(Error(error=message)),
         status_code=status,
         media_type="application/json",
         headers={"Cache-Control": "no-store"},
