@@ -332,3 +332,45 @@ async def test_in_a_shared_chat_a_message_that_replies_to_nothing_answers_nothin
     assert resp.json()["status"] == "unmatched" and not ask.done()
     assert (await _reply(chan, "chat-a", kind="typed", value="Ada")).json()["status"] == "answered"
     assert await asyncio.wait_for(ask, 10) == "Ada"
+
+
+async def test_a_restricted_identity_reads_only_replies_to_what_it_asked(chan: System) -> None:
+    """The messages door clamps by audience: alice sees the late replies to her own question,
+    not the one to bob's, nor a message about no question; the operator sees them all."""
+    from tests.conftest import ALICE, BOB
+
+    alice, bob = (
+        await chan.sdk(ALICE, public_base_url=chan.url),
+        await chan.sdk(BOB, public_base_url=chan.url),
+    )
+    first = asyncio.create_task(
+        alice.ask_user("Alice asks?", answer_format="confirm", channel="chat-a", timeout=30)
+    )
+    hers = await _posted("chat-a")
+    second = asyncio.create_task(
+        bob.ask_user("Bob asks?", answer_format="confirm", channel="chat-a", timeout=30)
+    )
+    his = await _posted("chat-a", 2)
+    for posted in (hers, his):
+        tap = {"kind": "yes_no", "interaction_id": posted.interaction_id}
+        assert (await _reply(chan, "chat-a", **tap, value=True)).json()["status"] == "answered"
+    await asyncio.gather(first, second)
+    await _reply(chan, "chat-a", kind="yes_no", interaction_id=his.interaction_id, value=False, sender="U2")
+    await _reply(chan, "chat-a", kind="typed", value="hi bot", chat="elsewhere", sender="U2")
+    await _reply(chan, "chat-a", kind="yes_no", interaction_id=hers.interaction_id, value=False, sender="U3")
+    everything = await _messages(chan, 3)
+    assert [(f["reason"], f["sender"]) for _, f in everything] == [
+        ("late", "U2"),
+        ("unmatched", "U2"),
+        ("late", "U3"),
+    ]
+    seen: list[dict[str, Any]] = []
+    async with (
+        chan.http(ALICE) as http,
+        aconnect_sse(http, "GET", "/api/messages/stream", headers={"Last-Event-ID": "0"}) as source,
+    ):
+        async for sse in source.aiter_sse():
+            if sse.event == "message":
+                seen.append(msgspec.json.decode(sse.data))
+                break  # her first frame is the last message recorded: nothing before it was hers
+    assert [(f["sender"], f["interaction_id"]) for f in seen] == [("U3", hers.interaction_id)]

@@ -17,6 +17,8 @@ import pytest
 
 import layby
 from layby.sdk import AnswerDetails, Client
+from layby_contracts.channels import ChannelDeliveryError
+from layby_contracts.errors import BadInput
 from layby_server.eventstore import EventStore
 from layby_server.settings import Settings
 from tests.conftest import System, start_system, stop_system
@@ -288,3 +290,55 @@ async def test_forged_and_stale_signatures_are_401_and_url_verification_is_answe
     assert verified.status_code == 200 and verified.text == "abc123"
     await standin.send(good)
     assert await asyncio.wait_for(ask, 10) is True
+
+
+async def test_slack_retrying_an_event_is_taken_once(slack: tuple[System, SlackStandin], sdk: Client) -> None:
+    """Slack redelivers an event it thinks was not acknowledged, with X-Slack-Retry-Num and the
+    same event_id: the redelivery is acknowledged and changes nothing."""
+    system, standin = slack
+    ask = asyncio.create_task(sdk.ask_user("Note?", channel="slack", timeout=30))
+    msg = await _question(standin)
+    signed = standin.build_message(CHANNEL, "first words", thread_ts=msg.ts)
+    assert (await standin.send(signed)).status_code == 200
+    assert await asyncio.wait_for(ask, 10) == "first words"
+    again = {**signed.headers, "X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": "http_timeout"}
+    async with httpx.AsyncClient(timeout=10) as http:
+        resp = await http.post(standin.target, content=signed.body, headers=again)
+    assert resp.status_code == 200
+    marker = standin.build_message(CHANNEL, "after", thread_ts=msg.ts)
+    await standin.send(marker)
+    async with (
+        system.http() as http,
+        http.stream("GET", "/api/messages/stream", headers={"Last-Event-ID": "0"}) as stream,
+    ):
+        async for line in stream.aiter_lines():
+            if line.startswith("data:"):
+                assert json.loads(line[5:])["text"] == "after"  # the retry recorded nothing
+                break
+
+
+async def test_a_recipient_slack_refuses_fails_the_ask_with_the_reason_and_nothing_is_left_open(
+    slack: tuple[System, SlackStandin], sdk: Client
+) -> None:
+    """A recipient the provider refuses (channel_not_found) is a permanent delivery failure: the
+    asker's ask raises ChannelDeliveryError naming Slack's error, and the question is removed."""
+    system, _ = slack
+    with pytest.raises(ChannelDeliveryError, match="channel_not_found"):
+        await sdk.ask_user("Anyone?", channel="slack", recipient="C0NOWHERE", timeout=30)
+
+    async def listed() -> list[Any]:
+        async with system.http() as http:
+            items: list[Any] = (await http.get("/api/interactions")).json()["data"]["items"]
+        return items
+
+    await eventually(listed, "the undeliverable question gone from the inbox", until=lambda items: items == [])
+
+
+async def test_a_form_too_large_for_a_slack_modal_is_refused_at_ask_time(
+    slack: tuple[System, SlackStandin], sdk: Client
+) -> None:
+    """The plugin's own limits are checked before anything is stored, naming the schema."""
+    schema = {"type": "object", "properties": {f"f{i}": {"type": "string"} for i in range(120)}}
+    with pytest.raises(BadInput) as refused:
+        await sdk.ask_user("Huge", answer_format="form", schema=schema, channel="slack", timeout=30)
+    assert refused.value.field == "schema" and "slack" in refused.value.message

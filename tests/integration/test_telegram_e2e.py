@@ -9,11 +9,13 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import msgspec
 import pytest
 
+import layby
 from layby.sdk import Client
 from layby_server.eventstore import EventStore
 from layby_server.settings import Settings
@@ -205,3 +207,39 @@ async def test_one_question_on_slack_and_telegram_answered_on_both_at_once_one_w
                 assert late["reason"] == "late"
                 assert late["channel"] in ("slack", "tg") and late["value"] is (late["channel"] == "tg")
                 break
+
+
+async def test_a_parked_run_resumes_on_a_telegram_reply(chats: Chats, sdk: Client) -> None:
+    """Async: the run parks on a Telegram select and a typed reply to it resumes the run."""
+    system, tg = chats.system, chats.tg
+    worker = layby.Worker(sdk, settings=system.settings)
+
+    @worker.flow("pick-region")
+    async def pick(_: Any) -> Any:
+        return await layby.ask_user(
+            "Region for the replica?",
+            answer_format="select",
+            options=["eu-west", "us-east"],
+            channel="tg",
+            mode="async",
+            expiry_at=datetime.now(UTC) + timedelta(minutes=5),
+        )
+
+    stop = asyncio.Event()
+    serving = asyncio.create_task(worker.serve(stop))
+    try:
+        await asyncio.wait_for(worker.ready.wait(), 15)
+        run_id = await sdk.start_run("pick-region", {})
+        msg = await _question(tg)
+        await tg.type(PERSON, "us-east", reply_to=msg.message_id)
+
+        async def finished() -> Any:
+            async with system.http() as http:
+                run = (await http.get(f"/api/runs/{run_id}")).json()["data"]
+            return run if run["status"] == "finished" else None
+
+        run = await eventually(finished, "the run finished", timeout=20)
+        assert run["result"] == "us-east"
+    finally:
+        stop.set()
+        await asyncio.wait_for(serving, 15)

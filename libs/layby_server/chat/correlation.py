@@ -16,6 +16,7 @@ tokens themselves: each key is a hash.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from typing import Any, Protocol
 
@@ -29,6 +30,11 @@ class ChatStore(Protocol):
     async def put_chat(self, subject: str, value: dict[str, Any]) -> None: ...
 
     async def get_chat(self, subject: str) -> dict[str, Any] | None: ...
+
+
+POSTED_PAUSES = (0.05, 0.1, 0.2, 0.4, 0.8)
+"""How long a reply to a message not known yet waits for its record (1.55 s in all, well inside
+a provider's acknowledgement window); only replies to unknown messages pay it."""
 
 
 def key(*parts: str) -> str:
@@ -68,7 +74,15 @@ async def question_of(store: ChatStore, channel: str, reply: InboundReply) -> st
         return reply.interaction_id
     names = store.names
     if reply.message is not None:
-        found = await store.get_chat(names.chat_ref(key(channel, reply.chat, reply.message)))
+        subject = names.chat_ref(key(channel, reply.chat, reply.message))
+        found = await store.get_chat(subject)
+        for pause in POSTED_PAUSES if found is None else ():
+            # A reply can reach the door before the delivery service has recorded where the
+            # question went (it records right after the provider answers): look again briefly.
+            await asyncio.sleep(pause)
+            found = await store.get_chat(subject)
+            if found is not None:
+                break
         return _interaction(found)
     if not reply.direct:
         return None  # in a shared chat, a message that replies to nothing answers nothing
