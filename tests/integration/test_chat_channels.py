@@ -374,3 +374,24 @@ async def test_a_restricted_identity_reads_only_replies_to_what_it_asked(chan: S
                 seen.append(msgspec.json.decode(sse.data))
                 break  # her first frame is the last message recorded: nothing before it was hers
     assert [(f["sender"], f["interaction_id"]) for f in seen] == [("U3", hers.interaction_id)]
+
+
+async def test_the_sdk_follows_inbound_messages_and_resumes_after_the_last_one_seen(chan: System) -> None:
+    """layby.messages(): each inbound message once, in order, as a typed InboundMessage; started
+    again with the last id seen, it continues after it (one channel's messages only)."""
+    import layby
+    from tests.conftest import OPERATOR
+
+    await _reply(chan, "chat-a", kind="typed", value="one", chat="nowhere")
+    await _reply(chan, "chat-b", kind="typed", value="other channel", chat="nowhere")
+    await _reply(chan, "chat-a", kind="typed", value="two", chat="nowhere")
+    seen: list[tuple[str, str | None]] = []
+    async for event_id, message in layby.messages("chat-a", url=chan.url, token=OPERATOR, last_event_id="0"):
+        seen.append((event_id, message.text))
+        if len(seen) == 2:
+            break
+    assert [text for _, text in seen] == ["one", "two"]
+    await _reply(chan, "chat-a", kind="typed", value="three", chat="nowhere")
+    async for _, message in layby.messages("chat-a", url=chan.url, token=OPERATOR, last_event_id=seen[-1][0]):
+        assert (message.text, message.reason, message.channel) == ("three", "unmatched", "chat-a")
+        break
