@@ -44,11 +44,13 @@ def key(*parts: str) -> str:
 async def remember(store: ChatStore, channel: str, posted: Posted, interaction_id: str) -> None:
     """Record where ``interaction_id`` was posted on ``channel``."""
     names = store.names
-    await store.put_chat(names.chat_sent(interaction_id, channel), {"posted": _posted(posted)})
-    await store.put_chat(
-        names.chat_ref(key(channel, posted.chat, posted.message)), {"interaction_id": interaction_id}
+    await asyncio.gather(
+        store.put_chat(names.chat_sent(interaction_id, channel), {"posted": _posted(posted)}),
+        store.put_chat(
+            names.chat_ref(key(channel, posted.chat, posted.message)), {"interaction_id": interaction_id}
+        ),
+        store.put_chat(names.chat_latest(key(channel, posted.chat)), {"interaction_id": interaction_id}),
     )
-    await store.put_chat(names.chat_latest(key(channel, posted.chat)), {"interaction_id": interaction_id})
 
 
 def _posted(posted: Posted) -> dict[str, Any]:
