@@ -165,7 +165,16 @@ async def run_channel(name: str, args: argparse.Namespace) -> dict[str, Any]:
                 "default_recipient": str(_chat_standin.PERSON),
             }
             secrets = f"bot:{tg.TOKEN},hook:{_chat_standin.HOOK}"
+        profiling: dict[str, str] = {}
+        if args.profile:  # bench/_profile/sitecustomize.py cProfiles that service
+            path = [str(HERE / "_profile"), *filter(None, [os.environ.get("PYTHONPATH")])]
+            profiling = {
+                "PYTHONPATH": os.pathsep.join(path),
+                "BENCH_PROFILE_SERVICE": args.profile,
+                "BENCH_PROFILE_OUT": f"/tmp/layby-bench-{name}-{args.profile}.prof",
+            }
         up = start_up(
+            **profiling,
             LAYBY_HTTP_PORT=str(port),
             INTERACTIONS_PUBLIC_BASE_URL=door,
             LAYBY_WEBHOOK_SECRETS=secrets,
@@ -207,13 +216,13 @@ async def run_channel(name: str, args: argparse.Namespace) -> dict[str, Any]:
                 break
             await asyncio.sleep(0.05)
     finally:
+        if up is not None:  # Layby first: its delivery still talks to the stand-in while stopping
+            up.stop()
         with contextlib.suppress(OSError):
             conn.send("stop")
         child.join(10)
         if child.is_alive():
             child.kill()
-        if up is not None:
-            up.stop()
     mine = {q: records[q] for q in asked}
     failed = {q: r for q, r in mine.items() if r.get("status") != 200}
     if failed:
@@ -266,9 +275,23 @@ def main() -> None:
         default=0,
         help="ms the person waits before tapping (0: at once, so the conversations saturate the machine)",
     )
+    parser.add_argument(
+        "--profile",
+        metavar="SERVICE",
+        help="cProfile `layby.cli serve SERVICE` (e.g. delivery) into "
+        "/tmp/layby-bench-<channel>-SERVICE.prof "
+        "and print its top functions",
+    )
     args = parser.parse_args()
     logging.getLogger("httpx").setLevel(logging.WARNING)
     rows = {name: asyncio.run(run_channel(name, args)) for name in args.channel}
+    if args.profile:
+        import pstats
+
+        for name in rows:
+            out = f"/tmp/layby-bench-{name}-{args.profile}.prof"
+            print(f"\n{args.profile} ({name}, cProfile, {out}): the most time of its own")
+            pstats.Stats(out).sort_stats("tottime").print_stats(20)
     print()
     print(
         f"| channel ({args.questions} questions, {args.conversations} conversations) | "
@@ -295,7 +318,7 @@ def main() -> None:
     print()
     print("| CPU ms per cycle (measured window) | " + " | ".join(rows) + " |")
     print("|---|" + "---:|" * len(rows))
-    labels = sorted({label for r in rows.values() for label in r["cpu"]} - EXTRA, key=_order)
+    labels = sorted({label for r in rows.values() for label in r["cpu"]} - set(EXTRA), key=_order)
     for label in labels:
         cells = " | ".join(f"{r['cpu'].get(label, 0.0):.2f}" for r in rows.values())
         print(f"| {label} | {cells} |")
@@ -308,16 +331,11 @@ def main() -> None:
         + " | ".join(f"{psutil.cpu_count() * 1000 / t:.0f}" for t in layby)
         + " |"
     )
-    for label in ("other", "stolen"):
-        what = (
-            "rest of the machine (other processes, kernel)"
-            if label == "other"
-            else "stolen by the hypervisor"
-        )
+    for label, what in EXTRA.items():
         print(f"| {what} | " + " | ".join(f"{r['cpu'][label]:.2f}" for r in rows.values()) + " |")
     rate = [args.questions / 1000 / r["elapsed"] for r in rows.values()]  # ms per cycle → cores
     busy = " | ".join(
-        f"{t * k:.2f} + {r['cpu']['other'] * k:.2f}"
+        f"{t * k:.2f} + {(r['cpu']['interrupts'] + r['cpu']['other']) * k:.2f}"
         for t, k, r in zip(ours, rate, rows.values(), strict=True)
     )
     print(f"| cores busy: the processes above + the rest (of {psutil.cpu_count()}) | {busy} |")
