@@ -1,0 +1,249 @@
+"""A provider stand-in with an automatic person, in a process of its own (bench/chat_channels.py).
+
+``serve(channel, target, people, client, think, conn)`` runs in a child process
+(``multiprocessing``, spawn). It serves the stand-in from ``tests/standins``, every API call
+validated as in the tests, and for each question message it stores (Slack: ``chat.postMessage``
+without ``thread_ts`` with buttons; Telegram: ``sendMessage`` with an inline keyboard) records
+the wall-clock time and queues a tap on "Yes", at once or ``think`` seconds later: the signed
+request is built exactly as the tests build it and one of ``people`` workers POSTs it to
+``target`` (the door's inbound webhook) on a keep-alive connection (``client``: ``lean``, a raw
+HTTP/1.1 connection per person; ``httpx``, an ``httpx.AsyncClient`` per person; ``httpx-pool``,
+one ``httpx.AsyncClient`` with a pool of ``people`` connections), recording the POST's start,
+the door's answer and its status.
+
+Over ``conn``: the child sends ``("ready", api_url, file_url)``; ``"mark"`` starts the measured
+window; ``"records"`` is answered with ``{"records": {question: {"posted", "tap", "ack",
+"status"}}, "lag": [...]}`` (``time.time()`` seconds; ``status`` -1 and ``error`` when the POST
+raised; ``lag``: how late this event loop woke a 5 ms sleep since the mark); ``"stop"`` ends it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import socket
+import sys
+import time
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+PERSON = 424242
+HOOK = "bench-hook_secret"
+
+Tap = tuple[str, bytes, dict[str, str]]
+
+
+def _queue(taps: asyncio.Queue[Tap], tap: Tap, think: float) -> None:
+    """The person taps at once, or after ``think`` seconds."""
+    if think > 0:
+        asyncio.get_running_loop().call_later(think, taps.put_nowait, tap)
+    else:
+        taps.put_nowait(tap)
+
+
+def _slack(records: dict[str, dict[str, Any]], taps: asyncio.Queue[Tap], think: float) -> Any:
+    from tests.standins import slack as sl
+
+    class Standin(sl.SlackStandin):
+        def _post(self, params: dict[str, Any]) -> dict[str, Any]:
+            result = super()._post(params)
+            if not params.get("thread_ts"):
+                msg = self.message(str(result["channel"]), str(result["ts"]))
+                if msg.buttons():
+                    text = str(params.get("text") or "")
+                    records[text] = {"posted": time.time()}
+                    signed = self.build_tap(msg.channel, msg.ts, "Yes")
+                    _queue(taps, (text, signed.body, signed.headers), think)
+            return result
+
+    return Standin()
+
+
+def _telegram(records: dict[str, dict[str, Any]], taps: asyncio.Queue[Tap], think: float) -> Any:
+    from tests.standins import telegram as tg
+
+    class Standin(tg.TelegramStandin):
+        def call(self, method: str, params: dict[str, Any]) -> Any:
+            result = super().call(method, params)
+            if method == "sendMessage" and params.get("reply_markup"):
+                text = str(params.get("text") or "")
+                records[text] = {"posted": time.time()}
+                update = self.tap_update(result["chat"]["id"], result["message_id"], "Yes")
+                headers = {"Content-Type": "application/json", tg.SECRET_HEADER: HOOK}
+                _queue(taps, (text, json.dumps(update).encode(), headers), think)
+            return result
+
+    standin = Standin()
+    standin.add_person(PERSON)
+    return standin
+
+
+async def _main(channel: str, target: str, people: int, client: str, think: float, conn: Connection) -> None:
+    import httpx
+    import uvicorn
+
+    records: dict[str, dict[str, Any]] = {}
+    taps: asyncio.Queue[Tap] = asyncio.Queue()
+    if channel == "slack":
+        standin = _slack(records, taps, think)
+        app = standin.app
+    else:
+        from tests.standins import telegram as tg
+
+        standin = _telegram(records, taps, think)
+        app = tg.app(standin)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    standin.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False)
+    config.timeout_graceful_shutdown = 1
+    server = uvicorn.Server(config)
+    serving = asyncio.create_task(server.serve(sockets=[sock]))
+    while not server.started:
+        if serving.done():
+            serving.result()
+        await asyncio.sleep(0.01)
+
+    async def person(post: Any) -> None:
+        while True:
+            text, body, headers = await taps.get()
+            record = records[text]
+            record["tap"] = time.time()
+            try:
+                status, answer = await post(body, headers)
+                record["ack"] = time.time()
+                record["status"] = status
+                if status != 200:
+                    record["error"] = answer[:200].decode(errors="replace")
+            except Exception as exc:  # recorded and reported by the measuring process
+                record["ack"] = time.time()
+                record["status"] = -1
+                record["error"] = repr(exc)[:200]
+
+    async with contextlib.AsyncExitStack() as stack:
+        if client == "httpx-pool":  # one client, a pool of ``people`` keep-alive connections
+            limits = httpx.Limits(max_connections=people, max_keepalive_connections=people)
+            shared = await stack.enter_async_context(
+                httpx.AsyncClient(timeout=30, limits=limits, trust_env=False)
+            )
+            posts = [_httpx_post(shared, target)] * people
+        elif client == "httpx":  # a keep-alive client (one connection) per person
+            posts = [
+                _httpx_post(
+                    await stack.enter_async_context(
+                        httpx.AsyncClient(timeout=30, limits=httpx.Limits(max_connections=1), trust_env=False)
+                    ),
+                    target,
+                )
+                for _ in range(people)
+            ]
+        else:  # "lean": a raw keep-alive HTTP/1.1 connection per person
+            posts = [_Lean(target).post for _ in range(people)]
+        workers = [asyncio.create_task(person(post)) for post in posts]
+        lags: list[float] = []
+        workers.append(asyncio.create_task(_lag(lags)))
+        api_url = standin.api_url
+        file_url = getattr(standin, "file_url", "")
+        conn.send(("ready", api_url, file_url))
+        while True:
+            command = await asyncio.to_thread(conn.recv)
+            if command == "records":
+                conn.send({"records": records, "lag": lags})
+            elif command == "mark":
+                lags.clear()
+            elif command == "stop":
+                break
+        for worker in workers:
+            worker.cancel()
+    server.should_exit = True
+    await serving
+    sock.close()
+
+
+def _httpx_post(http: Any, target: str) -> Any:
+    async def post(body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+        response = await http.post(target, content=body, headers=headers)
+        return response.status_code, response.content
+
+    return post
+
+
+class _Lean:
+    """One keep-alive HTTP/1.1 connection to ``target``, opened on first use: the request as
+    given (its own headers, Content-Length), a response read by its Content-Length."""
+
+    def __init__(self, target: str) -> None:
+        parts = urlsplit(target)
+        self.host, self.port, self.path = parts.hostname or "127.0.0.1", parts.port or 80, parts.path
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def post(self, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+        if self.reader is None or self.writer is None:
+            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        extra = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        head = (
+            f"POST {self.path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n{extra}"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        )
+        self.writer.write(head.encode() + body)
+        try:
+            status = int((await self.reader.readline()).split()[1])
+            length, close = 0, False
+            while (line := await self.reader.readline()) not in (b"\r\n", b""):
+                name, _, value = line.decode().partition(":")
+                if name.lower() == "content-length":
+                    length = int(value)
+                elif name.lower() == "connection" and "close" in value.lower():
+                    close = True
+            answer = await self.reader.readexactly(length)
+        except BaseException:
+            self.writer.close()
+            self.reader = self.writer = None
+            raise
+        if close:
+            self.writer.close()
+            self.reader = self.writer = None
+        return status, answer
+
+
+async def _lag(lags: list[float], every: float = 0.005) -> None:
+    """How late this event loop wakes a 5 ms sleep: its queueing, not the door's."""
+    while True:
+        t = time.perf_counter()
+        await asyncio.sleep(every)
+        lags.append(time.perf_counter() - t - every)
+
+
+def serve(channel: str, target: str, people: int, client: str, think: float, conn: Connection) -> None:
+    """The child process's entry point."""
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    logging.getLogger("httpcore").setLevel(logging.WARNING)
+    profile = os.environ.get("BENCH_STANDIN_PROFILE")  # a path: cProfile the stand-in into it
+    profiler = None
+    if profile:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(_main(channel, target, people, client, think, conn))
+    else:
+        uvloop.run(_main(channel, target, people, client, think, conn))
+    if profiler is not None:
+        profiler.disable()
+        profiler.dump_stats(profile)
+    with contextlib.suppress(OSError):
+        conn.close()
