@@ -214,7 +214,7 @@ def render(delivery: ChannelDelivery, chat_id: int | str, links: Sequence[MediaI
     return Rendered(text=fit(question, suffix), keyboard=keyboard, media=media)
 
 
-CONNECTIONS = 64
+CONNECTIONS = 8
 """Connections to the Bot API at once (PTB's own default is one, which queues every send of a
 busy delivery service behind the others)."""
 
