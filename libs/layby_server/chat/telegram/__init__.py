@@ -13,6 +13,9 @@ server (a self-hosted one, a test stand-in); ``timeout`` bounds each call in sec
 A tapped button carries ``<interaction id>:<index>`` (an option or a suggested reply) or
 ``<interaction id>:y`` / ``<interaction id>:n`` (a yes/no question) — never the option's text,
 and always within Telegram's 64 bytes of callback data.
+
+What a question looks like is in ``rendering`` (pure); reading a webhook's Update is in ``updates``;
+this module holds the channel itself: its settings, the Bot API client and its errors.
 """
 
 from __future__ import annotations
@@ -21,20 +24,11 @@ import asyncio
 import hmac
 import logging
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any
 
 import msgspec
-from telegram import (
-    Bot,
-    InlineKeyboardButton,
-    InlineKeyboardMarkup,
-    Message,
-    ReplyParameters,
-    Update,
-    WebAppInfo,
-)
+from telegram import Bot, Message, ReplyParameters
 from telegram.error import BadRequest, ChatMigrated, Forbidden, InvalidToken, NetworkError, TelegramError
 from telegram.request import HTTPXRequest
 
@@ -43,7 +37,6 @@ from layby_contracts.channels import (
     ChannelDeliveryError,
     ChannelInputError,
     Inbound,
-    InboundMalformed,
     InboundRefused,
     InboundReply,
     InboundRequest,
@@ -55,7 +48,66 @@ from layby_contracts.channels import (
 from layby_contracts.events import MediaItem
 from layby_domain.clock import Clock, SystemClock
 from layby_server.chat import common
+from layby_server.chat.telegram.rendering import (
+    ALREADY,
+    ANSWER_TEXT_LIMIT,
+    ANSWERED,
+    BUTTON_LABEL_LIMIT,
+    CALLBACK_DATA_BYTES,
+    CAPTION_LIMIT,
+    ELLIPSIS,
+    MAX_BUTTONS,
+    NO,
+    NOT_OPEN,
+    SEND,
+    TEXT_LIMIT,
+    YES,
+    Rendered,
+    cut,
+    fit,
+    is_private,
+    link_line,
+    render,
+    tap_answer,
+    units,
+    yes_no_id,
+)
+from layby_server.chat.telegram.updates import Tap, parse_callback, read_update, reply_of
 from layby_server.logs import get_logger
+
+__all__ = [
+    "ALLOWED_UPDATES",
+    "ALREADY",
+    "ANSWERED",
+    "ANSWER_TEXT_LIMIT",
+    "API_URL",
+    "BUTTON_LABEL_LIMIT",
+    "CALLBACK_DATA_BYTES",
+    "CAPTION_LIMIT",
+    "CONNECTIONS",
+    "ELLIPSIS",
+    "FILE_URL",
+    "MAX_BUTTONS",
+    "NO",
+    "NOT_OPEN",
+    "OPTIONS",
+    "PLUGIN",
+    "SECRET_HEADER",
+    "TEXT_LIMIT",
+    "YES",
+    "Rendered",
+    "Tap",
+    "TelegramChannel",
+    "cut",
+    "fit",
+    "is_private",
+    "link_line",
+    "parse_callback",
+    "render",
+    "tap_answer",
+    "units",
+    "yes_no_id",
+]
 
 log = get_logger("layby_server.chat.telegram")
 
@@ -66,152 +118,8 @@ FILE_URL = "https://api.telegram.org/file/bot"
 SECRET_HEADER = "x-telegram-bot-api-secret-token"  # noqa: S105 - a header name, not a secret
 ALLOWED_UPDATES = ["message", "callback_query"]
 
-TEXT_LIMIT = 4096
-CAPTION_LIMIT = 1024
-CALLBACK_DATA_BYTES = 64
-ANSWER_TEXT_LIMIT = 200
-# Telegram refuses bigger inline keyboards; the numbers are observed, not documented.
-MAX_BUTTONS = 100
-BUTTON_LABEL_LIMIT = 64
-ELLIPSIS = "…"
-
-YES, NO = "y", "n"
-ANSWERED = "Answered."
-ALREADY = "This question was already answered."
-NOT_OPEN = "This question is no longer open."
-
 _SECRET_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,256}")
 _BOT_TOKEN = re.compile(r"[0-9]+:[A-Za-z0-9_-]+")
-_SEND = {"image": "send_photo", "document": "send_document", "video": "send_video", "audio": "send_audio"}
-
-
-def units(text: str) -> int:
-    """Telegram's length of a text: UTF-16 code units (the stricter reading of "characters")."""
-    return len(text.encode("utf-16-le")) // 2
-
-
-def cut(text: str, limit: int) -> str:
-    """``text`` within ``limit`` UTF-16 units, an ellipsis marking a cut (never splitting a pair)."""
-    if units(text) <= limit:
-        return text
-    kept, used = [], 0
-    for char in text:
-        size = units(char)
-        if used + size > limit - 1:
-            break
-        kept.append(char)
-        used += size
-    return "".join(kept) + ELLIPSIS
-
-
-def fit(question: str, suffix: str, limit: int = TEXT_LIMIT) -> str:
-    """The question followed by ``suffix`` within ``limit``: the question is shortened first, so
-    the options and links after it survive; only when they alone are too long is the whole cut."""
-    room = limit - units(suffix)
-    if room >= 2:
-        return cut(question, room) + suffix
-    return cut(question + suffix, limit)
-
-
-def yes_no_id(interaction_id: str, value: bool) -> str:
-    return f"{interaction_id}{common.TAP_SEPARATOR}{YES if value else NO}"
-
-
-@dataclass(frozen=True)
-class Tap:
-    """What a button's callback data says: ``index`` of an option, or ``value`` of a yes/no."""
-
-    interaction_id: str
-    index: int | None = None
-    value: bool | None = None
-
-
-def parse_callback(data: str | None) -> Tap | None:
-    """The tap a callback's data encodes, else None (forged, stale or from another bot)."""
-    if not data or len(data.encode()) > CALLBACK_DATA_BYTES:
-        return None
-    parsed = common.parse_tap_id(data)
-    if parsed is not None:
-        return Tap(interaction_id=parsed[0], index=parsed[1])
-    interaction_id, sep, flag = data.rpartition(common.TAP_SEPARATOR)
-    if sep and interaction_id and flag in (YES, NO):
-        return Tap(interaction_id=interaction_id, value=flag == YES)
-    return None
-
-
-def _fits(data: str) -> bool:
-    return 1 <= len(data.encode()) <= CALLBACK_DATA_BYTES
-
-
-def _label(text: str, index: int) -> str:
-    shown = " ".join(text.split())
-    return cut(shown, BUTTON_LABEL_LIMIT) if shown else str(index + 1)
-
-
-def _choices(interaction_id: str, options: Sequence[str]) -> InlineKeyboardMarkup | None:
-    """One button a row, each carrying its tap id; None when Telegram could not take them."""
-    if not options or len(options) > MAX_BUTTONS:
-        return None
-    ids = [common.tap_id(interaction_id, i) for i in range(len(options))]
-    if not all(_fits(data) for data in ids):
-        return None
-    return InlineKeyboardMarkup(
-        [
-            [InlineKeyboardButton(_label(option, i), callback_data=data)]
-            for i, (option, data) in enumerate(zip(options, ids, strict=True))
-        ]
-    )
-
-
-def is_private(chat_id: int | str) -> bool:
-    """A private chat with a person has the person's (positive) id; groups and channels do not."""
-    return isinstance(chat_id, int) and chat_id > 0
-
-
-@dataclass(frozen=True)
-class Rendered:
-    """A question as one Telegram message: its text and its inline keyboard, if any."""
-
-    text: str
-    keyboard: InlineKeyboardMarkup | None = None
-    media: list[MediaItem] = field(default_factory=list)
-
-
-def link_line(item: MediaItem) -> str:
-    return f"{item.caption}: {item.url}" if item.caption else item.url
-
-
-def render(delivery: ChannelDelivery, chat_id: int | str, links: Sequence[MediaItem] = ()) -> Rendered:
-    """How ``delivery`` looks in chat ``chat_id``: pure, so every format's shape is testable.
-    ``links`` are media items to show as lines (those Telegram could not send as files)."""
-    media = [m for m in delivery.media or [] if m.kind in _SEND]
-    lines = [link_line(m) for m in [*(m for m in delivery.media or [] if m.kind == "link"), *links]]
-    suffix = "\n\n" + "\n".join(lines) if lines else ""
-    question, control = delivery.question, common.control_of(delivery)
-    keyboard: InlineKeyboardMarkup | None = None
-    if control == "choice":
-        keyboard = _choices(delivery.interaction_id, delivery.options or [])
-        if keyboard is None:
-            blank = msgspec.structs.replace(delivery, question="")
-            suffix += common.numbered_prompt(blank)
-    elif control == "yes_no":
-        yes, no = yes_no_id(delivery.interaction_id, True), yes_no_id(delivery.interaction_id, False)
-        if _fits(yes) and _fits(no):
-            yes_button = InlineKeyboardButton("Yes", callback_data=yes)
-            keyboard = InlineKeyboardMarkup([[yes_button, InlineKeyboardButton("No", callback_data=no)]])
-        else:
-            suffix += "\n\n" + common.YES_OR_NO
-    elif control == "fields":
-        if is_private(chat_id) and delivery.callback_url.startswith("https://"):
-            button = InlineKeyboardButton("Open the form", web_app=WebAppInfo(delivery.callback_url))
-        else:
-            button = InlineKeyboardButton("Open the form", url=delivery.callback_url)
-        keyboard = InlineKeyboardMarkup([[button]])
-    elif control == "link":
-        keyboard = InlineKeyboardMarkup([[InlineKeyboardButton("Open", url=delivery.callback_url)]])
-    elif delivery.suggested_replies:
-        keyboard = _choices(delivery.interaction_id, delivery.suggested_replies)
-    return Rendered(text=fit(question, suffix), keyboard=keyboard, media=media)
 
 
 CONNECTIONS = 8
@@ -383,7 +291,7 @@ class TelegramChannel:
         bot = await self._client()
         unsent: list[MediaItem] = []
         for item in render(delivery, chat_id).media:
-            send = getattr(bot, _SEND[item.kind])
+            send = getattr(bot, SEND[item.kind])
             caption = cut(item.caption, CAPTION_LIMIT) if item.caption else None
             try:
                 await self._call(send(chat_id, item.url, caption=caption))
@@ -425,62 +333,8 @@ class TelegramChannel:
             raise InboundRefused("no X-Telegram-Bot-Api-Secret-Token header")
         if not hmac.compare_digest(given.encode(), self._secret_token):
             raise InboundRefused("a wrong X-Telegram-Bot-Api-Secret-Token")
-        try:
-            data = msgspec.json.decode(request.body)
-        except msgspec.DecodeError as exc:
-            raise InboundMalformed(f"the body is not JSON: {exc}") from None
-        if not isinstance(data, dict):
-            raise InboundMalformed("the body is not a Telegram Update object")
-        try:
-            update = Update.de_json(data, None)
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise InboundMalformed(f"the body is not a Telegram Update: {exc!r}") from None
-        reply = self._reply(update)
+        reply = reply_of(read_update(request.body))
         return Inbound(replies=[reply] if reply is not None else [])
-
-    def _reply(self, update: Update) -> InboundReply | None:
-        event_id = str(update.update_id)
-        query = update.callback_query
-        if query is not None:
-            sender = query.from_user
-            tap = parse_callback(query.data)
-            chat = str(query.message.chat.id) if query.message is not None else str(sender.id)
-            message = str(query.message.message_id) if query.message is not None else None
-            common_fields: dict[str, Any] = {
-                "sender": str(sender.id),
-                "sender_name": sender.username or sender.first_name,
-                "chat": chat,
-                "message": message,
-                "event_id": event_id,
-                "context": {"callback_query_id": query.id},
-            }
-            if tap is not None and tap.value is not None:
-                return InboundReply(
-                    kind="yes_no", interaction_id=tap.interaction_id, value=tap.value, **common_fields
-                )
-            # A forged or stale tap carries no question: the door finds nothing to answer, and
-            # the follow-up still acknowledges it (Telegram spins until a tap is answered).
-            return InboundReply(
-                kind="tap",
-                interaction_id=tap.interaction_id if tap else None,
-                index=tap.index if tap else None,
-                **common_fields,
-            )
-        msg = update.message
-        if msg is None or msg.text is None or msg.from_user is None or msg.from_user.is_bot:
-            return None  # edits, channel posts, stickers, the bot's own: acknowledged, ignored
-        replied = msg.reply_to_message
-        return InboundReply(
-            kind="typed",
-            sender=str(msg.from_user.id),
-            sender_name=msg.from_user.username or msg.from_user.first_name,
-            chat=str(msg.chat.id),
-            message=str(replied.message_id) if replied is not None else None,
-            value=msg.text,
-            event_id=event_id,
-            context={"message_id": msg.message_id},
-            direct=msg.chat.type == "private",
-        )
 
     async def respond(self, reply: InboundReply, outcome: ReplyOutcome) -> InboundResponse | None:
         return None  # Telegram needs only the 200; everything else is a follow-up
@@ -521,21 +375,6 @@ class TelegramChannel:
                 status=outcome.status,
                 error=str(exc),
             )
-
-
-def tap_answer(outcome: ReplyOutcome) -> str:
-    """The line a tapping person sees for what became of the tap."""
-    match outcome.status:
-        case "answered":
-            return ANSWERED
-        case "already":
-            return ALREADY
-        case "rejected":
-            return outcome.reason or outcome.notice or "That answer was not accepted."
-        case "form_opened":
-            return ""
-        case _:
-            return NOT_OPEN
 
 
 def _chat_id(chat: str) -> int | str:

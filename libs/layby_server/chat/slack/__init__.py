@@ -1,0 +1,348 @@
+"""The built-in ``slack`` channel: questions as Block Kit messages, answers from taps, thread
+replies and modals (docs/channels.md#slack).
+
+Configuration (``LAYBY_CHANNELS``)::
+
+    {"team": {"plugin": "slack", "bot_token": "slack-bot", "signing_secret": "slack-signing",
+              "default_recipient": "C0123456789"}}
+
+``bot_token`` and ``signing_secret`` name entries of ``LAYBY_WEBHOOK_SECRETS``; ``api_url``
+(default ``https://slack.com/api/``) points at GovSlack or a stand-in; ``timeout`` is seconds per
+API call. Slack posts the person's actions to ``/api/channels/<name>/events``; every request is
+verified against the signing secret before anything in it is read.
+
+Controls carry ids, never the text shown: a button's value is the tap id of its option
+(``common.tap_id``), so a tap names an option by index and the door checks it against the
+question it belongs to.
+
+The Block Kit a question becomes is in ``blocks``, reading what Slack posts is in ``payloads``; this
+module holds the channel itself: its settings, the Web API client and its errors.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, cast
+
+import aiohttp
+import msgspec
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from layby_contracts.channels import (
+    ChannelDelivery,
+    ChannelDeliveryError,
+    ChannelInputError,
+    Inbound,
+    InboundMalformed,
+    InboundRefused,
+    InboundReply,
+    InboundRequest,
+    InboundResponse,
+    Posted,
+    ReplyOutcome,
+    Retraction,
+)
+from layby_server.chat import common
+from layby_server.chat.slack.blocks import (
+    ANSWER_IN_THREAD,
+    BLOCK_ID,
+    CONTROL_TEXT,
+    FORM_CALLBACK,
+    LABEL,
+    MAX_BUTTONS,
+    MAX_ELEMENTS,
+    MAX_MENU,
+    MAX_SECTIONS,
+    MESSAGE_TEXT,
+    MODAL_BLOCKS,
+    MODAL_TITLE,
+    OPTION_VALUE,
+    SECTION_TEXT,
+    context_block,
+    cut,
+    enum_labels,
+    escape,
+    fallback_text,
+    field_label,
+    field_named,
+    message_blocks,
+    modal_view,
+    question_sections,
+)
+from layby_server.chat.slack.payloads import action_replies, form_payload, submission_reply, typed_reply
+from layby_server.logs import get_logger
+
+__all__ = [
+    "ANSWER_IN_THREAD",
+    "API_URL",
+    "BLOCK_ID",
+    "CONTROL_TEXT",
+    "FORM_CALLBACK",
+    "LABEL",
+    "MAX_BUTTONS",
+    "MAX_ELEMENTS",
+    "MAX_MENU",
+    "MAX_SECTIONS",
+    "MESSAGE_TEXT",
+    "MODAL_BLOCKS",
+    "MODAL_TITLE",
+    "NO_LONGER_OPEN",
+    "OPTIONS",
+    "OPTION_VALUE",
+    "RETRYABLE_ERRORS",
+    "SECTION_TEXT",
+    "SIGNATURE_WINDOW",
+    "SlackChannel",
+    "field_named",
+    "message_blocks",
+    "modal_view",
+]
+
+log = get_logger(__name__)
+
+API_URL = "https://slack.com/api/"
+OPTIONS = {"bot_token", "signing_secret", "api_url", "default_recipient", "timeout"}
+SIGNATURE_WINDOW = 300  # seconds either side of now, as Slack's own verifier allows
+NO_LONGER_OPEN = "This question is no longer open."
+# Slack's error codes that another attempt may get past; every other code (channel_not_found,
+# not_in_channel, invalid_blocks, msg_too_long, invalid_auth...) refuses this input for good.
+RETRYABLE_ERRORS = frozenset(
+    {"ratelimited", "rate_limited", "internal_error", "fatal_error", "service_unavailable", "request_timeout"}
+)
+
+
+class SlackChannel:
+    """A Slack app's bot (docs/channels.md#slack)."""
+
+    supports_form_delivery = True
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        config: Mapping[str, Any],
+        secrets: Mapping[str, bytes],
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        common.check_options(config, "slack", OPTIONS)
+        self.name = name
+        self._token = common.secret(config, "bot_token", secrets, "slack")
+        self._signing_secret = common.secret(config, "signing_secret", secrets, "slack").encode()
+        self.api_url = common.base_url(config, "api_url", API_URL, "slack")
+        recipient = config.get("default_recipient")
+        if recipient is not None and (not isinstance(recipient, str) or not recipient.strip()):
+            raise ValueError("slack default_recipient must be a channel or user id")
+        self.default_recipient: str | None = recipient
+        timeout = config.get("timeout", 10)
+        if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0:
+            raise ValueError("slack timeout must be a positive number of seconds")
+        self._timeout = float(timeout)
+        self.clock = clock
+        self._session: aiohttp.ClientSession | None = None
+        self._client: AsyncWebClient | None = None
+
+    def __repr__(self) -> str:
+        return f"SlackChannel(name={self.name!r}, api_url={self.api_url!r})"
+
+    # -- the Web API ---------------------------------------------------------------------------
+
+    def _web(self) -> AsyncWebClient:
+        # Created on first use, inside the running loop (aiohttp sessions belong to one loop).
+        if self._client is None:
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self._timeout))
+            # retry_handlers=[]: the delivery service owns retries and honours retry_after; the
+            # SDK's own rate-limit handler would sleep inside one attempt.
+            self._client = AsyncWebClient(
+                token=self._token,
+                base_url=self.api_url,
+                session=self._session,
+                timeout=int(max(1, self._timeout)),
+                retry_handlers=[],
+            )
+        return self._client
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+        self._session = None
+        self._client = None
+
+    async def _call(self, method: str, **params: Any) -> dict[str, Any]:
+        try:
+            response = await self._web().api_call(method, json=params)
+        except SlackApiError as exc:
+            raise _api_error(self.name, method, exc) from None
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise ChannelDeliveryError(
+                f"slack {self.name!r}: {type(exc).__name__} calling {method}", retryable=True
+            ) from None
+        return cast(dict[str, Any], response.data)
+
+    # -- delivery ------------------------------------------------------------------------------
+
+    async def deliver(self, delivery: ChannelDelivery) -> Posted:
+        if delivery.timeout_at.timestamp() <= self.clock():
+            raise ChannelInputError(
+                f"slack {self.name!r}: the question already timed out before it could be sent; "
+                "nothing was sent"
+            )
+        channel = delivery.recipient or self.default_recipient
+        if not channel:
+            raise ChannelInputError(f"slack {self.name!r}: no recipient and no default_recipient configured")
+        data = await self._call(
+            "chat.postMessage",
+            channel=channel,
+            text=fallback_text(delivery),
+            blocks=message_blocks(delivery),
+            unfurl_links=False,
+            unfurl_media=False,
+        )
+        chat, ts = data.get("channel"), data.get("ts")
+        if not isinstance(chat, str) or not isinstance(ts, str):
+            raise ChannelDeliveryError(
+                f"slack {self.name!r}: chat.postMessage answered without channel and ts"
+            )
+        return Posted(chat=chat, message=ts)
+
+    async def retract(self, posted: Posted, retraction: Retraction) -> None:
+        # chat.update without blocks keeps the old ones (and their buttons): always send them.
+        blocks = [*question_sections(retraction.question), context_block(common.retraction_line(retraction))]
+        await self._call(
+            "chat.update",
+            channel=posted.chat,
+            ts=posted.message,
+            text=escape(cut(retraction.question, MESSAGE_TEXT)),
+            blocks=blocks,
+        )
+
+    def validate_form_schema(self, schema: dict[str, Any], question: str) -> None:
+        """Refuse a form a Slack modal cannot hold, naming the property."""
+        properties: dict[str, Any] = schema.get("properties") or {}
+        if len(properties) > MODAL_BLOCKS - 1:
+            raise ValueError(
+                f"a Slack modal holds at most {MODAL_BLOCKS - 1} fields; this form has {len(properties)}"
+            )
+        for name, prop in properties.items():
+            if not name or len(name) > BLOCK_ID:
+                raise ValueError(f"property {name!r}: a Slack field id is 1-{BLOCK_ID} characters")
+            if len(field_label(name, prop)) > LABEL:
+                raise ValueError(f"property {name!r}: its title is longer than {LABEL} characters")
+            enum = prop.get("enum")
+            if enum is None:
+                continue
+            if len(enum) > MAX_MENU:
+                raise ValueError(f"property {name!r}: a Slack menu holds at most {MAX_MENU} options")
+            for value, text in zip(enum, enum_labels(name, prop, None), strict=True):
+                if len(str(value)) > OPTION_VALUE:
+                    raise ValueError(
+                        f"property {name!r}: option {value!r} is longer than {OPTION_VALUE} characters"
+                    )
+                if not text or len(text) > CONTROL_TEXT:
+                    raise ValueError(
+                        f"property {name!r}: option text {text!r} must be 1-{CONTROL_TEXT} characters"
+                    )
+
+    # -- forms ---------------------------------------------------------------------------------
+
+    async def open_form(self, reply: InboundReply, delivery: ChannelDelivery) -> None:
+        trigger = (reply.context or {}).get("trigger_id")
+        if not isinstance(trigger, str) or not trigger:
+            raise ChannelInputError(f"slack {self.name!r}: no trigger_id to open the form with")
+        await self._call(
+            "views.open", trigger_id=trigger, view=modal_view(delivery, reply.chat, reply.message)
+        )
+
+    # -- inbound -------------------------------------------------------------------------------
+
+    def verify(self, request: InboundRequest) -> None:
+        """Raise ``InboundRefused`` unless Slack signed this raw body within the last 5 minutes."""
+        stamp = request.headers.get("x-slack-request-timestamp", "")
+        signature = request.headers.get("x-slack-signature", "")
+        if not stamp.isdigit() or len(stamp) > 12:
+            raise InboundRefused("missing or malformed X-Slack-Request-Timestamp")
+        if not signature.startswith("v0="):
+            raise InboundRefused("missing or malformed X-Slack-Signature")
+        if abs(self.clock() - int(stamp)) > SIGNATURE_WINDOW:
+            raise InboundRefused("stale X-Slack-Request-Timestamp")
+        base = b"v0:" + stamp.encode() + b":" + request.body
+        expected = "v0=" + hmac.new(self._signing_secret, base, hashlib.sha256).hexdigest()
+        if not hmac.compare_digest(expected.encode(), signature.encode()):
+            raise InboundRefused("wrong X-Slack-Signature")
+
+    async def inbound(self, request: InboundRequest) -> Inbound:
+        self.verify(request)
+        content_type = request.headers.get("content-type", "")
+        if content_type.startswith("application/x-www-form-urlencoded"):
+            payload = form_payload(request.body) or {}
+            kind = payload.get("type")
+            if kind == "block_actions":
+                return Inbound(replies=action_replies(payload))
+            if kind == "view_submission":
+                return Inbound(replies=[submission_reply(payload)])
+            return Inbound()
+        try:
+            envelope = json.loads(request.body)
+        except ValueError:
+            raise InboundMalformed("the body is neither JSON nor a form with payload") from None
+        if not isinstance(envelope, dict):
+            raise InboundMalformed("the body is not a JSON object")
+        if envelope.get("type") == "url_verification":
+            challenge = envelope.get("challenge")
+            if not isinstance(challenge, str):
+                raise InboundMalformed("url_verification without a challenge")
+            return Inbound(response=InboundResponse(body=challenge.encode(), content_type="text/plain"))
+        if envelope.get("type") == "event_callback":
+            reply = typed_reply(envelope)
+            return Inbound(replies=[reply] if reply else [])
+        return Inbound()
+
+    async def respond(self, reply: InboundReply, outcome: ReplyOutcome) -> InboundResponse | None:
+        if reply.kind != "submitted" or outcome.status != "rejected":
+            return None
+        fields = [f for f in (reply.context or {}).get("fields", []) if isinstance(f, str)]
+        reason = outcome.reason or "This answer was not accepted."
+        if not fields:
+            return None
+        body = {"response_action": "errors", "errors": {field_named(reason, fields): cut(reason, LABEL)}}
+        return InboundResponse(body=msgspec.json.encode(body), content_type="application/json")
+
+    async def follow_up(self, reply: InboundReply, outcome: ReplyOutcome) -> None:
+        if outcome.status == "rejected" and outcome.notice and reply.kind != "submitted":
+            text = outcome.notice  # a rejected form shows its reason in the modal instead
+        elif outcome.status == "late":
+            text = NO_LONGER_OPEN
+        else:
+            return
+        params: dict[str, Any] = {"channel": reply.chat, "text": escape(cut(text, MESSAGE_TEXT))}
+        if reply.message:
+            params["thread_ts"] = reply.message
+        try:
+            await self._call("chat.postMessage", **params)
+        except Exception as exc:  # noqa: BLE001 - a follow-up is best effort and must never fail the reply
+            log.warning("slack follow-up not sent", channel=self.name, status=outcome.status, error=str(exc))
+
+
+def _api_error(name: str, method: str, exc: SlackApiError) -> ChannelDeliveryError:
+    response = exc.response
+    status = getattr(response, "status_code", None) or getattr(response, "status", None) or 0
+    data = getattr(response, "data", None)
+    code = data.get("error") if isinstance(data, dict) else None
+    headers = getattr(response, "headers", None) or {}
+    what = f"slack {name!r}: {method} failed ({code or f'HTTP {status}'})"
+    if status == 429 or code in RETRYABLE_ERRORS or (isinstance(status, int) and status >= 500):
+        return ChannelDeliveryError(
+            what, retryable=True, retry_after=_retry_after(headers.get("Retry-After"))
+        )
+    return ChannelInputError(what)
+
+
+def _retry_after(value: Any) -> float | None:
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except (TypeError, ValueError):
+        return None

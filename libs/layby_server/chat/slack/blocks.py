@@ -1,0 +1,247 @@
+"""How the ``slack`` channel shows things in Block Kit: a question's message (its text, media
+and controls), the form's modal, the lines an edited message keeps, and Slack's limits on each
+(docs/channels.md#slack)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from layby_contracts.channels import ChannelDelivery
+from layby_server.chat import common
+
+SECTION_TEXT = 3000
+MESSAGE_TEXT = 40_000
+MAX_SECTIONS = 10  # a question longer than 30,000 characters is cut (the `text` keeps more)
+CONTROL_TEXT = 75  # a button's or an option's text
+OPTION_VALUE = 150
+MAX_ELEMENTS = 25  # elements in one actions block
+MAX_BUTTONS = 5  # a select with more options gets a menu
+MAX_MENU = 100
+MODAL_BLOCKS = 100
+MODAL_TITLE = 24
+LABEL = 2000
+BLOCK_ID = 255
+FORM_CALLBACK = "layby:form"
+ANSWER_IN_THREAD = "Reply in this thread to answer."
+
+
+def escape(text: str) -> str:
+    """Slack's markup treats ``&``, ``<`` and ``>`` as control characters (mentions, links)."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _plain(text: str, limit: int = SECTION_TEXT) -> dict[str, Any]:
+    return {"type": "plain_text", "text": cut(text, limit) or " ", "emoji": True}
+
+
+def question_sections(question: str) -> list[dict[str, Any]]:
+    # plain_text, never mrkdwn: a question must not be able to mention @channel or hide a link.
+    text = question.strip() or "(no text)"
+    chunks = [text[i : i + SECTION_TEXT] for i in range(0, len(text), SECTION_TEXT)]
+    if len(chunks) > MAX_SECTIONS:
+        chunks = chunks[:MAX_SECTIONS]
+        chunks[-1] = cut(chunks[-1], SECTION_TEXT)
+    return [{"type": "section", "text": _plain(chunk)} for chunk in chunks]
+
+
+def context_block(text: str) -> dict[str, Any]:
+    return {"type": "context", "elements": [_plain(text)]}
+
+
+def _button(text: str, action_id: str, value: str, *, style: str | None = None) -> dict[str, Any]:
+    button: dict[str, Any] = {
+        "type": "button",
+        "text": _plain(text, CONTROL_TEXT),
+        "action_id": action_id,
+        "value": value,
+    }
+    if style:
+        button["style"] = style
+    return button
+
+
+def _fits(labels: list[str], most: int) -> bool:
+    return 0 < len(labels) <= most and all(0 < len(label) <= CONTROL_TEXT for label in labels)
+
+
+def fallback_text(delivery: ChannelDelivery) -> str:
+    if common.control_of(delivery) == "choice" and not _fits(delivery.options or [], MAX_MENU):
+        return escape(cut(common.numbered_prompt(delivery), MESSAGE_TEXT))
+    return escape(cut(delivery.question, MESSAGE_TEXT))
+
+
+def message_blocks(delivery: ChannelDelivery) -> list[dict[str, Any]]:
+    """The question as Block Kit: its text, its media, then the controls of its format."""
+    iid = delivery.interaction_id
+    options = delivery.options or []
+    blocks: list[dict[str, Any]] = []
+    control = common.control_of(delivery)
+    numbered = control == "choice" and not _fits(options, MAX_MENU)
+    blocks += question_sections(common.numbered_prompt(delivery) if numbered else delivery.question)
+    blocks += _media_blocks(delivery)
+    if control == "yes_no":
+        blocks.append(
+            {
+                "type": "actions",
+                "block_id": f"layby:{iid}",
+                "elements": [
+                    _button("Yes", f"layby:yes:{iid}", iid, style="primary"),
+                    _button("No", f"layby:no:{iid}", iid),
+                ],
+            }
+        )
+    elif control == "choice" and _fits(options, MAX_BUTTONS):
+        blocks.append(_tap_buttons(iid, options))
+    elif control == "choice" and not numbered:
+        menu = {
+            "type": "static_select",
+            "action_id": f"layby:pick:{iid}",
+            "placeholder": _plain("Choose an option", CONTROL_TEXT),
+            "options": [
+                {"text": _plain(option, CONTROL_TEXT), "value": common.tap_id(iid, n)}
+                for n, option in enumerate(options)
+            ],
+        }
+        blocks.append({"type": "actions", "block_id": f"layby:{iid}", "elements": [menu]})
+    elif control == "fields":
+        blocks.append(
+            {
+                "type": "actions",
+                "block_id": f"layby:{iid}",
+                "elements": [
+                    _button("Open form", f"layby:open:{iid}", iid, style="primary"),
+                ],
+            }
+        )
+    elif control == "link":
+        link = _button("Open", f"layby:link:{iid}", iid, style="primary")
+        link["url"] = delivery.callback_url
+        blocks.append({"type": "actions", "block_id": f"layby:{iid}", "elements": [link]})
+    elif control == "free_text" and _fits(delivery.suggested_replies or [], MAX_ELEMENTS):
+        blocks.append(_tap_buttons(iid, delivery.suggested_replies or []))
+    if control == "free_text" or numbered:
+        blocks.append(context_block(ANSWER_IN_THREAD))
+    return blocks
+
+
+def _tap_buttons(iid: str, labels: list[str]) -> dict[str, Any]:
+    elements = [
+        _button(label, f"layby:tap:{common.tap_id(iid, n)}", common.tap_id(iid, n))
+        for n, label in enumerate(labels)
+    ]
+    return {"type": "actions", "block_id": f"layby:{iid}", "elements": elements}
+
+
+def _media_blocks(delivery: ChannelDelivery) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    links: list[str] = []
+    for item in delivery.media or []:
+        if item.kind == "image" and len(item.url) <= SECTION_TEXT:
+            block: dict[str, Any] = {
+                "type": "image",
+                "image_url": item.url,
+                "alt_text": cut(item.caption or "image", LABEL),
+            }
+            if item.caption:
+                block["title"] = _plain(item.caption, LABEL)
+            blocks.append(block)
+        else:
+            name = item.caption or item.filename or item.kind
+            url = item.url.replace("|", "%7C").replace(">", "%3E")
+            links.append(f"<{escape(url)}|{escape(name)}>")
+    if links:
+        # A context block holds at most 10 elements.
+        blocks += [
+            {"type": "context", "elements": [{"type": "mrkdwn", "text": cut(line, SECTION_TEXT)}]}
+            for line in links[:10]
+        ]
+    return blocks
+
+
+def field_label(name: str, prop: Mapping[str, Any]) -> str:
+    title = prop.get("title")
+    return title if isinstance(title, str) and title else name
+
+
+def enum_labels(name: str, prop: Mapping[str, Any], data: Mapping[str, Any] | None) -> list[str]:
+    enum = [str(v) for v in prop.get("enum") or []]
+    labels = (data or {}).get("options")
+    given = labels.get(name) if isinstance(labels, dict) else None
+    if isinstance(given, list) and len(given) == len(enum) and all(isinstance(g, str) for g in given):
+        return list(given)
+    if isinstance(given, dict):
+        return [str(given.get(v, v)) for v in enum]
+    return enum
+
+
+def modal_view(
+    delivery: ChannelDelivery, chat: str | None = None, message: str | None = None
+) -> dict[str, Any]:
+    """The form as a modal: one input block per property, ``block_id`` = the property's name."""
+    schema = delivery.schema or {}
+    required = set(schema.get("required") or [])
+    prefill = (delivery.data or {}).get("values") or {}
+    blocks: list[dict[str, Any]] = [{"type": "section", "text": _plain(delivery.question)}]
+    for name, prop in (schema.get("properties") or {}).items():
+        kind = prop.get("type")
+        initial = prefill.get(name) if isinstance(prefill, dict) else None
+        element: dict[str, Any] = {"action_id": "value"}
+        optional = name not in required
+        if kind == "boolean":
+            # An unticked box is the answer "false", so the field can never be left unanswered.
+            optional = True
+            element |= {
+                "type": "checkboxes",
+                "options": [{"text": _plain("Yes", CONTROL_TEXT), "value": "true"}],
+            }
+            if initial is True:
+                element["initial_options"] = element["options"]
+        elif kind in ("integer", "number"):
+            element |= {"type": "number_input", "is_decimal_allowed": kind == "number"}
+            if isinstance(initial, int | float) and not isinstance(initial, bool):
+                element["initial_value"] = str(initial)
+        elif "enum" in prop:
+            options = [
+                {"text": _plain(text, CONTROL_TEXT), "value": str(value)}
+                for value, text in zip(prop["enum"], enum_labels(name, prop, delivery.data), strict=True)
+            ]
+            element |= {"type": "static_select", "options": options}
+            chosen = [o for o in options if o["value"] == initial]
+            if chosen:
+                element["initial_option"] = chosen[0]
+        else:
+            element |= {"type": "plain_text_input", "multiline": (prop.get("maxLength") or 0) > 150}
+            if isinstance(initial, str) and initial:
+                element["initial_value"] = initial
+        blocks.append(
+            {
+                "type": "input",
+                "block_id": name,
+                "label": _plain(field_label(name, prop), LABEL),
+                "optional": optional,
+                "element": element,
+            }
+        )
+    meta = {"interaction_id": delivery.interaction_id, "chat": chat, "message": message}
+    return {
+        "type": "modal",
+        "callback_id": FORM_CALLBACK,
+        "private_metadata": json.dumps(meta, separators=(",", ":")),
+        "title": _plain(delivery.question.strip() or "Answer", MODAL_TITLE),
+        "submit": _plain("Submit", MODAL_TITLE),
+        "close": _plain("Cancel", MODAL_TITLE),
+        "blocks": blocks,
+    }
+
+
+def field_named(reason: str, fields: list[str]) -> str:
+    """The field a rejection's reason names (the longest that appears as a word), else the first."""
+    named = [f for f in fields if re.search(rf"(?<![\w-]){re.escape(f)}(?![\w-])", reason)]
+    return max(named, key=len) if named else fields[0]
