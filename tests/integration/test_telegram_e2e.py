@@ -50,6 +50,7 @@ async def chats(settings: Settings, store: EventStore, db: Any) -> AsyncIterator
                 "api_url": tg.api_url,
                 "file_url": tg.file_url,
                 "default_recipient": str(PERSON),
+                "register_webhook": True,
             },
             "slack": {
                 "plugin": "slack",
@@ -69,10 +70,16 @@ async def chats(settings: Settings, store: EventStore, db: Any) -> AsyncIterator
             ),
             delivery_backoff_seconds=0.02,
         )
-        tg.point_webhook(f"{door}/api/channels/tg/events", HOOK_SECRET)
         sl.target = f"{door}/api/channels/slack/events"
         system = await start_system(configured)
+
+        async def registered() -> Any:
+            return tg.webhook
+
         try:
+            # The door registers the webhook itself (register_webhook) with the secret token.
+            hook = await eventually(registered, "the door to register the Telegram webhook", timeout=10)
+            assert (hook.url, hook.secret_token) == (f"{door}/api/channels/tg/events", HOOK_SECRET)
             yield Chats(system, tg, sl)
         finally:
             await stop_system(system)

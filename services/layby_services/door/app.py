@@ -17,6 +17,7 @@ from litestar.middleware import DefineMiddleware
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import OpenAPIRenderPlugin
 
+from layby_contracts.channels import ChatChannel
 from layby_domain.clock import Clock, SystemClock
 from layby_domain.verifiers import parse_secrets
 from layby_server.auth import Authenticator
@@ -107,6 +108,31 @@ def _options_door(*handlers: HTTPRouteHandler) -> HTTPRouteHandler:
     return options
 
 
+def register_webhooks(chats: dict[str, ChatChannel], public_base_url: str | None) -> asyncio.Task[None]:
+    """Point each chat channel that asks for it (``register_webhook``) at this door's inbound
+    webhook, in the background: a provider that cannot be reached delays nothing, and is logged
+    (docs/channels.md#registering-the-webhook)."""
+
+    async def register() -> None:
+        for name, plugin in chats.items():
+            set_webhook = getattr(plugin, "set_webhook", None)
+            if not getattr(plugin, "register_webhook", False) or set_webhook is None:
+                continue
+            if not public_base_url:
+                log.error(
+                    "chat.webhook_not_registered", channel=name, why="INTERACTIONS_PUBLIC_BASE_URL is not set"
+                )
+                continue
+            url = f"{public_base_url.rstrip('/')}/api/channels/{name}/events"
+            try:
+                await set_webhook(url)
+                log.info("chat.webhook_registered", channel=name, url=url)
+            except Exception as exc:  # noqa: BLE001 - logged; the door serves on without it
+                log.error("chat.webhook_not_registered", channel=name, why=str(exc)[:300])
+
+    return asyncio.create_task(register())
+
+
 def create_app(settings: Settings, *, clock: Clock | None = None, run_projection: bool = True) -> Litestar:
     channels = load_channels(settings.channels, parse_secrets(settings.webhook_secrets))
 
@@ -120,6 +146,7 @@ def create_app(settings: Settings, *, clock: Clock | None = None, run_projection
             )
             if chats:
                 app.state.door.chat = ChatInbound(res.store, res.clock, chats, settings.public_base_url or "")
+                registering = register_webhooks(chats, settings.public_base_url)
             stop = asyncio.Event()
             observe = app.state.door.asked.observe
             projector = (
@@ -138,6 +165,7 @@ def create_app(settings: Settings, *, clock: Clock | None = None, run_projection
                     except (TimeoutError, asyncio.CancelledError):
                         projector.cancel()
                 if app.state.door.chat is not None:
+                    registering.cancel()
                     await app.state.door.chat.aclose()
                 for plugin in channels.values():
                     close = getattr(plugin, "aclose", None)

@@ -112,7 +112,15 @@ __all__ = [
 log = get_logger("layby_server.chat.telegram")
 
 PLUGIN = "telegram"
-OPTIONS = {"bot_token", "secret_token", "api_url", "file_url", "default_recipient", "timeout"}
+OPTIONS = {
+    "bot_token",
+    "secret_token",
+    "api_url",
+    "file_url",
+    "default_recipient",
+    "timeout",
+    "register_webhook",
+}
 API_URL = "https://api.telegram.org/bot"
 FILE_URL = "https://api.telegram.org/file/bot"
 SECRET_HEADER = "x-telegram-bot-api-secret-token"  # noqa: S105 - a header name, not a secret
@@ -190,6 +198,11 @@ class TelegramChannel:
                 f"{PLUGIN} bot_token {config['bot_token']!r} does not hold a bot token "
                 "(digits, ':', then letters, digits, '_' or '-')"
             )
+        register = config.get("register_webhook", False)
+        if not isinstance(register, bool):
+            raise ValueError(f"{PLUGIN} register_webhook must be true or false")  # noqa: TRY004
+        self.register_webhook = register
+        """The door registers its webhook with Telegram when it starts (``set_webhook``)."""
         secret_token = common.secret(config, "secret_token", secrets, PLUGIN)
         if not _SECRET_TOKEN.fullmatch(secret_token):
             raise ValueError(
