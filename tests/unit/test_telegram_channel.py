@@ -46,7 +46,7 @@ def delivery(answer_format: str = "text", **fields: Any) -> ChannelDelivery:
         "question": "Deploy now?",
         "answer_format": answer_format,
         "callback_url": "https://layby.example/api/interactions/callback/tkt",
-        "timeout_at": datetime.now(UTC) + timedelta(minutes=10),
+        "timeout_at": datetime.now(UTC) + timedelta(days=1),  # built at collection: far enough off
     }
     return ChannelDelivery(**(base | fields))
 
