@@ -42,12 +42,18 @@ HOOK = "bench-hook_secret"
 Tap = tuple[str, bytes, dict[str, str]]
 
 
+_LOOP: list[asyncio.AbstractEventLoop] = []
+"""The stand-in's event loop: a stand-in handler may run in a worker thread, so a tap is queued
+through the loop, thread-safely."""
+
+
 def _queue(taps: asyncio.Queue[Tap], tap: Tap, think: float) -> None:
     """The person taps at once, or after ``think`` seconds."""
+    loop = _LOOP[0]
     if think > 0:
-        asyncio.get_running_loop().call_later(think, taps.put_nowait, tap)
+        loop.call_soon_threadsafe(loop.call_later, think, taps.put_nowait, tap)
     else:
-        taps.put_nowait(tap)
+        loop.call_soon_threadsafe(taps.put_nowait, tap)
 
 
 def _slack(records: dict[str, dict[str, Any]], taps: asyncio.Queue[Tap], think: float) -> Any:
@@ -93,6 +99,7 @@ async def _main(channel: str, target: str, people: int, client: str, think: floa
 
     records: dict[str, dict[str, Any]] = {}
     taps: asyncio.Queue[Tap] = asyncio.Queue()
+    _LOOP[:] = [asyncio.get_running_loop()]
     if channel == "slack":
         standin = _slack(records, taps, think)
         app = standin.app
