@@ -41,11 +41,17 @@ def key(*parts: str) -> str:
     return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:40]
 
 
-async def remember(store: ChatStore, channel: str, posted: Posted, interaction_id: str) -> None:
-    """Record where ``interaction_id`` was posted on ``channel``."""
+async def remember(
+    store: ChatStore, channel: str, posted: Posted, interaction_id: str, question: str | None = None
+) -> None:
+    """Record where ``interaction_id`` was posted on ``channel`` (with its ``question``, which
+    the message shows again when it is retracted)."""
     names = store.names
+    sent: dict[str, Any] = {"posted": _posted(posted)}
+    if question is not None:
+        sent["question"] = question
     await asyncio.gather(
-        store.put_chat(names.chat_sent(interaction_id, channel), {"posted": _posted(posted)}),
+        store.put_chat(names.chat_sent(interaction_id, channel), sent),
         store.put_chat(
             names.chat_ref(key(channel, posted.chat, posted.message)), {"interaction_id": interaction_id}
         ),
@@ -60,13 +66,16 @@ def _posted(posted: Posted) -> dict[str, Any]:
     return value
 
 
-async def posted_of(store: ChatStore, interaction_id: str, channel: str) -> Posted | None:
-    """Where ``interaction_id`` was posted on ``channel``, if it was."""
+async def posted_of(store: ChatStore, interaction_id: str, channel: str) -> tuple[Posted, str | None] | None:
+    """Where ``interaction_id`` was posted on ``channel`` and its question text (None when the
+    record holds none), if it was posted there."""
     found = await store.get_chat(store.names.chat_sent(interaction_id, channel))
     if not found or not isinstance(found.get("posted"), dict):
         return None
     raw = found["posted"]
-    return Posted(chat=str(raw["chat"]), message=str(raw["message"]), extra=raw.get("extra"))
+    question = found.get("question")
+    posted = Posted(chat=str(raw["chat"]), message=str(raw["message"]), extra=raw.get("extra"))
+    return posted, question if isinstance(question, str) else None
 
 
 async def question_of(store: ChatStore, channel: str, reply: InboundReply) -> str | None:

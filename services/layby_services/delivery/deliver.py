@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from typing import Any
 
 from layby_contracts.channels import Channel, ChannelDelivery, ChannelDeliveryError, Posted, Retraction
 from layby_contracts.events import (
@@ -150,7 +151,9 @@ class Deliverer:
                 "delivery.sent", interaction_id=ev.interaction_id, channel=target.channel, attempts=attempts
             )
             if posted is not None:
-                await correlation.remember(self._store, target.channel, posted, ev.interaction_id)
+                await correlation.remember(
+                    self._store, target.channel, posted, ev.interaction_id, ev.question
+                )
                 if not await self._pending(ev, asked_seq):
                     # Resolved while it was being sent: the resolution's retraction may have
                     # found nothing to edit yet, so edit it here (an edit twice is harmless).
@@ -176,19 +179,25 @@ class Deliverer:
             if last is None or not isinstance(last.event, InteractionAnswered | InteractionRemoved):
                 return
             resolution = last.event
-        first = await self._store.first(self._store.names.ix(interaction_id))
-        question = (
-            first.event.question if first is not None and isinstance(first.event, InteractionAsked) else ""
-        )
-        retraction = retraction_of(resolution, question)
+        sent: list[tuple[str, Any, Posted]] = []
+        question: str | None = None
         for name in channels:
-            plugin = self._channels.get(name)
-            retract = getattr(plugin, "retract", None)
-            if retract is None:
-                continue
-            posted = await correlation.posted_of(self._store, interaction_id, name)
-            if posted is None:
+            retract = getattr(self._channels.get(name), "retract", None)
+            found = (
+                None if retract is None else await correlation.posted_of(self._store, interaction_id, name)
+            )
+            if found is None:
                 continue  # never posted there (a failed delivery, a bridge without messages)
+            sent.append((name, retract, found[0]))
+            question = question or found[1]
+        if not sent:
+            return
+        if question is None:  # a record from before the question was kept with it
+            first = await self._store.first(self._store.names.ix(interaction_id))
+            asked = first.event if first is not None else None
+            question = asked.question if isinstance(asked, InteractionAsked) else ""
+        retraction = retraction_of(resolution, question)
+        for name, retract, posted in sent:
             for attempt in (1, 2):
                 try:
                     await retract(posted, retraction)
