@@ -332,3 +332,28 @@ class Booking:
             if self.broken:
                 raise RuntimeError("the mail server is down")
             return seat
+
+
+@contextlib.asynccontextmanager
+async def serving(worker: Any) -> AsyncIterator[None]:
+    """A ``layby.Worker`` serving its flows (bound to their consumers) for the block's length."""
+    stop = asyncio.Event()
+    task = asyncio.create_task(worker.serve(stop))
+    try:
+        await asyncio.wait_for(worker.ready.wait(), 15)
+        yield
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 15)
+
+
+async def finished_run(system: System, run_id: str, timeout: float = 20) -> dict[str, Any]:
+    """The run as the runs door shows it, once it has finished."""
+
+    async def finished() -> dict[str, Any] | None:
+        async with system.http() as http:
+            run: dict[str, Any] = (await http.get(f"/api/runs/{run_id}")).json()["data"]
+        return run if run["status"] == "finished" else None
+
+    found: dict[str, Any] = await eventually(finished, f"run {run_id} to finish", timeout=timeout)
+    return found

@@ -25,6 +25,7 @@ import httpx
 import msgspec
 
 from layby_contracts.channels import ChannelDelivery, ChannelDeliveryError
+from layby_server.chat import common
 
 RETRYABLE_STATUSES = frozenset({408, 425, 429})
 SIGNATURE_HEADER = "X-Layby-Signature-256"
@@ -51,9 +52,7 @@ class WebhookChannel:
         secret_name = config.get("secret")
         if secret_name is not None and secret_name not in secrets:
             raise ValueError(f"webhook secret {secret_name!r} is not in LAYBY_WEBHOOK_SECRETS")
-        timeout = config.get("timeout", 10)
-        if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0:
-            raise ValueError("webhook timeout must be a positive number of seconds")
+        timeout = common.timeout(config, "webhook")
         forms = config.get("forms", True)
         if not isinstance(forms, bool):
             raise ValueError("webhook forms must be true or false")  # noqa: TRY004 - a config error
@@ -61,7 +60,7 @@ class WebhookChannel:
         self.url: str = url  # type: ignore[assignment]
         self.supports_form_delivery = forms
         self._secret = secrets[secret_name] if secret_name is not None else None
-        self._timeout = float(timeout)
+        self._timeout = timeout
         self._http: httpx.AsyncClient | None = None
 
     async def deliver(self, delivery: ChannelDelivery) -> None:

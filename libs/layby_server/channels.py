@@ -27,7 +27,7 @@ from typing import Any
 import msgspec
 
 from layby_contracts.channels import Channel, ChannelDelivery, ChatChannel
-from layby_contracts.events import ChannelTarget, InteractionAsked
+from layby_contracts.events import InteractionAsked
 from layby_domain.ask import ChannelAbilities
 from layby_domain.formats import FORMATS
 
@@ -98,13 +98,6 @@ def abilities(channels: Mapping[str, Channel]) -> dict[str, ChannelAbilities]:
 def chat_channels(channels: Mapping[str, Channel]) -> dict[str, ChatChannel]:
     """The channels with their own inbound webhook (docs/channels.md#chat-channels)."""
     return {name: plugin for name, plugin in channels.items() if isinstance(plugin, ChatChannel)}
-
-
-def targets_of(ev: InteractionAsked) -> list[ChannelTarget]:
-    """Every channel a question goes to, with its recipient (docs/channels.md#several-channels)."""
-    if ev.chat is not None and ev.chat.targets:
-        return list(ev.chat.targets)
-    return [ChannelTarget(channel=ev.channel, recipient=ev.recipient)] if ev.channel is not None else []
 
 
 def delivery_of(

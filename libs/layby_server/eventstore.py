@@ -342,14 +342,20 @@ class EventStore(Resolving):
     async def get_chat(self, subject: str) -> dict[str, Any] | None:
         """A chat correlation fact, from a replica and then the leader (a fact just written may
         not have reached a replica yet)."""
+        data = await self._last_data(self.names.chat_stream, subject, "read of a chat correlation")
+        value = None if data is None else msgspec.json.decode(data or b"null")
+        return value if isinstance(value, dict) else None
+
+    async def _last_data(self, stream: str, subject: str, what: str) -> bytes | None:
+        """The last message of ``subject``: a direct get from a replica first, then the leader
+        (what was just written may not have reached a replica yet); None when there is none."""
         for direct in (True, False):
-            with unavailable_on_transport_error("read of a chat correlation"):
+            with unavailable_on_transport_error(what):
                 try:
-                    raw = await self.js.get_last_msg(self.names.chat_stream, subject, direct=direct)
+                    raw = await self.js.get_last_msg(stream, subject, direct=direct)
                 except nats.js.errors.NotFoundError:
                     continue
-            value = msgspec.json.decode(raw.data or b"null")
-            return value if isinstance(value, dict) else None
+            return raw.data or b""
         return None
 
     async def claim_once(self, subject: str) -> bool:
@@ -404,14 +410,8 @@ class EventStore(Resolving):
         if ref is None:
             return None
         subject = self.names.secret(interaction_id, ref)
-        for direct in (True, False):
-            with unavailable_on_transport_error("read of the sensitive answer"):
-                try:
-                    raw = await self.js.get_last_msg(self.names.secrets_stream, subject, direct=direct)
-                except nats.js.errors.NotFoundError:
-                    continue
-            return open_secret(self, raw.data or b"", subject)
-        return None
+        data = await self._last_data(self.names.secrets_stream, subject, "read of the sensitive answer")
+        return None if data is None else open_secret(self, data, subject)
 
 
 async def wait_for_jetstream(nc: NATS, timeout: float = 30.0) -> None:

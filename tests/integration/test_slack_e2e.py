@@ -22,7 +22,7 @@ from layby_contracts.errors import BadInput
 from layby_server.eventstore import EventStore
 from layby_server.settings import Settings
 from tests.conftest import System, start_system, stop_system
-from tests.helpers import eventually
+from tests.helpers import eventually, finished_run, serving
 from tests.standins.slack import (
     BOT_TOKEN,
     CHANNEL,
@@ -239,24 +239,11 @@ async def test_a_parked_run_resumes_on_a_slack_tap(slack: tuple[System, SlackSta
             expiry_at=datetime.now(UTC) + timedelta(minutes=5),
         )
 
-    stop = asyncio.Event()
-    serving = asyncio.create_task(worker.serve(stop))
-    try:
-        await asyncio.wait_for(worker.ready.wait(), 15)
+    async with serving(worker):
         run_id = await sdk.start_run("approve-refund", {})
         msg = await _question(standin)
         await standin.tap(CHANNEL, msg.ts, "Yes")
-
-        async def finished() -> Any:
-            async with system.http() as http:
-                run = (await http.get(f"/api/runs/{run_id}")).json()["data"]
-            return run if run["status"] == "finished" else None
-
-        run = await eventually(finished, "the run finished", timeout=20)
-        assert run["result"] is True
-    finally:
-        stop.set()
-        await asyncio.wait_for(serving, 15)
+        assert (await finished_run(system, run_id))["result"] is True
 
 
 async def test_a_provider_429_is_honoured_and_the_question_still_arrives(

@@ -20,7 +20,7 @@ from layby.sdk import Client
 from layby_server.eventstore import EventStore
 from layby_server.settings import Settings
 from tests.conftest import System, start_system, stop_system
-from tests.helpers import eventually
+from tests.helpers import eventually, finished_run, serving
 from tests.standins import slack as slack_standin
 from tests.standins.slack import SlackStandin, serve_slack_standin
 from tests.standins.telegram import TOKEN, Stored, TelegramStandin, serve_telegram_standin
@@ -232,21 +232,8 @@ async def test_a_parked_run_resumes_on_a_telegram_reply(chats: Chats, sdk: Clien
             expiry_at=datetime.now(UTC) + timedelta(minutes=5),
         )
 
-    stop = asyncio.Event()
-    serving = asyncio.create_task(worker.serve(stop))
-    try:
-        await asyncio.wait_for(worker.ready.wait(), 15)
+    async with serving(worker):
         run_id = await sdk.start_run("pick-region", {})
         msg = await _question(tg)
         await tg.type(PERSON, "us-east", reply_to=msg.message_id)
-
-        async def finished() -> Any:
-            async with system.http() as http:
-                run = (await http.get(f"/api/runs/{run_id}")).json()["data"]
-            return run if run["status"] == "finished" else None
-
-        run = await eventually(finished, "the run finished", timeout=20)
-        assert run["result"] == "us-east"
-    finally:
-        stop.set()
-        await asyncio.wait_for(serving, 15)
+        assert (await finished_run(system, run_id))["result"] == "us-east"

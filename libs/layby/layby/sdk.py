@@ -163,7 +163,8 @@ def _replayed(ctx: RunContext, call: int, known: Resolution, question: str, deta
 
 
 CHAT_ARGS = ("on_mismatch", "mismatch_notice", "reply_ids", "details")
-"""The ask's chat options: checked by ``chat_options``, not ``validate_ask``."""
+"""Arguments ``validate_ask`` does not take: the chat options (checked by ``chat_options``) and
+``details`` (how the answer is returned)."""
 
 
 def validate_call(

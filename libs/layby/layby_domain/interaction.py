@@ -17,10 +17,12 @@ from typing import Any, Literal, assert_never
 
 import msgspec
 
+from layby_contracts.channels import InboundReply
 from layby_contracts.errors import BadInput, Conflict, Forbidden, NotFound
 from layby_contracts.events import (
     EXPIRY_ANSWER,
     EXPIRY_ANSWERER,
+    ChannelTarget,
     InteractionAnswered,
     InteractionAsked,
     InteractionEvent,
@@ -51,11 +53,18 @@ class Facts(msgspec.Struct, frozen=True, kw_only=True):
     channels: list[str] | None = None
 
 
-def channels_of(asked: InteractionAsked) -> list[str] | None:
-    """Every channel a question was delivered to (``chat.targets``, else its one channel)."""
+def targets_of(asked: InteractionAsked) -> list[ChannelTarget]:
+    """Every channel a question goes to, with its recipient (docs/channels.md#several-channels)."""
     if asked.chat is not None and asked.chat.targets:
-        return [target.channel for target in asked.chat.targets]
-    return [asked.channel] if asked.channel is not None else None
+        return list(asked.chat.targets)
+    return (
+        [ChannelTarget(channel=asked.channel, recipient=asked.recipient)] if asked.channel is not None else []
+    )
+
+
+def channels_of(asked: InteractionAsked) -> list[str] | None:
+    """The names of the channels a question was delivered to (None: the inbox only)."""
+    return [target.channel for target in targets_of(asked)] or None
 
 
 def facts_of(asked: InteractionAsked) -> Facts:
@@ -275,7 +284,7 @@ def _answer(
     return Append(answered_event(facts, by=by, at=now, answer=answer, via=via, params=params))
 
 
-def decide_reply(state: Interaction, *, reply: ChatReply, by: str, now: datetime) -> Decision:
+def decide_reply(state: Interaction, *, reply: InboundReply, by: str, now: datetime) -> Decision:
     """A person replied on a chat channel (docs/channels.md#replies). A question already answered
     or gone keeps its state (the caller treats the reply as late); a reply the question refuses
     raises ``BadInput`` with the reason (the ask's ``on_mismatch`` decides what follows); a fitting
@@ -291,15 +300,6 @@ def decide_reply(state: Interaction, *, reply: ChatReply, by: str, now: datetime
     if reply.kind == "tap" and reply_ids and reply.index is not None and reply.index < len(reply_ids):
         params = {"reply_id": reply_ids[reply.index]}
     return _answer(facts_of(asked), by=by, answer=answer, now=now, via="channel", params=params)
-
-
-@dataclass(frozen=True, slots=True)
-class ChatReply:
-    """What decide_reply needs of a chat reply (``InboundReply`` has these and more)."""
-
-    kind: str
-    index: int | None = None
-    value: Any = None
 
 
 def mismatch_notice(asked: InteractionAsked, reason: str) -> str | None:

@@ -43,6 +43,14 @@ def base_url(config: Mapping[str, Any], key: str, default: str, plugin: str) -> 
     return str(value)
 
 
+def timeout(config: Mapping[str, Any], plugin: str, default: float = 10) -> float:
+    """A plugin's ``timeout`` setting: seconds each call to its provider may take."""
+    value = config.get("timeout", default)
+    if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
+        raise ValueError(f"{plugin} timeout must be a positive number of seconds")
+    return float(value)
+
+
 def tap_id(interaction_id: str, index: int) -> str:
     """The id a control carries for option ``index`` of a question: never the option's text."""
     return f"{interaction_id}{TAP_SEPARATOR}{index}"

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import Literal
 
 from layby_contracts.channels import (
     ChannelDeliveryError,
@@ -31,8 +31,8 @@ from layby_contracts.errors import BadInput
 from layby_contracts.events import ChannelMessageReceived, InteractionAsked
 from layby_domain.clock import Clock
 from layby_domain.formats import format_named
-from layby_domain.interaction import ChatReply, Interaction, channels_of, decide_reply, mismatch_notice
-from layby_server.channels import delivery_of, targets_of
+from layby_domain.interaction import Interaction, channels_of, decide_reply, mismatch_notice, targets_of
+from layby_server.channels import delivery_of
 from layby_server.chat import correlation
 from layby_server.eventstore import EventStore
 from layby_server.logs import get_logger
@@ -117,7 +117,7 @@ class ChatInbound:
                 interaction_id,
                 lambda s: decide_reply(
                     s,
-                    reply=ChatReply(kind=reply.kind, index=reply.index, value=reply.value),
+                    reply=reply,
                     by=by,
                     now=self._clock.now(),
                 ),
@@ -184,7 +184,7 @@ class ChatInbound:
         self,
         name: str,
         reply: InboundReply,
-        reason: Any,
+        reason: Literal["late", "mismatch", "unmatched"],
         asked: InteractionAsked | None,
         *,
         interaction_id: str | None = None,

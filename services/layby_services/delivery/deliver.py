@@ -27,9 +27,9 @@ from layby_contracts.events import (
     InteractionRemoved,
 )
 from layby_domain.clock import Clock
-from layby_domain.interaction import Interaction, decide_remove, evolve
+from layby_domain.interaction import Interaction, decide_remove, evolve, targets_of
 from layby_domain.tickets import callback_url, new_ticket, ticket_expires_at
-from layby_server.channels import delivery_of, targets_of
+from layby_server.channels import delivery_of
 from layby_server.chat import correlation
 from layby_server.eventstore import EventStore, Stored
 from layby_server.logs import get_logger

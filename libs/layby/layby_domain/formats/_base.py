@@ -87,15 +87,11 @@ class Format:
 
     def typed_reply(self, payload: FormatPayload, text: str) -> Any:
         """The answer a reply typed on a chat channel stands for (before ``check_answer``)."""
-        raise BadInput(f"this question is answered with its {self.reply_surface}, not a typed reply")
+        surface = {"fields": "form", "link": "link"}.get(self.control, "buttons")
+        raise BadInput(f"this question is answered with its {surface}, not a typed reply")
 
     control: Control = "free_text"
     """How a chat channel offers the answer (docs/channels.md#capability-matrix)."""
-    reply_surface: str = "buttons"
-    """What a chat channel offers the person to answer with, for the refusal of a typed reply."""
-    yes_no: bool = False
-    """Answered by a yes or a no (a chat channel shows two buttons)."""
-
     def reply_answer(self, payload: FormatPayload, kind: str, index: int | None, value: Any) -> Any:
         """The answer a chat reply stands for (docs/channels.md#replies): a tap is its option's
         text, a yes/no tap its bool, a typed reply what ``typed_reply`` makes of it, a submitted
@@ -110,7 +106,7 @@ class Format:
                 raise BadInput("the tapped control is not one of this question's options")
             return choices[index]
         if kind == "yes_no":
-            if not self.yes_no or not isinstance(value, bool):
+            if self.control != "yes_no" or not isinstance(value, bool):
                 raise BadInput("this question is not answered yes or no")
             return value
         if kind == "submitted":

@@ -15,7 +15,6 @@ NO = frozenset({"no", "n", "false", "deny", "denied", "reject"})
 class Confirm(Format):
     name = "confirm"
     page = "confirm"
-    yes_no = True
     control = "yes_no"
 
     def check_ask(self, ask: AskInputs) -> dict[str, Any] | None:

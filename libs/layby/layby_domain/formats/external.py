@@ -19,7 +19,6 @@ from layby_domain.verifiers import check_binding
 
 class External(Format):
     name = "external"
-    reply_surface = "link"
     control = "link"
     page = "confirm"
     answered_at_the_door = False

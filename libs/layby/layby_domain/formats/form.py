@@ -25,7 +25,6 @@ if TYPE_CHECKING:
 class Form(Format):
     name = "form"
     page = "form"
-    reply_surface = "form"
     control = "fields"
     delivered_as_form = True
 

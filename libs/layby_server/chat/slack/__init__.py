@@ -138,10 +138,7 @@ class SlackChannel:
         if recipient is not None and (not isinstance(recipient, str) or not recipient.strip()):
             raise ValueError("slack default_recipient must be a channel or user id")
         self.default_recipient: str | None = recipient
-        timeout = config.get("timeout", 10)
-        if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0:
-            raise ValueError("slack timeout must be a positive number of seconds")
-        self._timeout = float(timeout)
+        self._timeout = common.timeout(config, "slack")
         self.clock = clock
         self._session: aiohttp.ClientSession | None = None
         self._client: AsyncWebClient | None = None

@@ -212,9 +212,7 @@ class TelegramChannel:
         recipient = config.get("default_recipient")
         if isinstance(recipient, bool) or not isinstance(recipient, str | int | None) or recipient == "":
             raise ValueError(f"{PLUGIN} default_recipient must be a chat id or an @channel name")
-        timeout = config.get("timeout", 10)
-        if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0:
-            raise ValueError(f"{PLUGIN} timeout must be a positive number of seconds")
+        timeout = common.timeout(config, PLUGIN)
         self.name = name
         self.api_url = common.base_url(config, "api_url", API_URL, PLUGIN)
         self.file_url = common.base_url(config, "file_url", FILE_URL, PLUGIN)
@@ -222,7 +220,7 @@ class TelegramChannel:
         self._token = token
         _HIDE_TOKENS.tokens.add(token)
         self._secret_token = secret_token.encode()
-        self._timeout = float(timeout)
+        self._timeout = timeout
         self._clock: Clock = clock or SystemClock()
         self._bot: Bot | None = None
         self._starting = asyncio.Lock()

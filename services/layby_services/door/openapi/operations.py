@@ -92,6 +92,37 @@ def _callback_page_responses() -> Json:
     }
 
 
+def _sse_stream(operation_id: str, tag: str, frames: str, seq: str) -> Operation:
+    """A Server-Sent Events door: its frames, its headers, and the 503 of the streams' shared
+    capacity (docs/doors/stream.md#capacity)."""
+    return Operation(
+        operation_id=operation_id,
+        tag=tag,
+        security=BEARER,
+        ok={
+            "description": frames,
+            "headers": {
+                "Cache-Control": header(text("no-cache"), "Never cached."),
+                "X-Accel-Buffering": header(text("no"), "Proxies must not buffer."),
+                "Layby-Stream-Seq": header(SEQ, seq),
+            },
+            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        },
+        responses={
+            "503": error(
+                "This door process serves `LAYBY_SSE_MAX_CLIENTS` streams already, or NATS did not "
+                "grant the subscription (docs/doors/stream.md#capacity).",
+                (TOO_MANY_STREAMS, STREAM_UNAVAILABLE),
+                headers={
+                    "Retry-After": header(
+                        {"type": "integer", "const": STREAM_RETRY_AFTER}, "Seconds to wait."
+                    )
+                },
+            )
+        },
+    )
+
+
 def operations() -> dict[tuple[str, str], Operation]:
     interactions, runs, health = "interactions", "runs", "health"
     return {
@@ -117,35 +148,13 @@ def operations() -> dict[tuple[str, str], Operation]:
             security=BEARER,
             ok_headers={"Cache-Control": NO_STORE},
         ),
-        ("/api/interactions/stream", "get"): Operation(
-            operation_id="streamInteractions",
-            tag=interactions,
-            security=BEARER,
-            ok={
-                "description": "The feed: `interaction.add` frames (data: a PendingQuestion), "
-                "`interaction.answered` and `interaction.removed` frames (data: exactly "
-                "`{interaction_id, group_id}`), and `: keepalive` comments.",
-                "headers": {
-                    "Cache-Control": header(text("no-cache"), "Never cached."),
-                    "X-Accel-Buffering": header(text("no"), "Proxies must not buffer."),
-                    "Layby-Stream-Seq": header(
-                        SEQ, "The frames follow this stream sequence (docs/doors/stream.md)."
-                    ),
-                },
-                "content": {"text/event-stream": {"schema": {"type": "string"}}},
-            },
-            responses={
-                "503": error(
-                    "This door process serves `LAYBY_SSE_MAX_CLIENTS` streams already, or NATS did not "
-                    "grant the subscription (docs/doors/stream.md#capacity).",
-                    (TOO_MANY_STREAMS, STREAM_UNAVAILABLE),
-                    headers={
-                        "Retry-After": header(
-                            {"type": "integer", "const": STREAM_RETRY_AFTER}, "Seconds to wait."
-                        )
-                    },
-                )
-            },
+        ("/api/interactions/stream", "get"): _sse_stream(
+            "streamInteractions",
+            interactions,
+            "The feed: `interaction.add` frames (data: a PendingQuestion), `interaction.answered` and "
+            "`interaction.removed` frames (data: exactly `{interaction_id, group_id}`), and `: keepalive` "
+            "comments.",
+            "The frames follow this stream sequence (docs/doors/stream.md).",
         ),
         ("/api/interactions/{interaction_id}/answer", "post"): Operation(
             operation_id="answerInteraction",
@@ -226,33 +235,11 @@ def operations() -> dict[tuple[str, str], Operation]:
             },
             responses=UNAVAILABLE_503,
         ),
-        ("/api/messages/stream", "get"): Operation(
-            operation_id="streamMessages",
-            tag="channels",
-            security=BEARER,
-            ok={
-                "description": "`message` frames (data: an InboundMessage) and `: keepalive` comments.",
-                "headers": {
-                    "Cache-Control": header(text("no-cache"), "Never cached."),
-                    "X-Accel-Buffering": header(text("no"), "Proxies must not buffer."),
-                    "Layby-Stream-Seq": header(
-                        SEQ, "The frames follow this messages-stream sequence (docs/doors/messages.md)."
-                    ),
-                },
-                "content": {"text/event-stream": {"schema": {"type": "string"}}},
-            },
-            responses={
-                "503": error(
-                    "This door process serves `LAYBY_SSE_MAX_CLIENTS` streams already, or NATS did not "
-                    "grant the subscription.",
-                    (TOO_MANY_STREAMS, STREAM_UNAVAILABLE),
-                    headers={
-                        "Retry-After": header(
-                            {"type": "integer", "const": STREAM_RETRY_AFTER}, "Seconds to wait."
-                        )
-                    },
-                ),
-            },
+        ("/api/messages/stream", "get"): _sse_stream(
+            "streamMessages",
+            "channels",
+            "`message` frames (data: an InboundMessage) and `: keepalive` comments.",
+            "The frames follow this messages-stream sequence (docs/doors/messages.md).",
         ),
         ("/api/interactions/callback/{ticket}", "get"): Operation(
             operation_id="getCallbackPage",

@@ -26,7 +26,7 @@ from layby_server.logs import get_logger
 from layby_services.door.deps import door, principal_of
 from layby_services.door.openapi import refusal
 from layby_services.door.query import LastEventId, LastEventIdHeader, authenticated
-from layby_services.door.routes.stream import _frames, _Subscription, resume_point
+from layby_services.door.routes.stream import tail
 
 log = get_logger("layby.door.messages")
 _enc = msgspec.json.Encoder()
@@ -92,19 +92,13 @@ async def messages_stream(
     who = principal_of(request)
     names = state.store.names
     raw = last_event_id_header or last_event_id or None
-    first, last = await state.store.bounds(names.messages_stream)
-    start, fallback = resume_point(raw, first, last, state.settings.sse_resume_window)
-    if fallback is not None:
-        log.warning("messages.resume_fallback", reason=fallback, identity=who.identity)
-    opened = _Subscription(state, names.messages(channel) if channel else names.messages_all)
-    await opened.open(start)
-    return Stream(
-        _frames(state, who, opened, state.settings.sse_keepalive_seconds, message_frame),
-        media_type="text/event-stream",
-        headers={
-            "Cache-Control": "no-cache",
-            "Connection": "keep-alive",
-            "X-Accel-Buffering": "no",
-            "Layby-Stream-Seq": str(start - 1),
-        },
+    return await tail(
+        state,
+        who,
+        raw,
+        stream=names.messages_stream,
+        subject=names.messages(channel) if channel else names.messages_all,
+        logger=log,
+        logger_name="messages",
+        framer=message_frame,
     )

@@ -22,6 +22,7 @@ from litestar import Request, get
 from litestar.response import Stream
 from nats.aio.msg import Msg
 from nats.js.api import ConsumerConfig, DeliverPolicy
+from structlog.typing import FilteringBoundLogger
 
 from layby_contracts.events import InteractionAnswered, InteractionAsked, InteractionRemoved, decode_event
 from layby_contracts.http import TerminalFrame
@@ -100,9 +101,9 @@ class _Subscription:
     once: when the client's frames end, or — if the response never starts iterating them (the
     client left before the first byte) — by a watchdog, so nothing is left behind."""
 
-    def __init__(self, state: DoorState, subject: str | None = None) -> None:
+    def __init__(self, state: DoorState, subject: str) -> None:
         self._state = state
-        self._subject = subject or state.store.names.ix_all
+        self._subject = subject
         self.inbox: asyncio.Queue[Msg] = asyncio.Queue()
         self.sub: Any = None
         self._released = False
@@ -195,19 +196,42 @@ async def stream_door(
     state = door(request)
     who = principal_of(request)
     raw = last_event_id_header or last_event_id or None  # an empty value is no value; the header wins
-    first, last = await state.store.bounds()
+    names = state.store.names
+    return await tail(
+        state, who, raw, stream=names.events_stream, subject=names.ix_all, logger=log, logger_name="stream"
+    )
+
+
+async def tail(
+    state: DoorState,
+    who: Principal,
+    raw: str | None,
+    *,
+    stream: str,
+    subject: str,
+    logger: FilteringBoundLogger,
+    logger_name: str,
+    framer: Framer | None = None,
+) -> Stream:
+    """An SSE response following ``subject`` of ``stream`` from the client's last seen id
+    (``raw``), or from the live end (docs/doors/stream.md#resume-with-last-event-id); a fallback
+    to the live end is logged on the door's own ``logger``."""
+    first, last = await state.store.bounds(stream)
     start, fallback = resume_point(raw, first, last, state.settings.sse_resume_window)
     if fallback is not None:
-        log.warning(
-            "stream.resume_fallback", reason=fallback, first_seq=first, last_seq=last, identity=who.identity
+        logger.warning(
+            f"{logger_name}.resume_fallback",
+            reason=fallback,
+            first_seq=first,
+            last_seq=last,
+            identity=who.identity,
         )
-    keepalive = state.settings.sse_keepalive_seconds
     # Subscribed before the response starts: a client the door cannot serve gets 503, never a
     # 200 that goes silent (docs/doors/stream.md#capacity).
-    opened = _Subscription(state)
+    opened = _Subscription(state, subject)
     await opened.open(start)
     return Stream(
-        _frames(state, who, opened, keepalive),
+        _frames(state, who, opened, state.settings.sse_keepalive_seconds, framer),
         media_type="text/event-stream",
         headers={
             "Cache-Control": "no-cache",
