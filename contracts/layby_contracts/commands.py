@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from layby_contracts.doors import Door, Entry, VisitResult
 from layby_contracts.errors import RefusalKind
 from layby_contracts.events import ChatOptions, MediaItem, ParkedAsk, Resolution, StepResult
 from layby_contracts.formats import FormatPayload
@@ -63,6 +64,12 @@ class Ask(
     chat: ChatOptions | None = None
     """Chat-channel reply rules and extra channels (protocol 6; omitted when unused, so an older
     ask service still takes every ask that does not use them)."""
+    to: Literal["user", "caller"] = "user"
+    """``caller``: ask the run that called this one (docs/caller-asks.md); async only."""
+    payload: Any = None
+    """A caller ask's structured value; refused on a ``to="user"`` ask."""
+    on_expiry: Literal["kill", "resume"] | None = None
+    """A caller ask's deadline behaviour (default ``kill``)."""
 
 
 class ReserveTicket(
@@ -90,13 +97,26 @@ class Prune(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     reason: Literal["timeout", "cancelled"] = "timeout"
 
 
-class StartRun(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag="cmd.run.start.v1"):
+class StartRun(
+    msgspec.Struct,
+    frozen=True,
+    kw_only=True,
+    forbid_unknown_fields=True,
+    omit_defaults=True,
+    tag="cmd.run.start.v1",
+):
     """Start a run of a registered flow; any worker hosting the flow executes it."""
 
     token: str
     run_id: str
     flow: str
     input: Any = None
+    caller: str | None = None
+    """``layby.call``: the calling run (its execution's identity must be allowed to act for it)."""
+    caller_call: int | None = None
+    visits: list[str] = []
+    """The calling execution's waiting visits, handed down to the child (docs/caller-asks.md)."""
+    subject: str | None = None
 
 
 class ParkRun(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag="cmd.run.park.v1"):
@@ -166,7 +186,12 @@ class AttachWorker(
 
 
 class WorkerSeen(
-    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag="cmd.run.worker.v1"
+    msgspec.Struct,
+    frozen=True,
+    kw_only=True,
+    forbid_unknown_fields=True,
+    omit_defaults=True,
+    tag="cmd.run.worker.v1",
 ):
     """A worker reports in while it runs (every few seconds): which flows it serves, so operators
     see which workers are alive and a start of a flow nobody serves is flagged at once."""
@@ -177,6 +202,8 @@ class WorkerSeen(
     host: str | None = None
     pid: int | None = None
     concurrency: int | None = None
+    extras: dict[str, list[str]] | None = None
+    """The extras keys each flow declared it reads (docs/caller-asks.md#extras)."""
 
 
 class CheckCurrent(
@@ -188,6 +215,80 @@ class CheckCurrent(
     token: str
     run_id: str
     generation: int
+
+
+class Explicit(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
+    """The generic tools' actions, named by hand instead of by a door contract."""
+
+    cancels: list[str] = []
+    resumes: list[dict[str, Any]] = []
+    """``{"id": ..., "payload": ...}`` items."""
+    takes: list[str] = []
+
+
+class PutDoor(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag="cmd.door.put.v1"):
+    """Save a door definition (its jq programs are compiled and checked first)."""
+
+    token: str
+    name: str
+    spec: dict[str, Any]
+
+
+class DeleteDoor(
+    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag="cmd.door.delete.v1"
+):
+    token: str
+    name: str
+
+
+class Visit(
+    msgspec.Struct,
+    frozen=True,
+    kw_only=True,
+    forbid_unknown_fields=True,
+    omit_defaults=True,
+    tag="cmd.visit.v1",
+):
+    """One visit: a door's (``door``, its contract run over ``input``) or a run's generic tool
+    (``run_id``, with ``explicit`` actions on that run's subject)."""
+
+    token: str
+    visit_id: str
+    door: str | None = None
+    subject: str | None = None
+    """A conversation visit's subject (a hook's and a schedule's come from their door)."""
+    input: Any = None
+    run_id: str | None = None
+    explicit: Explicit | None = None
+    kind: Literal["hook", "schedule", "conversation", "tool"] = "hook"
+
+
+class ListParked(
+    msgspec.Struct,
+    frozen=True,
+    kw_only=True,
+    forbid_unknown_fields=True,
+    omit_defaults=True,
+    tag="cmd.parked.v1",
+):
+    """Every parked entry on ``subject``, or on the subject of the run ``run_id``."""
+
+    token: str
+    subject: str | None = None
+    run_id: str | None = None
+
+
+class VisitStatus(
+    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag="cmd.visit.status.v1"
+):
+    """What a visit did and, once known, the next outcome of what it resumed or started."""
+
+    token: str
+    visit_id: str
+
+
+DoorCommand = PutDoor | DeleteDoor | Visit | ListParked | VisitStatus
+DOOR_COMMAND_DECODER: msgspec.json.Decoder[DoorCommand] = msgspec.json.Decoder(DoorCommand)
 
 
 Command = (
@@ -213,8 +314,9 @@ class Accepted(msgspec.Struct, frozen=True, kw_only=True, tag="ok"):
     timeout_at: str
 
 
-PROTOCOL = 6
+PROTOCOL = 7
 PROTOCOL_CHAT = 6
+PROTOCOL_CALLER = 7
 PROTOCOL_RESERVATIONS = 2
 PROTOCOL_WORKER_COMMANDS = 3
 PROTOCOL_STEPS = 4
@@ -226,7 +328,8 @@ reservations (``cmd.ticket.reserve.v1``) and the ``protocol`` field on refusals;
 (``cmd.run.step.v1``, ``cmd.run.cancel.v1``, ``cmd.run.retry.v1``); 5: every error class its own
 refusal kind (``cross_identity_audience``, ``not_found``, ``transient``, ``permanent``, ...)
 and the typed question (``Ask.format``); 6: chat options on the ask (``Ask.chat``: several
-channels, ``on_mismatch``, ``mismatch_notice``, reply ids)
+channels, ``on_mismatch``, ``mismatch_notice``, reply ids); 7: caller asks (``Ask.to``, ``payload``,
+``on_expiry``), ``layby.call`` (``StartRun.caller``), doors and visits (``cmd.door``)
 (docs/errors.md#capabilities-travel-in-the-protocol-field)."""
 
 
@@ -294,7 +397,33 @@ class Current(msgspec.Struct, frozen=True, kw_only=True, tag="current"):
     after a crash starts from them, not from the continuation's older checkpoint)."""
 
 
-Reply = Accepted | Refused | PruneResult | Reserved | RunAccepted | Attached | Current | Noted
+class Visited(msgspec.Struct, frozen=True, kw_only=True, tag="visited"):
+    result: VisitResult
+
+
+class Listed(msgspec.Struct, frozen=True, kw_only=True, tag="entries"):
+    subject: str
+    entries: list[Entry]
+
+
+class DoorReply(msgspec.Struct, frozen=True, kw_only=True, tag="door"):
+    door: Door | None = None
+    """None: the door was deleted."""
+
+
+Reply = (
+    Accepted
+    | Refused
+    | PruneResult
+    | Reserved
+    | RunAccepted
+    | Attached
+    | Current
+    | Noted
+    | Visited
+    | Listed
+    | DoorReply
+)
 REPLY_DECODER: msgspec.json.Decoder[Reply] = msgspec.json.Decoder(Reply)
 
 
@@ -331,6 +460,11 @@ class Continuation(msgspec.Struct, frozen=True, kw_only=True, tag="continuation.
     input: Any = None
     answers: dict[str, Resolution] = {}
     steps: dict[str, StepResult] = {}
+    subject: str | None = None
+    """The run chain's subject (its generic tools act on it)."""
+    visits: list[str] = []
+    """Visits waiting for this execution's next outcome: a ``layby.call`` hands them to its child."""
+    extras: dict[str, Any] | None = None
 
 
 CONTINUATION_DECODER: msgspec.json.Decoder[Continuation] = msgspec.json.Decoder(Continuation)

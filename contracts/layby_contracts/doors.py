@@ -21,7 +21,7 @@ COLUMNS: tuple[Column, ...] = ("cancel", "resume", "start", "extras")
 """The contract's programs in the order a visit runs them: cancels first."""
 
 
-class DoorSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
+class DoorSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """A door definition as saved (``PUT /api/doors/{name}``, ``layby doors put``)."""
 
     kind: DoorKind

@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from layby_contracts.doors import DoorSpec, Outcome, Taken
 from layby_contracts.limits import ANSWERED_BY_EXPIRY
 
 
@@ -74,6 +75,17 @@ class InteractionAsked(msgspec.Struct, frozen=True, kw_only=True, tag="interacti
     """An async park: the ask's call index within its run (replay matches answers by it)."""
     chat: ChatOptions | None = None
     """A channel question's reply rules and extra channels (absent: one channel, the defaults)."""
+    to: Literal["caller"] | None = None
+    """``caller``: a caller ask (docs/caller-asks.md): it asks the run that called the asking run,
+    parks on ``subject``, never reaches a person, and is hidden from every inbox surface."""
+    subject: str | None = None
+    payload: Any = None
+    """A caller ask's structured value for the resolving run."""
+    on_expiry: Literal["kill", "resume"] | None = None
+    """A caller ask's deadline: ``kill`` (the default) tears the whole run chain down, ``resume``
+    resumes the run with the expiry marker."""
+    chain: list[str] | None = None
+    """A caller ask's ``asked_by`` as entries show it: the flows of the run chain, top first."""
 
 
 class InteractionAnswered(msgspec.Struct, frozen=True, kw_only=True, tag="interaction.answered.v1"):
@@ -101,6 +113,11 @@ class InteractionAnswered(msgspec.Struct, frozen=True, kw_only=True, tag="intera
     reads beside the answer, never trusted (docs/channels.md#enrichment)."""
     channels: list[str] | None = None
     """The channels the question was delivered to: the delivery service retracts their copies."""
+    to: Literal["caller"] | None = None
+    """A caller ask resumed (hidden from every inbox surface)."""
+    visit: str | None = None
+    """The visit (a door, or a run's generic tool) that resumed this caller ask: the resumed run
+    reports its next outcome to it (docs/caller-asks.md#resume-take-and-cancel)."""
 
 
 class InteractionRemoved(msgspec.Struct, frozen=True, kw_only=True, tag="interaction.removed.v1"):
@@ -109,7 +126,7 @@ class InteractionRemoved(msgspec.Struct, frozen=True, kw_only=True, tag="interac
     interaction_id: str
     group_id: str
     audience: str | None = None
-    reason: Literal["timeout", "cancelled", "abandoned", "delivery_failed"]
+    reason: Literal["timeout", "cancelled", "abandoned", "delivery_failed", "dropped"]
     removed_at: datetime
     waiter: str | None = None
     run_id: str | None = None
@@ -117,6 +134,9 @@ class InteractionRemoved(msgspec.Struct, frozen=True, kw_only=True, tag="interac
     """delivery_failed: why the channel could not deliver (for the asker's error; no client sees it)."""
     channels: list[str] | None = None
     """The channels the question was delivered to: the delivery service retracts their copies."""
+    to: Literal["caller"] | None = None
+    """A caller ask or its waiting outcome left the subject (``dropped``: a waiting outcome nobody
+    took within the retention horizon)."""
 
 
 class InteractionWithdrawn(msgspec.Struct, frozen=True, kw_only=True, tag="interaction.withdrawn.v1"):
@@ -131,13 +151,15 @@ class InteractionWithdrawn(msgspec.Struct, frozen=True, kw_only=True, tag="inter
     withdrawn_at: datetime
 
 
-class ParkedAsk(msgspec.Struct, frozen=True, kw_only=True):
-    """One async question a run parked on."""
+class ParkedAsk(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One async question a run parked on, or (``kind="call"``) a child run it waits for: then
+    ``interaction_id`` is the child's run id and ``question`` its flow."""
 
     interaction_id: str
     call: int
     question: str
-    expiry_at: datetime
+    expiry_at: datetime | None
+    kind: Literal["ask", "call"] = "ask"
 
 
 class Resolution(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -173,6 +195,19 @@ class RunStarted(msgspec.Struct, frozen=True, kw_only=True, tag="run.started.v1"
     """The starter's role: asks made while resuming are clamped as that identity's would be."""
     input: Any = None
     started_at: datetime
+    subject: str | None = None
+    """The subject the run's chain parks caller asks on (docs/caller-asks.md#parks-on-the-subject);
+    None: the run's own id."""
+    caller: str | None = None
+    """The run that called this one with ``layby.call`` (it waits for this run's end)."""
+    caller_call: int | None = None
+    chain: list[str] | None = None
+    """The flows of the run chain, top first, ending with this run's."""
+    door: str | None = None
+    """The door whose visit started the run."""
+    visits: list[str] = []
+    """Visits waiting for this run's next outcome (docs/caller-asks.md#resume-take-and-cancel)."""
+    extras: dict[str, Any] | None = None
 
 
 class RunParked(msgspec.Struct, frozen=True, kw_only=True, tag="run.parked.v1"):
@@ -191,6 +226,8 @@ class RunParked(msgspec.Struct, frozen=True, kw_only=True, tag="run.parked.v1"):
     """The resume the run was executing when it parked (None for the first execution)."""
     steps: dict[str, StepResult] = {}
     """Every step recorded so far, by call index (part of the checkpoint, like ``answers``)."""
+    visits: list[str] = []
+    """Visits waiting for the run chain's next outcome (docs/caller-asks.md#resume-take-and-cancel)."""
 
 
 class RunResumed(msgspec.Struct, frozen=True, kw_only=True, tag="run.resumed.v1"):
@@ -209,6 +246,8 @@ class RunResumed(msgspec.Struct, frozen=True, kw_only=True, tag="run.resumed.v1"
     steps: dict[str, StepResult] = {}
     retried_by: str | None = None
     """Set when a person retried a failed run (``generation`` then follows the failed one)."""
+    visits: list[str] = []
+    """Visits waiting for the run chain's next outcome (docs/caller-asks.md#resume-take-and-cancel)."""
 
 
 class RunFinished(msgspec.Struct, frozen=True, kw_only=True, tag="run.finished.v1"):
@@ -220,6 +259,8 @@ class RunFinished(msgspec.Struct, frozen=True, kw_only=True, tag="run.finished.v
     step_count: int = 0
     """How many steps the run recorded in all (its dashboard count; the steps stay on the step
     streams)."""
+    visits: list[str] = []
+    """Visits waiting for the run chain's next outcome (docs/caller-asks.md#resume-take-and-cancel)."""
 
 
 class RunFailed(msgspec.Struct, frozen=True, kw_only=True, tag="run.failed.v1"):
@@ -234,6 +275,8 @@ class RunFailed(msgspec.Struct, frozen=True, kw_only=True, tag="run.failed.v1"):
     answers: dict[str, Resolution] = {}
     steps: dict[str, StepResult] = {}
     """The checkpoint the failed execution had: a retry resumes from it, not from scratch."""
+    visits: list[str] = []
+    """Visits waiting for the run chain's next outcome (docs/caller-asks.md#resume-take-and-cancel)."""
 
 
 class RunStepRecorded(msgspec.Struct, frozen=True, kw_only=True, tag="run.step.v1"):
@@ -319,7 +362,101 @@ class ChannelMessageReceived(msgspec.Struct, frozen=True, kw_only=True, tag="cha
     params: dict[str, Any] | None = None
 
 
+class InteractionSettled(msgspec.Struct, frozen=True, kw_only=True, tag="interaction.settled.v1"):
+    """A resumed caller ask's run chain reached its next outcome (docs/caller-asks.md#waiting-outcomes):
+    ``finished``/``failed`` leave a waiting outcome on the subject until it is taken or dropped;
+    ``parked`` (the chain parked again) ends the entry."""
+
+    interaction_id: str
+    group_id: str
+    outcome: Literal["finished", "failed", "parked"]
+    result: Any = None
+    error: str | None = None
+    run_id: str | None = None
+    subject: str | None = None
+    visit: str | None = None
+    settled_at: datetime
+
+
+class InteractionTaken(msgspec.Struct, frozen=True, kw_only=True, tag="interaction.taken.v1"):
+    """A waiting outcome was taken by a subject's owner (a door visit or a run's generic tool)."""
+
+    interaction_id: str
+    group_id: str
+    by: str
+    visit: str | None = None
+    taken_at: datetime
+
+
+class SubjectIndexed(msgspec.Struct, frozen=True, kw_only=True, tag="subject.index.v1"):
+    """The ids of every parked entry on a subject, as of this change (each change appends the whole
+    list, expecting the previous one's sequence)."""
+
+    subject: str
+    ids: list[str]
+    changed_at: datetime
+
+
+class DoorSaved(msgspec.Struct, frozen=True, kw_only=True, tag="door.saved.v1"):
+    name: str
+    spec: DoorSpec
+    by: str
+    saved_at: datetime
+
+
+class DoorDeleted(msgspec.Struct, frozen=True, kw_only=True, tag="door.deleted.v1"):
+    name: str
+    by: str
+    deleted_at: datetime
+
+
+class ScheduleFired(msgspec.Struct, frozen=True, kw_only=True, tag="door.fired.v1"):
+    """One tick of a schedule, appended expecting the previous tick's sequence: across sweeper
+    replicas exactly one fires each tick."""
+
+    name: str
+    tick: datetime
+    visit_id: str
+    fired_at: datetime
+
+
+class VisitRecorded(msgspec.Struct, frozen=True, kw_only=True, tag="visit.recorded.v1"):
+    """What one visit of a door (or a run's generic tool) did: its cancels, then its one action."""
+
+    visit_id: str
+    door: str | None = None
+    kind: Literal["hook", "schedule", "conversation", "tool"]
+    subject: str
+    by: str
+    cancelled: list[str] = []
+    action: Literal["resume", "take", "start", "none"] = "none"
+    resumed: list[str] = []
+    taken: list[Taken] = []
+    run_id: str | None = None
+    visited_at: datetime
+
+
+class VisitSettled(msgspec.Struct, frozen=True, kw_only=True, tag="visit.settled.v1"):
+    """The next outcome of what a visit resumed or started."""
+
+    visit_id: str
+    outcome: Outcome
+    settled_at: datetime
+
+
+class ConversationReplied(msgspec.Struct, frozen=True, kw_only=True, tag="conversation.reply.v1"):
+    """A conversation's receiver was told an outcome of a run its route resumed or started."""
+
+    subject: str
+    visit_id: str | None = None
+    run_id: str | None = None
+    outcome: Outcome
+    replied_at: datetime
+
+
 InteractionEvent = InteractionAsked | InteractionAnswered | InteractionRemoved
+CallerEvent = InteractionSettled | InteractionTaken
+DoorEvent = DoorSaved | DoorDeleted
 RunEvent = RunStarted | RunParked | RunResumed | RunFinished | RunFailed | RunStepRecorded | RunCancelled
 Event = (
     InteractionAsked
@@ -330,6 +467,15 @@ Event = (
     | StepRecorded
     | StepsClosed
     | ChannelMessageReceived
+    | InteractionSettled
+    | InteractionTaken
+    | SubjectIndexed
+    | DoorSaved
+    | DoorDeleted
+    | ScheduleFired
+    | VisitRecorded
+    | VisitSettled
+    | ConversationReplied
 )
 
 EXPIRY_ANSWER: dict[str, bool] = {"layby:interaction_expired": True}

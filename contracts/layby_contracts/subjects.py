@@ -118,6 +118,30 @@ class Names(msgspec.Struct, frozen=True):
     def runs_all(self) -> str:
         return f"{self.namespace}.ev.run.*"
 
+    def subject_index(self, subject: str) -> str:
+        """The ids of every parked entry on a conversation or run-chain subject (docs/caller-asks.md)."""
+        return f"{self.namespace}.ev.subj.{subject}"
+
+    def door(self, name: str) -> str:
+        """A door definition: saved, then saved again or deleted."""
+        return f"{self.namespace}.ev.door.{name}"
+
+    @property
+    def doors_all(self) -> str:
+        return f"{self.namespace}.ev.door.*"
+
+    def ticks(self, name: str) -> str:
+        """A schedule's ticks: each appended expecting the previous one, so one replica fires each."""
+        return f"{self.namespace}.ev.tick.{name}"
+
+    def visit(self, visit_id: str) -> str:
+        """One visit: what it did, then the next outcome of what it resumed or started."""
+        return f"{self.namespace}.ev.visit.{visit_id}"
+
+    def conversation(self, subject: str) -> str:
+        """The replies a conversation's receiver was told."""
+        return f"{self.namespace}.ev.conv.{subject}"
+
     def steps_stream(self, shard: int) -> str:
         """Step stream ``shard``: the recorded steps of the runs whose ids hash to it."""
         return f"{self.namespace.upper()}_STEPS_{shard}"
@@ -179,6 +203,12 @@ class Names(msgspec.Struct, frozen=True):
     @property
     def cmd_prune(self) -> str:
         return f"{self.namespace}.cmd.prune"
+
+    @property
+    def cmd_door(self) -> str:
+        """Door and parked-entry commands (save, delete, visit, the generic tools), answered by the
+        ask service."""
+        return f"{self.namespace}.cmd.door"
 
     @property
     def cmd_run(self) -> str:

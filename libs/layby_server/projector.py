@@ -229,7 +229,7 @@ async def apply_batch(conn: Conn, batch: Sequence[Stored], *, name: str = INBOX)
                             ev.generation,
                             _json.encode(ev.answers).decode(),
                             _json.encode(ev.asks).decode(),
-                            min(a.expiry_at for a in ev.asks) if ev.asks else None,
+                            min((a.expiry_at for a in ev.asks if a.expiry_at is not None), default=None),
                             ev.resume_id,
                             ev.parked_at,
                             stored.seq,

@@ -12,8 +12,10 @@ import pytest
 
 from layby_contracts.commands import (
     COMMAND_DECODER,
+    DOOR_COMMAND_DECODER,
     REPLY_DECODER,
     Command,
+    DoorCommand,
     Continuation,
     Reply,
     Wake,
@@ -29,11 +31,12 @@ def _tagged(union: Any) -> dict[str, type]:
 
 
 EVENTS = _tagged(Event)
-COMMANDS = _tagged(Command)
+COMMANDS = {**_tagged(Command), **_tagged(DoorCommand)}
 REPLIES = {f"reply.{tag}": cls for tag, cls in _tagged(Reply).items()}
 SAMPLES: dict[str, tuple[type, Any]] = {
     **{tag: (cls, EVENT_DECODER) for tag, cls in EVENTS.items()},
-    **{tag: (cls, COMMAND_DECODER) for tag, cls in COMMANDS.items()},
+    **{tag: (cls, COMMAND_DECODER) for tag, cls in _tagged(Command).items()},
+    **{tag: (cls, DOOR_COMMAND_DECODER) for tag, cls in _tagged(DoorCommand).items()},
     **{tag: (cls, REPLY_DECODER) for tag, cls in REPLIES.items()},
     "continuation.v1": (Continuation, msgspec.json.Decoder(Continuation)),
     "wake": (Wake, msgspec.json.Decoder(Wake)),
