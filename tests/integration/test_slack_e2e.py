@@ -318,7 +318,9 @@ async def test_a_recipient_slack_refuses_fails_the_ask_with_the_reason_and_nothi
             items: list[Any] = (await http.get("/api/interactions")).json()["data"]["items"]
         return items
 
-    await eventually(listed, "the undeliverable question gone from the inbox", until=lambda items: items == [])
+    await eventually(
+        listed, "the undeliverable question gone from the inbox", until=lambda items: items == []
+    )
 
 
 async def test_a_form_too_large_for_a_slack_modal_is_refused_at_ask_time(

@@ -15,8 +15,8 @@ from layby_contracts.commands import (
     DOOR_COMMAND_DECODER,
     REPLY_DECODER,
     Command,
-    DoorCommand,
     Continuation,
+    DoorCommand,
     Reply,
     Wake,
 )

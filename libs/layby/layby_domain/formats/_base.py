@@ -92,6 +92,7 @@ class Format:
 
     control: Control = "free_text"
     """How a chat channel offers the answer (docs/channels.md#capability-matrix)."""
+
     def reply_answer(self, payload: FormatPayload, kind: str, index: int | None, value: Any) -> Any:
         """The answer a chat reply stands for (docs/channels.md#replies): a tap is its option's
         text, a yes/no tap its bool, a typed reply what ``typed_reply`` makes of it, a submitted

@@ -262,7 +262,8 @@ async def _from_log(store: EventStore, run_id: str, who: Principal) -> dict[str,
         await _settle_pending(store, park)
         data["asks"] = _asks(park)
         data["open"] = [a["interaction_id"] for a in park if a["status"] == "pending"]
-        data["expiry_at"] = _iso(min((a.expiry_at for a in event.asks if a.expiry_at is not None), default=None))
+        deadlines = [a.expiry_at for a in event.asks if a.expiry_at is not None]
+        data["expiry_at"] = _iso(min(deadlines, default=None))
     if isinstance(event, RunFinished):
         data["result"] = event.result
     if isinstance(event, RunFailed):
