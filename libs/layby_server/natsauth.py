@@ -124,6 +124,7 @@ def service_permissions(role: str, n: Names) -> dict[str, object]:
             f"{ns}.step.>",
             f"{ns}.chat.seen.*",
             f"{ns}.msg.*",
+            n.cmd_door,
         ],
         "delivery": [
             f"{ns}.ev.>",
@@ -133,12 +134,15 @@ def service_permissions(role: str, n: Names) -> dict[str, object]:
             f"{ns}.chat.sent.>",
         ],
         "resume": [f"{ns}.ev.>", f"{ns}.cont.>", f"{ns}.wake.>", f"{ns}.step.>"],
-        "sweeper": [f"{ns}.ev.>"],
+        "sweeper": [f"{ns}.ev.>", n.cmd_door],
         "admin": [],
     }[role]
     subscribe = [f"{service_inbox(role)}.>"]
     if role == "ask":
         subscribe.append(f"{ns}.cmd.>")
+    if role == "door":
+        # A visit's caller waits for its outcome on the visit's own subject (docs/caller-asks.md).
+        subscribe.append(f"{ns}.ev.visit.*")
     return {
         "publish": {
             "allow": own + _stream_api(_streams(n), _reads(role, n)),
@@ -152,7 +156,7 @@ def token_permissions(entry: TokenEntry, n: Names) -> dict[str, object]:
     """What a Layby token's connections may do: send commands, read their own replies and wakes;
     an operator token also pulls continuations (docs/security.md#workers)."""
     ns, kid = n.namespace, key_id(entry.token)
-    publish = [n.cmd_ask, n.cmd_prune, n.cmd_run]
+    publish = [n.cmd_ask, n.cmd_prune, n.cmd_run, n.cmd_door]
     if entry.role == "operator":
         stream = n.continuations_stream
         publish += [f"$JS.API.CONSUMER.MSG.NEXT.{stream}.*", f"$JS.ACK.{stream}.>"]
