@@ -114,9 +114,8 @@ class StartRun(
     caller: str | None = None
     """``layby.call``: the calling run (its execution's identity must be allowed to act for it)."""
     caller_call: int | None = None
-    visits: list[str] = []
-    """The calling execution's waiting visits, handed down to the child (docs/caller-asks.md)."""
     subject: str | None = None
+    """The subject the run's chain parks caller asks on (default: the run's own id)."""
 
 
 class ParkRun(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag="cmd.run.park.v1"):
@@ -462,8 +461,6 @@ class Continuation(msgspec.Struct, frozen=True, kw_only=True, tag="continuation.
     steps: dict[str, StepResult] = {}
     subject: str | None = None
     """The run chain's subject (its generic tools act on it)."""
-    visits: list[str] = []
-    """Visits waiting for this execution's next outcome: a ``layby.call`` hands them to its child."""
     extras: dict[str, Any] | None = None
 
 

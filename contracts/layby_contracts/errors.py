@@ -169,6 +169,13 @@ class StepFailedError(LaybyError, RuntimeError):
     kind = "step_failed"
 
 
+class CallFailedError(LaybyError, RuntimeError):
+    """A run this run called (``layby.call``), or a waiting outcome it took, failed: the caller
+    fails as the called run did (docs/caller-asks.md#resume-take-and-cancel)."""
+
+    kind = "call_failed"
+
+
 class Unavailable(Transient, RuntimeError):
     """A Layby service or NATS did not answer; nothing was decided. Safe to retry."""
 

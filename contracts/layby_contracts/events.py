@@ -199,7 +199,7 @@ class RunStarted(msgspec.Struct, frozen=True, kw_only=True, tag="run.started.v1"
     """The subject the run's chain parks caller asks on (docs/caller-asks.md#parks-on-the-subject);
     None: the run's own id."""
     caller: str | None = None
-    """The run that called this one with ``layby.call`` (it waits for this run's end)."""
+    """The run that called this one with ``layby.call`` (it waits for this run's next outcome)."""
     caller_call: int | None = None
     chain: list[str] | None = None
     """The flows of the run chain, top first, ending with this run's."""
@@ -483,6 +483,9 @@ EXPIRY_ANSWER: dict[str, bool] = {"layby:interaction_expired": True}
 (docs/aggregates/interaction.md#expiry-of-async-parks, docs/aggregates/interaction.md#reserved-values)."""
 EXPIRY_ANSWERER = ANSWERED_BY_EXPIRY
 EXPIRY_KEY = "layby:interaction_expired"
+CALLER_ASKS_KEY = "layby:caller_asks"
+"""The reserved key of what ``layby.call`` returns when the called run asks its caller
+(docs/caller-asks.md#runs-that-call-runs)."""
 
 EVENT_DECODER: msgspec.json.Decoder[Event] = msgspec.json.Decoder(Event)
 ENCODER = msgspec.json.Encoder()

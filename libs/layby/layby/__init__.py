@@ -9,6 +9,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from layby.calls import call, cancel_parked, list_parked, resume_parked
     from layby.external import ask_external
     from layby.messages import messages
     from layby.runs import RunInfo, Suspended, current_run
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
     from layby.worker import Worker
     from layby_contracts.channels import ChannelDelivery, ChannelDeliveryError, ChannelInputError
     from layby_contracts.errors import (
+        CallFailedError,
         CrossIdentityAudienceError,
         InteractionLimitError,
         InteractionTimeoutError,
@@ -25,11 +27,17 @@ if TYPE_CHECKING:
         RunCancelledError,
         StepFailedError,
     )
-    from layby_contracts.events import EXPIRY_ANSWER, MediaItem
+    from layby_contracts.events import CALLER_ASKS_KEY, EXPIRY_ANSWER, MediaItem
 
 # Loaded on first use (PEP 562): `import layby` (and every `layby` command, `layby up` included)
 # pays only for what it touches, while `from layby import ask_user` works as always.
 _HOMES = {
+    "call": "layby.calls",
+    "cancel_parked": "layby.calls",
+    "list_parked": "layby.calls",
+    "resume_parked": "layby.calls",
+    "CallFailedError": "layby_contracts.errors",
+    "CALLER_ASKS_KEY": "layby_contracts.events",
     "ask_external": "layby.external",
     "messages": "layby.messages",
     "RunInfo": "layby.runs",
@@ -73,8 +81,10 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "CALLER_ASKS_KEY",
     "EXPIRY_ANSWER",
     "AnswerDetails",
+    "CallFailedError",
     "ChannelDelivery",
     "ChannelDeliveryError",
     "ChannelInputError",
@@ -94,10 +104,14 @@ __all__ = [
     "Worker",
     "ask_external",
     "ask_user",
+    "call",
+    "cancel_parked",
     "connect",
     "current_run",
     "current_step",
+    "list_parked",
     "messages",
+    "resume_parked",
     "step",
 ]
 __version__ = "0.1.0"

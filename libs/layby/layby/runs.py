@@ -36,6 +36,10 @@ class RunInfo(msgspec.Struct, frozen=True, kw_only=True):
     """Stable for one resume on every worker and every redelivery: key idempotent effects by it."""
     identity: str
     """The asker's identity: the run's, never the answerer's."""
+    subject: str | None = None
+    """The subject the run's chain parks caller asks on (docs/caller-asks.md#parks-on-the-subject)."""
+    extras: dict[str, Any] | None = None
+    """What the door that started the run handed it beside its input (docs/caller-asks.md#extras)."""
 
 
 SETTLE_TICKS = 5

@@ -45,6 +45,7 @@ from layby_contracts.commands import (
     AttachWorker,
     CancelRun,
     CheckCurrent,
+    DoorCommand,
     EndRun,
     ParkRun,
     Prune,
@@ -187,6 +188,13 @@ def validate_call(
     return validate_ask(question, **args)
 
 
+def _mode_for(to: object, mode: object) -> Any:
+    """Left unset, ``mode`` is ``sync`` — and ``async`` for a caller ask, which always parks."""
+    if mode is None:
+        return "async" if to == "caller" else "sync"
+    return mode
+
+
 def _before_typed_question(reply: Refused) -> bool:
     """An ask service older than the typed question refuses its ``format`` field as malformed."""
     return reply.protocol < TYPED_QUESTION and reply.kind == "invalid" and reply.field is None
@@ -286,7 +294,7 @@ class Client:
         group_id: str | None = None,
         audience: str | None = None,
         sensitive: bool = False,
-        mode: str = "sync",
+        mode: str | None = None,
         expiry_at: datetime | None = None,
         media: list[Any] | None = None,
         data: dict[str, Any] | None = None,
@@ -299,6 +307,9 @@ class Client:
         mismatch_notice: str | None = None,
         reply_ids: list[str] | None = None,
         details: bool = False,
+        to: str = "user",
+        payload: Any = None,
+        on_expiry: str | None = None,
     ) -> Any:
         """Ask a person. ``mode="sync"`` blocks until the answer (or the timeout);
         ``mode="async"`` parks the run executing this code (see ``layby.Worker``). ``media``:
@@ -314,7 +325,10 @@ class Client:
         (the author's id of each option, returned as ``params.reply_id`` on a tap; see
         ``details``) set how a chat channel treats replies (docs/channels.md#replies).
         ``details=True`` returns an ``AnswerDetails`` (the answer, who answered, the tap's
-        ``params``) instead of the bare answer."""
+        ``params``) instead of the bare answer. ``to="caller"`` asks the run that called this one
+        instead of a person (docs/caller-asks.md): always async, with ``payload`` and ``on_expiry``
+        (``kill``, the default, or ``resume``)."""
+        mode = _mode_for(to, mode)
         channel, recipient, chat = chat_options(
             channel, recipient, on_mismatch=on_mismatch, mismatch_notice=mismatch_notice, reply_ids=reply_ids
         )
@@ -335,6 +349,9 @@ class Client:
             "verifier": verifier,
             "channel": channel,
             "recipient": recipient,
+            "to": to,
+            "payload": payload,
+            "on_expiry": on_expiry,
         }
         fmt = known_format(answer_format)
         external = fmt is not None and fmt.needs_link(channel)
@@ -489,6 +506,23 @@ class Client:
             log.warning("run.no_worker", run_id=run_id, flow=flow, warning=reply.warning)
         return run_id
 
+    async def start_child(self, run_id: str, flow: str, input: Any, *, caller: str, caller_call: int) -> None:
+        """Start ``flow`` as the child of the run ``caller`` (``layby.call``); idempotent by ``run_id``."""
+        reply = await self.run_command(
+            StartRun(
+                token=self._token,
+                run_id=run_id,
+                flow=flow,
+                input=input,
+                caller=caller,
+                caller_call=caller_call,
+            )
+        )
+        if isinstance(reply, LaybyError):
+            raise reply
+        if reply.warning:
+            log.warning("run.no_worker", run_id=run_id, flow=flow, warning=reply.warning)
+
     async def run_command(
         self, cmd: StartRun | ParkRun | EndRun | RecordStep | CancelRun | RetryRun
     ) -> RunAccepted | LaybyError:
@@ -516,10 +550,18 @@ class Client:
 
     async def request_run(self, cmd: RunCommand) -> Reply:
         """One request on the run-command subject, retried while no ask service answers."""
+        return await self._request(self._names.cmd_run, cmd)
+
+    async def request_door(self, cmd: DoorCommand) -> Reply:
+        """One request on the door-command subject (visits, parked entries), retried while no ask
+        service answers."""
+        return await self._request(self._names.cmd_door, cmd)
+
+    async def _request(self, subject: str, cmd: RunCommand | DoorCommand) -> Reply:
         payload = _enc.encode(cmd)
         for attempt in range(6):
             try:
-                msg = await self._nc.request(self._names.cmd_run, payload, timeout=REQUEST_TIMEOUT)
+                msg = await self._nc.request(subject, payload, timeout=REQUEST_TIMEOUT)
                 break
             except nats.errors.MaxPayloadError:
                 return to_refused(
@@ -528,12 +570,12 @@ class Client:
             except nats.errors.NoRespondersError:
                 if attempt == 5:
                     raise Unavailable(
-                        f"no ask service answers on {self._names.cmd_run}: start Layby with `layby up`"
+                        f"no ask service answers on {subject}: start Layby with `layby up`"
                     ) from None
                 await asyncio.sleep(0.5 * (attempt + 1))
             except nats.errors.TimeoutError:
                 if attempt == 5:
-                    raise Unavailable(f"the ask service did not answer on {self._names.cmd_run}") from None
+                    raise Unavailable(f"the ask service did not answer on {subject}") from None
         return REPLY_DECODER.decode(msg.data)
 
     @property
@@ -600,6 +642,9 @@ class Client:
             channel=spec.channel,
             recipient=spec.recipient,
             chat=chat,
+            to="caller" if spec.to == "caller" else "user",
+            payload=spec.payload,
+            on_expiry=spec.on_expiry if spec.on_expiry == "resume" else None,
         )
         # TimeoutError past the deadline: the caller prunes, and may find the ask recorded after all.
         reply = await self._request_ask(cmd, deadline)  # the same interaction id: idempotent
@@ -762,7 +807,7 @@ async def ask_user(
     group_id: str | None = None,
     audience: str | None = None,
     sensitive: bool = False,
-    mode: str = "sync",
+    mode: str | None = None,
     expiry_at: datetime | None = None,
     media: list[Any] | None = None,
     data: dict[str, Any] | None = None,
@@ -775,6 +820,9 @@ async def ask_user(
     mismatch_notice: str | None = None,
     reply_ids: list[str] | None = None,
     details: bool = False,
+    to: str = "user",
+    payload: Any = None,
+    on_expiry: str | None = None,
 ) -> Any:
     """Ask a person and block until they answer: ``str`` for text/select, ``bool`` for confirm,
     ``dict`` for form. Raises ``InteractionTimeoutError`` when the budget runs out.
@@ -803,6 +851,9 @@ async def ask_user(
         "mismatch_notice": mismatch_notice,
         "reply_ids": reply_ids,
         "details": details,
+        "to": to,
+        "payload": payload,
+        "on_expiry": on_expiry,
     }
     ctx = current_context()
     if ctx is not None and ctx.client is not None:
@@ -815,8 +866,9 @@ async def ask_user(
         checks["channel"], checks["recipient"], _ = chat_options(
             channel, recipient, on_mismatch=on_mismatch, mismatch_notice=mismatch_notice, reply_ids=reply_ids
         )
+        checks["mode"] = _mode_for(to, mode)
         validate_call(question, {**checks, "schema": _schema_of(schema)}, link)
-        if mode == "async":
+        if checks["mode"] == "async":
             require_park_context()
         client = _clients[loop] = await connect()
     return await client.ask_user(question, **args)

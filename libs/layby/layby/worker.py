@@ -232,6 +232,8 @@ class Worker:
         self.checkpointer = checkpointer
         self._settings = settings or load_client_settings()
         self._flows: dict[str, Flow] = {}
+        self._extras: dict[str, list[str]] = {}
+        """The extras keys each flow declared it reads (docs/caller-asks.md#extras)."""
         self.ready = asyncio.Event()
         """Set once ``serve`` is bound to every registered flow's continuations."""
         self._bound: set[str] = set()
@@ -241,17 +243,22 @@ class Worker:
 
     # -- registration and starting -------------------------------------------------------
 
-    def flow(self, name: str) -> Callable[[Flow], Flow]:
-        """Register an async function of one JSON input as the flow ``name``."""
+    def flow(self, name: str, *, extras: list[str] | None = None) -> Callable[[Flow], Flow]:
+        """Register an async function of one JSON input as the flow ``name``. ``extras``: the keys
+        of a door's ``extras`` the flow reads (``layby.current_run().extras``); a door visit that
+        hands it any other key is refused before the run starts."""
         if not is_flow_name(name):
             raise BadInput("flow name must be 1-64 of [A-Za-z0-9_-]", field="name")
         if name in self._flows:
             raise BadInput(f"flow {name!r} is already registered", field="name")
+        declared = _extras_keys(extras)
 
         def register(fn: Flow) -> Flow:
             if not asyncio.iscoroutinefunction(fn):
                 raise BadInput(f"flow {name!r} must be an async function", field="name")
             self._flows[name] = fn
+            if declared:
+                self._extras[name] = declared
             return fn
 
         return register
@@ -323,6 +330,7 @@ class Worker:
             host=socket.gethostname()[:255],
             pid=os.getpid(),
             concurrency=self._concurrency,
+            extras=dict(self._extras) or None,
         )
         try:
             reply = await client.request_run(cmd)
@@ -494,6 +502,8 @@ class Worker:
                 generation=cont.generation,
                 resume_id=cont.resume_id,
                 identity=cont.identity,
+                subject=cont.subject or cont.run_id,
+                extras=cont.extras,
             ),
             durable=True,
             answers=cont.answers,
@@ -666,6 +676,16 @@ def _log_recorded(cont: Continuation, ctx: RunContext, outcome: Outcome) -> None
         log.debug("run.parked", run_id=cont.run_id, flow=cont.flow, asks=len(ctx.parked))
     elif isinstance(outcome, Finished):
         log.debug("run.finished", run_id=cont.run_id, flow=cont.flow, generation=cont.generation)
+
+
+def _extras_keys(extras: object) -> list[str]:
+    if extras is None:
+        return []
+    if not isinstance(extras, list | tuple) or not all(
+        isinstance(k, str) and 0 < len(k) <= 64 for k in extras
+    ):
+        raise BadInput("extras must be a list of key names (1-64 characters each)", field="extras")
+    return sorted(set(keys))
 
 
 def _require_worker_commands(reply: Refused) -> None:

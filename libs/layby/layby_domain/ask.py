@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+import msgspec
+
 from layby_contracts.commands import Ask
 from layby_contracts.errors import (
     BadInput,
@@ -123,10 +125,27 @@ def decide_ask(cmd: Ask, facts: AskFacts) -> AskDecision:
         recipient=spec.recipient,
         chat=cmd.chat,
     )
+    if spec.to == "caller":
+        event = _caller_ask(event, spec, facts.run)
     return AskDecision(
         event=event,
         binds_ticket=fmt.needs_link(spec.channel),
         inline=inline_images(event, facts.media_retention_seconds),
+    )
+
+
+def _caller_ask(event: InteractionAsked, spec: AskSpec, run: RunStarted | None) -> InteractionAsked:
+    """A caller ask parks on its run chain's subject (docs/caller-asks.md#parks-on-the-subject)."""
+    if run is None:
+        raise BadInput("to='caller' needs a run: ask inside a flow hosted by layby.Worker", field="to")
+    return msgspec.structs.replace(
+        event,
+        to="caller",
+        subject=run.subject or run.run_id,
+        payload=spec.payload,
+        on_expiry="resume" if spec.on_expiry == "resume" else "kill",
+        chain=list(run.chain or [run.flow]),
+        audience=None,
     )
 
 
@@ -147,6 +166,9 @@ def _validated(cmd: Ask, facts: AskFacts) -> AskSpec:
         media=cmd.media,
         channel=cmd.channel,
         recipient=cmd.recipient,
+        to=cmd.to,
+        payload=cmd.payload,
+        on_expiry=cmd.on_expiry,
     )
     if spec.channel is not None:
         if not facts.public_base_url:

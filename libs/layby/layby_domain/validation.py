@@ -46,9 +46,14 @@ class AskSpec(msgspec.Struct, frozen=True, kw_only=True):
     media: list[MediaItem] | None = None
     channel: str | None = None
     recipient: str | None = None
+    to: str = "user"
+    payload: Any = None
+    on_expiry: str | None = None
 
 
 RECIPIENT_MAX_CHARS = 512
+PAYLOAD_MAX_BYTES = 65536
+"""A caller ask's ``payload``, encoded (the same bound as a run's input and result)."""
 
 
 def check_channel(channel: object, recipient: object, link: object, verifier: object) -> None:
@@ -187,8 +192,12 @@ def validate_ask(
     link_url: object = None,
     channel: object = None,
     recipient: object = None,
+    to: object = "user",
+    payload: object = None,
+    on_expiry: object = None,
 ) -> AskSpec:
     """Validate every argument of an ask; raise ``BadInput`` naming the first bad field."""
+    check_caller(to, mode, payload, on_expiry, channel=channel, audience=audience, media=media)
     if timeout is not None:
         if isinstance(timeout, bool) or not isinstance(timeout, int | float):
             raise BadInput(
@@ -258,7 +267,54 @@ def validate_ask(
         media=checked_media,
         channel=channel if isinstance(channel, str) else None,
         recipient=recipient if isinstance(recipient, str) else None,
+        to=str(to),
+        payload=payload,
+        on_expiry=(str(on_expiry) if on_expiry is not None else "kill") if to == "caller" else None,
     )
+
+
+def check_caller(
+    to: object,
+    mode: object,
+    payload: object,
+    on_expiry: object,
+    *,
+    channel: object,
+    audience: object,
+    media: object,
+) -> None:
+    """The rules of ``to`` (docs/caller-asks.md#asking-the-caller): a caller ask parks (always
+    async), reaches no person (no channel, audience or media), and alone carries ``payload`` and
+    ``on_expiry``."""
+    if to not in ("user", "caller"):
+        raise BadInput("to must be 'user' or 'caller'", field="to")
+    if to != "caller":
+        if payload is not None:
+            raise BadInput("payload is only for to='caller' asks", field="payload")
+        if on_expiry is not None:
+            raise BadInput("on_expiry is only for to='caller' asks", field="on_expiry")
+        return
+    if mode != "async":
+        raise BadInput("to='caller' is always mode='async'; mode='sync' is refused", field="mode")
+    if on_expiry is not None and on_expiry not in ("kill", "resume"):
+        raise BadInput("on_expiry must be 'kill' or 'resume'", field="on_expiry")
+    for name, value in (("channel", channel), ("audience", audience), ("media", media)):
+        if value is not None:
+            raise BadInput(f"{name} is not for to='caller' asks: they never reach a person", field=name)
+    if payload is not None:
+        where = nul_path(payload)
+        if where is not None:
+            raise BadInput("payload must not contain NUL characters", field="payload")
+        try:
+            size = len(msgspec.json.encode(payload))
+        except (TypeError, msgspec.EncodeError):
+            raise BadInput(
+                "payload must be JSON (objects, arrays, strings, numbers, booleans, null)", field="payload"
+            ) from None
+        if size > PAYLOAD_MAX_BYTES:
+            raise BadInput(
+                f"payload is {size} bytes encoded; the limit is {PAYLOAD_MAX_BYTES}", field="payload"
+            )
 
 
 def validate_answer(answer_format: str, format_payload: dict[str, Any] | None, answer: Any) -> Any:
