@@ -685,7 +685,7 @@ def _extras_keys(extras: object) -> list[str]:
         isinstance(k, str) and 0 < len(k) <= 64 for k in extras
     ):
         raise BadInput("extras must be a list of key names (1-64 characters each)", field="extras")
-    return sorted(set(keys))
+    return sorted({str(k) for k in extras})
 
 
 def _require_worker_commands(reply: Refused) -> None:
