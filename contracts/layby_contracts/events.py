@@ -335,6 +335,8 @@ class RunCancelled(msgspec.Struct, frozen=True, kw_only=True, tag="run.cancelled
     was: Literal["running", "parked"]
     asks: list[str] = []
     """A parked run's questions (interaction ids): removed from the inbox with the run."""
+    visits: list[str] = []
+    """Visits that were waiting on the cancelled execution: each is told the run failed."""
 
 
 class ChannelMessageReceived(msgspec.Struct, frozen=True, kw_only=True, tag="channel.message.v1"):

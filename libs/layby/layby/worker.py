@@ -654,6 +654,8 @@ class Worker:
     async def _prune_strays(self, client: Client, ctx: RunContext) -> None:
         """Asks recorded by an execution that did not park on them would linger: prune them."""
         for ask in ctx.parked:
+            if ask.kind == "call":
+                continue  # a child run, not a question: it goes on (or was cancelled with the chain)
             with contextlib.suppress(Exception):
                 await client.nc.request(
                     client.names.cmd_prune,

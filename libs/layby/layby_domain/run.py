@@ -231,10 +231,17 @@ def resolution(ask: ParkedAsk, event: object) -> Resolution | None:
 
 
 def decide_resume(
-    state: Run, resolved: list[Resolution | None], *, now: datetime, resume_id: str
+    state: Run,
+    resolved: list[Resolution | None],
+    *,
+    now: datetime,
+    resume_id: str,
+    visits: list[str] | None = None,
 ) -> RunResumed | None:
     """Resume a parked run once every one of its asks (in ``park.asks`` order) has resolved;
-    None while the run is not parked or a question is still pending."""
+    None while the run is not parked or a question is still pending. ``visits``: the visits
+    that resumed its caller asks (docs/caller-asks.md#resume-take-and-cancel); a park on calls
+    alone also carries its own on."""
     park = state.last
     if not isinstance(park, RunParked):
         return None
@@ -250,7 +257,12 @@ def decide_resume(
         resumed_at=now,
         answers=answers,
         steps=park.steps,
+        visits=_merged(park.visits if all(a.kind == "call" for a in park.asks) else [], visits or []),
     )
+
+
+def _merged(*lists: list[str]) -> list[str]:
+    return list(dict.fromkeys(v for found in lists for v in found))
 
 
 def decide_step(
@@ -309,7 +321,10 @@ def decide_cancel(state: Run, *, by: str, now: datetime) -> RunCancelled:
         by=by,
         cancelled_at=now,
         was="parked" if status == "parked" else "running",
-        asks=[a.interaction_id for a in state.last.asks] if isinstance(state.last, RunParked) else [],
+        asks=[a.interaction_id for a in state.last.asks if a.kind == "ask"]
+        if isinstance(state.last, RunParked)
+        else [],
+        visits=list(getattr(state.last, "visits", [])),
     )
 
 

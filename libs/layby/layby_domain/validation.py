@@ -139,6 +139,15 @@ def call_interaction_id(run_id: str, call: int) -> str:
 _FLOW_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
+_SUBJECT_RE = re.compile(r"[A-Za-z0-9_:@-]{1,128}")
+
+
+def is_subject(value: object) -> bool:
+    """Subjects name run chains and conversations, and are NATS subject tokens: 1-128 of
+    [A-Za-z0-9_:@-]."""
+    return isinstance(value, str) and _SUBJECT_RE.fullmatch(value) is not None
+
+
 def is_flow_name(value: object) -> bool:
     """Flow names are subject tokens: 1-64 of [A-Za-z0-9_-]."""
     return isinstance(value, str) and bool(_FLOW_RE.match(value))

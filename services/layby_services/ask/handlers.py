@@ -39,6 +39,7 @@ from layby_server.auth import Authenticator, asker_of
 from layby_server.channels import abilities, load_channels
 from layby_server.eventstore import EventStore
 from layby_server.logs import get_logger
+from layby_server.parked import Entries
 from layby_server.settings import Settings
 from layby_services.ask.admission import Admitter
 from layby_services.ask.caller import identify
@@ -51,14 +52,24 @@ RESERVATION_SECONDS = 600.0
 
 class AskHandlers:
     def __init__(
-        self, settings: Settings, store: EventStore, admitter: Admitter, auth: Authenticator, clock: Clock
+        self,
+        settings: Settings,
+        store: EventStore,
+        admitter: Admitter,
+        auth: Authenticator,
+        clock: Clock,
+        *,
+        caller_admitter: Admitter | None = None,
     ) -> None:
         self._settings = settings
         self._store = store
         self._admitter = admitter
+        self.caller_admitter = caller_admitter
+        """The slots of caller asks and their waiting outcomes (their own cap); None: unlimited."""
         self._auth = auth
         self._clock = clock
         self.runs = RunHandlers(settings, store, auth, clock)
+        self.entries = Entries(store, clock.now)
         self._channel_abilities = abilities(
             load_channels(settings.channels, parse_secrets(settings.webhook_secrets))
         )
@@ -144,7 +155,11 @@ class AskHandlers:
             # already (perhaps answered), so it takes no new slot and is not appended again.
             first_ask = await self._asked_before(event)
             if first_ask is not None:
+                if first_ask.to == "caller" and first_ask.subject is not None:
+                    await self._index(first_ask)  # an earlier attempt may have stopped before it
                 return _accepted(first_ask)
+        if event.to == "caller":
+            return await self._ask_caller(event)
         if decision.binds_ticket:
             # A channel question's ticket is minted by the delivery service, per delivery.
             assert cmd.ticket_hash is not None
@@ -169,6 +184,24 @@ class AskHandlers:
         )
         return _accepted(event)
 
+    async def _ask_caller(self, event: InteractionAsked) -> Accepted:
+        """A caller ask (docs/caller-asks.md): its own cap, then recorded and put on its subject's
+        index before the asker parks, so a visit right after the park sees it."""
+        admitter = self.caller_admitter
+        if admitter is not None and not await admitter.admit(event.interaction_id, event.timeout_at):
+            raise InteractionLimitError(
+                f"ask_user(to='caller') refused: already at the max_concurrent_caller limit ({admitter.cap})"
+            )
+        event = await self._record(event, admitter)
+        await self._index(event)
+        log.info("ask.recorded", interaction_id=event.interaction_id, to="caller", subject=event.subject)
+        return _accepted(event)
+
+    async def _index(self, event: InteractionAsked) -> None:
+        assert event.subject is not None
+        self.entries.remember(event)
+        await self.entries.add(event.subject, event.interaction_id)
+
     async def _asked_before(self, event: InteractionAsked) -> InteractionAsked | None:
         """The question an earlier execution of this run's call recorded under the same id."""
         existing = await self._store.first(self._store.names.ix(event.interaction_id))
@@ -192,11 +225,13 @@ class AskHandlers:
             out.append(msgspec.structs.replace(item, url=MEDIA_ROUTE_PREFIX + media_id))
         return out
 
-    async def _record(self, event: InteractionAsked) -> InteractionAsked:
+    async def _record(self, event: InteractionAsked, admitter: Admitter | None = None) -> InteractionAsked:
         """Append the asked event; the slot is released only when the log surely lacks it."""
+        slots = admitter if event.to == "caller" else self._admitter
         subject = self._store.names.ix(event.interaction_id)
         if await self._withdrawn_by(event.interaction_id, event.asked_by):
-            await self._admitter.release(event.interaction_id)
+            if slots is not None:
+                await slots.release(event.interaction_id)
             raise BadInput("interaction_id is already in use", field="interaction_id")
         for attempt in range(3):
             try:
@@ -221,7 +256,8 @@ class AskHandlers:
             and first.event.asked_by == event.asked_by
         ):
             return first.event  # an earlier attempt of this very ask was recorded
-        await self._admitter.release(event.interaction_id)
+        if slots is not None:
+            await slots.release(event.interaction_id)
         if first is None:
             raise Unavailable("the event log is unavailable; nothing was recorded")
         raise BadInput("interaction_id is already in use", field="interaction_id")

@@ -41,12 +41,13 @@ from layby_contracts.limits import CHECKPOINT_MAX_BYTES
 from layby_domain.ask import may_act_for
 from layby_domain.clock import Clock
 from layby_domain.run import Run, Steps, checkpoint, decide_end, decide_park, decide_step, is_current
-from layby_domain.validation import call_interaction_id, is_flow_name, nul_path
+from layby_domain.validation import call_interaction_id, is_flow_name, is_interaction_id, is_subject, nul_path
 from layby_server.auth import Authenticator, Principal, asker_of
 from layby_server.consumer import ensure_flow_consumer
 from layby_server.eventlog import as_event, decide_and_append
 from layby_server.eventstore import EventStore, Stored
 from layby_server.logs import get_logger
+from layby_server.parked import executing_visits
 from layby_server.runops import cancel_run, read_steps, retry_run
 from layby_server.settings import Settings
 from layby_server.workers import WorkerRegistry
@@ -172,6 +173,8 @@ class RunHandlers:
         if not is_flow_name(cmd.flow):
             raise BadInput("flow must be 1-64 of [A-Za-z0-9_-]", field="flow")
         self._check_payload("input", cmd.input)
+        if cmd.subject is not None and not is_subject(cmd.subject):
+            raise BadInput("subject must be 1-128 of [A-Za-z0-9_:@-]", field="subject")
         event = RunStarted(
             run_id=cmd.run_id,
             flow=cmd.flow,
@@ -179,22 +182,53 @@ class RunHandlers:
             role=principal.role,
             input=cmd.input,
             started_at=self._clock.now(),
+            subject=cmd.subject,
         )
-        subject = self._store.names.run(cmd.run_id)
+        if cmd.caller is not None or cmd.caller_call is not None:
+            event = await self._child(cmd, principal, event)
+        return await self.record_start(event, warn=True)
+
+    async def _child(self, cmd: StartRun, principal: Principal, event: RunStarted) -> RunStarted:
+        """``layby.call``: the child runs as its caller's identity, on its caller's subject, one
+        link further down the chain (docs/caller-asks.md#runs-that-call-runs)."""
+        if cmd.caller is None or cmd.caller_call is None or not is_interaction_id(cmd.caller):
+            raise BadInput("caller and caller_call go together", field="caller")
+        parent = await self.started(cmd.caller)
+        if parent is None:
+            raise BadInput(f"run {cmd.caller} does not exist", field="caller")
+        if not self.may_act(principal, parent):
+            raise Forbidden("this run belongs to another identity")
+        if cmd.run_id != call_interaction_id(cmd.caller, cmd.caller_call):
+            raise BadInput("run_id does not belong to the caller's call", field="run_id")
+        return msgspec.structs.replace(
+            event,
+            identity=parent.identity,
+            role=parent.role,
+            subject=parent.subject or parent.run_id,
+            caller=parent.run_id,
+            caller_call=cmd.caller_call,
+            chain=[*(parent.chain or [parent.flow]), cmd.flow],
+        )
+
+    async def record_start(self, event: RunStarted, *, warn: bool = False) -> RunAccepted:
+        """Append a run's start (idempotent for the same starter and flow)."""
+        subject = self._store.names.run(event.run_id)
         try:
-            seq = await self._store.append(subject, event, msg_id=f"started-{cmd.run_id}", expected_seq=0)
+            seq = await self._store.append(subject, event, msg_id=f"started-{event.run_id}", expected_seq=0)
         except Conflict:
-            found = await self.load(cmd.run_id)
+            found = await self.load(event.run_id)
             if (
                 found is not None
-                and found.started.identity == principal.identity
-                and (found.started.flow == cmd.flow)
+                and found.started.identity == event.identity
+                and (found.started.flow == event.flow)
             ):
-                return RunAccepted(run_id=cmd.run_id, seq=found.last.seq)  # a retry of this start
+                return RunAccepted(run_id=event.run_id, seq=found.last.seq)  # a retry of this start
             raise BadInput("run_id is already in use", field="run_id") from None
         self._keep_started(event)  # its first execution asks about it in a moment
-        log.info("run.started", run_id=cmd.run_id, flow=cmd.flow, identity=principal.identity)
-        return RunAccepted(run_id=cmd.run_id, seq=seq, warning=await self._unserved(cmd.flow))
+        log.info("run.started", run_id=event.run_id, flow=event.flow, identity=event.identity)
+        return RunAccepted(
+            run_id=event.run_id, seq=seq, warning=await self._unserved(event.flow) if warn else None
+        )
 
     async def _unserved(self, flow: str) -> str | None:
         """A warning when no live worker serves ``flow`` (the run waits for one)."""
@@ -257,6 +291,7 @@ class RunHandlers:
         )
         if event is None:
             return RunAccepted(run_id=cmd.run_id, seq=found.last.seq)  # a retry of this park
+        event = msgspec.structs.replace(event, visits=executing_visits(_run(found)))
         _check_checkpoint(event.steps, event.answers, field="answers")
         reply = await self._append(found, event, f"parked-{cmd.run_id}-{cmd.generation}")
         self._executions.pop((cmd.run_id, cmd.generation - 1), None)
@@ -282,6 +317,7 @@ class RunHandlers:
         )
         if event is None:
             return RunAccepted(run_id=cmd.run_id, seq=found.last.seq)  # a retry of this end
+        event = msgspec.structs.replace(event, visits=executing_visits(_run(found)))
         reply = await self._append(found, event, f"ended-{cmd.run_id}-{cmd.generation}-{uuid.uuid4().hex}")
         self._executions.pop((cmd.run_id, cmd.generation), None)
         if isinstance(reply, RunAccepted):
