@@ -10,6 +10,7 @@ are the database's, never a service's clock.
 from __future__ import annotations
 
 import asyncpg
+import msgspec
 
 from layby_contracts.commands import WorkerSeen
 from layby_contracts.errors import BadInput
@@ -21,11 +22,16 @@ ALIVE_SECONDS = 30
 MAX_FLOWS = 256
 
 _SEEN = """
-INSERT INTO workers (worker_id, identity, host, pid, flows, concurrency)
-VALUES ($1, $2, $3, $4, $5, $6)
+INSERT INTO workers (worker_id, identity, host, pid, flows, concurrency, extras)
+VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb)
 ON CONFLICT (worker_id) DO UPDATE SET
     identity = EXCLUDED.identity, host = EXCLUDED.host, pid = EXCLUDED.pid, flows = EXCLUDED.flows,
-    concurrency = EXCLUDED.concurrency, seen_at = now()
+    concurrency = EXCLUDED.concurrency, extras = EXCLUDED.extras, seen_at = now()
+"""
+
+_EXTRAS = """
+SELECT DISTINCT jsonb_array_elements_text(extras -> $1) AS key FROM workers
+WHERE extras ? $1 AND seen_at > now() - interval '1 hour'
 """
 
 _SERVED = f"""
@@ -48,6 +54,16 @@ ORDER BY seen_at DESC LIMIT 500
 """  # noqa: S608 - a constant
 
 
+def _declared(cmd: WorkerSeen) -> dict[str, list[str]]:
+    extras = cmd.extras or {}
+    if len(extras) > MAX_FLOWS or not all(is_flow_name(f) for f in extras):
+        raise BadInput("extras must map flow names to key lists", field="extras")
+    for flow, keys in extras.items():
+        if len(keys) > 256 or not all(isinstance(k, str) and 0 < len(k) <= 64 for k in keys):
+            raise BadInput(f"extras of {flow} must be at most 256 keys of 1-64 characters", field="extras")
+    return {flow: sorted(set(keys)) for flow, keys in extras.items()}
+
+
 class WorkerRegistry:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
@@ -58,9 +74,22 @@ class WorkerRegistry:
         if not (0 < len(cmd.flows) <= MAX_FLOWS) or not all(is_flow_name(f) for f in cmd.flows):
             raise BadInput(f"flows must be 1-{MAX_FLOWS} flow names", field="flows")
         host = (cmd.host or "")[:255] or None
+        extras = _declared(cmd)
         await self._pool.execute(
-            _SEEN, cmd.worker_id, principal.identity, host, cmd.pid, sorted(set(cmd.flows)), cmd.concurrency
+            _SEEN,
+            cmd.worker_id,
+            principal.identity,
+            host,
+            cmd.pid,
+            sorted(set(cmd.flows)),
+            cmd.concurrency,
+            msgspec.json.encode(extras).decode() if extras else None,
         )
+
+    async def extras(self, flow: str) -> set[str]:
+        """The extras keys ``flow`` declared, as workers seen in the last hour report them
+        (docs/caller-asks.md#extras); empty when none declared any."""
+        return {r["key"] for r in await self._pool.fetch(_EXTRAS, flow)}
 
     async def served(self) -> list[str]:
         """Every flow a live worker serves."""

@@ -31,17 +31,27 @@ from layby_contracts.commands import Continuation
 from layby_contracts.errors import Conflict
 from layby_contracts.events import (
     InteractionAnswered,
+    InteractionAsked,
     InteractionRemoved,
+    InteractionSettled,
+    InteractionTaken,
+    ParkedAsk,
+    Resolution,
     RunCancelled,
+    RunFailed,
+    RunFinished,
     RunParked,
     RunResumed,
     RunStarted,
 )
 from layby_domain.clock import Clock
 from layby_domain.run import Run, decide_resume, resolution, resume_id_of
+from layby_server.chains import call_resolution
 from layby_server.eventstore import EventStore, Stored
 from layby_server.logs import get_logger
+from layby_server.parked import Entries, caller_entries
 from layby_server.runops import close_steps, remove_open_asks
+from layby_services.resume.chains import Chains
 
 log = get_logger("layby.resume")
 _enc = msgspec.json.Encoder()
@@ -53,6 +63,8 @@ class Resumer:
         self._store = store
         self._clock = clock
         self._started: OrderedDict[str, RunStarted] = OrderedDict()
+        self.entries = Entries(store, clock.now)
+        self.chains = Chains(store, self.entries, self.started, self.evaluate, clock.now)
 
     async def on_event(self, stored: Stored) -> None:
         ev = stored.event
@@ -62,17 +74,24 @@ class Resumer:
                 await self.start(ev)
             case RunParked():
                 await self.evaluate(ev.run_id)
+                await self.chains.on_run_event(ev)
             case RunCancelled():
                 # Repeats the canceller's removals and closing, should it have stopped half-way
                 # (both idempotent).
                 await remove_open_asks(self._store, ev, self._clock.now)
                 await close_steps(self._store, ev, self._clock.now)
+                await self.chains.on_run_event(ev)
+            case RunFinished() | RunFailed():
+                await self.chains.on_run_event(ev)
             case RunResumed() if ev.retried_by is not None:
                 # A person retried a failed run: the ask service decided it; publish its continuation.
                 await self.evaluate(ev.run_id)
             case InteractionAnswered() | InteractionRemoved() if ev.run_id:
                 # A resolution is its question's last event: no need to read it back.
                 await self.evaluate(ev.run_id, known={ev.interaction_id: stored})
+                await self.chains.on_entry_event(ev)
+            case InteractionAsked() | InteractionSettled() | InteractionTaken():
+                await self.chains.on_entry_event(ev)
 
     async def start(self, ev: RunStarted) -> None:
         """Generation 0: the first execution is a continuation like every other.
@@ -87,6 +106,8 @@ class Resumer:
             resume_id=resume_id_of(ev.run_id, 0),
             identity=ev.identity,
             input=ev.input,
+            subject=ev.subject or ev.run_id,
+            extras=ev.extras,
         )
         await self._publish(cont)
 
@@ -103,16 +124,16 @@ class Resumer:
             return  # not parked (yet, or any more): nothing to resume
         park = last.event
         known = known or {}
-        reads = await asyncio.gather(
-            *(self._read_ix(a.interaction_id, known.get(a.interaction_id)) for a in park.asks)
-        )
-        resolved = [
-            resolution(ask, read.event if read is not None else None)
-            for ask, read in zip(park.asks, reads, strict=True)
+        reads = await asyncio.gather(*(self._read_item(a, known.get(a.interaction_id)) for a in park.asks))
+        resolved = [await self._resolved(ask, read) for ask, read in zip(park.asks, reads, strict=True)]
+        visits = [
+            read.event.visit
+            for read in reads
+            if read is not None and isinstance(read.event, InteractionAnswered) and read.event.visit
         ]
         resume_id = resume_id_of(run_id, park.generation)
         resumed = decide_resume(
-            Run(seq=last.seq, last=park), resolved, now=self._clock.now(), resume_id=resume_id
+            Run(seq=last.seq, last=park), resolved, now=self._clock.now(), resume_id=resume_id, visits=visits
         )
         if resumed is None:
             return  # a question is still pending: its own resolution triggers the next evaluation
@@ -125,10 +146,32 @@ class Resumer:
         await self._continue(run_id, resumed)
         faults.hit("resume.after_publish")
 
-    async def _read_ix(self, interaction_id: str, known: Stored | None) -> Stored | None:
+    async def _read_item(self, ask: ParkedAsk, known: Stored | None) -> Stored | None:
+        """A parked question's last event, or (a ``layby.call``) its child run's."""
         if known is not None:
             return known
-        return await self._store.last(self._store.names.ix(interaction_id), leader=True)
+        if ask.kind == "call":
+            return await self._store.last(self._store.names.run(ask.interaction_id), leader=True)
+        return await self._store.last(self._store.names.ix(ask.interaction_id), leader=True)
+
+    async def _resolved(self, ask: ParkedAsk, read: Stored | None) -> Resolution | None:
+        event = read.event if read is not None else None
+        if ask.kind == "call":
+            asks = await caller_entries(self.entries, event) if isinstance(event, RunParked) else []
+            return call_resolution(ask, event, asks)
+        if isinstance(event, InteractionRemoved) and event.to == "caller" and event.reason == "timeout":
+            return None  # on_expiry="kill": the chain is torn down, never resumed
+        return resolution(ask, event)
+
+    async def started(self, run_id: str) -> RunStarted | None:
+        found = self._started.get(run_id)
+        if found is not None:
+            return found
+        first = await self._store.first(self._store.names.run(run_id))
+        if first is None or not isinstance(first.event, RunStarted):
+            return None
+        self._remember(first.event)
+        return first.event
 
     def _remember(self, started: RunStarted) -> None:
         self._started[started.run_id] = started
@@ -136,14 +179,10 @@ class Resumer:
             self._started.popitem(last=False)
 
     async def _continue(self, run_id: str, resumed: RunResumed) -> None:
-        started = self._started.get(run_id)
+        started = await self.started(run_id)
         if started is None:
-            first = await self._store.first(self._store.names.run(run_id))
-            if first is None or not isinstance(first.event, RunStarted):
-                log.error("resume.run_without_start", run_id=run_id)
-                return
-            started = first.event
-            self._remember(started)
+            log.error("resume.run_without_start", run_id=run_id)
+            return
         await self._publish(
             Continuation(
                 run_id=run_id,
@@ -154,6 +193,8 @@ class Resumer:
                 input=started.input,
                 answers=resumed.answers,
                 steps=resumed.steps,
+                subject=started.subject or started.run_id,
+                extras=started.extras,
             )
         )
 
