@@ -38,6 +38,7 @@ from layby_domain.frames import add_frame
 from layby_server.db import PROJECTION_TABLES, projection_sql
 from layby_server.eventstore import EventStore, Stored
 from layby_server.logs import get_logger
+from layby_server.projection_parked import parked_changes
 from layby_server.service import pause
 
 log = get_logger("layby_server.projector")
@@ -294,6 +295,8 @@ async def apply_batch(conn: Conn, batch: Sequence[Stored], *, name: str = INBOX)
                     )
                 )
     async with conn.transaction():
+        for sql, args in parked_changes(batch):
+            await conn.execute(sql, *args)
         if asked:
             await conn.executemany(_ASKED, asked)
         if answered:

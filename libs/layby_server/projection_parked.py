@@ -1,0 +1,70 @@
+"""The park-on-subject view: one ``parked_entries`` row per caller ask (docs/caller-asks.md).
+
+Applied by the projector in its batch transaction. Each write is guarded by the row's
+``last_seq``, so the rows come out the same whatever order events are applied in, and a
+replayed event changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from layby_contracts.events import (
+    InteractionAnswered,
+    InteractionAsked,
+    InteractionRemoved,
+    InteractionSettled,
+    InteractionTaken,
+)
+from layby_server.eventlog import StoredEvent
+
+_ASKED = """
+INSERT INTO parked_entries AS r (interaction_id, subject, run_id, status, on_expiry, expiry_at,
+    created_at, last_seq)
+VALUES ($1, $2, $3, 'asking', $4, $5, $6, $7)
+ON CONFLICT (interaction_id) DO UPDATE SET
+    subject = EXCLUDED.subject, run_id = EXCLUDED.run_id, on_expiry = EXCLUDED.on_expiry,
+    expiry_at = EXCLUDED.expiry_at, created_at = EXCLUDED.created_at
+"""
+
+_STATUS = """
+INSERT INTO parked_entries AS r (interaction_id, subject, status, settled_at, last_seq)
+VALUES ($1, '', $2, $3, $4)
+ON CONFLICT (interaction_id) DO UPDATE SET
+    status = CASE WHEN r.last_seq < EXCLUDED.last_seq THEN EXCLUDED.status ELSE r.status END,
+    settled_at = CASE WHEN r.last_seq < EXCLUDED.last_seq THEN EXCLUDED.settled_at ELSE r.settled_at END,
+    last_seq = GREATEST(r.last_seq, EXCLUDED.last_seq)
+"""
+
+
+def parked_changes(batch: Sequence[StoredEvent]) -> Iterator[tuple[str, tuple[Any, ...]]]:
+    """The writes a batch makes to ``parked_entries``."""
+    for stored in batch:
+        ev = stored.event
+        seq = stored.seq
+        match ev:
+            case InteractionAsked() if ev.to == "caller":
+                yield (
+                    _ASKED,
+                    (
+                        ev.interaction_id,
+                        ev.subject or "",
+                        ev.run_id,
+                        ev.on_expiry,
+                        ev.expiry_at,
+                        ev.created_at,
+                        seq,
+                    ),
+                )
+            case InteractionAnswered() if ev.to == "caller":
+                yield _STATUS, (ev.interaction_id, "running", None, seq)
+            case InteractionSettled():
+                status = "gone" if ev.outcome == "parked" else ev.outcome
+                yield _STATUS, (ev.interaction_id, status, ev.settled_at, seq)
+            case InteractionTaken():
+                yield _STATUS, (ev.interaction_id, "gone", None, seq)
+            case InteractionRemoved() if ev.to == "caller":
+                yield _STATUS, (ev.interaction_id, "gone", None, seq)
+            case _:
+                continue
