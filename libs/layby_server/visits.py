@@ -1,0 +1,371 @@
+"""One visit of a door, or of a run's generic tools (docs/caller-asks.md#the-door-contract).
+
+A visit reads the subject's parked entries from the log, runs the door's contract over its input
+(or takes the tool's actions as named), and decides with ``layby_domain.doors.plan_visit``:
+cancels first, then at most one of resume / take / start. Nothing happens unless the whole plan
+holds. Then it records the visit (``VisitRecorded``, before anything it starts or resumes can
+report back) and acts, each action a compare-and-set on the log: of two visits resuming or taking
+the same entry, one wins and the other is refused with ``Conflict``.
+
+The door service runs hook and conversation visits, the sweeper schedule fires, and the ask
+service the generic tools; each holds its own ``Visitor``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import datetime
+from typing import Any, Literal, Protocol
+
+import msgspec
+
+from layby_contracts.commands import Explicit
+from layby_contracts.doors import Column, DoorSpec, Entry, Outcome, Taken, VisitResult
+from layby_contracts.errors import BadInput, Conflict, NotFound, Unavailable
+from layby_contracts.events import (
+    DoorSaved,
+    InteractionRemoved,
+    InteractionSettled,
+    InteractionTaken,
+    RunStarted,
+    VisitRecorded,
+    VisitSettled,
+)
+from layby_domain.caller import Parked, decide_resume, decide_take
+from layby_domain.doors import VisitPlan, plan_visit
+from layby_domain.validation import is_subject
+from layby_server.auth import Principal
+from layby_server.chains import kill_chain
+from layby_server.eventlog import EventLog, as_event, decide_and_append
+from layby_server.logs import get_logger
+from layby_server.parked import Entries, settle_visit
+
+log = get_logger("layby.visits")
+VisitKind = Literal["hook", "schedule", "conversation", "tool"]
+TOOL_SPEC = DoorSpec(kind="hook", target="tools", start_expr="null")
+"""The generic tools act only by naming entries: never a start."""
+
+
+class Programs(Protocol):
+    """Runs a door's jq programs (``layby_server.jqrun.JqRunner``)."""
+
+    async def run(
+        self, programs: Mapping[Column, str], input: Any, parked: list[dict[str, Any]]
+    ) -> dict[Column, list[Any]]: ...
+
+
+def door_subject(name: str, spec: DoorSpec) -> str:
+    """The subject a hook or a schedule drives."""
+    return spec.subject or f"door:{name}"
+
+
+def programs_of(spec: DoorSpec) -> dict[Column, str]:
+    found: dict[Column, str | None] = {
+        "cancel": spec.cancel_expr,
+        "resume": spec.resume_expr,
+        "start": spec.start_expr,
+        "extras": spec.extras_expr,
+    }
+    return {column: program for column, program in found.items() if program is not None}
+
+
+class Visitor:
+    def __init__(
+        self,
+        store: EventLog,
+        entries: Entries,
+        now: Callable[[], datetime],
+        *,
+        programs: Programs | None = None,
+        extras_of: Callable[[str], Awaitable[set[str]]] | None = None,
+        started: Callable[[str], Awaitable[RunStarted | None]] | None = None,
+    ) -> None:
+        self._store = store
+        self._entries = entries
+        self._now = now
+        self._programs = programs
+        self._extras_of = extras_of
+        self._started = started or self._read_started
+
+    async def _read_started(self, run_id: str) -> RunStarted | None:
+        first = await self._store.first(self._store.names.run(run_id))
+        return first.event if first is not None and isinstance(first.event, RunStarted) else None
+
+    async def door(self, name: str) -> DoorSaved | None:
+        """A door's definition as its log says now (None: unknown or deleted)."""
+        last = await self._store.last(self._store.names.door(name), leader=True)
+        return last.event if last is not None and isinstance(last.event, DoorSaved) else None
+
+    async def visit(
+        self,
+        *,
+        visit_id: str,
+        kind: VisitKind,
+        by: Principal,
+        door: DoorSaved | None = None,
+        subject: str | None = None,
+        input: Any = None,
+        explicit: Explicit | None = None,
+    ) -> VisitResult:
+        """Decide and act. A visit id seen before is answered with what that visit did."""
+        earlier = await self.status(visit_id)
+        if earlier is not None:
+            return earlier
+        spec = door.spec if door is not None else TOOL_SPEC
+        where = self._subject_of(door, subject)
+        parked = await self._entries.on_subject(where)
+        shown = [e for p in parked if (e := p.entry) is not None]
+        plan = await self._plan(spec, shown, input, explicit)
+        if plan.start is not None and door is not None:
+            await self._check_extras(spec, plan.extras)
+        run_id = str(uuid.uuid4()) if plan.start is not None and door is not None else None
+        action = _action(plan, run_id)
+        by_id = {p.asked.interaction_id: p for p in parked}
+        for ix in plan.cancels:  # cancels always run first
+            await self._cancel(by_id[ix], by)
+        taken = [await self._take(t.id, by, visit_id) for t in plan.takes]
+        # Recorded before anything it resumes or starts can report its outcome back to it.
+        recorded = VisitRecorded(
+            visit_id=visit_id,
+            door=door.name if door is not None else None,
+            kind=kind,
+            subject=where,
+            by=by.identity,
+            cancelled=plan.cancels,
+            action=action,
+            resumed=[r.id for r in plan.resumes],
+            taken=taken,
+            run_id=run_id,
+            visited_at=self._now(),
+        )
+        try:
+            await self._store.append(
+                self._store.names.visit(visit_id), recorded, msg_id=f"visit-{visit_id}", expected_seq=0
+            )
+        except Conflict:
+            again = await self.status(visit_id)
+            if again is None:
+                raise
+            return again
+        for r in plan.resumes:
+            await self._resume(r.id, r.payload, by, visit_id)
+        if run_id is not None and door is not None and plan.start is not None:
+            await self._start(
+                door, run_id, subject=where, kwargs=plan.start, extras=plan.extras, visit_id=visit_id
+            )
+        if taken:
+            first = taken[0]
+            await settle_visit(
+                self._entries, visit_id, Outcome(status=first.status, result=first.result, error=first.error)
+            )
+        log.info(
+            "visit.done",
+            visit_id=visit_id,
+            kind=kind,
+            subject=where,
+            action=action,
+            cancelled=len(plan.cancels),
+        )
+        return VisitResult(
+            visit_id=visit_id,
+            door=recorded.door,
+            subject=where,
+            cancelled=plan.cancels,
+            action=action,
+            resumed=recorded.resumed,
+            taken=taken,
+            run_id=run_id,
+            outcome=(await self._settled(visit_id)),
+        )
+
+    def _subject_of(self, door: DoorSaved | None, subject: str | None) -> str:
+        if door is None or door.spec.kind == "conversation":
+            if subject is None or not is_subject(subject):
+                raise BadInput("subject must be 1-128 of [A-Za-z0-9_:@-]", field="subject")
+            return subject
+        return door_subject(door.name, door.spec)
+
+    async def _plan(
+        self, spec: DoorSpec, entries: list[Entry], input: Any, explicit: Explicit | None
+    ) -> VisitPlan:
+        if explicit is not None:
+            results: dict[Column, list[Any]] = {"start": [None]}
+            if explicit.cancels:
+                results["cancel"] = [list(explicit.cancels)]
+            items: list[Any] = [*explicit.resumes, *explicit.takes]
+            if items:
+                results["resume"] = [items]
+            return plan_visit(results, parked=entries, spec=spec)
+        programs = programs_of(spec)
+        if programs and self._programs is None:
+            raise Unavailable("this service cannot run door programs")
+        ran: dict[Column, list[Any]] = {}
+        if programs:
+            assert self._programs is not None
+            parked = [msgspec.to_builtins(e) for e in entries]
+            ran = await self._programs.run(programs, input, parked)
+        return plan_visit(ran, parked=entries, spec=spec)
+
+    async def _check_extras(self, spec: DoorSpec, extras: dict[str, Any] | None) -> None:
+        """A target reads only the extras keys it declared: any other is refused before the run
+        starts (docs/caller-asks.md#extras)."""
+        if not extras:
+            return
+        declared = await self._extras_of(spec.target) if self._extras_of is not None else set()
+        for key in extras:
+            if key not in declared:
+                listing = ", ".join(sorted(declared)) or "none"
+                raise BadInput(
+                    f"extras_expr yielded the key {key[:64]!r}, which flow {spec.target} does not declare "
+                    f"(it declares: {listing}); nothing was started",
+                    field="extras_expr",
+                )
+
+    async def _cancel(self, parked: Parked, by: Principal) -> None:
+        """A whole-chain kill of the entry's run and every run above it; a waiting outcome is
+        removed from the subject."""
+        asked = parked.asked
+        if asked.run_id is not None:
+            await kill_chain(self._store, self._started, asked.run_id, by, self._now)
+        await self._remove_outcome(asked.interaction_id)
+        if asked.subject is not None:
+            await self._entries.remove(asked.subject, asked.interaction_id)
+
+    async def _remove_outcome(self, ix: str) -> None:
+        async def read(_leader: bool) -> Parked:
+            found = await self._entries.read(ix)
+            if found is None:
+                raise NotFound(f"entry {ix} is not parked on this subject")
+            return found
+
+        def decide(parked: Parked) -> InteractionRemoved | None:
+            if not isinstance(parked.last, InteractionSettled) or parked.last.outcome == "parked":
+                return None
+            return InteractionRemoved(
+                interaction_id=ix,
+                group_id=parked.asked.group_id,
+                reason="cancelled",
+                removed_at=self._now(),
+                run_id=parked.asked.run_id,
+                to="caller",
+            )
+
+        await decide_and_append(
+            self._store,
+            self._store.names.ix(ix),
+            read=read,
+            decide=decide,
+            event_of=as_event,
+            msg_id=lambda _: f"removed-{ix}-{uuid.uuid4().hex}",
+        )
+
+    async def _resume(self, ix: str, payload: Any, by: Principal, visit_id: str) -> None:
+        async def read(_leader: bool) -> Parked:
+            found = await self._entries.read(ix)
+            if found is None:
+                raise NotFound(f"entry {ix} is not parked on this subject")
+            return found
+
+        done = await decide_and_append(
+            self._store,
+            self._store.names.ix(ix),
+            read=read,
+            decide=lambda p: decide_resume(
+                p, ix, payload=payload, by=by.identity, visit=visit_id, now=self._now()
+            ),
+            event_of=as_event,
+            msg_id=lambda _: f"resumed-{ix}-{visit_id}",
+        )
+        if done.lost:
+            raise Unavailable(f"entry {ix} kept changing; try again")
+
+    async def _take(self, ix: str, by: Principal, visit_id: str) -> Taken:
+        settled: list[InteractionSettled] = []
+
+        async def read(_leader: bool) -> Parked:
+            found = await self._entries.read(ix)
+            if found is None:
+                raise NotFound(f"entry {ix} is not parked on this subject")
+            return found
+
+        def decide(parked: Parked) -> InteractionTaken:
+            taken = decide_take(parked, ix, by=by.identity, visit=visit_id, now=self._now())
+            assert isinstance(parked.last, InteractionSettled)
+            settled[:] = [parked.last]
+            return taken
+
+        done = await decide_and_append(
+            self._store,
+            self._store.names.ix(ix),
+            read=read,
+            decide=decide,
+            event_of=as_event,
+            msg_id=lambda _: f"taken-{ix}-{visit_id}",
+        )
+        if done.lost or not settled:
+            raise Unavailable(f"entry {ix} kept changing; try again")
+        outcome = settled[0]
+        status: Literal["finished", "failed"] = "failed" if outcome.outcome == "failed" else "finished"
+        return Taken(id=ix, status=status, result=outcome.result, error=outcome.error)
+
+    async def _start(
+        self,
+        door: DoorSaved,
+        run_id: str,
+        *,
+        subject: str,
+        kwargs: dict[str, Any],
+        extras: dict[str, Any] | None,
+        visit_id: str,
+    ) -> None:
+        """Start the door's target under the identity that saved the door."""
+        event = RunStarted(
+            run_id=run_id,
+            flow=door.spec.target,
+            identity=door.by,
+            role="operator",
+            input=kwargs,
+            started_at=self._now(),
+            subject=subject,
+            chain=[door.spec.target],
+            door=door.name,
+            visits=[visit_id],
+            extras=extras,
+        )
+        await self._store.append(
+            self._store.names.run(run_id), event, msg_id=f"started-{run_id}", expected_seq=0
+        )
+
+    async def _settled(self, visit_id: str) -> Outcome | None:
+        last = await self._store.last(self._store.names.visit(visit_id), leader=True)
+        return last.event.outcome if last is not None and isinstance(last.event, VisitSettled) else None
+
+    async def status(self, visit_id: str) -> VisitResult | None:
+        """What a visit did, and its outcome once known (None: no such visit)."""
+        first = await self._store.first(self._store.names.visit(visit_id))
+        if first is None or not isinstance(first.event, VisitRecorded):
+            return None
+        rec = first.event
+        outcome = await self._settled(visit_id)
+        return VisitResult(
+            visit_id=rec.visit_id,
+            door=rec.door,
+            subject=rec.subject,
+            cancelled=rec.cancelled,
+            action=rec.action,
+            resumed=rec.resumed,
+            taken=rec.taken,
+            run_id=rec.run_id,
+            outcome=outcome,
+        )
+
+
+def _action(plan: VisitPlan, run_id: str | None) -> Literal["resume", "take", "start", "none"]:
+    if plan.resumes:
+        return "resume"
+    if plan.takes:
+        return "take"
+    if run_id is not None:
+        return "start"
+    return "none"
