@@ -107,8 +107,11 @@ class Visitor:
         subject: str | None = None,
         input: Any = None,
         explicit: Explicit | None = None,
+        label: str | None = None,
     ) -> VisitResult:
-        """Decide and act. A visit id seen before is answered with what that visit did."""
+        """Decide and act, as ``by`` (``label``: who the log says visited, default ``by``'s
+        identity). A visit id seen before is answered with what that visit did."""
+        who = label or by.identity
         earlier = await self.status(visit_id)
         if earlier is not None:
             return earlier
@@ -124,14 +127,14 @@ class Visitor:
         by_id = {p.asked.interaction_id: p for p in parked}
         for ix in plan.cancels:  # cancels always run first
             await self._cancel(by_id[ix], by)
-        taken = [await self._take(t.id, by, visit_id) for t in plan.takes]
+        taken = [await self._take(t.id, who, visit_id) for t in plan.takes]
         # Recorded before anything it resumes or starts can report its outcome back to it.
         recorded = VisitRecorded(
             visit_id=visit_id,
             door=door.name if door is not None else None,
             kind=kind,
             subject=where,
-            by=by.identity,
+            by=who,
             cancelled=plan.cancels,
             action=action,
             resumed=[r.id for r in plan.resumes],
@@ -149,7 +152,7 @@ class Visitor:
                 raise
             return again
         for r in plan.resumes:
-            await self._resume(r.id, r.payload, by, visit_id)
+            await self._resume(r.id, r.payload, who, visit_id)
         if run_id is not None and door is not None and plan.start is not None:
             await self._start(
                 door, run_id, subject=where, kwargs=plan.start, extras=plan.extras, visit_id=visit_id
@@ -260,7 +263,7 @@ class Visitor:
             msg_id=lambda _: f"removed-{ix}-{uuid.uuid4().hex}",
         )
 
-    async def _resume(self, ix: str, payload: Any, by: Principal, visit_id: str) -> None:
+    async def _resume(self, ix: str, payload: Any, by: str, visit_id: str) -> None:
         async def read(_leader: bool) -> Parked:
             found = await self._entries.read(ix)
             if found is None:
@@ -272,7 +275,7 @@ class Visitor:
             self._store.names.ix(ix),
             read=read,
             decide=lambda p: decide_resume(
-                p, ix, payload=payload, by=by.identity, visit=visit_id, now=self._now()
+                p, ix, payload=payload, by=by, visit=visit_id, now=self._now()
             ),
             event_of=as_event,
             msg_id=lambda _: f"resumed-{ix}-{visit_id}",
@@ -280,7 +283,7 @@ class Visitor:
         if done.lost:
             raise Unavailable(f"entry {ix} kept changing; try again")
 
-    async def _take(self, ix: str, by: Principal, visit_id: str) -> Taken:
+    async def _take(self, ix: str, by: str, visit_id: str) -> Taken:
         settled: list[InteractionSettled] = []
 
         async def read(_leader: bool) -> Parked:
@@ -290,7 +293,7 @@ class Visitor:
             return found
 
         def decide(parked: Parked) -> InteractionTaken:
-            taken = decide_take(parked, ix, by=by.identity, visit=visit_id, now=self._now())
+            taken = decide_take(parked, ix, by=by, visit=visit_id, now=self._now())
             assert isinstance(parked.last, InteractionSettled)
             settled[:] = [parked.last]
             return taken

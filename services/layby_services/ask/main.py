@@ -9,17 +9,23 @@ from nats.aio.msg import Msg
 
 from layby_contracts.commands import (
     COMMAND_DECODER,
+    DOOR_COMMAND_DECODER,
     Ask,
     AttachWorker,
     CancelRun,
     CheckCurrent,
+    DeleteDoor,
     EndRun,
+    ListParked,
     ParkRun,
     Prune,
+    PutDoor,
     RecordStep,
     ReserveTicket,
     RetryRun,
     StartRun,
+    Visit,
+    VisitStatus,
     WorkerSeen,
 )
 from layby_contracts.errors import BadInput, LaybyError, Unavailable
@@ -32,6 +38,7 @@ from layby_server.settings import Settings, load_settings
 from layby_server.workers import WorkerRegistry
 from layby_services.ask.admission import Admitter
 from layby_services.ask.handlers import AskHandlers
+from layby_services.ask.visits import ToolVisits
 
 log = get_logger("layby.ask")
 _enc = msgspec.json.Encoder()
@@ -46,10 +53,40 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
         )
         handlers = AskHandlers(settings, res.store, admitter, Authenticator(settings.api_tokens), res.clock)
         handlers.runs.workers = WorkerRegistry(res.pool)
+        tools = ToolVisits(
+            res.store, Authenticator(settings.api_tokens), res.clock, handlers.runs, handlers.entries
+        )
         inflight: set[asyncio.Task[None]] = set()
         slots = asyncio.Semaphore(MAX_INFLIGHT)
 
+        async def handle_door(msg: Msg) -> None:
+            try:
+                cmd = DOOR_COMMAND_DECODER.decode(msg.data)
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                reply: object = to_refused(BadInput(f"malformed command: {exc}"))
+            else:
+                try:
+                    match cmd:
+                        case Visit():
+                            reply = await tools.visit(cmd)
+                        case ListParked():
+                            reply = await tools.list(cmd)
+                        case VisitStatus():
+                            reply = await tools.status(cmd)
+                        case PutDoor() | DeleteDoor():
+                            reply = to_refused(BadInput("door definitions are not served yet"))
+                except LaybyError as exc:
+                    reply = to_refused(exc)
+                except Exception as exc:  # noqa: BLE001 - the asker must get an answer, the service lives on
+                    log.error("ask.command_failed", error=repr(exc))
+                    reply = to_refused(Unavailable("the ask service failed; try again"))
+            if msg.reply:
+                await msg.respond(_enc.encode(reply))
+
         async def handle(msg: Msg) -> None:
+            if msg.subject == settings.names.cmd_door:
+                await handle_door(msg)
+                return
             try:
                 cmd = COMMAND_DECODER.decode(msg.data)
             except (msgspec.DecodeError, msgspec.ValidationError) as exc:
@@ -106,6 +143,7 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
             await res.nc.subscribe(names.cmd_ask, queue="layby-ask", cb=on_message),
             await res.nc.subscribe(names.cmd_prune, queue="layby-ask", cb=on_message),
             await res.nc.subscribe(names.cmd_run, queue="layby-ask", cb=on_message),
+            await res.nc.subscribe(names.cmd_door, queue="layby-ask", cb=on_message),
         ]
         log.info("ask.ready", namespace=settings.namespace, max_concurrent=settings.max_concurrent)
         try:
