@@ -57,6 +57,13 @@ class RunAsk(Struct, frozen=True, kw_only=True):
     recipient: str | UnsetType = UNSET
 
 
+class RunCall(Struct, frozen=True, kw_only=True):
+    """A run this run called (``layby.call``) and is parked waiting for."""
+
+    run_id: str
+    flow: str
+
+
 class RunDetail(Struct, frozen=True, kw_only=True):
     """One run; keys that do not apply to its status are absent: ``asks`` and ``open`` while
     parked or resumed, ``result`` once finished, ``error`` once failed."""
@@ -72,6 +79,7 @@ class RunDetail(Struct, frozen=True, kw_only=True):
     expiry_at: Timestamp | UnsetType | None = UNSET
     asks: list[RunAsk] | UnsetType = UNSET
     open: list[str] | UnsetType = UNSET
+    calls: list[RunCall] | UnsetType = UNSET
     resume_id: str | UnsetType = UNSET
     result: Any | UnsetType = UNSET
     error: str | UnsetType = UNSET

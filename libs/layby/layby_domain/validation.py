@@ -207,6 +207,7 @@ def validate_ask(
 ) -> AskSpec:
     """Validate every argument of an ask; raise ``BadInput`` naming the first bad field."""
     check_caller(to, mode, payload, on_expiry, channel=channel, audience=audience, media=media)
+    caller_payload = payload
     if timeout is not None:
         if isinstance(timeout, bool) or not isinstance(timeout, int | float):
             raise BadInput(
@@ -277,7 +278,7 @@ def validate_ask(
         channel=channel if isinstance(channel, str) else None,
         recipient=recipient if isinstance(recipient, str) else None,
         to=str(to),
-        payload=payload,
+        payload=caller_payload,
         on_expiry=(str(on_expiry) if on_expiry is not None else "kill") if to == "caller" else None,
     )
 

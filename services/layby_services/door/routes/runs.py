@@ -38,6 +38,7 @@ from layby_contracts.http import (
     RetriedData,
     Run,
     RunAsk,
+    RunCall,
     RunCounts,
     RunDetail,
     RunPage,
@@ -84,6 +85,7 @@ _DETAIL = """
 SELECT r.*, (
     SELECT coalesce(jsonb_agg(jsonb_build_object(
         'interaction_id', a.value->>'interaction_id',
+        'kind', coalesce(a.value->>'kind', 'ask'),
         'question', a.value->>'question',
         'expiry_at', a.value->>'expiry_at',
         'status', CASE
@@ -149,7 +151,22 @@ def _summary(row: Any) -> dict[str, Any]:
 
 
 def _asks(park: list[dict[str, Any]]) -> list[RunAsk]:
-    return [RunAsk(**{k: v for k, v in ask.items() if v is not None}) for ask in park]
+    return [
+        RunAsk(**{k: v for k, v in ask.items() if v is not None and k != "kind"})
+        for ask in park
+        if ask.get("kind", "ask") == "ask"
+    ]
+
+
+def _park_view(data: dict[str, Any], park: list[dict[str, Any]]) -> None:
+    """A park's questions (``asks``, ``open``) and the runs it called and waits for (``calls``,
+    docs/caller-asks.md#runs-that-call-runs)."""
+    questions = [a for a in park if a.get("kind", "ask") == "ask"]
+    calls = [a for a in park if a.get("kind") == "call"]
+    data["asks"] = _asks(questions)
+    data["open"] = [a["interaction_id"] for a in questions if a["status"] == "pending"]
+    if calls:
+        data["calls"] = [RunCall(run_id=a["interaction_id"], flow=a["question"]) for a in calls]
 
 
 @get(
@@ -173,8 +190,7 @@ async def run_door(request: Request[Any, Any, Any], run_id: RunId) -> Run:
         park = json.loads(row["park"])
         if row["status"] in ("parked", "resumed"):
             await _settle_pending(state.store, park)
-            data["asks"] = _asks(park)
-            data["open"] = [a["interaction_id"] for a in park if a["status"] == "pending"]
+            _park_view(data, park)
         if row["resume_id"] is not None:
             data["resume_id"] = row["resume_id"]
         if row["status"] == "finished":
@@ -222,7 +238,7 @@ async def _settle_pending(store: EventStore, park: list[dict[str, Any]]) -> None
     """The log is ahead of the projection: a question the projection still lists as pending may
     be answered or removed already (an answer door returned 200 a moment ago); ask the log."""
     for ask in park:
-        if ask["status"] != "pending":
+        if ask["status"] != "pending" or ask.get("kind") == "call":
             continue
         last = await store.last(store.names.ix(ask["interaction_id"]))
         if isinstance(last, Stored) and isinstance(last.event, InteractionAnswered):
@@ -253,6 +269,7 @@ async def _from_log(store: EventStore, run_id: str, who: Principal) -> dict[str,
         park = [
             {
                 "interaction_id": a.interaction_id,
+                "kind": a.kind,
                 "question": a.question,
                 "expiry_at": _iso(a.expiry_at),
                 "status": "pending",
@@ -260,8 +277,7 @@ async def _from_log(store: EventStore, run_id: str, who: Principal) -> dict[str,
             for a in event.asks
         ]
         await _settle_pending(store, park)
-        data["asks"] = _asks(park)
-        data["open"] = [a["interaction_id"] for a in park if a["status"] == "pending"]
+        _park_view(data, park)
         deadlines = [a.expiry_at for a in event.asks if a.expiry_at is not None]
         data["expiry_at"] = _iso(min(deadlines, default=None))
     if isinstance(event, RunFinished):
