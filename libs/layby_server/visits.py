@@ -274,9 +274,7 @@ class Visitor:
             self._store,
             self._store.names.ix(ix),
             read=read,
-            decide=lambda p: decide_resume(
-                p, ix, payload=payload, by=by, visit=visit_id, now=self._now()
-            ),
+            decide=lambda p: decide_resume(p, ix, payload=payload, by=by, visit=visit_id, now=self._now()),
             event_of=as_event,
             msg_id=lambda _: f"resumed-{ix}-{visit_id}",
         )
