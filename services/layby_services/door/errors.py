@@ -14,6 +14,7 @@ from msgspec import UNSET
 
 from layby_contracts.errors import (
     BadInput,
+    CallFailedError,
     Conflict,
     CrossIdentityAudienceError,
     Forbidden,
@@ -83,6 +84,7 @@ STATUS: dict[type[LaybyError], int] = {
     Permanent: 500,
     NonDeterministicRunError: 500,
     StepFailedError: 500,
+    CallFailedError: 500,
     LaybyError: 500,
 }
 """Every error class's HTTP status; a class not listed takes its nearest listed base's."""
