@@ -344,3 +344,35 @@ def compile_message(error: str, program: str) -> str:
 
 def _cut(text: str) -> str:
     return text if len(text) <= MESSAGE_MAX_CHARS else text[: MESSAGE_MAX_CHARS - 1] + "…"
+
+
+class LazyJq:
+    """A ``JqRunner`` started on first use: a service whose doors never run a program never
+    starts a child process."""
+
+    def __init__(self, **options: Any) -> None:
+        self._options = options
+        self._runner: JqRunner | None = None
+        self._lock = asyncio.Lock()
+
+    async def _get(self) -> JqRunner:
+        async with self._lock:
+            if self._runner is None:
+                runner = JqRunner(**self._options)
+                await runner.__aenter__()
+                self._runner = runner
+            return self._runner
+
+    async def check(self, column: Column, program: str) -> None:
+        await (await self._get()).check(column, program)
+
+    async def run(
+        self, programs: Mapping[Column, str], input: Any, parked: list[dict[str, Any]]
+    ) -> dict[Column, list[Any]]:
+        return await (await self._get()).run(programs, input, parked)
+
+    async def aclose(self) -> None:
+        async with self._lock:
+            if self._runner is not None:
+                await self._runner.__aexit__(None, None, None)
+                self._runner = None

@@ -94,6 +94,12 @@ class Settings(ClientSettings, frozen=True, kw_only=True):
     """LAYBY_HTTP_MAX_HEADER_BYTES: total bytes of a request's header names and values; more is a 431."""
     http_header_timeout_seconds: float = 10.0
     """LAYBY_HTTP_HEADER_TIMEOUT_SECONDS: time a client has to send a request's head; then 408."""
+    jq_timeout_seconds: float = 1.0
+    """LAYBY_JQ_TIMEOUT_SECONDS: how long one visit's door programs may run together."""
+    jq_processes: int = 2
+    """LAYBY_JQ_PROCESSES: child processes that run door programs, per service process."""
+    visit_wait_max_seconds: float = 30.0
+    """LAYBY_VISIT_WAIT_MAX_SECONDS: the longest ``wait`` a visit may ask for its next outcome."""
 
 
 def _switch(var: str, raw: str) -> bool:
@@ -143,6 +149,9 @@ SERVER_FIELDS: dict[str, tuple[str, Parser]] = {
     "LAYBY_HTTP_MAX_HEADERS": ("http_max_headers", parse_positive_int),
     "LAYBY_HTTP_MAX_HEADER_BYTES": ("http_max_header_bytes", parse_positive_int),
     "LAYBY_HTTP_HEADER_TIMEOUT_SECONDS": ("http_header_timeout_seconds", parse_positive_float),
+    "LAYBY_JQ_TIMEOUT_SECONDS": ("jq_timeout_seconds", parse_positive_float),
+    "LAYBY_JQ_PROCESSES": ("jq_processes", parse_positive_int),
+    "LAYBY_VISIT_WAIT_MAX_SECONDS": ("visit_wait_max_seconds", parse_positive_float),
 }
 
 

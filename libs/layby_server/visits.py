@@ -92,6 +92,9 @@ class Visitor:
         first = await self._store.first(self._store.names.run(run_id))
         return first.event if first is not None and isinstance(first.event, RunStarted) else None
 
+    async def entries(self, subject: str) -> list[Entry]:
+        return await self._entries.entries(subject)
+
     async def door(self, name: str) -> DoorSaved | None:
         """A door's definition as its log says now (None: unknown or deleted)."""
         last = await self._store.last(self._store.names.door(name), leader=True)

@@ -45,6 +45,7 @@ from layby_contracts.http.runs import (
     Workers,
     WorkersData,
 )
+from layby_contracts.http.visits import Parked, ParkedData, Visited
 
 __all__ = [
     "RUN_STATUSES",
@@ -67,6 +68,8 @@ __all__ = [
     "MediaItem",
     "NotReady",
     "OldestOpen",
+    "Parked",
+    "ParkedData",
     "PendingQuestion",
     "Ready",
     "ReadyChecks",
@@ -85,6 +88,7 @@ __all__ = [
     "RunsSummary",
     "RunsSummaryData",
     "TerminalFrame",
+    "Visited",
     "Worker",
     "Workers",
     "WorkersData",

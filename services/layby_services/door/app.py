@@ -23,10 +23,14 @@ from layby_domain.verifiers import parse_secrets
 from layby_server.auth import Authenticator
 from layby_server.channels import chat_channels, load_channels
 from layby_server.chat.inbound import ChatInbound
+from layby_server.jqrun import LazyJq
 from layby_server.logs import get_logger
+from layby_server.parked import Entries
 from layby_server.projector import run_projector
 from layby_server.service import open_resources
 from layby_server.settings import Settings
+from layby_server.visits import Visitor
+from layby_server.workers import WorkerRegistry
 from layby_services.door.deps import DoorState
 from layby_services.door.errors import EXCEPTION_HANDLERS
 from layby_services.door.openapi import finish
@@ -49,6 +53,7 @@ from layby_services.door.routes.runs import (
     workers_door,
 )
 from layby_services.door.routes.stream import stream_door
+from layby_services.door.routes.visits import conversation_door, hook_door, parked_door
 
 log = get_logger("layby.door")
 
@@ -144,6 +149,14 @@ def create_app(settings: Settings, *, clock: Clock | None = None, run_projection
             app.state.door = DoorState(
                 settings, res.store, res.pool, Authenticator(settings.api_tokens), res.clock
             )
+            programs = LazyJq(processes=settings.jq_processes, timeout_seconds=settings.jq_timeout_seconds)
+            app.state.door.visitor = Visitor(
+                res.store,
+                Entries(res.store, res.clock.now),
+                res.clock.now,
+                programs=programs,
+                extras_of=WorkerRegistry(res.pool).extras,
+            )
             if chats:
                 app.state.door.chat = ChatInbound(res.store, res.clock, chats, settings.public_base_url or "")
                 registering = register_webhooks(chats, settings.public_base_url)
@@ -164,6 +177,7 @@ def create_app(settings: Settings, *, clock: Clock | None = None, run_projection
                         await asyncio.wait_for(projector, timeout=5)
                     except (TimeoutError, asyncio.CancelledError):
                         projector.cancel()
+                await programs.aclose()
                 if app.state.door.chat is not None:
                     registering.cancel()
                     await app.state.door.chat.aclose()
@@ -195,6 +209,9 @@ def create_app(settings: Settings, *, clock: Clock | None = None, run_projection
             callback_get,
             channel_events,
             messages_stream,
+            hook_door,
+            conversation_door,
+            parked_door,
         ],
         lifespan=[lifespan],
         exception_handlers={**EXCEPTION_HANDLERS, **PARAMETER_HANDLERS},  # type: ignore[dict-item]

@@ -14,6 +14,7 @@ from layby_server.auth import Authenticator, Principal
 from layby_server.chat.inbound import ChatInbound
 from layby_server.eventstore import EventStore
 from layby_server.settings import Settings
+from layby_server.visits import Visitor
 from layby_services.door.cache import AskedCache
 from layby_services.door.errors import PayloadTooLarge
 from layby_services.door.messages import PAYLOAD_TOO_LARGE
@@ -33,6 +34,8 @@ class DoorState:
     """Stream door clients this process serves now (bounded by LAYBY_SSE_MAX_CLIENTS)."""
     chat: ChatInbound | None = None
     """The chat channels' inbound webhooks (None: no chat channel is configured)."""
+    visitor: Visitor = field(init=False)
+    """Runs hook and conversation visits (docs/doors/hooks.md)."""
 
 
 def door(request: ASGIConnection[Any, Any, Any, Any]) -> DoorState:
