@@ -19,7 +19,7 @@ from typing import Annotated, Any
 
 import msgspec
 from litestar import Request, get, post
-from litestar.params import Parameter, PathParameter
+from litestar.params import PathParameter, QueryParameter
 
 from layby_contracts.commands import Explicit
 from layby_contracts.doors import VisitResult
@@ -46,10 +46,9 @@ SELECT name FROM doors WHERE kind = 'conversation' AND NOT deleted ORDER BY name
 
 Wait = Annotated[
     float,
-    Parameter(
-        query="wait",
+    QueryParameter(
+        name="wait",
         ge=0,
-        default=0,
         description="Seconds to hold the response for the next outcome of what the visit resumed or "
         "started (at most `LAYBY_VISIT_WAIT_MAX_SECONDS`).",
     ),
@@ -111,7 +110,7 @@ async def _until_settled(state: DoorState, visit_id: str, act: Any, wait: float)
 async def hook_door(
     request: Request[Any, Any, Any],
     name: Annotated[str, PathParameter(description="The hook's name.", schema_extra={"pattern": DOOR_NAME})],
-    wait: Wait,
+    wait: Wait = 0,
 ) -> Visited:
     state = door(request)
     raw = await read_capped_body(request, state.settings.max_body_bytes)
@@ -182,8 +181,8 @@ async def conversation_door(
     subject: Annotated[
         str, PathParameter(description="The conversation.", schema_extra={"pattern": SUBJECT})
     ],
-    wait: Wait,
-    route: Annotated[str | None, Parameter(query="door", default=None, description="The route's name.")],
+    wait: Wait = 0,
+    route: Annotated[str | None, QueryParameter(name="door", description="The route's name.")] = None,
 ) -> Visited:
     state = door(request)
     who = principal_of(request)
