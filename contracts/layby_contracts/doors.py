@@ -105,3 +105,5 @@ class VisitResult(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True)
     run_id: str | None = None
     """The run a start started."""
     outcome: Outcome | None = None
+    error: str | None = None
+    """Why the visit was refused (it did nothing)."""

@@ -436,6 +436,9 @@ class VisitRecorded(msgspec.Struct, frozen=True, kw_only=True, tag="visit.record
     taken: list[Taken] = []
     run_id: str | None = None
     visited_at: datetime
+    error: str | None = None
+    """Why the visit was refused (a door program that failed or yielded a wrong shape, an entry
+    gone): recorded, and the visit did nothing."""
 
 
 class VisitSettled(msgspec.Struct, frozen=True, kw_only=True, tag="visit.settled.v1"):

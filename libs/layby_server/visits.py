@@ -122,9 +122,13 @@ class Visitor:
         where = self._subject_of(door, subject)
         parked = await self._entries.on_subject(where)
         shown = [e for p in parked if (e := p.entry) is not None]
-        plan = await self._plan(spec, shown, input, explicit)
-        if plan.start is not None and door is not None:
-            await self._check_extras(spec, plan.extras)
+        try:
+            plan = await self._plan(spec, shown, input, explicit)
+            if plan.start is not None and door is not None:
+                await self._check_extras(spec, plan.extras)
+        except BadInput as exc:
+            await self._refused(visit_id, kind=kind, door=door, subject=where, who=who, error=str(exc))
+            raise
         run_id = str(uuid.uuid4()) if plan.start is not None and door is not None else None
         action = _action(plan, run_id)
         by_id = {p.asked.interaction_id: p for p in parked}
@@ -341,6 +345,28 @@ class Visitor:
             self._store.names.run(run_id), event, msg_id=f"started-{run_id}", expected_seq=0
         )
 
+    async def _refused(
+        self, visit_id: str, *, kind: VisitKind, door: DoorSaved | None, subject: str, who: str, error: str
+    ) -> None:
+        """A refused visit is recorded with its error (loudly, never a silent default); it did
+        nothing."""
+        refused = VisitRecorded(
+            visit_id=visit_id,
+            door=door.name if door is not None else None,
+            kind=kind,
+            subject=subject,
+            by=who,
+            visited_at=self._now(),
+            error=error[:1000],
+        )
+        try:
+            await self._store.append(
+                self._store.names.visit(visit_id), refused, msg_id=f"visit-{visit_id}", expected_seq=0
+            )
+        except (Conflict, Unavailable):
+            log.warning("visit.refusal_not_recorded", visit_id=visit_id)
+        log.warning("visit.refused", visit_id=visit_id, kind=kind, subject=subject, error=error[:300])
+
     async def _settled(self, visit_id: str) -> Outcome | None:
         last = await self._store.last(self._store.names.visit(visit_id), leader=True)
         return last.event.outcome if last is not None and isinstance(last.event, VisitSettled) else None
@@ -362,6 +388,7 @@ class Visitor:
             taken=rec.taken,
             run_id=rec.run_id,
             outcome=outcome,
+            error=rec.error,
         )
 
 

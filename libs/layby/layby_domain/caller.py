@@ -24,6 +24,8 @@ from typing import Any
 from layby_contracts.doors import Entry, Outcome
 from layby_contracts.errors import BadInput, Conflict, NotFound
 from layby_contracts.events import (
+    EXPIRY_ANSWER,
+    EXPIRY_ANSWERER,
     Event,
     InteractionAnswered,
     InteractionAsked,
@@ -140,6 +142,37 @@ def decide_settle(
         subject=asked.subject,
         visit=visit,
         settled_at=now,
+    )
+
+
+def decide_deadline(parked: Parked, *, now: datetime) -> InteractionAnswered | InteractionRemoved | None:
+    """A caller ask's ``expiry_at`` passed while it was still asking (docs/caller-asks.md#expiry):
+    ``on_expiry="resume"`` resumes its run with the reserved expiry marker; ``kill`` (the
+    default) removes it, and the resume service then tears its whole chain down. None: it is
+    not asking any more (a visit won the race), or not due."""
+    asked = parked.asked
+    if not isinstance(parked.last, InteractionAsked):
+        return None
+    if asked.expiry_at is None or asked.expiry_at > now:
+        return None
+    if asked.on_expiry == "resume":
+        return InteractionAnswered(
+            interaction_id=asked.interaction_id,
+            group_id=asked.group_id,
+            answered_by=EXPIRY_ANSWERER,
+            answered_at=now,
+            answer=EXPIRY_ANSWER,
+            run_id=asked.run_id,
+            via="expiry",
+            to="caller",
+        )
+    return InteractionRemoved(
+        interaction_id=asked.interaction_id,
+        group_id=asked.group_id,
+        reason="timeout",
+        removed_at=now,
+        run_id=asked.run_id,
+        to="caller",
     )
 
 

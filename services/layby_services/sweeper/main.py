@@ -17,11 +17,17 @@ import asyncpg
 
 from layby_contracts.errors import Transient
 from layby_domain.clock import Clock
+from layby_server.jqrun import LazyJq
 from layby_server.logs import get_logger
+from layby_server.parked import Entries
 from layby_server.prune import prune_abandoned
 from layby_server.service import open_resources, pause, run_main
 from layby_server.settings import Settings, load_settings
+from layby_server.visits import Visitor
+from layby_server.workers import WorkerRegistry
 from layby_services.sweeper.expiry import EXPIRY_BATCH, expire_due
+from layby_services.sweeper.parked import drop_waiting_outcomes, expire_caller_asks
+from layby_services.sweeper.schedules import Schedules
 
 log = get_logger("layby.sweeper")
 
@@ -56,9 +62,47 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
                     log.warning("sweeper.expiry_failed", error=repr(exc))
                 await pause(stop, settings.expiry_poll_seconds)
 
-        async with asyncio.TaskGroup() as tg:
-            tg.create_task(prune_loop())
-            tg.create_task(expiry_loop())
+        entries = Entries(res.store, clock.now)
+
+        async def parked_loop() -> None:
+            """Caller asks at their deadline, and waiting outcomes past their retention."""
+            while not stop.is_set():
+                try:
+                    await expire_caller_asks(pool, res.store, entries, clock)
+                    await drop_waiting_outcomes(
+                        pool, res.store, entries, clock, settings.waiting_outcome_retention_seconds
+                    )
+                except (Transient, asyncpg.PostgresError, OSError) as exc:
+                    log.warning("sweeper.parked_failed", error=repr(exc))
+                await pause(stop, settings.expiry_poll_seconds)
+
+        programs = LazyJq(processes=1, timeout_seconds=settings.jq_timeout_seconds)
+        visitor = Visitor(
+            res.store,
+            entries,
+            clock.now,
+            programs=programs,
+            extras_of=WorkerRegistry(pool).extras,
+        )
+        schedules = Schedules(pool, res.store, visitor, clock)
+
+        async def schedule_loop() -> None:
+            """Schedule doors, each tick fired by exactly one replica."""
+            while not stop.is_set():
+                try:
+                    await schedules.run_once()
+                except (Transient, asyncpg.PostgresError, OSError) as exc:
+                    log.warning("sweeper.schedules_failed", error=repr(exc))
+                await pause(stop, settings.expiry_poll_seconds)
+
+        try:
+            async with asyncio.TaskGroup() as tg:
+                tg.create_task(prune_loop())
+                tg.create_task(expiry_loop())
+                tg.create_task(parked_loop())
+                tg.create_task(schedule_loop())
+        finally:
+            await programs.aclose()
 
 
 def main() -> None:
