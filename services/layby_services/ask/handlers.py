@@ -51,11 +51,21 @@ RESERVATION_SECONDS = 600.0
 
 class AskHandlers:
     def __init__(
-        self, settings: Settings, store: EventStore, admitter: Admitter, auth: Authenticator, clock: Clock
+        self,
+        settings: Settings,
+        store: EventStore,
+        admitter: Admitter,
+        auth: Authenticator,
+        clock: Clock,
+        *,
+        caller_admitter: Admitter,
     ) -> None:
         self._settings = settings
         self._store = store
         self._admitter = admitter
+        self.caller_admitter = caller_admitter
+        """The caller pool (``INTERACTIONS_MAX_CONCURRENT_CALLER``): a caller ask takes its slot
+        here and never from ``admitter``, the to-user pool."""
         self._auth = auth
         self._clock = clock
         self.runs = RunHandlers(settings, store, auth, clock)
