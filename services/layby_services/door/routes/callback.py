@@ -228,8 +228,8 @@ def _query_answer(request: Request[Any, Any, Any]) -> dict[str, Any]:
             WEBHOOK_FAILED,
         ),
         404: refusal(
-            "The uniform 404: unknown, expired, malformed or dead ticket, or a question that was removed "
-            "(docs/doors/callback.md#uniform-404).",
+            "The uniform 404: unknown, expired, malformed or dead ticket, a question that was removed, or "
+            "a caller ask (docs/doors/callback.md#uniform-404).",
             NOT_FOUND,
         ),
         500: refusal(
