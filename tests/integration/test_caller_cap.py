@@ -13,14 +13,21 @@ from typing import Any
 import asyncpg
 import pytest
 
+from layby_contracts.doors import Outcome
 from layby_contracts.errors import InteractionLimitError
 from layby_contracts.events import (
+    ConversationReplied,
+    DoorDeleted,
     Event,
     InteractionAnswered,
     InteractionAsked,
     InteractionRemoved,
     InteractionSettled,
     InteractionTaken,
+    ScheduleFired,
+    SubjectIndexed,
+    VisitRecorded,
+    VisitSettled,
 )
 from layby_contracts.refusals import from_refused, to_refused
 from layby_domain.clock import ManualClock
@@ -163,7 +170,8 @@ async def test_the_projector_keeps_a_caller_slot_while_the_entry_runs_or_waits_a
     db: asyncpg.Pool, settings: Settings
 ) -> None:
     """Resumed and settled finished/failed keep the slot (deadline pushed to the event + the waiting
-    outcome retention); taken, removed, dropped and settled parked free it; the user pool is untouched."""
+    outcome retention); taken, removed, dropped and settled parked free it; the user pool and the
+    inbox table are untouched, and door and visit events pass by."""
     clock = ManualClock(T0)
     callers, users = pool(db, settings, 100, CALLER_POOL, clock), pool(db, settings, 100, USER_POOL, clock)
     ids = {
@@ -194,6 +202,17 @@ async def test_the_projector_keeps_a_caller_slot_while_the_entry_runs_or_waits_a
                 events[-1:] = [removed(iid, "cancelled", t1)]
             case "dropped":
                 events += [settled(iid, "failed", t2), removed(iid, "dropped", t3)]
+    # The door, visit and subject events of the same chains pass the projector by.
+    events += [
+        SubjectIndexed(subject="orders-42", ids=list(ids.values()), changed_at=t1),
+        DoorDeleted(name="orders", by="ops", deleted_at=t1),
+        ScheduleFired(name="nightly", tick=t1, visit_id="v-1", fired_at=t1),
+        VisitRecorded(
+            visit_id="v-1", kind="hook", subject="orders-42", by="ops", action="resume", visited_at=t1
+        ),
+        VisitSettled(visit_id="v-1", outcome=Outcome(status="finished", result=1), settled_at=t2),
+        ConversationReplied(subject="chat-1", outcome=Outcome(status="finished"), replied_at=t2),
+    ]
     batch = [Stored(seq, ev) for seq, ev in enumerate(events, start=1)]
     retention = 2 * DAY
     async with db.acquire() as conn:
@@ -205,6 +224,8 @@ async def test_the_projector_keeps_a_caller_slot_while_the_entry_runs_or_waits_a
         ids["failed"]: t2 + timedelta(seconds=retention),
     }
     assert set(await slots(db, USER_POOL)) == {person, ids["running"]}
+    assert await db.fetchval("SELECT count(*) FROM interactions") == 0
+    assert await db.fetchval("SELECT seq FROM projector_checkpoints WHERE name = 'inbox'") == len(batch)
     async with db.acquire() as conn:  # a redelivered batch, in any order, changes nothing
         await apply_batch(conn, list(reversed(batch)), waiting_retention=retention)
         await apply_batch(conn, batch, waiting_retention=retention)
