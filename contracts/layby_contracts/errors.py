@@ -108,7 +108,9 @@ class Permanent(LaybyError):
 
 
 class InteractionLimitError(LaybyError, RuntimeError):
-    """``INTERACTIONS_MAX_CONCURRENT`` open questions already exist (docs/asking.md#concurrency-cap)."""
+    """``INTERACTIONS_MAX_CONCURRENT`` open questions already exist (docs/asking.md#concurrency-cap),
+    or, for a caller ask, ``INTERACTIONS_MAX_CONCURRENT_CALLER`` caller entries
+    (docs/caller-asks.md#the-concurrency-cap)."""
 
     kind = "limit"
 

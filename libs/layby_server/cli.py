@@ -39,7 +39,9 @@ def cmd_rebuild(_client: ClientSettings, _args: argparse.Namespace) -> int:
     async def run() -> int:
         async with open_resources(settings, name="rebuild") as res:
             assert res.pool is not None
-            return await rebuild(res.pool, res.store)
+            return await rebuild(
+                res.pool, res.store, waiting_retention=settings.waiting_outcome_retention_seconds
+            )
 
     count = asyncio.run(run())
     print(f"projections rebuilt from {count} events")

@@ -35,11 +35,13 @@ from layby_contracts.events import (
     decode_event,
 )
 from layby_domain.frames import add_frame
+from layby_server.caller_slots import CallerSlots
 from layby_server.db import PROJECTION_TABLES, projection_sql
 from layby_server.eventstore import EventStore, Stored
 from layby_server.logs import get_logger
 from layby_server.projection_parked import parked_changes
 from layby_server.service import pause
+from layby_server.settings import WAITING_OUTCOME_RETENTION_SECONDS
 
 log = get_logger("layby_server.projector")
 if TYPE_CHECKING:
@@ -168,8 +170,17 @@ def _json_or_null(value: Any) -> str | None:
 
 # Complexity D, on purpose: one flat match over every event type, each arm a guarded upsert;
 # splitting it would scatter the projection's one transaction over helpers.
-async def apply_batch(conn: Conn, batch: Sequence[Stored], *, name: str = INBOX) -> None:
-    """Apply events in one transaction with the checkpoint; idempotent by stream sequence."""
+async def apply_batch(
+    conn: Conn,
+    batch: Sequence[Stored],
+    *,
+    name: str = INBOX,
+    waiting_retention: float = WAITING_OUTCOME_RETENTION_SECONDS,
+) -> None:
+    """Apply events in one transaction with the checkpoint; idempotent by stream sequence.
+    ``waiting_retention``: ``LAYBY_WAITING_OUTCOME_RETENTION``, how long a caller slot outlives
+    the event that keeps it."""
+    caller = CallerSlots(waiting_retention)
     asked: list[tuple[Any, ...]] = []
     answered: list[tuple[Any, ...]] = []
     removed: list[tuple[Any, ...]] = []
@@ -177,6 +188,8 @@ async def apply_batch(conn: Conn, batch: Sequence[Stored], *, name: str = INBOX)
     runs: list[tuple[str, tuple[Any, ...]]] = []
     for stored in batch:
         ev = stored.event
+        if caller.take(ev):
+            continue  # a caller ask's event: its slot only, never an inbox row
         match ev:
             case InteractionAsked():
                 asked.append(
@@ -305,6 +318,7 @@ async def apply_batch(conn: Conn, batch: Sequence[Stored], *, name: str = INBOX)
             await conn.executemany(_REMOVED, removed)
         if resolved:
             await conn.executemany("DELETE FROM admissions WHERE interaction_id = $1", resolved)
+        await caller.apply(conn)
         if runs:
             grouped: dict[str, list[tuple[Any, ...]]] = {}
             for statement, args in runs:
@@ -349,7 +363,9 @@ async def read_range(store: EventStore, first: int, last: int, *, batch: int = 1
     return out
 
 
-async def rebuild(pool: asyncpg.Pool, store: EventStore) -> int:
+async def rebuild(
+    pool: asyncpg.Pool, store: EventStore, *, waiting_retention: float = WAITING_OUTCOME_RETENTION_SECONDS
+) -> int:
     """Drop the projection tables and replay the whole log into them, in one transaction.
 
     Returns the number of events applied. Once the tables are dropped, the live projector cannot
@@ -365,11 +381,11 @@ async def rebuild(pool: asyncpg.Pool, store: EventStore) -> int:
             await conn.execute(f"DROP TABLE IF EXISTS {table}")
         await conn.execute(projection_sql())
         for start in range(0, len(events), 1000):
-            await apply_batch(conn, events[start : start + 1000])
+            await apply_batch(conn, events[start : start + 1000], waiting_retention=waiting_retention)
         _, newer = await store.bounds()
         if newer > last:
             late = await read_range(store, last + 1, newer)
-            await apply_batch(conn, late)
+            await apply_batch(conn, late, waiting_retention=waiting_retention)
             events.extend(late)
             last = newer
         if last:
@@ -397,6 +413,7 @@ async def run_projector(
     *,
     observe: Callable[[list[Stored]], None] | None = None,
     standby: float = STANDBY_SECONDS,
+    waiting_retention: float = WAITING_OUTCOME_RETENTION_SECONDS,
 ) -> None:
     """The live projector: one per schema at a time (docs/architecture.md#one-projector-at-a-time).
 
@@ -424,7 +441,7 @@ async def run_projector(
             if held:
                 log.info("projector.leading")
                 try:
-                    await _project(pool, store, stop, conn, observe)
+                    await _project(pool, store, stop, conn, observe, waiting_retention=waiting_retention)
                 finally:
                     with contextlib.suppress(OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
                         await conn.execute(
@@ -448,6 +465,8 @@ async def _project(
     stop: asyncio.Event,
     lock: Any,
     observe: Callable[[list[Stored]], None] | None,
+    *,
+    waiting_retention: float,
 ) -> None:
     from layby_server.consumer import consume
 
@@ -462,7 +481,7 @@ async def _project(
             leading.set()
             raise Transient(f"the projector lock is lost: {exc}") from None  # the batch is redelivered
         async with pool.acquire() as conn:
-            await apply_batch(conn, batch)
+            await apply_batch(conn, batch, waiting_retention=waiting_retention)
         if observe is not None:
             observe(batch)
 

@@ -16,6 +16,7 @@ from layby.settings import (
     Parser,
     SettingsError,
     check_public_base_url,
+    parse_duration,
     parse_max_concurrent,
     parse_name_token,
     parse_port,
@@ -28,7 +29,15 @@ from layby.settings import (
 from layby_contracts.limits import KEEPALIVE_SECONDS, MAX_BODY_BYTES_DEFAULT
 from layby_server.sealing import parse_keys
 
-__all__ = ["Settings", "SettingsError", "check_public_base_url", "load_settings"]
+__all__ = [
+    "WAITING_OUTCOME_RETENTION_SECONDS",
+    "Settings",
+    "SettingsError",
+    "check_public_base_url",
+    "load_settings",
+]
+
+WAITING_OUTCOME_RETENTION_SECONDS = 7 * 86400.0
 
 
 class Settings(ClientSettings, frozen=True, kw_only=True):
@@ -59,6 +68,13 @@ class Settings(ClientSettings, frozen=True, kw_only=True):
     """INTERACTIONS_CALLBACK_MAX_BODY_BYTES: cap on every body the doors read (actual bytes)."""
     max_concurrent: int | None = 1000
     """INTERACTIONS_MAX_CONCURRENT: open to-user questions platform-wide; unset/none = unlimited."""
+    max_concurrent_caller: int | None = 10000
+    """INTERACTIONS_MAX_CONCURRENT_CALLER: open caller asks and the waiting outcomes they leave,
+    platform-wide, apart from the to-user cap; unset/none = unlimited."""
+    waiting_outcome_retention_seconds: float = WAITING_OUTCOME_RETENTION_SECONDS
+    """LAYBY_WAITING_OUTCOME_RETENTION: how long a waiting outcome nobody takes is kept, and
+    counted, before it is dropped (seconds, or a duration such as 7d / 12h / 90m; default 7 days).
+    Never ``forever``: an outcome nobody takes would hold its caller slot for good."""
     blocking_grace_seconds: float = 5.0
     """INTERACTIONS_BLOCKING_GRACE_SECONDS: grace before an abandoned sync question is swept."""
     checkpoint_retention_seconds: float | None = None
@@ -135,6 +151,8 @@ SERVER_FIELDS: dict[str, tuple[str, Parser]] = {
     "INTERACTIONS_IDLE_TTL_SECONDS": ("idle_ttl_seconds", parse_positive_float),
     "INTERACTIONS_CALLBACK_MAX_BODY_BYTES": ("max_body_bytes", parse_positive_int),
     "INTERACTIONS_MAX_CONCURRENT": ("max_concurrent", parse_max_concurrent),
+    "INTERACTIONS_MAX_CONCURRENT_CALLER": ("max_concurrent_caller", parse_max_concurrent),
+    "LAYBY_WAITING_OUTCOME_RETENTION": ("waiting_outcome_retention_seconds", parse_duration),
     "INTERACTIONS_BLOCKING_GRACE_SECONDS": ("blocking_grace_seconds", parse_positive_float),
     "LAYBY_CHECKPOINT_RETENTION": ("checkpoint_retention_seconds", parse_retention),
     "LAYBY_EXPIRY_POLL_SECONDS": ("expiry_poll_seconds", parse_positive_float),

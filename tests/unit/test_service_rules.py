@@ -20,7 +20,7 @@ from layby_domain.validation import new_interaction_id
 from layby_server.auth import Authenticator
 from layby_server.memstore import MemoryEventStore
 from layby_server.settings import load_settings
-from layby_services.ask.admission import Admitter
+from layby_services.ask.admission import CALLER_POOL, Admitter
 from layby_services.ask.handlers import AskHandlers
 from layby_services.door.deps import DoorState
 from layby_services.door.routes.answer import submit_answer
@@ -39,7 +39,15 @@ class World:
         self.store = MemoryEventStore(self.settings.names, clock=self.clock)
         self.auth = Authenticator(TOKENS)
         admitter = Admitter(None, cap=None, clock=self.clock, namespace="t")  # type: ignore[arg-type]
-        self.ask_service = AskHandlers(self.settings, self.store, admitter, self.auth, self.clock)  # type: ignore[arg-type]
+        callers = Admitter(None, cap=None, clock=self.clock, namespace="t", table=CALLER_POOL)  # type: ignore[arg-type]
+        self.ask_service = AskHandlers(
+            self.settings,
+            self.store,  # type: ignore[arg-type]
+            admitter,
+            self.auth,
+            self.clock,
+            caller_admitter=callers,
+        )
         self.door = DoorState(self.settings, self.store, None, self.auth, self.clock)  # type: ignore[arg-type]
 
     async def ask(self, token: str = ALICE, **fields: Any) -> str:

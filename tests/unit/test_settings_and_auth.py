@@ -34,6 +34,52 @@ def test_max_concurrent_defaults_to_1000_and_none_means_unlimited() -> None:
         load_settings({"INTERACTIONS_MAX_CONCURRENT": "0"})
 
 
+def test_the_caller_cap_defaults_to_10000_and_parses_like_the_user_cap() -> None:
+    """INTERACTIONS_MAX_CONCURRENT_CALLER defaults to 10000, is read like INTERACTIONS_MAX_CONCURRENT and is
+    independent of it (docs/caller-asks.md#the-concurrency-cap)."""
+    assert load_settings({}).max_concurrent_caller == 10000
+    assert load_settings({"INTERACTIONS_MAX_CONCURRENT_CALLER": "25"}).max_concurrent_caller == 25
+    for unlimited in ("none", "unlimited", ""):
+        assert load_settings({"INTERACTIONS_MAX_CONCURRENT_CALLER": unlimited}).max_concurrent_caller is None
+    only_user = load_settings({"INTERACTIONS_MAX_CONCURRENT": "3"})
+    assert (only_user.max_concurrent, only_user.max_concurrent_caller) == (3, 10000)
+    with pytest.raises(SettingsError, match=r"^INTERACTIONS_MAX_CONCURRENT_CALLER must be > 0, got '0'$"):
+        load_settings({"INTERACTIONS_MAX_CONCURRENT_CALLER": "0"})
+    with pytest.raises(
+        SettingsError, match=r"^INTERACTIONS_MAX_CONCURRENT_CALLER must be an integer, got 'many'$"
+    ):
+        load_settings({"INTERACTIONS_MAX_CONCURRENT_CALLER": "many"})
+
+
+@pytest.mark.parametrize(
+    ("raw", "seconds"), [("604800", 604800.0), ("7d", 604800.0), ("12h", 43200.0), ("90m", 5400.0)]
+)
+def test_waiting_outcome_retention_is_seconds_or_a_duration(raw: str, seconds: float) -> None:
+    """LAYBY_WAITING_OUTCOME_RETENTION takes seconds or a duration, as LAYBY_CHECKPOINT_RETENTION does
+    (docs/caller-asks.md#the-concurrency-cap)."""
+    assert load_settings({}).waiting_outcome_retention_seconds == 7 * 86400.0
+    assert (
+        load_settings({"LAYBY_WAITING_OUTCOME_RETENTION": raw}).waiting_outcome_retention_seconds == seconds
+    )
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ("forever", "must be seconds or a duration such as 7d, 12h, 90m; got 'forever'"),
+        ("2w", "must be seconds or a duration such as 7d, 12h, 90m; got '2w'"),
+        ("0", "must be > 0, got '0'"),
+        ("-1d", "must be > 0, got '-1d'"),
+    ],
+)
+def test_waiting_outcome_retention_is_finite_and_positive(raw: str, message: str) -> None:
+    """A waiting outcome nobody takes is dropped some day: no 'forever', nothing <= 0; the error names
+    the variable (docs/caller-asks.md#the-concurrency-cap)."""
+    with pytest.raises(SettingsError) as caught:
+        load_settings({"LAYBY_WAITING_OUTCOME_RETENTION": raw})
+    assert str(caught.value) == f"LAYBY_WAITING_OUTCOME_RETENTION {message}"
+
+
 def test_invalid_numbers_fail_naming_the_variable() -> None:
     """Every invalid value fails at start-up naming its variable (docs/engineering.md#settings)."""
     with pytest.raises(SettingsError, match="INTERACTIONS_ANSWER_TIMEOUT_SECONDS must be a number"):

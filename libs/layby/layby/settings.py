@@ -99,20 +99,39 @@ def parse_max_concurrent(var: str, raw: str) -> int | None:
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 
+def _seconds(text: str) -> float:
+    """``text`` (lower case) as seconds: a number, or a number and a unit (s, m, h, d)."""
+    unit = _UNITS.get(text[-1:])
+    number = text[:-1] if unit else text
+    return float(number) * (unit or 1.0)
+
+
 def parse_retention(var: str, raw: str) -> float | None:
     text = raw.strip().lower()
     if text in {"", "forever", "none", "keep-forever"}:
         return None
-    unit = _UNITS.get(text[-1:])
-    number = text[:-1] if unit else text
     try:
-        value = float(number) * (unit or 1.0)
+        value = _seconds(text)
     except ValueError:
         raise SettingsError(
             f"{var} must be seconds or a duration such as 30d, 12h, 90m; or 'forever'; got {raw!r}"
         ) from None
     if not (0 < value < float("inf")):
         raise SettingsError(f"{var} must be > 0 (or 'forever'), got {raw!r}")
+    return value
+
+
+def parse_duration(var: str, raw: str) -> float:
+    """Seconds or a duration such as 7d, 12h, 90m, as ``parse_retention`` reads them, with no
+    ``forever``."""
+    try:
+        value = _seconds(raw.strip().lower())
+    except ValueError:
+        raise SettingsError(
+            f"{var} must be seconds or a duration such as 7d, 12h, 90m; got {raw!r}"
+        ) from None
+    if not (0 < value < float("inf")):
+        raise SettingsError(f"{var} must be > 0, got {raw!r}")
     return value
 
 
@@ -197,13 +216,17 @@ CLIENT_FIELDS: dict[str, tuple[str, Parser]] = {
 }
 
 
+_EMPTY_MEANS_NONE = frozenset({"max_concurrent", "max_concurrent_caller", "checkpoint_retention_seconds"})
+"""Fields whose empty value is a value (no cap, no horizon), not an unset variable."""
+
+
 def read_fields(fields: Mapping[str, tuple[str, Parser]], env: Mapping[str, str] | None) -> dict[str, Any]:
     """Parse every variable of ``fields`` present in ``env`` (default ``os.environ``)."""
     source = os.environ if env is None else env
     values: dict[str, Any] = {}
     for var, (field, parse) in fields.items():
         raw = source.get(var)
-        if raw is None or (raw == "" and field not in ("max_concurrent", "checkpoint_retention_seconds")):
+        if raw is None or (raw == "" and field not in _EMPTY_MEANS_NONE):
             continue
         values[field] = parse(var, raw)
     return values

@@ -27,6 +27,8 @@ from layby_contracts.events import (
     InteractionAsked,
     InteractionEvent,
     InteractionRemoved,
+    InteractionSettled,
+    InteractionTaken,
     InteractionWithdrawn,
 )
 from layby_domain.formats import format_named
@@ -51,6 +53,21 @@ class Facts(msgspec.Struct, frozen=True, kw_only=True):
     run_id: str | None = None
     sensitive: bool = False
     channels: list[str] | None = None
+    to: Literal["caller"] | None = None
+    """``caller``: a caller ask. Every resolution copies it, so each of its events stays hidden
+    from people (docs/caller-asks.md#hidden-from-the-inbox)."""
+
+
+def of_caller_ask(event: object) -> bool:
+    """Whether ``event`` belongs to a caller ask, which no person ever sees or answers
+    (docs/caller-asks.md#hidden-from-the-inbox): its asked, answered and removed events say
+    ``to="caller"``, and only caller asks are ever settled or taken."""
+    if isinstance(event, InteractionSettled | InteractionTaken):
+        return True
+    return (
+        isinstance(event, InteractionAsked | InteractionAnswered | InteractionRemoved)
+        and event.to == "caller"
+    )
 
 
 def targets_of(asked: InteractionAsked) -> list[ChannelTarget]:
@@ -76,6 +93,7 @@ def facts_of(asked: InteractionAsked) -> Facts:
         run_id=asked.run_id,
         sensitive=asked.sensitive,
         channels=channels_of(asked),
+        to=asked.to,
     )
 
 
@@ -103,6 +121,13 @@ class Interaction:
         if self.facts is not None:
             return "pending"
         return "absent"
+
+    @property
+    def of_caller(self) -> bool:
+        """A caller ask, as far as the events read tell."""
+        if self.facts is not None and self.facts.to == "caller":
+            return True
+        return any(of_caller_ask(ev) for ev in (self.asked, self.answered, self.removed))
 
     @classmethod
     def pending(cls, facts: Facts, seq: int) -> Interaction:
@@ -149,6 +174,7 @@ def answered_event(
         via=via,
         params=params,
         channels=facts.channels,
+        to=facts.to,
     )
 
 
@@ -166,6 +192,7 @@ def removed_event(
         run_id=facts.run_id,
         detail=detail,
         channels=facts.channels,
+        to=facts.to,
     )
 
 
@@ -202,7 +229,12 @@ def decide_answer(
     state: Interaction, *, by: str, restricted: bool, answer: Any, now: datetime, via: str = "api"
 ) -> Append:
     """A person answers through the answer door. Raises the refusal (in the door's order: not
-    found, already answered, external, audience, format); returns the Answered event."""
+    found, already answered, external, audience, format); returns the Answered event.
+
+    A caller ask is resumed only by its calling run, never by a person: to the door it does not
+    exist, whatever its state (the same refusal as an unknown id, so nothing tells it apart)."""
+    if state.of_caller:
+        raise NotFound(NOT_FOUND)
     asked = check_answerable(state)
     if not format_named(asked.answer_format).answered_at_the_door:
         raise BadInput("external interactions are answered via their callback URL")

@@ -1,32 +1,92 @@
-"""Atomic reserve-and-check for ``INTERACTIONS_MAX_CONCURRENT`` (docs/asking.md#concurrency-cap).
+"""Atomic reserve-and-check for the concurrency caps (docs/asking.md#concurrency-cap,
+docs/caller-asks.md#the-concurrency-cap).
 
 Asks are admitted in batches: one transaction takes an advisory lock, counts the live
 reservations and inserts as many new ones as fit. Replicas serialize on the lock, so a burst of
 N > cap asks across any number of replicas admits exactly ``cap``. Reservations whose deadline
 has passed (abandoned waiters) no longer count.
+
+There are two pools, each an ``Admitter`` over its own table with its own lock: ``admissions``
+for ``INTERACTIONS_MAX_CONCURRENT`` (to-user questions) and ``caller_admissions`` for
+``INTERACTIONS_MAX_CONCURRENT_CALLER`` (caller asks and the waiting outcomes they leave).
 """
 
 from __future__ import annotations
 
 import asyncio
 import zlib
-from datetime import datetime
+from datetime import datetime, timedelta
+from typing import NamedTuple
 
 import asyncpg
 
+from layby_contracts.errors import InteractionLimitError
 from layby_domain.clock import Clock
+from layby_domain.tickets import ASYNC_MARGIN_SECONDS
+from layby_server.caller_slots import CALLER_POOL
 from layby_server.logs import get_logger
+
+__all__ = ["CALLER_POOL", "POOLS", "USER_POOL", "Admitter", "caller_deadline", "caller_limit_error"]
 
 log = get_logger("layby.ask.admission")
 BATCH_MAX = 512
+USER_POOL = "admissions"
+"""The table of the to-user pool's reservations (``INTERACTIONS_MAX_CONCURRENT``)."""
+POOLS = (USER_POOL, CALLER_POOL)
+
+
+def caller_limit_error(cap: int | None) -> InteractionLimitError:
+    """The refusal of a caller ask at ``INTERACTIONS_MAX_CONCURRENT_CALLER``: the same kind as a
+    to-user ask's at its cap (the SDK raises ``InteractionLimitError``), naming the caller cap."""
+    return InteractionLimitError(
+        f"ask_user(to='caller') refused: already at the max_concurrent_caller limit ({cap})"
+    )
+
+
+def caller_deadline(expiry_at: datetime) -> datetime:
+    """Until when a caller ask's reservation counts if nothing else happens to it: its deadline
+    plus the margin a park stays answerable past it (the sweeper resolves it within that margin,
+    and the projector then keeps or frees the slot)."""
+    return expiry_at + timedelta(seconds=ASYNC_MARGIN_SECONDS)
+
+
+class _Statements(NamedTuple):
+    held: str
+    live: str
+    insert: str
+    purge: str
+    release: str
+
+
+def _statements(table: str) -> _Statements:
+    """The pool's statements. ``table`` is one of ``POOLS`` (checked by ``Admitter``), never input."""
+    return _Statements(
+        held=f"SELECT interaction_id FROM {table} WHERE interaction_id = ANY($1::text[])",  # noqa: S608
+        live=f"SELECT count(*) FROM {table} WHERE deadline > $1",  # noqa: S608
+        insert=f"INSERT INTO {table} (interaction_id, deadline) VALUES ($1, $2) "  # noqa: S608
+        "ON CONFLICT DO NOTHING",
+        purge=f"DELETE FROM {table} WHERE ctid IN "  # noqa: S608
+        f"(SELECT ctid FROM {table} WHERE deadline <= $1 LIMIT 100)",
+        release=f"DELETE FROM {table} WHERE interaction_id = $1",  # noqa: S608
+    )
 
 
 class Admitter:
-    def __init__(self, pool: asyncpg.Pool, *, cap: int | None, clock: Clock, namespace: str) -> None:
+    """One pool: reservations in ``table`` (one of ``POOLS``), at most ``cap`` live at once."""
+
+    def __init__(
+        self, pool: asyncpg.Pool, *, cap: int | None, clock: Clock, namespace: str, table: str = USER_POOL
+    ) -> None:
+        if table not in POOLS:
+            raise ValueError(f"table must be one of {', '.join(POOLS)}, got {table!r}")
         self._pool = pool
         self._cap = cap
         self._clock = clock
-        self._lock_key = zlib.crc32(f"layby-admission-{namespace}".encode())
+        self._sql = _statements(table)
+        # The to-user pool keeps the key it always had, so replicas of two releases still
+        # serialize with each other during a rolling upgrade; every other pool has its own.
+        suffix = "" if table == USER_POOL else f"-{table}"
+        self._lock_key = zlib.crc32(f"layby-admission-{namespace}{suffix}".encode())
         self._queue: asyncio.Queue[tuple[str, datetime, asyncio.Future[bool]]] = asyncio.Queue()
 
     @property
@@ -46,7 +106,7 @@ class Admitter:
         if self._cap is None:
             return
         async with self._pool.acquire() as conn:
-            await conn.execute("DELETE FROM admissions WHERE interaction_id = $1", interaction_id)
+            await conn.execute(self._sql.release, interaction_id)
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
@@ -75,13 +135,8 @@ class Admitter:
         async with self._pool.acquire() as conn, conn.transaction():
             await conn.execute("SELECT pg_advisory_xact_lock($1)", self._lock_key)
             ids = [iid for iid, _, _ in batch]
-            held = {
-                r["interaction_id"]
-                for r in await conn.fetch(
-                    "SELECT interaction_id FROM admissions WHERE interaction_id = ANY($1::text[])", ids
-                )
-            }
-            live = await conn.fetchval("SELECT count(*) FROM admissions WHERE deadline > $1", now)
+            held = {r["interaction_id"] for r in await conn.fetch(self._sql.held, ids)}
+            live = await conn.fetchval(self._sql.live, now)
             free = self._cap - int(live)
             results: list[bool] = []
             rows: list[tuple[str, datetime]] = []
@@ -96,15 +151,7 @@ class Admitter:
                 else:
                     results.append(False)
             if rows:
-                await conn.executemany(
-                    "INSERT INTO admissions (interaction_id, deadline) VALUES ($1, $2) "
-                    "ON CONFLICT DO NOTHING",
-                    rows,
-                )
+                await conn.executemany(self._sql.insert, rows)
             # Expired reservations are garbage; drop a few each pass so the table stays small.
-            await conn.execute(
-                "DELETE FROM admissions WHERE ctid IN "
-                "(SELECT ctid FROM admissions WHERE deadline <= $1 LIMIT 100)",
-                now,
-            )
+            await conn.execute(self._sql.purge, now)
         return results

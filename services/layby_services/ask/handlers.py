@@ -41,7 +41,7 @@ from layby_server.eventstore import EventStore
 from layby_server.logs import get_logger
 from layby_server.parked import Entries
 from layby_server.settings import Settings
-from layby_services.ask.admission import Admitter
+from layby_services.ask.admission import Admitter, caller_deadline, caller_limit_error
 from layby_services.ask.caller import identify
 from layby_services.ask.runs import RunHandlers
 
@@ -59,13 +59,14 @@ class AskHandlers:
         auth: Authenticator,
         clock: Clock,
         *,
-        caller_admitter: Admitter | None = None,
+        caller_admitter: Admitter,
     ) -> None:
         self._settings = settings
         self._store = store
         self._admitter = admitter
         self.caller_admitter = caller_admitter
-        """The slots of caller asks and their waiting outcomes (their own cap); None: unlimited."""
+        """The caller pool (``INTERACTIONS_MAX_CONCURRENT_CALLER``): a caller ask takes its slot
+        here and never from ``admitter``, the to-user pool."""
         self._auth = auth
         self._clock = clock
         self.runs = RunHandlers(settings, store, auth, clock)
@@ -188,11 +189,11 @@ class AskHandlers:
         """A caller ask (docs/caller-asks.md): its own cap, then recorded and put on its subject's
         index before the asker parks, so a visit right after the park sees it."""
         admitter = self.caller_admitter
-        if admitter is not None and not await admitter.admit(event.interaction_id, event.timeout_at):
-            raise InteractionLimitError(
-                f"ask_user(to='caller') refused: already at the max_concurrent_caller limit ({admitter.cap})"
-            )
-        event = await self._record(event, admitter)
+        if not await admitter.admit(
+            event.interaction_id, caller_deadline(event.expiry_at or event.timeout_at)
+        ):
+            raise caller_limit_error(admitter.cap)
+        event = await self._record(event)
         await self._index(event)
         log.info("ask.recorded", interaction_id=event.interaction_id, to="caller", subject=event.subject)
         return _accepted(event)
@@ -225,13 +226,12 @@ class AskHandlers:
             out.append(msgspec.structs.replace(item, url=MEDIA_ROUTE_PREFIX + media_id))
         return out
 
-    async def _record(self, event: InteractionAsked, admitter: Admitter | None = None) -> InteractionAsked:
+    async def _record(self, event: InteractionAsked) -> InteractionAsked:
         """Append the asked event; the slot is released only when the log surely lacks it."""
-        slots = admitter if event.to == "caller" else self._admitter
+        slots = self.caller_admitter if event.to == "caller" else self._admitter
         subject = self._store.names.ix(event.interaction_id)
         if await self._withdrawn_by(event.interaction_id, event.asked_by):
-            if slots is not None:
-                await slots.release(event.interaction_id)
+            await slots.release(event.interaction_id)
             raise BadInput("interaction_id is already in use", field="interaction_id")
         for attempt in range(3):
             try:
@@ -256,8 +256,7 @@ class AskHandlers:
             and first.event.asked_by == event.asked_by
         ):
             return first.event  # an earlier attempt of this very ask was recorded
-        if slots is not None:
-            await slots.release(event.interaction_id)
+        await slots.release(event.interaction_id)
         if first is None:
             raise Unavailable("the event log is unavailable; nothing was recorded")
         raise BadInput("interaction_id is already in use", field="interaction_id")

@@ -36,7 +36,7 @@ from layby_server.logs import get_logger
 from layby_server.service import open_resources, run_main
 from layby_server.settings import Settings, load_settings
 from layby_server.workers import WorkerRegistry
-from layby_services.ask.admission import Admitter
+from layby_services.ask.admission import CALLER_POOL, Admitter
 from layby_services.ask.handlers import AskHandlers
 from layby_services.ask.visits import ToolVisits
 
@@ -51,7 +51,22 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
         admitter = Admitter(
             res.pool, cap=settings.max_concurrent, clock=res.clock, namespace=settings.namespace
         )
-        handlers = AskHandlers(settings, res.store, admitter, Authenticator(settings.api_tokens), res.clock)
+        # Caller asks have a pool of their own: neither cap counts the other's entries.
+        caller_admitter = Admitter(
+            res.pool,
+            cap=settings.max_concurrent_caller,
+            clock=res.clock,
+            namespace=settings.namespace,
+            table=CALLER_POOL,
+        )
+        handlers = AskHandlers(
+            settings,
+            res.store,
+            admitter,
+            Authenticator(settings.api_tokens),
+            res.clock,
+            caller_admitter=caller_admitter,
+        )
         handlers.runs.workers = WorkerRegistry(res.pool)
         tools = ToolVisits(
             res.store, Authenticator(settings.api_tokens), res.clock, handlers.runs, handlers.entries
@@ -145,10 +160,16 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
             await res.nc.subscribe(names.cmd_run, queue="layby-ask", cb=on_message),
             await res.nc.subscribe(names.cmd_door, queue="layby-ask", cb=on_message),
         ]
-        log.info("ask.ready", namespace=settings.namespace, max_concurrent=settings.max_concurrent)
+        log.info(
+            "ask.ready",
+            namespace=settings.namespace,
+            max_concurrent=settings.max_concurrent,
+            max_concurrent_caller=settings.max_concurrent_caller,
+        )
         try:
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(admitter.run(stop))
+                tg.create_task(caller_admitter.run(stop))
                 await stop.wait()
         finally:
             for sub in subs:

@@ -15,6 +15,7 @@ import contextlib
 
 from layby_contracts.events import InteractionAnswered, InteractionAsked, InteractionRemoved
 from layby_domain.clock import Clock
+from layby_domain.interaction import of_caller_ask
 from layby_domain.verifiers import parse_secrets
 from layby_server.channels import load_channels
 from layby_server.consumer import consume
@@ -37,6 +38,8 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
         async def handle(batch: list[Stored]) -> None:
             for stored in batch:  # one message per call: the consumer runs them concurrently
                 ev = stored.event
+                if of_caller_ask(ev):
+                    continue  # asks a run, not a person: never delivered, so never retracted either
                 if isinstance(ev, InteractionAnswered | InteractionRemoved):
                     if ev.channels:
                         await deliverer.on_resolved(stored)

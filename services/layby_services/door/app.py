@@ -163,7 +163,15 @@ def create_app(settings: Settings, *, clock: Clock | None = None, run_projection
             stop = asyncio.Event()
             observe = app.state.door.asked.observe
             projector = (
-                asyncio.create_task(run_projector(res.pool, res.store, stop, observe=observe))
+                asyncio.create_task(
+                    run_projector(
+                        res.pool,
+                        res.store,
+                        stop,
+                        observe=observe,
+                        waiting_retention=settings.waiting_outcome_retention_seconds,
+                    )
+                )
                 if run_projection
                 else None
             )

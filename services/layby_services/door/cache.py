@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from layby_contracts.events import InteractionAnswered, InteractionAsked, InteractionRemoved
+from layby_domain.interaction import of_caller_ask
 from layby_server.eventstore import Stored
 
 MAX_ENTRIES = 100_000
@@ -30,6 +31,8 @@ class AskedCache:
     def observe(self, batch: list[Stored]) -> None:
         for stored in batch:
             ev = stored.event
+            if of_caller_ask(ev):
+                continue  # never answered at the door: nothing to keep
             if isinstance(ev, InteractionAsked):
                 self._entries[ev.interaction_id] = stored
                 if len(self._entries) > self._max:

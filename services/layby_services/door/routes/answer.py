@@ -98,7 +98,11 @@ async def submit_answer(
             ADDRESSED_TO_ANOTHER,
             name="NotAddressedToCaller",
         ),
-        404: refusal("Not a lowercase uuid4, unknown, or removed: indistinguishable.", NOT_FOUND),
+        404: refusal(
+            "Not a lowercase uuid4, unknown, removed, or a caller ask (which only its calling run "
+            "resolves): indistinguishable.",
+            NOT_FOUND,
+        ),
         409: refusal("Already answered (by a person, a callback or a park's expiry).", ALREADY_ANSWERED),
     },
 )

@@ -29,7 +29,7 @@ from layby_contracts.events import EXPIRY_KEY, InteractionAnswered, InteractionA
 from layby_contracts.http import AlreadyAnswered, AlreadyAnsweredData, Answered, AnsweredData
 from layby_contracts.limits import ANSWERED_BY_EXTERNAL
 from layby_domain.formats import FORMATS, Page
-from layby_domain.interaction import decide_claim
+from layby_domain.interaction import decide_claim, of_caller_ask
 from layby_domain.tickets import ticket_hash
 from layby_domain.validation import nul_path, validate_answer
 from layby_domain.verifiers import POST_ONLY, VerificationFailed, VerifierError, parse_secrets, verify
@@ -152,6 +152,10 @@ async def _resolve(
         if first is None or not isinstance(first.event, InteractionAsked):
             return None
         asked = first.event
+    if of_caller_ask(asked) or of_caller_ask(last.event):
+        # A caller ask never gets a ticket; one bound to it anyway (a client's mistake) reaches
+        # nothing (docs/caller-asks.md#hidden-from-the-inbox).
+        return None
     if not FORMATS[asked.answer_format].has_ticket(asked.channel):
         return None  # only ticketed and channel questions have tickets: nothing else is reachable
     return asked, last
@@ -224,8 +228,8 @@ def _query_answer(request: Request[Any, Any, Any]) -> dict[str, Any]:
             WEBHOOK_FAILED,
         ),
         404: refusal(
-            "The uniform 404: unknown, expired, malformed or dead ticket, or a question that was removed "
-            "(docs/doors/callback.md#uniform-404).",
+            "The uniform 404: unknown, expired, malformed or dead ticket, a question that was removed, or "
+            "a caller ask (docs/doors/callback.md#uniform-404).",
             NOT_FOUND,
         ),
         500: refusal(

@@ -27,6 +27,7 @@ from structlog.typing import FilteringBoundLogger
 from layby_contracts.events import InteractionAnswered, InteractionAsked, InteractionRemoved, decode_event
 from layby_contracts.http import TerminalFrame
 from layby_domain.frames import add_frame
+from layby_domain.interaction import of_caller_ask
 from layby_server.auth import Principal
 from layby_server.eventstore import Stored
 from layby_server.logs import get_logger
@@ -73,7 +74,9 @@ def frame(seq: int, data: bytes, who: Principal, asked: AskedCache | None = None
         log.warning("stream.skip_malformed", seq=seq)
         return None
     if not isinstance(ev, InteractionAsked | InteractionAnswered | InteractionRemoved):
-        return None  # run events are not part of the interactions stream
+        return None  # run, caller-outcome, door and visit events are not part of the interactions stream
+    if of_caller_ask(ev):
+        return None  # a caller ask is no person's question (docs/caller-asks.md#hidden-from-the-inbox)
     if asked is not None:
         asked.observe([Stored(seq=seq, event=ev)])
     if who.restricted and ev.audience != who.identity:
