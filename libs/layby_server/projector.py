@@ -36,6 +36,7 @@ from layby_contracts.events import (
 )
 from layby_domain.frames import add_frame
 from layby_server.db import PROJECTION_TABLES, projection_sql
+from layby_server.doors import apply_door_rows, door_rows
 from layby_server.eventstore import EventStore, Stored
 from layby_server.logs import get_logger
 from layby_server.service import pause
@@ -293,7 +294,9 @@ async def apply_batch(conn: Conn, batch: Sequence[Stored], *, name: str = INBOX)
                         ),
                     )
                 )
+    doors = door_rows(batch)
     async with conn.transaction():
+        await apply_door_rows(conn, doors)
         if asked:
             await conn.executemany(_ASKED, asked)
         if answered:
