@@ -139,6 +139,15 @@ def is_flow_name(value: object) -> bool:
     return isinstance(value, str) and bool(_FLOW_RE.match(value))
 
 
+_SUBJECT_RE = re.compile(r"^[A-Za-z0-9_:@-]{1,128}$")
+
+
+def is_subject(value: object) -> bool:
+    """The subject parked entries live on (a door's, a conversation's): 1-128 of [A-Za-z0-9_:@-],
+    so ``door:<name>`` or ``slack:T01:C02`` fit and it is still one token of a NATS subject."""
+    return isinstance(value, str) and bool(_SUBJECT_RE.match(value))
+
+
 def check_wait(mode: object, timeout: object, expiry_at: object) -> datetime | None:
     """``mode`` / ``timeout`` / ``expiry_at`` rules (docs/asking.md#mode-and-expiry); returns UTC
     ``expiry_at``."""
