@@ -9,7 +9,6 @@ changes nothing.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -29,12 +28,6 @@ DOOR_NOT_FOUND = "Door not found"
 """The one 404 of a door definition: unknown, deleted, or a name no door can have."""
 OPERATORS_ONLY = "only an operator may save or delete doors"
 """A door is platform configuration: it starts flows and resolves parks on its own rules."""
-_NAME = re.compile(r"^[a-z0-9_-]{1,64}$")
-
-
-def is_door_name(value: str) -> bool:
-    """A name a door can have (it is a subject token): 1-64 of [a-z0-9_-]."""
-    return bool(_NAME.match(value))
 
 
 _json = msgspec.json.Encoder()
@@ -49,7 +42,8 @@ def door_of(event: Event | None) -> Door | None:
 
 async def last_door_event(store: EventStore, name: str) -> Stored | None:
     """The last event of a door, from the stream leader: decisions and read-your-writes rest on
-    it. ``name`` must already be a valid door name (it becomes a subject token)."""
+    it. ``name`` must already be a door name (``layby_domain.doors.is_door_name``): it becomes a
+    subject token."""
     return await store.last(store.names.door(name), leader=True)
 
 

@@ -21,8 +21,9 @@ from layby_contracts.doors import Door, DoorSpec
 from layby_contracts.errors import BadInput, Forbidden, NotFound, Unavailable
 from layby_contracts.http import DoorBody, DoorPage, DoorPageData, DoorRemoved, DoorRemovedData, DoorView
 from layby_contracts.limits import PAGE_SIZE_MAX
+from layby_domain.doors import is_door_name
 from layby_server.auth import Principal
-from layby_server.doors import DOOR_NOT_FOUND, OPERATORS_ONLY, door_of, is_door_name, last_door_event
+from layby_server.doors import DOOR_NOT_FOUND, OPERATORS_ONLY, door_of, last_door_event
 from layby_services.door.bodies import decode_body
 from layby_services.door.commands import door_command
 from layby_services.door.deps import bearer_token, door, principal_of, read_capped_body
