@@ -16,6 +16,7 @@ from layby_contracts.commands import REPLY_DECODER, DeleteDoor, ListParked, PutD
 from layby_server.eventstore import EventStore
 from tests.conftest import ALICE, OPERATOR, System
 from tests.helpers import eventually
+from tests.integration.test_nats_authorization import Secured, secured  # noqa: F401 - a fixture
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
 
@@ -269,6 +270,18 @@ async def test_a_rebuild_from_the_log_keeps_the_doors(
     after = [dict(r) for r in await db.fetch(snapshot)]
     assert after == before
     assert json.loads(after[1]["spec"]) == {"kind": "schedule", "target": "nightly", "every_seconds": 60.0}
+
+
+async def test_doors_are_saved_and_deleted_under_nats_authorization(secured: Secured) -> None:  # noqa: F811
+    """With every connection on its own key, the door forwards a save and a delete to the ask
+    service and reads the door back, and NATS refuses nothing (docs/security.md)."""
+    system = secured.system
+    status, saved = await put(system, "guarded", HOOK)
+    assert (status, saved["data"]["spec"]) == (200, HOOK)
+    assert await get(system, "/api/doors/guarded") == (200, saved)
+    await listed(system, ["guarded"])
+    async with system.http() as http:
+        assert (await http.delete("/api/doors/guarded")).status_code == 200
 
 
 async def test_visits_are_refused_until_this_ask_service_serves_them(
