@@ -6,12 +6,13 @@ from importlib import resources
 
 import asyncpg
 
-PROJECTION_TABLES = ("interactions", "projector_checkpoints", "runs", "parked_entries")
+PROJECTION_TABLES = ("interactions", "projector_checkpoints", "runs", "doors", "parked_entries")
 PROJECTION_FILES = (
     "0001_projections.sql",
     "0003_runs.sql",
     "0004_run_operations.sql",
     "0006_done.sql",
+    "0007_doors.sql",
     "0009_parked_entries.sql",
 )
 _MIGRATION_LOCK = 0x1A7B7_0001

@@ -37,6 +37,7 @@ from layby_contracts.events import (
 from layby_domain.frames import add_frame
 from layby_server.caller_slots import CallerSlots
 from layby_server.db import PROJECTION_TABLES, projection_sql
+from layby_server.doors import apply_door_rows, door_rows
 from layby_server.eventstore import EventStore, Stored
 from layby_server.logs import get_logger
 from layby_server.projection_parked import parked_changes
@@ -307,9 +308,11 @@ async def apply_batch(
                         ),
                     )
                 )
+    doors = door_rows(batch)
     async with conn.transaction():
         for sql, args in parked_changes(batch):
             await conn.execute(sql, *args)
+        await apply_door_rows(conn, doors)
         if asked:
             await conn.executemany(_ASKED, asked)
         if answered:

@@ -56,6 +56,7 @@ def test_health_probes_are_never_limited_and_paths_map_to_their_door() -> None:
     assert family_of("/api/interactions/stream") == "stream"
     assert family_of("/api/interactions/x/answer") == "interactions"
     assert family_of("/api/runs/x") == "runs"
+    assert family_of("/api/doors/x") == "doors"
     assert family_of("/") == "page"
 
 

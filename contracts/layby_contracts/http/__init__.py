@@ -7,6 +7,14 @@ A key that does not apply is absent (``UNSET``), never null, wherever the doors 
 """
 
 from layby_contracts.http.common import Error, Health, HealthData, NotReady, Ready, ReadyChecks, ReadyData
+from layby_contracts.http.doors import (
+    DoorBody,
+    DoorPage,
+    DoorPageData,
+    DoorRemoved,
+    DoorRemovedData,
+    DoorView,
+)
 from layby_contracts.http.interactions import (
     AlreadyAnswered,
     AlreadyAnsweredData,
@@ -59,6 +67,12 @@ __all__ = [
     "DonePage",
     "DonePageData",
     "DoneQuestion",
+    "DoorBody",
+    "DoorPage",
+    "DoorPageData",
+    "DoorRemoved",
+    "DoorRemovedData",
+    "DoorView",
     "Error",
     "Health",
     "HealthData",

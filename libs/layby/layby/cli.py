@@ -371,6 +371,71 @@ def cmd_workers(settings: ClientSettings, args: argparse.Namespace) -> int:
     return _output(args, _call(settings, "GET", "/api/workers"), _workers_text)
 
 
+def _spec_text(args: argparse.Namespace) -> str:
+    """The definition ``layby doors put`` sends: ``--spec`` itself, or the file ``--file`` names
+    (``-``: standard input). It is sent as written, so the door's own checks (a repeated key, an
+    unknown one) apply to exactly what the file says."""
+    if args.spec is not None:
+        return str(args.spec)
+    if args.file == "-":
+        return sys.stdin.read()
+    with open(args.file, encoding="utf-8") as spec:
+        return spec.read()
+
+
+def cmd_doors_put(settings: ClientSettings, args: argparse.Namespace) -> int:
+    try:
+        text = _spec_text(args)
+        json.loads(text)
+    except OSError as exc:
+        print(f"error: cannot read {args.file}: {exc.strerror}", file=sys.stderr)
+        return 2
+    except ValueError as exc:
+        print(f"error: the definition must be JSON: {exc}", file=sys.stderr)
+        return 2
+    headers = {"Content-Type": "application/json"}
+    with _doors(settings) as client:
+        response = client.put(
+            f"/api/doors/{quote(args.name, safe='')}", content=text.encode(), headers=headers
+        )
+    if response.status_code != 200:
+        raise _Refused(response.status_code, _body(response))
+    data = response.json()["data"]
+    return _output(args, data, lambda d: f"saved {d['name']} ({d['spec']['kind']} -> {d['spec']['target']})")
+
+
+def _doors_text(data: dict[str, Any]) -> str:
+    rows = [
+        (
+            d["name"],
+            d["spec"]["kind"],
+            d["spec"]["target"],
+            d["spec"].get("subject") or "-",
+            d["updated_by"],
+            d["updated_at"][:19],
+        )
+        for d in data["items"]
+    ]
+    table = _table(("NAME", "KIND", "TARGET", "SUBJECT", "UPDATED BY", "UPDATED"), rows)
+    return table + "\n" + _footer(data, "doors")
+
+
+def cmd_doors_list(settings: ClientSettings, args: argparse.Namespace) -> int:
+    return _output(args, _call(settings, "GET", "/api/doors", params=_page(args)), _doors_text)
+
+
+def cmd_doors_show(settings: ClientSettings, args: argparse.Namespace) -> int:
+    """A definition is JSON: shown as the door's ``data``, indented, with or without ``--json``."""
+    data = _call(settings, "GET", f"/api/doors/{quote(args.name, safe='')}")
+    print(json.dumps(data, indent=2))
+    return 0
+
+
+def cmd_doors_delete(settings: ClientSettings, args: argparse.Namespace) -> int:
+    data = _call(settings, "DELETE", f"/api/doors/{quote(args.name, safe='')}")
+    return _output(args, data, lambda d: f"deleted {d['name']}")
+
+
 def cmd_runs_start(settings: ClientSettings, args: argparse.Namespace) -> int:
     from layby.sdk import connect
 
@@ -500,6 +565,25 @@ def build_parser() -> argparse.ArgumentParser:
     wks = sub.add_parser("workers", help="workers seen in the last hour: alive or not, and their flows")
     wks.add_argument("--json", action=argparse.BooleanOptionalAction, default=False)
 
+    doors = sub.add_parser("doors", help="save, list, show and delete door definitions").add_subparsers(
+        dest="action", required=True
+    )
+    dput = doors.add_parser("put", help="save a door definition (create or replace; operator only)")
+    dput.add_argument("name")
+    given = dput.add_mutually_exclusive_group(required=True)
+    given.add_argument("--file", help="a JSON file holding the definition ('-': standard input)")
+    given.add_argument("--spec", help="the definition as JSON")
+    dput.add_argument("--json", action=argparse.BooleanOptionalAction, default=False)
+    dls = doors.add_parser("list", help="saved doors, by name")
+    dls.add_argument("--page", type=int)
+    dls.add_argument("--page-size", type=int)
+    dls.add_argument("--json", action=argparse.BooleanOptionalAction, default=False)
+    dshow = doors.add_parser("show", help="one door definition, as JSON")
+    dshow.add_argument("name")
+    ddel = doors.add_parser("delete", help="delete a door definition (operator only)")
+    ddel.add_argument("name")
+    ddel.add_argument("--json", action=argparse.BooleanOptionalAction, default=False)
+
     wrk = sub.add_parser("worker", help="execute the flows of a layby.Worker (MODULE:ATTRIBUTE)")
     wrk.add_argument("target", help="e.g. myapp.flows:worker")
     return parser
@@ -515,6 +599,10 @@ COMMANDS = {
     ("runs", "start"): cmd_runs_start,
     ("runs", "cancel"): cmd_runs_cancel,
     ("runs", "retry"): cmd_runs_retry,
+    ("doors", "put"): cmd_doors_put,
+    ("doors", "list"): cmd_doors_list,
+    ("doors", "show"): cmd_doors_show,
+    ("doors", "delete"): cmd_doors_delete,
     ("workers", None): cmd_workers,
     ("worker", None): cmd_worker,
 }

@@ -14,7 +14,9 @@ from layby_contracts.commands import (
     AttachWorker,
     CancelRun,
     CheckCurrent,
+    Command,
     DeleteDoor,
+    DoorCommand,
     EndRun,
     ListParked,
     ParkRun,
@@ -32,11 +34,13 @@ from layby_contracts.errors import BadInput, LaybyError, Unavailable
 from layby_contracts.refusals import to_refused
 from layby_domain.clock import Clock
 from layby_server.auth import Authenticator
+from layby_server.jqrun import JqRunner
 from layby_server.logs import get_logger
 from layby_server.service import open_resources, run_main
 from layby_server.settings import Settings, load_settings
 from layby_server.workers import WorkerRegistry
 from layby_services.ask.admission import CALLER_POOL, Admitter
+from layby_services.ask.doors import DoorHandlers
 from layby_services.ask.handlers import AskHandlers
 from layby_services.ask.visits import ToolVisits
 
@@ -46,7 +50,10 @@ MAX_INFLIGHT = 2000
 
 
 async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None = None) -> None:
-    async with open_resources(settings, name="ask", clock=clock, secrets=True) as res:
+    async with (
+        open_resources(settings, name="ask", clock=clock, secrets=True) as res,
+        JqRunner() as jq,
+    ):
         assert res.pool is not None
         admitter = Admitter(
             res.pool, cap=settings.max_concurrent, clock=res.clock, namespace=settings.namespace
@@ -59,80 +66,63 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
             namespace=settings.namespace,
             table=CALLER_POOL,
         )
+        auth = Authenticator(settings.api_tokens)
         handlers = AskHandlers(
-            settings,
-            res.store,
-            admitter,
-            Authenticator(settings.api_tokens),
-            res.clock,
-            caller_admitter=caller_admitter,
+            settings, res.store, admitter, auth, res.clock, caller_admitter=caller_admitter
         )
         handlers.runs.workers = WorkerRegistry(res.pool)
-        tools = ToolVisits(
-            res.store, Authenticator(settings.api_tokens), res.clock, handlers.runs, handlers.entries
-        )
+        doors = DoorHandlers(settings, res.store, auth, res.clock, jq)
+        tools = ToolVisits(res.store, auth, res.clock, handlers.runs, handlers.entries)
         inflight: set[asyncio.Task[None]] = set()
         slots = asyncio.Semaphore(MAX_INFLIGHT)
 
-        async def handle_door(msg: Msg) -> None:
-            try:
-                cmd = DOOR_COMMAND_DECODER.decode(msg.data)
-            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                reply: object = to_refused(BadInput(f"malformed command: {exc}"))
-            else:
-                try:
-                    match cmd:
-                        case Visit():
-                            reply = await tools.visit(cmd)
-                        case ListParked():
-                            reply = await tools.list(cmd)
-                        case VisitStatus():
-                            reply = await tools.status(cmd)
-                        case PutDoor() | DeleteDoor():
-                            reply = to_refused(BadInput("door definitions are not served yet"))
-                except LaybyError as exc:
-                    reply = to_refused(exc)
-                except Exception as exc:  # noqa: BLE001 - the asker must get an answer, the service lives on
-                    log.error("ask.command_failed", error=repr(exc))
-                    reply = to_refused(Unavailable("the ask service failed; try again"))
-            if msg.reply:
-                await msg.respond(_enc.encode(reply))
+        async def dispatch(cmd: Command | DoorCommand) -> object:
+            match cmd:
+                case Ask():
+                    return await handlers.ask(cmd)
+                case ReserveTicket():
+                    return await handlers.reserve(cmd)
+                case Prune():
+                    return await handlers.prune(cmd)
+                case StartRun():
+                    return await handlers.runs.start(cmd)
+                case ParkRun():
+                    return await handlers.runs.park(cmd)
+                case EndRun():
+                    return await handlers.runs.end(cmd)
+                case AttachWorker():
+                    return await handlers.runs.attach(cmd)
+                case CheckCurrent():
+                    return await handlers.runs.current(cmd)
+                case RecordStep():
+                    return await handlers.runs.step(cmd)
+                case CancelRun():
+                    return await handlers.runs.cancel(cmd)
+                case RetryRun():
+                    return await handlers.runs.retry(cmd)
+                case WorkerSeen():
+                    return await handlers.runs.seen(cmd)
+                case PutDoor():
+                    return await doors.put(cmd)
+                case DeleteDoor():
+                    return await doors.delete(cmd)
+                case Visit():
+                    return await tools.visit(cmd)
+                case ListParked():
+                    return await tools.list(cmd)
+                case VisitStatus():
+                    return await tools.status(cmd)
 
         async def handle(msg: Msg) -> None:
-            if msg.subject == settings.names.cmd_door:
-                await handle_door(msg)
-                return
+            # Door commands have their own subject and union (each subject's decoder knows its tags).
+            decoder = DOOR_COMMAND_DECODER if msg.subject == settings.names.cmd_door else COMMAND_DECODER
             try:
-                cmd = COMMAND_DECODER.decode(msg.data)
+                cmd: Command | DoorCommand = decoder.decode(msg.data)
             except (msgspec.DecodeError, msgspec.ValidationError) as exc:
                 reply: object = to_refused(BadInput(f"malformed command: {exc}"))
             else:
                 try:
-                    match cmd:
-                        case Ask():
-                            reply = await handlers.ask(cmd)
-                        case ReserveTicket():
-                            reply = await handlers.reserve(cmd)
-                        case Prune():
-                            reply = await handlers.prune(cmd)
-                        case StartRun():
-                            reply = await handlers.runs.start(cmd)
-                        case ParkRun():
-                            reply = await handlers.runs.park(cmd)
-                        case EndRun():
-                            reply = await handlers.runs.end(cmd)
-                        case AttachWorker():
-                            reply = await handlers.runs.attach(cmd)
-                        case CheckCurrent():
-                            reply = await handlers.runs.current(cmd)
-                        case RecordStep():
-                            reply = await handlers.runs.step(cmd)
-                        case CancelRun():
-                            reply = await handlers.runs.cancel(cmd)
-                        case RetryRun():
-                            reply = await handlers.runs.retry(cmd)
-                        case WorkerSeen():
-                            reply = await handlers.runs.seen(cmd)
+                    reply = await dispatch(cmd)
                 except LaybyError as exc:
                     reply = to_refused(exc)  # the one conversion of errors to replies
                 except Exception as exc:  # noqa: BLE001 - the asker must get an answer, the service lives on

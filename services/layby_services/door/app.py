@@ -39,6 +39,7 @@ from layby_services.door.ratelimit import RateLimiter, RateLimitMiddleware
 from layby_services.door.routes.answer import answer_door
 from layby_services.door.routes.callback import callback_get, callback_post
 from layby_services.door.routes.channels import channel_events
+from layby_services.door.routes.doors import delete_door, get_door, list_doors, put_door
 from layby_services.door.routes.health import healthz, readyz
 from layby_services.door.routes.inbox import done_door, list_door
 from layby_services.door.routes.media import media_door
@@ -207,6 +208,11 @@ def create_app(settings: Settings, *, clock: Clock | None = None, run_projection
             cancel_door,
             retry_door,
             workers_door,
+            _options_door(get_door, put_door, delete_door),
+            get_door,
+            put_door,
+            delete_door,
+            list_doors,
             healthz,
             readyz,
             inbox_page,

@@ -48,6 +48,12 @@ def principal_of(request: ASGIConnection[Any, Any, Any, Any]) -> Principal:
     return door(request).auth.from_header(request.headers.get("authorization"))
 
 
+def bearer_token(request: ASGIConnection[Any, Any, Any, Any]) -> str:
+    """The caller's token, for a command the door forwards to the ask service in the caller's
+    name (call ``principal_of`` first: it checks the header's shape)."""
+    return request.headers.get("authorization", "").partition(" ")[2].strip()
+
+
 async def read_capped_body(request: Request[Any, Any, Any], limit: int) -> bytes:
     """Read the body counting actual bytes, never trusting Content-Length
     (docs/doors/common.md#body-size-cap)."""

@@ -147,6 +147,14 @@ def finish(generated: Json) -> Json:
         [AnswerRequest, InboundMessage], ref_template="#/components/schemas/{name}"
     )
     schemas.update(requests)
+    # The save door's body is the definition the responses show, closed: an unknown key is refused.
+    schemas["DoorSpecRequest"] = {
+        **schemas["DoorSpec"],
+        "title": "DoorSpecRequest",
+        "additionalProperties": False,
+        "description": "A door definition as `PUT /api/doors/{name}` takes it "
+        "(docs/doors/doors.md#the-definition).",
+    }
     schemas["Error"] = ERROR_SCHEMA
     served: Json = _tidy(
         {

@@ -148,6 +148,7 @@ TAGS: list[Json] = [
     {"name": "callback", "description": "Public doors of external and channel-delivered questions."},
     {"name": "channels", "description": "Chat channels: providers' inbound webhooks and inbound messages."},
     {"name": "runs", "description": "The status of runs and their parks."},
+    {"name": "doors", "description": "Door definitions: hooks, schedules and conversation routes."},
     {"name": "health", "description": "Probes and this document."},
 ]
 ERROR_SCHEMA: Json = {

@@ -124,7 +124,7 @@ def _sse_stream(operation_id: str, tag: str, frames: str, seq: str) -> Operation
 
 
 def operations() -> dict[tuple[str, str], Operation]:
-    interactions, runs, health = "interactions", "runs", "health"
+    interactions, runs, doors, health = "interactions", "runs", "doors", "health"
     return {
         ("/api/interactions", "get"): Operation(
             operation_id="listInteractions",
@@ -268,6 +268,29 @@ def operations() -> dict[tuple[str, str], Operation]:
             operation_id="retryRun", tag=runs, security=BEARER, responses=UNAVAILABLE_503
         ),
         ("/api/workers", "get"): Operation(operation_id="listWorkers", tag=runs, security=BEARER),
+        ("/api/doors", "get"): Operation(
+            operation_id="listDoors",
+            tag=doors,
+            security=BEARER,
+            links={
+                "ShowTheFirstDoor": {
+                    "operationId": "getDoor",
+                    "parameters": {"name": "$response.body#/data/items/0/name"},
+                    "description": "The first door of the page.",
+                }
+            },
+        ),
+        ("/api/doors/{name}", "get"): Operation(operation_id="getDoor", tag=doors, security=BEARER),
+        ("/api/doors/{name}", "put"): Operation(
+            operation_id="putDoor",
+            tag=doors,
+            security=BEARER,
+            request_body={"required": True, "content": {JSON: {"schema": ref("schemas", "DoorSpecRequest")}}},
+            responses=UNAVAILABLE_503,
+        ),
+        ("/api/doors/{name}", "delete"): Operation(
+            operation_id="deleteDoor", tag=doors, security=BEARER, responses=UNAVAILABLE_503
+        ),
         ("/healthz", "get"): Operation(
             operation_id="healthz", tag=health, security=PUBLIC, rate_limited=False
         ),
