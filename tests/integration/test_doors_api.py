@@ -12,7 +12,7 @@ import asyncpg
 import msgspec
 import pytest
 
-from layby_contracts.commands import REPLY_DECODER, DeleteDoor, ListParked, PutDoor, Refused
+from layby_contracts.commands import REPLY_DECODER, DeleteDoor, Listed, ListParked, PutDoor, Refused
 from layby_server.eventstore import EventStore
 from tests.conftest import ALICE, OPERATOR, System
 from tests.helpers import eventually
@@ -284,18 +284,23 @@ async def test_doors_are_saved_and_deleted_under_nats_authorization(secured: Sec
         assert (await http.delete("/api/doors/guarded")).status_code == 200
 
 
-async def test_visits_are_refused_until_this_ask_service_serves_them(
+async def test_the_ask_service_lists_a_subject_for_an_operator_over_door_commands(
     store: EventStore, system: System
 ) -> None:
-    """The door commands this ask service does not serve yet get a refusal at once, never
-    silence (docs/doors/doors.md#commands)."""
+    """``cmd.parked.v1`` lists a subject's entries (none yet) for an operator, and refuses a
+    malformed subject naming the field (docs/caller-asks.md#parks-on-the-subject)."""
     msg = await store.nc.request(
         store.names.cmd_door, msgspec.json.encode(ListParked(token=OPERATOR, subject="s")), timeout=10
     )
     reply = REPLY_DECODER.decode(msg.data)
-    assert isinstance(reply, Refused)
-    assert reply.kind == "permanent"
-    assert reply.message.startswith("visits are not served by this ask service yet")
+    assert isinstance(reply, Listed)
+    assert (reply.subject, reply.entries) == ("s", [])
+    msg = await store.nc.request(
+        store.names.cmd_door, msgspec.json.encode(ListParked(token=OPERATOR, subject="no spaces")), timeout=10
+    )
+    refused = REPLY_DECODER.decode(msg.data)
+    assert isinstance(refused, Refused)
+    assert (refused.kind, refused.field) == ("invalid", "subject")
 
 
 async def test_the_cli_puts_lists_shows_and_deletes_a_door(

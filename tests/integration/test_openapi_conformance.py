@@ -148,6 +148,9 @@ async def _seed(system: System) -> Seeded:
         "/api/interactions/callback/{ticket}": [{"ticket": t} for t in tickets],
         "/api/interactions/media/{media_id}": [{"media_id": image["url"].rpartition("/")[2]}],
         "/api/runs/{run_id}": [{"run_id": run_id}],
+        "/api/hooks/{name}": [{"name": "no-such-hook"}],
+        "/api/conversations/{subject}/messages": [{"subject": "support:42"}],
+        "/api/subjects/{subject}/parked": [{"subject": "support:42"}],
     }
     return seeded
 

@@ -291,6 +291,30 @@ def operations() -> dict[tuple[str, str], Operation]:
         ("/api/doors/{name}", "delete"): Operation(
             operation_id="deleteDoor", tag=doors, security=BEARER, responses=UNAVAILABLE_503
         ),
+        ("/api/hooks/{name}", "post"): Operation(
+            operation_id="visitHook",
+            tag=doors,
+            # A bearer token, or (a hook whose door binds a webhook verifier) the sender's signature.
+            security=[*BEARER, {}],
+            request_body={
+                "required": False,
+                "description": "The hook's input document (any JSON; an empty body is `{}`).",
+                "content": {JSON: {"schema": {}}},
+            },
+        ),
+        ("/api/conversations/{subject}/messages", "post"): Operation(
+            operation_id="postConversationMessage",
+            tag=doors,
+            security=BEARER,
+            request_body={
+                "required": False,
+                "description": "The message: the route's input document (any JSON).",
+                "content": {JSON: {"schema": {}}},
+            },
+        ),
+        ("/api/subjects/{subject}/parked", "get"): Operation(
+            operation_id="listParked", tag=doors, security=BEARER
+        ),
         ("/healthz", "get"): Operation(
             operation_id="healthz", tag=health, security=PUBLIC, rate_limited=False
         ),

@@ -240,7 +240,10 @@ async def _receive(state: DoorState, result: VisitResult, who: Principal) -> Vis
     "/api/subjects/{subject:str}/parked",
     summary="Every entry parked on a subject",
     description="Operators only (docs/doors/hooks.md#parked-entries).",
-    responses={403: refusal("A `user` identity.")},
+    responses={
+        400: refusal("A subject that is not 1-128 of [A-Za-z0-9_:@-].", field=True),
+        403: refusal("A `user` identity."),
+    },
 )
 async def parked_door(
     request: Request[Any, Any, Any],
