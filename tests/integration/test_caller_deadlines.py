@@ -6,6 +6,7 @@ Real NATS and PostgreSQL, the five services in-process, workers in-process.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -176,3 +177,58 @@ async def test_a_caller_ask_past_the_caller_cap_is_refused_loudly(
         )
         assert "max_concurrent_caller limit (1)" in failed["error"]
         assert (await run_status(clocked, first))["status"] == "parked"
+
+
+async def test_a_schedule_fires_once_per_tick_with_two_sweeper_replicas(
+    clocked: System, store: EventStore, clock: ManualClock
+) -> None:
+    """Two sweepers watch one schedule: each tick starts exactly one run, whichever replica fires
+    it (docs/doors/hooks.md#schedules)."""
+    from layby_services.sweeper.main import serve as sweeper
+
+    spec = msgspec.convert(
+        {
+            "kind": "schedule",
+            "target": "ticked",
+            "every_seconds": 60,
+            "input": {"from": "schedule"},
+            "start_expr": "{from: .from}",
+        },
+        DoorSpec,
+    )
+    await store.append(
+        store.names.door("minutely"),
+        DoorSaved(name="minutely", spec=spec, by="ops", saved_at=clock.now()),
+        msg_id="m",
+        expected_seq=None,
+    )
+    w = layby.Worker(await clocked.sdk(), settings=clocked.settings)
+    seen: list[Any] = []
+
+    @w.flow("ticked")
+    async def ticked(inp: dict[str, Any]) -> None:
+        seen.append(inp)
+
+    second_stop = asyncio.Event()
+    second = asyncio.create_task(sweeper(clocked.settings, second_stop, clock=clock))
+    try:
+        async with serving(w), clocked.http() as http:
+
+            async def runs() -> list[dict[str, Any]]:
+                items: list[dict[str, Any]] = (await http.get("/api/runs", params={"pageSize": 100})).json()[
+                    "data"
+                ]["items"]
+                return [r for r in items if r["flow"] == "ticked"]
+
+            await eventually(runs, "the first tick's run", until=lambda r: len(r) == 1)
+            for ticks in (2, 3):
+                clock.advance(60)
+                await eventually(runs, f"tick {ticks}'s run", until=lambda r, n=ticks: len(r) == n)
+            await asyncio.sleep(1.5)  # a time window: several passes of both replicas, nothing more fires
+            assert len(await runs()) == 3
+        ticks_log = await store.last(store.names.ticks("minutely"))
+        assert ticks_log is not None
+        assert seen and all(inp == {"from": "schedule"} for inp in seen)
+    finally:
+        second_stop.set()
+        await asyncio.wait_for(second, 15)

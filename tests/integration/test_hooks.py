@@ -32,7 +32,7 @@ RESUME = """
   else null end
 """
 START = "if .approve == null and .cancel == null then {n: .n} else null end"
-CANCEL = "if .cancel then [$parked[] | select(.status == \"asking\") | .id] else null end"
+CANCEL = 'if .cancel then [$parked[] | select(.status == "asking") | .id] else null end'
 
 
 def soon(minutes: float = 60) -> datetime:
@@ -64,9 +64,7 @@ async def flows(system: System) -> AsyncIterator[layby.Worker]:
         """Hands its child's question further up by asking its own caller: it stays parked."""
         first = await layby.call("tool", inp)
         asks = first[layby.CALLER_ASKS_KEY]["asks"]
-        return await layby.ask_user(
-            "relay?", to="caller", expiry_at=soon(), payload={"below": asks[0]["id"]}
-        )
+        return await layby.ask_user("relay?", to="caller", expiry_at=soon(), payload={"below": asks[0]["id"]})
 
     async with serving(w):
         yield w
@@ -108,7 +106,11 @@ async def test_a_three_level_chain_is_resumed_by_a_second_visit_and_its_waiting_
     second = await visit(system, "deploys", {"approve": True})
     assert second["action"] == "resume"
     assert second["resumed"] == [entry["id"]]
-    assert second["outcome"] == {"status": "finished", "run_id": second["outcome"]["run_id"], "result": {"tool_got": True, "n": 7}}
+    assert second["outcome"] == {
+        "status": "finished",
+        "run_id": second["outcome"]["run_id"],
+        "result": {"tool_got": True, "n": 7},
+    }
     assert await parked(system, "door:deploys") == [{"id": entry["id"], "status": "finished"}]
 
     third = await visit(system, "deploys", {})

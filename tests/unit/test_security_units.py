@@ -96,7 +96,9 @@ def test_a_user_token_may_only_send_commands_and_read_its_own_inbox_and_wakes() 
     n = Names("layby")
     (alice,) = token_entries("alice-token-0123456789abcd:alice:user")
     perms = token_permissions(alice, n)
-    assert perms["publish"] == {"allow": ["layby.cmd.ask", "layby.cmd.prune", "layby.cmd.run", "layby.cmd.door"]}
+    assert perms["publish"] == {
+        "allow": ["layby.cmd.ask", "layby.cmd.prune", "layby.cmd.run", "layby.cmd.door"]
+    }
     kid = key_id(alice.token)
     assert perms["subscribe"] == {"allow": [f"_INBOX.{kid}.>", f"layby.wake.{kid}.>"]}
 
