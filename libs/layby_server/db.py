@@ -14,6 +14,7 @@ PROJECTION_FILES = (
     "0006_done.sql",
     "0007_doors.sql",
     "0009_parked_entries.sql",
+    "0011_runs_resumed.sql",
 )
 _MIGRATION_LOCK = 0x1A7B7_0001
 

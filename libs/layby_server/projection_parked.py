@@ -10,12 +10,15 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import msgspec
+
 from layby_contracts.events import (
     InteractionAnswered,
     InteractionAsked,
     InteractionRemoved,
     InteractionSettled,
     InteractionTaken,
+    VisitRecorded,
 )
 from layby_server.eventlog import StoredEvent
 
@@ -35,6 +38,14 @@ ON CONFLICT (interaction_id) DO UPDATE SET
     status = CASE WHEN r.last_seq < EXCLUDED.last_seq THEN EXCLUDED.status ELSE r.status END,
     settled_at = CASE WHEN r.last_seq < EXCLUDED.last_seq THEN EXCLUDED.settled_at ELSE r.settled_at END,
     last_seq = GREATEST(r.last_seq, EXCLUDED.last_seq)
+"""
+
+
+_RESOLVED_BY_RUN = """
+UPDATE runs SET resumed_interactions = (
+    SELECT jsonb_agg(DISTINCT x ORDER BY x) FROM jsonb_array_elements_text(
+        coalesce(resumed_interactions, '[]'::jsonb) || $2::jsonb) x
+) WHERE run_id = $1
 """
 
 
@@ -66,5 +77,12 @@ def parked_changes(batch: Sequence[StoredEvent]) -> Iterator[tuple[str, tuple[An
                 yield _STATUS, (ev.interaction_id, "gone", None, seq)
             case InteractionRemoved() if ev.to == "caller":
                 yield _STATUS, (ev.interaction_id, "gone", None, seq)
+            case VisitRecorded() if ev.kind == "tool" and ev.by.startswith("run:") and ev.error is None:
+                resolved = [*ev.cancelled, *ev.resumed, *(t.id for t in ev.taken)]
+                if resolved:
+                    yield (
+                        _RESOLVED_BY_RUN,
+                        (ev.by.removeprefix("run:"), msgspec.json.encode(resolved).decode()),
+                    )
             case _:
                 continue

@@ -64,7 +64,8 @@ async def test_a_caller_ask_is_handed_up_and_answered_by_the_caller_with_the_gen
 ) -> None:
     """A child's caller ask reaches its caller as the call's value; the caller sees it with
     ``list_parked`` and resumes it with ``resume_parked``, getting the child's next outcome; the
-    entry leaves the subject once taken (docs/caller-asks.md#the-generic-tools)."""
+    entry leaves the subject once taken, and the run's record lists it among the interactions it
+    resolved (docs/caller-asks.md#the-generic-tools)."""
     run_id = await worker.start("agent", {"ask": True})
     run = await finished_run(system, run_id, timeout=30)
     result = run["result"]
@@ -82,6 +83,7 @@ async def test_a_caller_ask_is_handed_up_and_answered_by_the_caller_with_the_gen
     assert result["parked"] == [entry]
     assert result["outcome"] == {"id": entry["id"], "status": "finished", "result": {"tool_got": True}}
     assert result["after"] == []
+    assert run["resumed_interactions"] == [entry["id"]]
 
 
 async def test_caller_asks_need_a_run_and_are_always_async(system: System) -> None:

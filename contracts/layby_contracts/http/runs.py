@@ -80,6 +80,8 @@ class RunDetail(Struct, frozen=True, kw_only=True):
     asks: list[RunAsk] | UnsetType = UNSET
     open: list[str] | UnsetType = UNSET
     calls: list[RunCall] | UnsetType = UNSET
+    resumed_interactions: list[str] | UnsetType = UNSET
+    """The caller asks this run resumed, took or cancelled with its generic tools."""
     resume_id: str | UnsetType = UNSET
     result: Any | UnsetType = UNSET
     error: str | UnsetType = UNSET

@@ -200,6 +200,8 @@ async def run_door(request: Request[Any, Any, Any], run_id: RunId) -> Run:
         for key in ("cancelled_by", "retried_by"):
             if row[key] is not None:
                 data[key] = row[key]
+        if row["resumed_interactions"] is not None:
+            data["resumed_interactions"] = json.loads(row["resumed_interactions"])
     if data["status"] in ("running", "resumed"):
         await _warn_unserved(state.pool, data)
     return Run(data=RunDetail(**data))
