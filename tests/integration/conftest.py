@@ -1,3 +1,3 @@
 """Fixtures the integration test modules share."""
 
-from tests.integration.test_parks import workers  # noqa: F401 - a fixture for every module here
+from tests.integration.test_parks import clock, clocked, workers  # noqa: F401 - fixtures for every module here

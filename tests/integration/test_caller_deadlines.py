@@ -7,11 +7,9 @@ Real NATS and PostgreSQL, the five services in-process, workers in-process.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
-import asyncpg
 import msgspec
 import pytest
 
@@ -20,27 +18,10 @@ from layby_contracts.doors import DoorSpec
 from layby_contracts.events import DoorSaved, InteractionRemoved
 from layby_domain.clock import ManualClock
 from layby_server.eventstore import EventStore
-from layby_server.settings import Settings
-from tests.conftest import System, start_system, stop_system
+from tests.conftest import System
 from tests.helpers import eventually, serving
 
 pytestmark = pytest.mark.timeout(120)
-
-
-@pytest.fixture
-async def clock() -> ManualClock:
-    return ManualClock(datetime.now(UTC))
-
-
-@pytest.fixture
-async def clocked(
-    settings: Settings, store: EventStore, db: asyncpg.Pool, clock: ManualClock
-) -> AsyncIterator[System]:
-    sys_ = await start_system(settings, clock)
-    try:
-        yield sys_
-    finally:
-        await stop_system(sys_)
 
 
 async def run_status(system: System, run_id: str) -> dict[str, Any]:
