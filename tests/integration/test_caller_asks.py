@@ -47,6 +47,14 @@ async def worker(system: System) -> AsyncIterator[layby.Worker]:
         outcome = await layby.resume_parked(asked["id"], payload=True)
         return {"parked": parked, "asked": asked, "outcome": outcome, "after": await layby.list_parked()}
 
+    @w.flow("bad-tools")
+    async def bad_tools(inp: dict[str, Any]) -> Any:
+        try:
+            await layby.resume_parked("not-an-entry", payload=1)
+        except BadInput as exc:
+            return {"error": str(exc), "field": exc.field}
+        return {"error": None}
+
     async with serving(w):
         yield w
 
@@ -99,3 +107,17 @@ async def test_caller_asks_need_a_run_and_are_always_async(system: System) -> No
     with pytest.raises(BadInput) as payload:
         await client.ask_user("proceed?", payload={"x": 1}, timeout=5)
     assert payload.value.field == "payload"
+
+
+async def test_a_generic_tool_naming_no_parked_entry_raises_at_once(
+    system: System, worker: layby.Worker
+) -> None:
+    """``resume_parked`` of an id that is not parked on the run's subject raises the refusal,
+    naming it, at once and never retried like a transient failure
+    (docs/caller-asks.md#the-generic-tools)."""
+    run_id = await worker.start("bad-tools", {})
+    run = await finished_run(system, run_id, timeout=15)
+    assert run["result"] == {
+        "error": "resume_expr named not-an-entry, which is not parked on this subject",
+        "field": "resume_expr",
+    }

@@ -88,6 +88,29 @@ def _call_result(ctx: RunContext, n: int, flow: str, known: Resolution) -> Any:
     return known.answer
 
 
+class _Refusal(Exception):
+    """A final refusal inside a tool's step: recorded as the step's value and raised after it,
+    so a bad id is not retried like a transient failure."""
+
+    def __init__(self, reply: Refused) -> None:
+        super().__init__(reply.message)
+        self.reply = reply
+
+
+def _refusal_or_raise(reply: Refused) -> _Refusal:
+    error = from_refused(reply)
+    if isinstance(error, Transient):
+        raise error
+    return _Refusal(reply)
+
+
+def _raise_refused(value: Any) -> Any:
+    """The value a tool's step recorded; a recorded refusal is raised as the error it was."""
+    if isinstance(value, dict) and set(value) == {"refused"}:
+        raise from_refused(msgspec.convert(value["refused"], Refused))
+    return value
+
+
 async def _visit(ctx: RunContext, visit_id: str, explicit: Explicit) -> VisitResult:
     reply = await ctx.client.request_door(
         Visit(
@@ -95,7 +118,7 @@ async def _visit(ctx: RunContext, visit_id: str, explicit: Explicit) -> VisitRes
         )
     )
     if isinstance(reply, Refused):
-        raise from_refused(reply)
+        raise _refusal_or_raise(reply)
     if not isinstance(reply, Visited):
         raise Transient(f"unexpected reply to a visit: {type(reply).__name__}")
     return reply.result
@@ -112,11 +135,11 @@ def _visit_id(ctx: RunContext, what: str) -> str:
 
 
 @step(name="layby.list_parked", retries=3)
-async def _list() -> list[dict[str, Any]]:
+async def _list() -> Any:
     ctx = _context("list_parked()")
     reply = await ctx.client.request_door(ListParked(token=ctx.client.token, run_id=ctx.info.run_id))
     if isinstance(reply, Refused):
-        raise from_refused(reply)
+        return {"refused": msgspec.to_builtins(_refusal_or_raise(reply).reply)}
     if not isinstance(reply, Listed):
         raise Transient(f"unexpected reply to list_parked: {type(reply).__name__}")
     return [dict(msgspec.to_builtins(e)) for e in reply.entries]
@@ -125,12 +148,19 @@ async def _list() -> list[dict[str, Any]]:
 async def list_parked() -> list[dict[str, Any]]:
     """Every parked entry on this run's subject, as a door's ``$parked`` shows them."""
     _context("list_parked()")
-    entries: list[dict[str, Any]] = await _list()
+    entries: list[dict[str, Any]] = _raise_refused(await _list())
     return entries
 
 
 @step(name="layby.resume_parked", retries=3)
 async def _resume(interaction_id: str, payload: Any, take: bool, wait: float) -> dict[str, Any]:
+    try:
+        return await _resume_once(interaction_id, payload, take, wait)
+    except _Refusal as refused:
+        return {"refused": msgspec.to_builtins(refused.reply)}
+
+
+async def _resume_once(interaction_id: str, payload: Any, take: bool, wait: float) -> dict[str, Any]:
     ctx = _context("resume_parked()")
     visit_id = _visit_id(ctx, "resume")
     if take:
@@ -164,16 +194,21 @@ async def resume_parked(
     if not isinstance(interaction_id, str) or not interaction_id:
         raise BadInput("interaction_id must be an entry id", field="interaction_id")
     take = payload is _MISSING
-    outcome: dict[str, Any] = await _resume(interaction_id, None if take else payload, take, float(wait))
+    outcome: dict[str, Any] = _raise_refused(
+        await _resume(interaction_id, None if take else payload, take, float(wait))
+    )
     if outcome.get("status") == "failed":
         raise CallFailedError(f"entry {interaction_id} failed: {outcome.get('error') or ''}")
     return outcome
 
 
 @step(name="layby.cancel_parked", retries=3)
-async def _cancel(ids: list[str]) -> list[str]:
+async def _cancel(ids: list[str]) -> Any:
     ctx = _context("cancel_parked()")
-    result = await _visit(ctx, _visit_id(ctx, "cancel"), Explicit(cancels=ids))
+    try:
+        result = await _visit(ctx, _visit_id(ctx, "cancel"), Explicit(cancels=ids))
+    except _Refusal as refused:
+        return {"refused": msgspec.to_builtins(refused.reply)}
     return list(result.cancelled)
 
 
@@ -183,5 +218,5 @@ async def cancel_parked(ids: str | list[str]) -> list[str]:
     named = [ids] if isinstance(ids, str) else list(ids)
     if not named or not all(isinstance(i, str) and i for i in named):
         raise BadInput("ids must be an entry id or a list of entry ids", field="ids")
-    cancelled: list[str] = await _cancel(named)
+    cancelled: list[str] = _raise_refused(await _cancel(named))
     return cancelled
