@@ -111,13 +111,16 @@ class Visitor:
         input: Any = None,
         explicit: Explicit | None = None,
         label: str | None = None,
+        fresh: bool = False,
     ) -> VisitResult:
         """Decide and act, as ``by`` (``label``: who the log says visited, default ``by``'s
-        identity). A visit id seen before is answered with what that visit did."""
+        identity). A visit id seen before is answered with what that visit did (``fresh``: the
+        caller just drew the id, so there is nothing to look up)."""
         who = label or by.identity
-        earlier = await self.status(visit_id)
-        if earlier is not None:
-            return earlier
+        if not fresh:
+            earlier = await self.status(visit_id)
+            if earlier is not None:
+                return earlier
         spec = door.spec if door is not None else TOOL_SPEC
         where = self._subject_of(door, subject)
         parked = await self._entries.on_subject(where)
@@ -159,16 +162,16 @@ class Visitor:
                 raise
             return again
         for r in plan.resumes:
-            await self._resume(r.id, r.payload, who, visit_id)
+            await self._resume(r.id, r.payload, who, visit_id, seed=by_id[r.id])
         if run_id is not None and door is not None and plan.start is not None:
             await self._start(
                 door, run_id, subject=where, kwargs=plan.start, extras=plan.extras, visit_id=visit_id
             )
+        outcome: Outcome | None = None
         if taken:
             first = taken[0]
-            await settle_visit(
-                self._entries, visit_id, Outcome(status=first.status, result=first.result, error=first.error)
-            )
+            outcome = Outcome(status=first.status, result=first.result, error=first.error)
+            await settle_visit(self._entries, visit_id, outcome)
         log.info(
             "visit.done",
             visit_id=visit_id,
@@ -186,7 +189,7 @@ class Visitor:
             resumed=recorded.resumed,
             taken=taken,
             run_id=run_id,
-            outcome=(await self._settled(visit_id)),
+            outcome=outcome,
         )
 
     def _subject_of(self, door: DoorSaved | None, subject: str | None) -> str:
@@ -270,7 +273,9 @@ class Visitor:
             msg_id=lambda _: f"removed-{ix}-{uuid.uuid4().hex}",
         )
 
-    async def _resume(self, ix: str, payload: Any, by: str, visit_id: str) -> None:
+    async def _resume(
+        self, ix: str, payload: Any, by: str, visit_id: str, *, seed: Parked | None = None
+    ) -> None:
         async def read(_leader: bool) -> Parked:
             found = await self._entries.read(ix)
             if found is None:
@@ -284,6 +289,8 @@ class Visitor:
             decide=lambda p: decide_resume(p, ix, payload=payload, by=by, visit=visit_id, now=self._now()),
             event_of=as_event,
             msg_id=lambda _: f"resumed-{ix}-{visit_id}",
+            seed=seed,
+            trusted=False,  # read a moment ago: a refusal is decided again on the log
         )
         if done.lost:
             raise Unavailable(f"entry {ix} kept changing; try again")

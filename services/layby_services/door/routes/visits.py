@@ -22,7 +22,7 @@ from litestar import Request, get, post
 from litestar.params import PathParameter, QueryParameter
 
 from layby_contracts.commands import Explicit
-from layby_contracts.doors import VisitResult
+from layby_contracts.doors import Outcome, VisitResult
 from layby_contracts.errors import BadInput, Forbidden, NotFound, Unauthorized
 from layby_contracts.events import DoorSaved, VisitSettled, decode_event
 from layby_contracts.http import Parked, ParkedData, Visited
@@ -69,26 +69,27 @@ async def _until_settled(state: DoorState, visit_id: str, act: Any, wait: float)
     if wait <= 0:
         result: VisitResult = await act()
         return result
-    settled: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    settled: asyncio.Future[VisitSettled] = asyncio.get_running_loop().create_future()
 
     async def on_message(msg: Any) -> None:
         try:
-            if isinstance(decode_event(msg.data), VisitSettled) and not settled.done():
-                settled.set_result(None)
+            event = decode_event(msg.data)
         except (msgspec.DecodeError, msgspec.ValidationError):
             return
+        if isinstance(event, VisitSettled) and not settled.done():
+            settled.set_result(event)
 
     sub = await state.store.nc.subscribe(state.store.names.visit(visit_id), cb=on_message)
     try:
         result = await act()
         if result.outcome is None and (result.resumed or result.run_id):
+            outcome: Outcome | None
             try:
-                await asyncio.wait_for(asyncio.shield(settled), timeout=wait)
+                outcome = (await asyncio.wait_for(asyncio.shield(settled), timeout=wait)).outcome
             except TimeoutError:
-                pass
-            found = await state.visitor.status(visit_id)
-            if found is not None:
-                result = found
+                found = await state.visitor.status(visit_id)  # one last look: it may have just come
+                outcome = found.outcome if found is not None else None
+            result = msgspec.structs.replace(result, outcome=outcome)
         return result
     finally:
         await sub.unsubscribe()
@@ -137,6 +138,7 @@ async def hook_door(
             door=found,
             input=document,
             label=who.identity,
+            fresh=True,
         ),
         wait,
     )
@@ -203,6 +205,7 @@ async def conversation_door(
             subject=subject,
             input=document,
             label=who.identity,
+            fresh=True,
         ),
         wait,
     )
