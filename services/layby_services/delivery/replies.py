@@ -70,22 +70,35 @@ class Replier:
         await self._receive(ev)
 
     async def _say(self, plugin: ConversationChannel, ev: ConversationReplied, text: str, claim: str) -> bool:
+        """Post; False when the channel refused it for good. A failure that may pass is raised
+        (and a cancelled post too), its claim given back, so the redelivery posts it."""
         assert ev.chat is not None
         try:
             await plugin.say(ev.chat, text)
-        except BaseException as exc:
-            try:
-                await self._store.release(claim)
-            except Exception as failed:  # noqa: BLE001 - the post's own failure is what counts
-                log.warning("delivery.reply_release_failed", visit_id=ev.visit_id, error=repr(failed))
-            if isinstance(exc, ChannelDeliveryError) and not exc.retryable:
-                log.error(
-                    "delivery.reply_failed", channel=ev.channel, visit_id=ev.visit_id, error=str(exc)[:300]
-                )
-                return False
+        except ChannelDeliveryError as exc:
+            await self._release(claim, ev)
+            if exc.retryable:
+                raise
+            error = str(exc)
+        except Exception as exc:  # noqa: BLE001 - an untyped fault is final, as for deliver
+            await self._release(claim, ev)
+            error = f"{type(exc).__name__}: {exc}"
+        except BaseException:
+            await self._release(claim, ev)
             raise
-        log.info("delivery.reply_posted", channel=ev.channel, visit_id=ev.visit_id, status=ev.outcome.status)
-        return True
+        else:
+            log.info(
+                "delivery.reply_posted", channel=ev.channel, visit_id=ev.visit_id, status=ev.outcome.status
+            )
+            return True
+        log.error("delivery.reply_failed", channel=ev.channel, visit_id=ev.visit_id, error=error[:300])
+        return False
+
+    async def _release(self, claim: str, ev: ConversationReplied) -> None:
+        try:
+            await self._store.release(claim)
+        except Exception as exc:  # noqa: BLE001 - the post's own failure is what counts
+            log.warning("delivery.reply_release_failed", visit_id=ev.visit_id, error=repr(exc))
 
     async def _receive(self, ev: ConversationReplied) -> None:
         """Take the finished or failed outcome of what the visit resumed: it reached the chat."""
