@@ -213,7 +213,7 @@ async def _wait_consumers(settings: Settings, seeds: dict[str, str] | None = Non
         )
     try:
         js = nc.jetstream()
-        for role in ("resume", "delivery", "projector"):
+        for role in ("resume", "delivery", "delivery-replies", "projector"):
             durable = settings.names.durable(role)
             await eventually(
                 functools.partial(js.consumer_info, settings.names.events_stream, durable),

@@ -185,3 +185,14 @@ class ChatChannel(Channel, Protocol):
     async def open_form(self, reply: InboundReply, delivery: ChannelDelivery) -> None: ...
 
     async def retract(self, posted: Posted, retraction: Retraction) -> None: ...
+
+
+@runtime_checkable
+class ConversationChannel(ChatChannel, Protocol):
+    """A chat channel that also posts a conversation route's replies into the chat its message
+    came from (docs/doors/hooks.md#conversations-on-a-chat-channel). ``say`` is optional: a chat
+    plugin without it keeps its webhook, and its conversations' replies are logged as not posted.
+    ``say`` is one attempt, failing as ``deliver`` does (``ChannelDeliveryError`` with
+    ``retryable``); ``thread`` is the provider's id of a message to reply under."""
+
+    async def say(self, chat: str, text: str, thread: str | None = None) -> None: ...

@@ -439,6 +439,10 @@ class VisitRecorded(msgspec.Struct, frozen=True, kw_only=True, tag="visit.record
     error: str | None = None
     """Why the visit was refused (a door program that failed or yielded a wrong shape, an entry
     gone): recorded, and the visit did nothing."""
+    channel: str | None = None
+    """A conversation visit made by a chat message: the chat channel it came from ..."""
+    chat: str | None = None
+    """... and the provider's id of the chat, where its replies are posted (docs/doors/hooks.md)."""
 
 
 class VisitSettled(msgspec.Struct, frozen=True, kw_only=True, tag="visit.settled.v1"):
@@ -457,6 +461,10 @@ class ConversationReplied(msgspec.Struct, frozen=True, kw_only=True, tag="conver
     run_id: str | None = None
     outcome: Outcome
     replied_at: datetime
+    channel: str | None = None
+    """The chat channel the conversation's visit came from (None: not from a chat) ..."""
+    chat: str | None = None
+    """... and the chat the delivery service posts this reply into (docs/doors/hooks.md)."""
 
 
 InteractionEvent = InteractionAsked | InteractionAnswered | InteractionRemoved

@@ -106,6 +106,10 @@ class Names(msgspec.Struct, frozen=True):
         """An inbound event taken once (``key``: the hash of channel and the provider's event id)."""
         return f"{self.namespace}.chat.seen.{key}"
 
+    def chat_said(self, key: str) -> str:
+        """A conversation's reply posted into its chat once (``key``: the hash of channel and visit)."""
+        return f"{self.namespace}.chat.said.{key}"
+
     @property
     def chat_all(self) -> str:
         return f"{self.namespace}.chat.>"
@@ -141,6 +145,10 @@ class Names(msgspec.Struct, frozen=True):
     def conversation(self, subject: str) -> str:
         """The replies a conversation's receiver was told."""
         return f"{self.namespace}.ev.conv.{subject}"
+
+    @property
+    def conversations_all(self) -> str:
+        return f"{self.namespace}.ev.conv.*"
 
     def steps_stream(self, shard: int) -> str:
         """Step stream ``shard``: the recorded steps of the runs whose ids hash to it."""

@@ -132,6 +132,7 @@ def service_permissions(role: str, n: Names) -> dict[str, object]:
             f"{ns}.chat.ref.*",
             f"{ns}.chat.latest.*",
             f"{ns}.chat.sent.>",
+            f"{ns}.chat.said.*",
         ],
         "resume": [f"{ns}.ev.>", f"{ns}.cont.>", f"{ns}.wake.>", f"{ns}.step.>"],
         "sweeper": [f"{ns}.ev.>", n.cmd_door],

@@ -175,7 +175,8 @@ async def _last(store: EventLog, subject: str, leader: bool) -> _Last:
 async def settle_visit(entries: Entries, visit_id: str, outcome: Outcome) -> bool:
     """Record the next outcome of what a visit resumed or started (once: a visit settles with its
     first outcome), settle every entry it resumed that is still running, and tell a
-    conversation's receiver. True when this call recorded the outcome."""
+    conversation's receiver (with the chat its message came from, where the delivery service
+    posts the reply). True when this call recorded the outcome."""
     store = entries.store
     subject = store.names.visit(visit_id)
     recorded = await first_of(store, subject)
@@ -209,6 +210,8 @@ async def settle_visit(entries: Entries, visit_id: str, outcome: Outcome) -> boo
             run_id=outcome.run_id,
             outcome=outcome,
             replied_at=now,
+            channel=recorded.channel,
+            chat=recorded.chat,
         )
         await store.append(
             store.names.conversation(recorded.subject), reply, msg_id=f"reply-{visit_id}", expected_seq=None

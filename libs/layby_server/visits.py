@@ -112,11 +112,14 @@ class Visitor:
         explicit: Explicit | None = None,
         label: str | None = None,
         fresh: bool = False,
+        via: tuple[str, str] | None = None,
     ) -> VisitResult:
         """Decide and act, as ``by`` (``label``: who the log says visited, default ``by``'s
-        identity). A visit id seen before is answered with what that visit did (``fresh``: the
-        caller just drew the id, so there is nothing to look up)."""
+        identity; ``via``: the chat channel and chat a conversation's message came from, where
+        its replies go). A visit id seen before is answered with what that visit did (``fresh``:
+        the caller just drew the id, so there is nothing to look up)."""
         who = label or by.identity
+        channel, chat = via if via is not None else (None, None)
         if not fresh:
             earlier = await self.status(visit_id)
             if earlier is not None:
@@ -130,7 +133,18 @@ class Visitor:
             if plan.start is not None and door is not None:
                 await self._check_extras(spec, plan.extras)
         except BadInput as exc:
-            await self._refused(visit_id, kind=kind, door=door, subject=where, who=who, error=str(exc))
+            refused = VisitRecorded(
+                visit_id=visit_id,
+                door=door.name if door is not None else None,
+                kind=kind,
+                subject=where,
+                by=who,
+                visited_at=self._now(),
+                error=str(exc)[:1000],
+                channel=channel,
+                chat=chat,
+            )
+            await self._refused(refused)
             raise
         run_id = str(uuid.uuid4()) if plan.start is not None and door is not None else None
         action = _action(plan, run_id)
@@ -151,6 +165,8 @@ class Visitor:
             taken=taken,
             run_id=run_id,
             visited_at=self._now(),
+            channel=channel,
+            chat=chat,
         )
         try:
             await self._store.append(
@@ -352,27 +368,20 @@ class Visitor:
             self._store.names.run(run_id), event, msg_id=f"started-{run_id}", expected_seq=0
         )
 
-    async def _refused(
-        self, visit_id: str, *, kind: VisitKind, door: DoorSaved | None, subject: str, who: str, error: str
-    ) -> None:
+    async def _refused(self, refused: VisitRecorded) -> None:
         """A refused visit is recorded with its error (loudly, never a silent default); it did
         nothing."""
-        refused = VisitRecorded(
-            visit_id=visit_id,
-            door=door.name if door is not None else None,
-            kind=kind,
-            subject=subject,
-            by=who,
-            visited_at=self._now(),
-            error=error[:1000],
-        )
+        visit_id = refused.visit_id
         try:
             await self._store.append(
                 self._store.names.visit(visit_id), refused, msg_id=f"visit-{visit_id}", expected_seq=0
             )
         except (Conflict, Unavailable):
             log.warning("visit.refusal_not_recorded", visit_id=visit_id)
-        log.warning("visit.refused", visit_id=visit_id, kind=kind, subject=subject, error=error[:300])
+        error = (refused.error or "")[:300]
+        log.warning(
+            "visit.refused", visit_id=visit_id, kind=refused.kind, subject=refused.subject, error=error
+        )
 
     async def _settled(self, visit_id: str) -> Outcome | None:
         last = await self._store.last(self._store.names.visit(visit_id), leader=True)

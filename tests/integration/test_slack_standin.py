@@ -142,6 +142,21 @@ async def test_an_unknown_channel_is_a_permanent_refusal(plugin: SlackChannel, s
     assert BOT_TOKEN not in str(err.value)
 
 
+async def test_say_posts_a_conversation_reply_as_escaped_plain_text_in_a_thread(
+    plugin: SlackChannel, standin: SlackStandin
+) -> None:
+    """A conversation's reply is plain text that cannot mention or link, posted in the thread it
+    names; an unknown chat is a permanent refusal (docs/doors/hooks.md#conversations-on-a-chat-channel)."""
+    root = await plugin.deliver(delivery(standin))
+    await plugin.say(CHANNEL, "done <!channel> & <https://x.example|here>", thread=root.message)
+    [reply] = standin.message(CHANNEL, root.message).replies
+    assert reply.bot and not reply.blocks
+    assert reply.text == "done &lt;!channel&gt; &amp; &lt;https://x.example|here&gt;"
+    with pytest.raises(ChannelInputError) as err:
+        await plugin.say("C0NOWHERE", "hello")
+    assert str(err.value) == "slack 'team': chat.postMessage failed (channel_not_found)"
+
+
 async def test_a_wrong_token_is_a_permanent_refusal(standin: SlackStandin) -> None:
     """invalid_auth is a configuration error: permanent."""
     config = {

@@ -21,6 +21,7 @@ from layby_server.eventstore import EventStore
 from layby_server.settings import Settings
 from tests.conftest import System, start_system, stop_system
 from tests.helpers import eventually, finished_run, serving
+from tests.integration.test_hooks import save_door
 from tests.standins import slack as slack_standin
 from tests.standins.slack import SlackStandin, serve_slack_standin
 from tests.standins.telegram import TOKEN, Stored, TelegramStandin, serve_telegram_standin
@@ -28,6 +29,7 @@ from tests.standins.telegram import TOKEN, Stored, TelegramStandin, serve_telegr
 pytestmark = pytest.mark.timeout(90)
 HOOK_SECRET = "tg-hook_0123456789"
 PERSON = 424242
+ECHO = '{text, subject: "\\(.channel):\\(.chat)"}'
 
 
 @dataclass
@@ -237,3 +239,33 @@ async def test_a_parked_run_resumes_on_a_telegram_reply(chats: Chats, sdk: Clien
         msg = await _question(tg)
         await tg.type(PERSON, "us-east", reply_to=msg.message_id)
         assert (await finished_run(system, run_id))["result"] == "us-east"
+
+
+async def test_a_private_chat_is_a_conversation_and_the_reply_is_a_telegram_message(
+    chats: Chats, sdk: Client, store: EventStore
+) -> None:
+    """A plain message in a private chat with no question posted there visits the route naming
+    the channel, on the subject ``tg:<chat id>``, and the result comes back as a message from the
+    bot (docs/doors/hooks.md#conversations-on-a-chat-channel)."""
+    system, tg = chats.system, chats.tg
+    worker = layby.Worker(sdk, settings=system.settings)
+
+    @worker.flow("echo")
+    async def echo(inp: dict[str, Any]) -> str:
+        return f"{inp['subject']} got: {inp['text']}"
+
+    await save_door(store, "tg-chat", kind="conversation", target="echo", channel="tg", start_expr=ECHO)
+    async with system.http() as http:
+        await eventually(
+            lambda: http.get("/api/doors"),
+            "the route listed",
+            until=lambda r: [d["name"] for d in r.json()["data"]["items"]] == ["tg-chat"],
+        )
+    async with serving(worker):
+        await tg.type(PERSON, "ping")
+
+        async def replies() -> list[str | None]:
+            return [m.text for m in tg.messages(PERSON) if m.from_bot]
+
+        got = await eventually(replies, "the reply in the chat", until=bool, timeout=20)
+    assert got == [f"tg:{PERSON} got: ping"]

@@ -219,6 +219,22 @@ async def test_an_unknown_chat_is_a_permanent_refusal_that_never_shows_the_token
         assert TOKEN.split(":")[1] not in str(error)
 
 
+async def test_say_sends_a_conversation_reply_as_a_plain_message(
+    tg: TelegramChannel, standin: TelegramStandin
+) -> None:
+    """A conversation's reply is a plain message without buttons, a reply to the message it
+    names; an unknown chat is a permanent refusal (docs/doors/hooks.md#conversations-on-a-chat-channel)."""
+    posted = await tg.deliver(ask())
+    await tg.say(str(PERSON), "hello back", thread=posted.message)
+    await tg.say(str(PERSON), "x" * 5000)
+    *_, first, second = standin.messages(PERSON)
+    assert (first.text, first.keyboard, first.reply_to) == ("hello back", None, int(posted.message))
+    assert second.text is not None and len(second.text) == 4096 and second.text.endswith("…")
+    with pytest.raises(ChannelInputError) as err:
+        await tg.say("999", "hello")
+    assert str(err.value) == "telegram 'tg': Chat not found"
+
+
 async def test_retraction_rewrites_the_question_and_drops_its_buttons(
     tg: TelegramChannel, standin: TelegramStandin
 ) -> None:

@@ -10,13 +10,19 @@ becomes an inbound message; a reply to a question that is gone, or to none, beco
 message too, so no reply is lost. Only then is the provider acknowledged; what the plugin sends
 afterwards (a notice, a tap's acknowledgement) runs after the response. A failure before the
 decision releases the claim and fails the request, so the provider delivers it again.
+
+A message that answers no question (``unmatched``) may be a turn of a conversation
+(docs/doors/hooks.md#conversations-on-a-chat-channel): once it is recorded, ``converse`` (the
+door's conversation routes) is handed it in the background with a visit id derived from the
+provider's event id, so a redelivery can never visit twice and the provider's acknowledgement
+never waits for a visit.
 """
 
 from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Literal
 
 from layby_contracts.channels import (
@@ -39,16 +45,29 @@ from layby_server.logs import get_logger
 from layby_server.resolve import resolve, state_of
 
 log = get_logger("layby.door.chat")
+Converse = Callable[[ChannelMessageReceived, str], Awaitable[None]]
+"""Visit a conversation route with an unmatched message, under the given visit id."""
+_VISITS = uuid.UUID("6b1d5f3e-9a0c-4f57-8a2e-0c7d3b9e4f21")
+"""The namespace of visit ids derived from a provider's event id (uuid5)."""
+DRAIN_SECONDS = 5.0
+"""How long closing waits for the background work (visits above all) before cancelling it."""
 
 
 class ChatInbound:
     def __init__(
-        self, store: EventStore, clock: Clock, plugins: Mapping[str, ChatChannel], public_base_url: str
+        self,
+        store: EventStore,
+        clock: Clock,
+        plugins: Mapping[str, ChatChannel],
+        public_base_url: str,
+        *,
+        converse: Converse | None = None,
     ):
         self._store = store
         self._clock = clock
         self.plugins = plugins
         self._public_base_url = public_base_url
+        self._converse = converse
         self._follow_ups: set[asyncio.Task[None]] = set()
 
     async def handle(self, name: str, plugin: ChatChannel, request: InboundRequest) -> InboundResponse:
@@ -62,10 +81,13 @@ class ChatInbound:
                 continue
             answered = await plugin.respond(reply, outcome)
             response = answered or response
-            task = asyncio.create_task(self._follow_up(name, plugin, reply, outcome))
-            self._follow_ups.add(task)
-            task.add_done_callback(self._follow_ups.discard)
+            self._background(self._follow_up(name, plugin, reply, outcome))
         return response or InboundResponse()
+
+    def _background(self, work: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(work)
+        self._follow_ups.add(task)
+        task.add_done_callback(self._follow_ups.discard)
 
     async def _follow_up(
         self, name: str, plugin: ChatChannel, reply: InboundReply, outcome: ReplyOutcome
@@ -209,8 +231,29 @@ class ChatInbound:
         msg_id = f"msg-{name}-{reply.event_id}" if reply.event_id else f"msg-{event.message_id}"
         await self._store.append_message(self._store.names.messages(name), event, msg_id=msg_id)
         log.info("chat.inbound_message", channel=name, reason=reason, interaction_id=event.interaction_id)
+        if reason == "unmatched" and self._converse is not None:
+            # A redelivered event gets the same visit id, and a visit id seen before is answered
+            # with what that visit did: the message is visited once.
+            key = f"{name}\x00{reply.event_id}" if reply.event_id else event.message_id
+            self._background(self._visit(self._converse, event, str(uuid.uuid5(_VISITS, key))))
+
+    async def _visit(self, converse: Converse, event: ChannelMessageReceived, visit_id: str) -> None:
+        try:
+            await converse(event, visit_id)
+        except Exception as exc:  # noqa: BLE001 - the message stays on the messages stream; logged
+            log.error(
+                "chat.conversation_failed",
+                channel=event.channel,
+                message_id=event.message_id,
+                visit_id=visit_id,
+                error=repr(exc)[:300],
+            )
 
     async def aclose(self) -> None:
+        """Let the background work finish (a visit in flight is not cut short by a restart),
+        then cancel what is left."""
+        if self._follow_ups:
+            await asyncio.wait(list(self._follow_ups), timeout=DRAIN_SECONDS)
         for task in list(self._follow_ups):
             task.cancel()
 

@@ -6,6 +6,9 @@ stream), which needs no push: it is only logged. A channel question is sent by i
 only after its outcome is settled — sent, or removed as ``delivery_failed`` — so a slow medium
 holds back no other question, and a crash redelivers it (the person may then get the question
 twice; ``interaction_id`` lets a medium de-duplicate).
+
+A second consumer posts conversation replies into the chats their messages came from
+(``services/delivery/replies.py``); both run in one task group, so if one fails the service exits.
 """
 
 from __future__ import annotations
@@ -13,7 +16,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from layby_contracts.events import InteractionAnswered, InteractionAsked, InteractionRemoved
+from layby_contracts.events import (
+    ConversationReplied,
+    InteractionAnswered,
+    InteractionAsked,
+    InteractionRemoved,
+)
 from layby_domain.clock import Clock
 from layby_domain.interaction import of_caller_ask
 from layby_domain.verifiers import parse_secrets
@@ -21,13 +29,18 @@ from layby_server.channels import load_channels
 from layby_server.consumer import consume
 from layby_server.eventstore import Stored
 from layby_server.logs import get_logger
+from layby_server.parked import Entries
 from layby_server.service import open_resources, run_main
 from layby_server.settings import Settings, load_settings
+from layby_server.visits import Visitor
 from layby_services.delivery.deliver import Deliverer
+from layby_services.delivery.replies import Replier
 
 log = get_logger("layby.delivery")
 CONCURRENCY = 256
 """Questions handed to their channels at once; each is acknowledged when its outcome is settled."""
+REPLIES_CONCURRENCY = 64
+"""Conversation replies posted at once (each acknowledged once posted, or refused for good)."""
 
 
 async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None = None) -> None:
@@ -51,16 +64,38 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
                 else:
                     await deliverer.on_asked(stored)
 
+        replier = Replier(
+            res.store, channels, Visitor(res.store, Entries(res.store, res.clock.now), res.clock.now)
+        )
+
+        async def replies(batch: list[Stored]) -> None:
+            for stored in batch:
+                if isinstance(stored.event, ConversationReplied):
+                    await replier.on_replied(stored)
+
         log.info("delivery.ready", namespace=settings.namespace, channels=sorted(channels))
         try:
-            await consume(
-                res.store,
-                role="delivery",
-                handler=handle,
-                stop=stop,
-                filter_subject=res.store.names.ix_all,
-                concurrency=CONCURRENCY,
-            )
+            async with asyncio.TaskGroup() as group:
+                group.create_task(
+                    consume(
+                        res.store,
+                        role="delivery",
+                        handler=handle,
+                        stop=stop,
+                        filter_subject=res.store.names.ix_all,
+                        concurrency=CONCURRENCY,
+                    )
+                )
+                group.create_task(
+                    consume(
+                        res.store,
+                        role="delivery-replies",
+                        handler=replies,
+                        stop=stop,
+                        filter_subject=res.store.names.conversations_all,
+                        concurrency=REPLIES_CONCURRENCY,
+                    )
+                )
         finally:
             for channel in channels.values():
                 close = getattr(channel, "aclose", None)

@@ -31,6 +31,7 @@ from layby_server.service import open_resources
 from layby_server.settings import Settings
 from layby_server.visits import Visitor
 from layby_server.workers import WorkerRegistry
+from layby_services.door.conversations import ChatConversations
 from layby_services.door.deps import DoorState
 from layby_services.door.errors import EXCEPTION_HANDLERS
 from layby_services.door.openapi import finish
@@ -159,7 +160,13 @@ def create_app(settings: Settings, *, clock: Clock | None = None, run_projection
                 extras_of=WorkerRegistry(res.pool).extras,
             )
             if chats:
-                app.state.door.chat = ChatInbound(res.store, res.clock, chats, settings.public_base_url or "")
+                app.state.door.chat = ChatInbound(
+                    res.store,
+                    res.clock,
+                    chats,
+                    settings.public_base_url or "",
+                    converse=ChatConversations(res.pool, app.state.door.visitor, res.clock),
+                )
                 registering = register_webhooks(chats, settings.public_base_url)
             stop = asyncio.Event()
             observe = app.state.door.asked.observe

@@ -217,6 +217,14 @@ class SlackChannel:
             blocks=blocks,
         )
 
+    async def say(self, chat: str, text: str, thread: str | None = None) -> None:
+        """Post a conversation's reply to ``chat`` as plain text, in ``thread`` (a ``ts``) when
+        given; escaped, so a reply cannot mention ``@channel`` or hide a link (docs/doors/hooks.md)."""
+        params: dict[str, Any] = {"channel": chat, "text": escape(cut(text, MESSAGE_TEXT))}
+        if thread:
+            params["thread_ts"] = thread
+        await self._call("chat.postMessage", **params, unfurl_links=False, unfurl_media=False)
+
     def validate_form_schema(self, schema: dict[str, Any], question: str) -> None:
         """Refuse a form a Slack modal cannot hold, naming the property."""
         properties: dict[str, Any] = schema.get("properties") or {}

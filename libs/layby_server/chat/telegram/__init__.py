@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import msgspec
-from telegram import Bot, Message, ReplyParameters
+from telegram import Bot, Message
 from telegram.error import BadRequest, ChatMigrated, Forbidden, InvalidToken, NetworkError, TelegramError
 from telegram.request import HTTPXRequest
 
@@ -63,11 +63,13 @@ from layby_server.chat.telegram.rendering import (
     TEXT_LIMIT,
     YES,
     Rendered,
+    chat_id_of,
     cut,
     fit,
     is_private,
     link_line,
     render,
+    reply_parameters,
     tap_answer,
     units,
     yes_no_id,
@@ -336,6 +338,16 @@ class TelegramChannel:
             if "message is not modified" not in str(exc).lower():
                 raise
 
+    async def say(self, chat: str, text: str, thread: str | None = None) -> None:
+        """Send a conversation's reply to ``chat`` as a plain message (a reply to ``thread``, a
+        message id, when given), cut to Telegram's limit (docs/doors/hooks.md)."""
+        bot = await self._client()
+        await self._call(
+            bot.send_message(
+                chat_id_of(chat), cut(text, TEXT_LIMIT), reply_parameters=reply_parameters(thread)
+            )
+        )
+
     # -- inbound ------------------------------------------------------------------------------
 
     async def inbound(self, request: InboundRequest) -> Inbound:
@@ -373,9 +385,9 @@ class TelegramChannel:
                     target = context.get("message_id") or reply.message
                     await self._call(
                         bot.send_message(
-                            _chat_id(reply.chat),
+                            chat_id_of(reply.chat),
                             cut(line, TEXT_LIMIT),
-                            reply_parameters=_reply_to(target),
+                            reply_parameters=reply_parameters(target),
                         )
                     )
         except ChannelDeliveryError as exc:
@@ -386,18 +398,3 @@ class TelegramChannel:
                 status=outcome.status,
                 error=str(exc),
             )
-
-
-def _chat_id(chat: str) -> int | str:
-    try:
-        return int(chat)
-    except ValueError:
-        return chat
-
-
-def _reply_to(message: object) -> ReplyParameters | None:
-    try:
-        message_id = int(str(message))
-    except ValueError:
-        return None
-    return ReplyParameters(message_id=message_id, allow_sending_without_reply=True)

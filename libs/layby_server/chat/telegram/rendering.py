@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import msgspec
-from telegram import InlineKeyboardButton, InlineKeyboardMarkup, WebAppInfo
+from telegram import InlineKeyboardButton, InlineKeyboardMarkup, ReplyParameters, WebAppInfo
 
 from layby_contracts.channels import ChannelDelivery, ReplyOutcome
 from layby_contracts.events import MediaItem
@@ -151,3 +151,21 @@ def tap_answer(outcome: ReplyOutcome) -> str:
             return ""
         case _:
             return NOT_OPEN
+
+
+def chat_id_of(chat: str) -> int | str:
+    """A chat as the Bot API takes it: a numeric id, or an ``@channel`` name."""
+    try:
+        return int(chat)
+    except ValueError:
+        return chat
+
+
+def reply_parameters(message: object) -> ReplyParameters | None:
+    """A reply to ``message`` (a message id), sent even when that message is gone; None when
+    there is no message to reply to."""
+    try:
+        message_id = int(str(message))
+    except ValueError:
+        return None
+    return ReplyParameters(message_id=message_id, allow_sending_without_reply=True)
