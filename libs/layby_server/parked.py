@@ -184,6 +184,12 @@ async def settle_visit(entries: Entries, visit_id: str, outcome: Outcome) -> boo
         log.warning("visit.unknown", visit_id=visit_id)
         return False
     now = entries.now()
+    before = await _last(store, subject, True)
+    if isinstance(before.event, VisitSettled):
+        outcome = before.event.outcome  # settled before (a redelivery): finish its work
+    # The entries first: whoever is told the visit's outcome then finds them settled already.
+    for ix in recorded.resumed:
+        await settle_entry(entries, ix, visit_id, outcome)
     settled = VisitSettled(visit_id=visit_id, outcome=outcome, settled_at=now)
 
     async def read(leader: bool) -> _Last:
@@ -196,13 +202,10 @@ async def settle_visit(entries: Entries, visit_id: str, outcome: Outcome) -> boo
         decide=lambda last: None if isinstance(last.event, VisitSettled) else settled,
         event_of=as_event,
         msg_id=lambda _: f"settled-{visit_id}",
+        seed=before,
     )
     if result.lost:
         raise Unavailable(f"visit {visit_id} kept changing; try again")
-    if result.event is None and isinstance(result.state.event, VisitSettled):
-        outcome = result.state.event.outcome  # settled before (a redelivery): finish its work
-    for ix in recorded.resumed:
-        await settle_entry(entries, ix, visit_id, outcome)
     if recorded.kind == "conversation":
         reply = ConversationReplied(
             subject=recorded.subject,
