@@ -59,8 +59,10 @@ def cpu_by_process(up: Up, worker: subprocess.Popen[bytes]) -> dict[str, float]:
             name = "postgres"
         elif "jqchild" in cmd:
             name = "jq children"
+        elif " serve " in f" {cmd} ":
+            name = cmd.rsplit(" serve ", 1)[1].split()[0]
         else:
-            name = "layby (services)"
+            name = "layby up"
         out[name] = out.get(name, 0.0) + times.user + times.system
     return out
 
@@ -124,8 +126,17 @@ def main() -> None:
     parser.add_argument("--subjects", type=int, default=50)
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--profile", help="cProfile this service (ask, door, resume, ...) while it runs")
     args = parser.parse_args()
-    up = start_up()
+    extra: dict[str, str] = {}
+    if args.profile:  # bench/_profile/sitecustomize.py cProfiles that service
+        path = [str(HERE / "_profile"), *filter(None, [os.environ.get("PYTHONPATH")])]
+        extra = {
+            "PYTHONPATH": os.pathsep.join(path),
+            "BENCH_PROFILE_SERVICE": args.profile,
+            "BENCH_PROFILE_OUT": f"/tmp/layby-bench-doors-{args.profile}.prof",
+        }
+    up = start_up(**extra)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LAYBY_", "INTERACTIONS_"))}
     env.update(
         LAYBY_DATA_DIR=up.data_dir,
@@ -159,6 +170,12 @@ def main() -> None:
         if lat[action]:
             print(f"| {action}: p50 / p99 | {pct(lat[action], 0.5):.0f} / {pct(lat[action], 0.99):.0f} ms |")
     print(f"| refused visits (non-200) | {r['errors']} |")
+    if args.profile:
+        import pstats
+
+        out = f"/tmp/layby-bench-doors-{args.profile}.prof"
+        print(f"\n{args.profile} (cProfile, {out}): the most time of its own")
+        pstats.Stats(out).sort_stats("tottime").print_stats(25)
 
 
 if __name__ == "__main__":

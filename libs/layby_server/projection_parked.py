@@ -49,8 +49,17 @@ UPDATE runs SET resumed_interactions = (
 """
 
 
-def parked_changes(batch: Sequence[StoredEvent]) -> Iterator[tuple[str, tuple[Any, ...]]]:
-    """The writes a batch makes to ``parked_entries``."""
+def parked_changes(batch: Sequence[StoredEvent]) -> list[tuple[str, list[tuple[Any, ...]]]]:
+    """The writes a batch makes to ``parked_entries`` (and runs' ``resumed_interactions``), one
+    statement with all its rows each, in the order the statements first appear (every write is
+    guarded by sequence, so grouping them changes nothing)."""
+    grouped: dict[str, list[tuple[Any, ...]]] = {}
+    for sql, args in _changes(batch):
+        grouped.setdefault(sql, []).append(args)
+    return list(grouped.items())
+
+
+def _changes(batch: Sequence[StoredEvent]) -> Iterator[tuple[str, tuple[Any, ...]]]:
     for stored in batch:
         ev = stored.event
         seq = stored.seq

@@ -310,8 +310,6 @@ async def apply_batch(
                 )
     doors = door_rows(batch)
     async with conn.transaction():
-        for sql, args in parked_changes(batch):
-            await conn.execute(sql, *args)
         await apply_door_rows(conn, doors)
         if asked:
             await conn.executemany(_ASKED, asked)
@@ -328,6 +326,10 @@ async def apply_batch(
                 grouped.setdefault(statement, []).append(args)
             for statement, rows in grouped.items():  # each statement is order-insensitive
                 await conn.executemany(statement, rows)
+        # After the runs: a run's resolved caller asks update its row (a rebuild may bring the
+        # run's start in the same batch).
+        for sql, rows in parked_changes(batch):
+            await conn.executemany(sql, rows)
         if batch:
             await conn.execute(_CHECKPOINT, name, max(s.seq for s in batch))
 
