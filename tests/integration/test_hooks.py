@@ -173,3 +173,32 @@ async def test_an_unknown_hook_needs_a_token_and_then_is_not_found(system: Syste
         response = await http.post("/api/hooks/nope", json={})
     assert response.status_code == 404
     assert response.json() == {"error": "not found"}
+
+
+async def test_extras_reach_a_target_that_declared_them_and_are_refused_otherwise(
+    system: System, store: EventStore
+) -> None:
+    """A flow declares the extras keys it reads; a visit whose ``extras_expr`` yields only those
+    starts it with them, and one that yields any other key is refused before anything starts
+    (docs/caller-asks.md#extras)."""
+    client = await system.sdk()
+    w = layby.Worker(client, settings=system.settings)
+
+    @w.flow("tenanted", extras=["tenant"])
+    async def tenanted(inp: dict[str, Any]) -> Any:
+        run = layby.current_run()
+        assert run is not None
+        return {"extras": run.extras, "input": inp}
+
+    await save_door(store, "tenants", kind="hook", target="tenanted", extras_expr="{(.key): .value}")
+    async with serving(w):
+        started = await visit(system, "tenants", {"key": "tenant", "value": "acme"})
+        assert started["outcome"]["result"] == {"extras": {"tenant": "acme"}, "input": {}}
+        async with system.http() as http:
+            refused = await http.post("/api/hooks/tenants", json={"key": "secret", "value": 1})
+    assert refused.status_code == 400
+    assert refused.json() == {
+        "error": "extras_expr yielded the key 'secret', which flow tenanted does not declare "
+        "(it declares: tenant); nothing was started",
+        "field": "extras_expr",
+    }
