@@ -202,3 +202,25 @@ async def test_extras_reach_a_target_that_declared_them_and_are_refused_otherwis
         "(it declares: tenant); nothing was started",
         "field": "extras_expr",
     }
+
+
+@pytest.mark.parametrize(
+    ("program", "error"),
+    [
+        ("last(repeat(1))", "resume_expr ran longer than 1.0 s"),
+        ("1, 2", "resume_expr yielded more than one value; it must yield exactly one"),
+        ("42", "resume_expr must yield null, an id, {id, payload}, or a list of these; it yielded a number"),
+    ],
+)
+async def test_a_program_that_loops_or_yields_the_wrong_shape_refuses_the_visit_loudly(
+    system: System, store: EventStore, program: str, error: str
+) -> None:
+    """A visit whose program loops, yields more than one value or a value of the wrong shape is
+    refused with 400 naming the program, and nothing starts (docs/caller-asks.md#the-door-contract)."""
+    await save_door(store, "broken", kind="hook", target="agent", resume_expr=program)
+    async with system.http() as http:
+        response = await http.post("/api/hooks/broken", json={})
+        runs = (await http.get("/api/runs")).json()["data"]["items"]
+    assert response.status_code == 400
+    assert response.json() == {"error": error, "field": "resume_expr"}
+    assert runs == []
