@@ -224,3 +224,42 @@ async def test_a_program_that_loops_or_yields_the_wrong_shape_refuses_the_visit_
     assert response.status_code == 400
     assert response.json() == {"error": error, "field": "resume_expr"}
     assert runs == []
+
+
+async def test_a_conversation_receives_its_outcome_inline_so_nothing_waits_on_the_subject(
+    system: System, store: EventStore, flows: layby.Worker
+) -> None:
+    """A conversation route is its visits' receiver: the outcome of an entry it resumed comes back
+    in the response and is taken at once, so no waiting outcome is left on the conversation
+    (docs/doors/hooks.md#conversations)."""
+    await save_door(
+        store,
+        "support",
+        kind="conversation",
+        target="agent",
+        resume_expr=RESUME,
+        start_expr=START,
+        subjects="sup:*",
+    )
+    async with system.http() as http:
+
+        async def listed() -> list[Any]:
+            items: list[Any] = (await http.get("/api/doors")).json()["data"]["items"]
+            return items
+
+        await eventually(listed, "the route in the doors list", until=lambda items: len(items) == 1)
+        first = await http.post("/api/conversations/sup:42/messages", params={"wait": 15}, json={"n": 3})
+        assert first.status_code == 200, first.text
+        [entry] = await eventually(
+            lambda: parked(system, "sup:42"), "the question", until=lambda e: len(e) == 1
+        )
+        second = await http.post(
+            "/api/conversations/sup:42/messages", params={"wait": 15}, json={"approve": True}
+        )
+        assert second.status_code == 200, second.text
+        outcome = second.json()["data"]["outcome"]
+        assert (outcome["status"], outcome["result"]) == ("finished", {"tool_got": True, "n": 3})
+        assert await parked(system, "sup:42") == []
+        unrouted = await http.post("/api/conversations/other:1/messages", json={})
+    assert unrouted.status_code == 404
+    assert entry["asked_by"] == ["agent", "tool"]

@@ -126,23 +126,30 @@ async def hook_door(
         if found is None or found.spec.kind != "hook":
             raise NotFound(NOT_FOUND)
     assert found is not None
-    document = _input(raw)
+    return Visited(data=await _visit(state, found, who, _input(raw), wait, subject=None))
+
+
+async def _visit(
+    state: DoorState, found: DoorSaved, who: Principal, document: Any, wait: float, *, subject: str | None
+) -> VisitResult:
+    """One visit of ``found`` under the identity that saved it, recorded as ``who``'s, held up to
+    ``wait`` seconds for its next outcome."""
     visit_id = str(uuid.uuid4())
-    result = await _until_settled(
+    return await _until_settled(
         state,
         visit_id,
         lambda: state.visitor.visit(
             visit_id=visit_id,
-            kind="hook",
+            kind="conversation" if found.spec.kind == "conversation" else "hook",
             by=Principal(identity=found.by, role="operator"),
             door=found,
+            subject=subject,
             input=document,
             label=who.identity,
             fresh=True,
         ),
         wait,
     )
-    return Visited(data=result)
 
 
 def _is_name(name: str) -> bool:
@@ -192,23 +199,7 @@ async def conversation_door(
     if not is_subject(subject):
         raise BadInput("subject must be 1-128 of [A-Za-z0-9_:@-]", field="subject")
     found = await _route(state, subject, route)
-    document = _input(raw)
-    visit_id = str(uuid.uuid4())
-    result = await _until_settled(
-        state,
-        visit_id,
-        lambda: state.visitor.visit(
-            visit_id=visit_id,
-            kind="conversation",
-            by=Principal(identity=found.by, role="operator"),
-            door=found,
-            subject=subject,
-            input=document,
-            label=who.identity,
-            fresh=True,
-        ),
-        wait,
-    )
+    result = await _visit(state, found, who, _input(raw), wait, subject=subject)
     return Visited(data=await _receive(state, result, who))
 
 
