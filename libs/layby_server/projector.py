@@ -36,7 +36,7 @@ from layby_contracts.events import (
 )
 from layby_domain.frames import add_frame
 from layby_server.caller_slots import CallerSlots
-from layby_server.db import PROJECTION_TABLES, projection_sql
+from layby_server.db import recreate_projection_tables
 from layby_server.doors import apply_door_rows, door_rows
 from layby_server.eventstore import EventStore, Stored
 from layby_server.logs import get_logger
@@ -382,9 +382,7 @@ async def rebuild(
     events = await read_range(store, max(first, 1), last)
     async with pool.acquire() as conn, conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock($1)", REBUILD_LOCK)
-        for table in PROJECTION_TABLES:
-            await conn.execute(f"DROP TABLE IF EXISTS {table}")
-        await conn.execute(projection_sql())
+        await recreate_projection_tables(conn)
         for start in range(0, len(events), 1000):
             await apply_batch(conn, events[start : start + 1000], waiting_retention=waiting_retention)
         _, newer = await store.bounds()

@@ -14,6 +14,7 @@ from nats.aio.client import Client as NATS
 
 from layby.connection import connect_nats, redacted
 from layby.natskeys import service_inbox
+from layby.settings import SettingsError
 from layby_contracts.errors import Permanent
 from layby_domain.clock import Clock, SystemClock
 from layby_server.db import create_pool
@@ -110,6 +111,8 @@ async def _open_pool(dsn: str, schema: str) -> asyncpg.Pool:
     while True:
         try:
             return await create_pool(dsn, schema)
+        except SettingsError:
+            raise  # the schema refused this build (docs/engineering.md#sql-files): not a URL problem
         except (ValueError, asyncpg.exceptions.ClientConfigurationError) as exc:
             raise Permanent(
                 f"LAYBY_DATABASE_URL is not a usable PostgreSQL URL ({redacted(dsn)}): {exc}"
