@@ -78,6 +78,7 @@ async def delete_streams(store: EventStore) -> None:
         names.tickets_stream,
         names.media_stream,
         names.continuations_stream,
+        names.meta_stream,
     ):
         with contextlib.suppress(Exception):
             await store.js.delete_stream(stream)

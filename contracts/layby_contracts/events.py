@@ -14,6 +14,14 @@ import msgspec
 from layby_contracts.doors import DoorSpec, Outcome, Taken
 from layby_contracts.limits import ANSWERED_BY_EXPIRY
 
+EVENT_SCHEMA = 1
+"""The version of the event schemas as a whole, recorded with the event log at every start.
+
+Bumped when an event's meaning changes with a new tag family (``*.v2``), i.e. when a log written
+by this build may hold events an older build would misread. A build refuses to start on a log
+recorded with a higher number (docs/engineering.md#evolving-event-schemas). Adding a field with a
+default, or a new event, does not bump it: older readers skip unknown fields as they are."""
+
 
 class MediaItem(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """Display-only media on a question (docs/asking.md#media, docs/asking.md#media-items)."""

@@ -31,6 +31,21 @@ class Names(msgspec.Struct, frozen=True):
         return f"{self.namespace.upper()}_SECRETS"
 
     @property
+    def meta_stream(self) -> str:
+        """Facts about the log itself, one message per subject (the event-schema version)."""
+        return f"{self.namespace.upper()}_META"
+
+    @property
+    def meta_all(self) -> str:
+        return f"{self.namespace}.meta.*"
+
+    @property
+    def event_schema(self) -> str:
+        """The event-schema version the log was last written with
+        (docs/engineering.md#evolving-event-schemas)."""
+        return f"{self.namespace}.meta.event_schema"
+
+    @property
     def events_all(self) -> str:
         return f"{self.namespace}.ev.>"
 

@@ -29,17 +29,17 @@ from nats.js.api import (
     StreamConfig,
 )
 
-from layby.connection import NO_MESSAGE_FOUND
+from layby.connection import NO_MESSAGE_FOUND, WRONG_LAST_SEQUENCE
 from layby_contracts.errors import Conflict, Unavailable
 from layby_contracts.events import Event, decode_event, encode_event
 from layby_contracts.subjects import STEP_SHARDS, Names
+from layby_server import eventschema
 from layby_server.resolve import Resolving
 
 if TYPE_CHECKING:
     from layby_server.eventlog import EventLog
 from layby_server.sealing import Sealer, open_secret, sealer_of
 
-WRONG_LAST_SEQUENCE = 10071
 STREAM_NOT_FOUND = 10059
 DUPLICATE_WINDOW = timedelta(minutes=2)
 CONTINUATION_MAX_AGE = timedelta(days=30)
@@ -93,14 +93,23 @@ class EventStore(Resolving):
         self.media_retention = media_retention_seconds
 
     async def provision(self) -> None:
-        """Create or update the streams; safe to run from every replica at every start."""
+        """Create or update the streams; safe to run from every replica at every start. A log a
+        newer build wrote is refused before anything is updated
+        (docs/engineering.md#evolving-event-schemas)."""
         names = self.names
+        await eventschema.check_before_provisioning(self)
         await self._ensure(
             self._stream(
                 names.events_stream,
                 names.events_all,
                 "Layby event log: the source of truth",
                 discard=DiscardPolicy.OLD,
+                metadata=eventschema.stream_metadata(self.nc),
+            )
+        )
+        await self._ensure(
+            self._stream(
+                names.meta_stream, names.meta_all, "Layby facts about the log", max_msgs_per_subject=1
             )
         )
         for shard in range(STEP_SHARDS):
@@ -165,6 +174,7 @@ class EventStore(Resolving):
                 discard=DiscardPolicy.OLD,
             )
         )
+        await eventschema.record(self)
 
     def _stream(self, name: str, subjects: str, description: str, **limits: Any) -> StreamConfig:
         """One Layby stream: file storage, limits retention, direct gets, the de-duplication

@@ -82,14 +82,16 @@ def _streams(n: Names) -> list[str]:
         n.continuations_stream,
         n.chat_stream,
         n.messages_stream,
+        n.meta_stream,
         *n.steps_streams,
     ]
 
 
 def _reads(role: str, n: Names) -> list[str]:
     """The streams a role reads. Sealed answers are read only by the services that hand them to
-    their waiter (the resume service's wake, the ask service's late-answer reply)."""
-    return {
+    their waiter (the resume service's wake, the ask service's late-answer reply). Every role
+    reads the meta stream: each start checks and records the event-schema version."""
+    return [n.meta_stream] + {
         "ask": [
             n.events_stream,
             n.secrets_stream,
@@ -137,7 +139,7 @@ def service_permissions(role: str, n: Names) -> dict[str, object]:
         "resume": [f"{ns}.ev.>", f"{ns}.cont.>", f"{ns}.wake.>", f"{ns}.step.>"],
         "sweeper": [f"{ns}.ev.>", n.cmd_door],
         "admin": [],
-    }[role]
+    }[role] + [n.event_schema]
     subscribe = [f"{service_inbox(role)}.>"]
     if role == "ask":
         subscribe.append(f"{ns}.cmd.>")

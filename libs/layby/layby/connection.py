@@ -25,6 +25,8 @@ from layby_contracts.errors import Unavailable
 
 NO_MESSAGE_FOUND = 10037
 """JetStream's error code for a read of an empty subject (an answer, not a failure)."""
+WRONG_LAST_SEQUENCE = 10071
+"""JetStream's error code for an append whose expected last subject sequence moved on (a lost race)."""
 REPEAT_LOG_SECONDS = 30.0
 
 log = get_logger("layby.connection")
