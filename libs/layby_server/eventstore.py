@@ -34,6 +34,7 @@ from layby_contracts.errors import Conflict, Unavailable
 from layby_contracts.events import Event, decode_event, encode_event
 from layby_contracts.subjects import STEP_SHARDS, Names
 from layby_server import eventschema
+from layby_server.limits import Ownership, merge
 from layby_server.resolve import Resolving
 
 if TYPE_CHECKING:
@@ -81,6 +82,10 @@ class EventStore(Resolving):
         replicas: int = 1,
         idle_ttl_seconds: float = 86400.0,
         media_retention_seconds: float = 30 * 86400.0,
+        events_max_age_seconds: float | None = None,
+        events_max_bytes: int | None = None,
+        tickets_max_age_seconds: float | None = None,
+        owns: Ownership | None = None,
         sealer: Sealer | None = None,
     ) -> None:
         self.sealer = sealer
@@ -91,22 +96,33 @@ class EventStore(Resolving):
         self._replicas = replicas
         self._idle_ttl = idle_ttl_seconds
         self.media_retention = media_retention_seconds
+        self._events_max_age = events_max_age_seconds or 0.0  # JetStream: 0 = no max age
+        self._events_max_bytes = events_max_bytes or -1  # JetStream: -1 = no cap
+        self._tickets_max_age = tickets_max_age_seconds or 0.0
+        self._owns = owns or Ownership()
+        """Which tunable limits this store rewrites on a stream that exists (layby_server.limits)."""
 
     async def provision(self) -> None:
         """Create or update the streams; safe to run from every replica at every start. A log a
         newer build wrote is refused before anything is updated
-        (docs/engineering.md#evolving-event-schemas)."""
+        (docs/engineering.md#evolving-event-schemas). A tunable limit of a stream that exists is
+        kept unless this store owns it (see ``layby_server.limits``), so an operator's change
+        made by hand survives a restart."""
         names = self.names
         await eventschema.check_before_provisioning(self)
-        await self._ensure(
+        events = await self._ensure(
             self._stream(
                 names.events_stream,
                 names.events_all,
                 "Layby event log: the source of truth",
                 discard=DiscardPolicy.OLD,
                 metadata=eventschema.stream_metadata(self.nc),
-            )
+                max_age=self._events_max_age,
+                max_bytes=self._events_max_bytes,
+            ),
+            "events",
         )
+        self._replicas = int(events.num_replicas or 1)
         await self._ensure(
             self._stream(
                 names.meta_stream, names.meta_all, "Layby facts about the log", max_msgs_per_subject=1
@@ -128,7 +144,8 @@ class EventStore(Resolving):
                 "Layby answers of sensitive questions, kept for the idle TTL only",
                 max_age=self._idle_ttl,
                 max_msgs_per_subject=1,
-            )
+            ),
+            "secrets",
         )
         await self._ensure(
             self._stream(
@@ -146,15 +163,18 @@ class EventStore(Resolving):
                 "Layby inline images of questions, served by reference",
                 max_age=self.media_retention,
                 max_msgs_per_subject=1,
-            )
+            ),
+            "media",
         )
         await self._ensure(
             self._stream(
                 names.tickets_stream,
                 names.tickets_all,
                 "Layby callback tickets by hash: interaction id and expiry",
+                max_age=self._tickets_max_age,
                 max_msgs_per_subject=1,
-            )
+            ),
+            "tickets",
         )
         await self._ensure(
             self._stream(
@@ -191,17 +211,21 @@ class EventStore(Resolving):
             **limits,
         )
 
-    async def _ensure(self, config: StreamConfig) -> None:
+    async def _ensure(self, config: StreamConfig, role: str = "") -> StreamConfig:
+        """Create the stream with ``config``, or update it keeping the limits it does not own;
+        returns the configuration written."""
         assert config.name is not None
         try:
-            await self.js.stream_info(config.name)
+            info = await self.js.stream_info(config.name)
         except nats.js.errors.NotFoundError:
             try:
                 await self.js.add_stream(config)
-                return
+                return config
             except nats.js.errors.BadRequestError:
-                pass  # another replica created it between our two calls
+                info = await self.js.stream_info(config.name)  # another replica created it meanwhile
+        config = merge(config, info.config, self._owns.owned(role))
         await self.js.update_stream(config)
+        return config
 
     async def append(self, subject: str, event: Event, *, msg_id: str, expected_seq: int | None) -> int:
         """Append one event; returns its stream sequence.

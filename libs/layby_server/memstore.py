@@ -16,7 +16,8 @@ the append rules JetStream enforces on them, so a rule that holds here holds aga
   ``append``'s special case of a duplicate expecting a non-zero sequence comes from;
 - at most one message per subject where the stream says so (secrets, continuations, media,
   tickets), and messages older than the stream's max age (secrets: the idle TTL, media: the
-  retention, continuations: 30 days) are gone. Time is read from the injected clock;
+  retention, continuations: 30 days, the event log and tickets: their optional bound) are
+  gone. Time is read from the injected clock;
 - a subject outside every stream is refused (``Transient``: nothing stores it).
 
 Events are kept encoded (``encode_event``) and decoded on every read, so an event that does not
@@ -138,6 +139,10 @@ def _matches(filter_: str, subject: str) -> bool:
     return len(want) == len(got)
 
 
+def _age(seconds: float | None) -> timedelta | None:
+    return None if seconds is None else timedelta(seconds=seconds)
+
+
 async def _round_trip() -> None:
     await asyncio.sleep(0)
 
@@ -152,6 +157,8 @@ class MemoryEventStore(Resolving):
         clock: Clock | None = None,
         idle_ttl_seconds: float = 86400.0,
         media_retention_seconds: float = 30 * 86400.0,
+        events_max_age_seconds: float | None = None,
+        tickets_max_age_seconds: float | None = None,
         dedupe_first: bool = False,
         sealer: Sealer | None = None,
     ) -> None:
@@ -162,17 +169,19 @@ class MemoryEventStore(Resolving):
         self.dedupe_first = dedupe_first
         self._idle_ttl = idle_ttl_seconds
         self.media_retention = media_retention_seconds
+        self._events_max_age = _age(events_max_age_seconds)
+        self._tickets_max_age = _age(tickets_max_age_seconds)
         self._streams: dict[str, _Stream] = {}
         self._configure()
 
     def _configure(self) -> None:
         n = self.names
         limits: dict[str, tuple[str, timedelta | None, int | None]] = {
-            n.events_stream: (n.events_all, None, None),
+            n.events_stream: (n.events_all, self._events_max_age, None),
             n.secrets_stream: (n.secrets_all, timedelta(seconds=self._idle_ttl), 1),
             n.continuations_stream: (n.continuations_all, CONTINUATION_MAX_AGE, 1),
             n.media_stream: (n.media_all, timedelta(seconds=self.media_retention), 1),
-            n.tickets_stream: (n.tickets_all, None, 1),
+            n.tickets_stream: (n.tickets_all, self._tickets_max_age, 1),
             **{n.steps_stream(shard): (n.steps_all(shard), None, None) for shard in range(STEP_SHARDS)},
         }
         for name, (filter_, max_age, max_per_subject) in limits.items():

@@ -19,6 +19,7 @@ from layby_contracts.errors import Permanent
 from layby_domain.clock import Clock, SystemClock
 from layby_server.db import create_pool
 from layby_server.eventstore import EventStore, wait_for_jetstream
+from layby_server.limits import ownership
 from layby_server.logs import configure_logging, get_logger
 from layby_server.natsauth import SERVICE_ROLES
 from layby_server.runtime import resolve_seed, resolve_urls
@@ -85,6 +86,10 @@ async def open_resources(
                 replicas=settings.stream_replicas,
                 idle_ttl_seconds=settings.idle_ttl_seconds,
                 media_retention_seconds=settings.media_retention_seconds,
+                events_max_age_seconds=settings.events_max_age_seconds,
+                events_max_bytes=settings.events_max_bytes,
+                tickets_max_age_seconds=settings.tickets_max_age_seconds,
+                owns=ownership(settings.explicit),
                 sealer=Sealer(settings.secrets_key) if settings.secrets_key else None,
             )
             await store.provision()

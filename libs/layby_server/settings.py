@@ -7,6 +7,7 @@ listed with its meaning in the README's Configuration section.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,6 +28,7 @@ from layby.settings import (
     read_fields,
 )
 from layby_contracts.limits import KEEPALIVE_SECONDS, MAX_BODY_BYTES_DEFAULT
+from layby_server.limits import check_log_horizon
 from layby_server.sealing import parse_keys
 
 __all__ = [
@@ -116,6 +118,27 @@ class Settings(ClientSettings, frozen=True, kw_only=True):
     """LAYBY_JQ_PROCESSES: child processes that run door programs, per service process."""
     visit_wait_max_seconds: float = 30.0
     """LAYBY_VISIT_WAIT_MAX_SECONDS: the longest ``wait`` a visit may ask for its next outcome."""
+    events_max_age_seconds: float | None = None
+    """LAYBY_EVENTS_MAX_AGE: how long the event log keeps an event (a duration such as 400d);
+    unset or ``forever`` keeps every event (docs/operations.md#retention)."""
+    events_max_bytes: int | None = None
+    """LAYBY_EVENTS_MAX_BYTES: the event log's size cap in bytes, oldest events dropped first;
+    unset or ``forever`` means no cap (docs/operations.md#retention)."""
+    tickets_max_age_seconds: float | None = None
+    """LAYBY_TICKETS_MAX_AGE: how long a callback ticket is kept after it was last written;
+    unset or ``forever`` keeps tickets (docs/operations.md#retention)."""
+    resolved_retention_seconds: float | None = 30 * 86400.0
+    """LAYBY_RESOLVED_RETENTION: how long an answered or removed question stays in the
+    ``interactions`` table and the done list (default 30d; ``forever`` keeps it)."""
+    run_retention_seconds: float | None = 30 * 86400.0
+    """LAYBY_RUN_RETENTION: how long a finished or cancelled run stays in the ``runs`` table
+    (default 30d; ``forever`` keeps it); a failed run, which may be retried, stays."""
+    gone_entry_retention_seconds: float | None = 7 * 86400.0
+    """LAYBY_GONE_ENTRY_RETENTION: how long a caller ask that is gone (taken, removed, settled as
+    parked) stays in ``parked_entries`` (default 7d; ``forever`` keeps it)."""
+    explicit: frozenset[str] = frozenset()
+    """The variables the environment (or an override) set: a stream limit is Layby's to rewrite
+    on a stream that exists only when its variable is here (docs/operations.md#who-owns-a-limit)."""
 
 
 def _switch(var: str, raw: str) -> bool:
@@ -135,6 +158,13 @@ def _channels(var: str, raw: str) -> str:
     except ValueError as exc:
         raise SettingsError(f"{var} {exc}") from None
     return raw
+
+
+def _max_bytes(var: str, raw: str) -> int | None:
+    text = raw.strip().lower()
+    if text in {"", "forever", "none"}:
+        return None
+    return parse_positive_int(var, raw)
 
 
 SERVER_FIELDS: dict[str, tuple[str, Parser]] = {
@@ -170,14 +200,28 @@ SERVER_FIELDS: dict[str, tuple[str, Parser]] = {
     "LAYBY_JQ_TIMEOUT_SECONDS": ("jq_timeout_seconds", parse_positive_float),
     "LAYBY_JQ_PROCESSES": ("jq_processes", parse_positive_int),
     "LAYBY_VISIT_WAIT_MAX_SECONDS": ("visit_wait_max_seconds", parse_positive_float),
+    "LAYBY_EVENTS_MAX_AGE": ("events_max_age_seconds", parse_retention),
+    "LAYBY_EVENTS_MAX_BYTES": ("events_max_bytes", _max_bytes),
+    "LAYBY_TICKETS_MAX_AGE": ("tickets_max_age_seconds", parse_retention),
+    "LAYBY_RESOLVED_RETENTION": ("resolved_retention_seconds", parse_retention),
+    "LAYBY_RUN_RETENTION": ("run_retention_seconds", parse_retention),
+    "LAYBY_GONE_ENTRY_RETENTION": ("gone_entry_retention_seconds", parse_retention),
 }
 
 
 def load_settings(env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
     """Read every known variable from ``env`` (default ``os.environ``), validate, and freeze."""
-    values = read_fields({**CLIENT_FIELDS, **SERVER_FIELDS}, env)
+    fields = {**CLIENT_FIELDS, **SERVER_FIELDS}
+    values = read_fields(fields, env)
     values.update(overrides)
+    source = os.environ if env is None else env
+    by_field = {field: var for var, (field, _) in fields.items()}
+    values["explicit"] = frozenset(
+        {var for var in fields if source.get(var)}
+        | {by_field[name] for name in overrides if name in by_field}
+    )
     settings = Settings(**values)
+    check_log_horizon(settings)
     if settings.api_tokens is not None:
         from layby_server.auth import parse_tokens
 

@@ -99,6 +99,25 @@ async def test_tickets_outlive_their_expiry_in_the_stream(log: MemoryEventStore,
     assert not await log.put_ticket("h", "other", clock.now(), new=True)
 
 
+async def test_a_bounded_log_and_ticket_stream_forget_after_their_max_age(clock: ManualClock) -> None:
+    """LAYBY_EVENTS_MAX_AGE and LAYBY_TICKETS_MAX_AGE bound the event log and the tickets
+    (docs/operations.md#retention); unset, both keep everything."""
+    log = MemoryEventStore(
+        Names("mem"), clock=clock, events_max_age_seconds=3600, tickets_max_age_seconds=600
+    )
+    subject = log.names.run("a")
+    await log.append(subject, started(), msg_id="m1", expected_seq=0)
+    assert await log.put_ticket("h", "ix", START, new=True)
+    clock.advance(599)
+    assert await log.get_ticket("h") == ("ix", START)
+    clock.advance(1)
+    assert await log.get_ticket("h") is None
+    clock.advance(2999)
+    assert await log.last(subject) is not None
+    clock.advance(1)
+    assert await log.last(subject) is None
+
+
 async def test_a_subject_outside_every_stream_is_refused(log: MemoryEventStore) -> None:
     """Nothing stores a subject no stream listens on; reading it finds nothing."""
     with pytest.raises(Transient):

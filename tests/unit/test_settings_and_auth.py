@@ -132,3 +132,67 @@ def test_unrestricted_callers_pass_through_unchanged() -> None:
     """Unrestricted callers' audience passes through unchanged (docs/asking.md#audience-clamp)."""
     assert clamp_audience(Principal("ops", "operator"), None) is None
     assert clamp_audience(Principal("ops", "operator"), "bob") == "bob"
+
+
+def test_retention_settings_default_and_parse_like_the_checkpoint_retention() -> None:
+    """The log and tickets are kept forever unless bounded; resolved rows are kept 30 days (gone
+    caller asks 7), and each takes seconds, a duration or 'forever' (docs/operations.md#retention)."""
+    defaults = load_settings({})
+    assert (defaults.events_max_age_seconds, defaults.events_max_bytes, defaults.tickets_max_age_seconds) == (
+        None,
+        None,
+        None,
+    )
+    assert (
+        defaults.resolved_retention_seconds,
+        defaults.run_retention_seconds,
+        defaults.gone_entry_retention_seconds,
+    ) == (30 * 86400.0, 30 * 86400.0, 7 * 86400.0)
+    assert defaults.explicit == frozenset()
+    set_ = load_settings(
+        {
+            "LAYBY_RESOLVED_RETENTION": "12h",
+            "LAYBY_RUN_RETENTION": "forever",
+            "LAYBY_GONE_ENTRY_RETENTION": "90m",
+            "LAYBY_EVENTS_MAX_BYTES": "1000000000",
+        }
+    )
+    assert (
+        set_.resolved_retention_seconds,
+        set_.run_retention_seconds,
+        set_.gone_entry_retention_seconds,
+    ) == (
+        43200.0,
+        None,
+        5400.0,
+    )
+    assert set_.events_max_bytes == 1_000_000_000
+    assert "LAYBY_EVENTS_MAX_BYTES" in set_.explicit
+    with pytest.raises(SettingsError) as caught:
+        load_settings({"LAYBY_RUN_RETENTION": "soon"})
+    assert str(caught.value) == (
+        "LAYBY_RUN_RETENTION must be seconds or a duration such as 30d, 12h, 90m; or 'forever'; got 'soon'"
+    )
+    with pytest.raises(SettingsError, match=r"^LAYBY_EVENTS_MAX_BYTES must be > 0, got '0'$"):
+        load_settings({"LAYBY_EVENTS_MAX_BYTES": "0"})
+
+
+def test_a_bounded_log_must_outlast_every_live_wait() -> None:
+    """A bounded event log or ticket stream needs a finite checkpoint retention and must exceed the
+    longest live wait by a day; otherwise the services refuse to start, naming both variables
+    (docs/operations.md#a-bounded-log)."""
+    with pytest.raises(SettingsError) as caught:
+        load_settings({"LAYBY_EVENTS_MAX_AGE": "400d"})
+    assert str(caught.value) == (
+        "LAYBY_EVENTS_MAX_AGE needs LAYBY_CHECKPOINT_RETENTION: with parks kept forever a parked run "
+        "would lose its events after 3.456e+07s"
+    )
+    with pytest.raises(SettingsError) as caught:
+        load_settings({"LAYBY_TICKETS_MAX_AGE": "30d", "LAYBY_CHECKPOINT_RETENTION": "30d"})
+    assert str(caught.value) == (
+        "LAYBY_TICKETS_MAX_AGE (2.592e+06s) must exceed LAYBY_CHECKPOINT_RETENTION (2.592e+06s) by at "
+        "least a day (2.6784e+06s): live questions and parks would lose their events"
+    )
+    ok = load_settings({"LAYBY_EVENTS_MAX_AGE": "400d", "LAYBY_CHECKPOINT_RETENTION": "365d"})
+    assert ok.events_max_age_seconds == 400 * 86400.0
+    assert ok.explicit == frozenset({"LAYBY_EVENTS_MAX_AGE", "LAYBY_CHECKPOINT_RETENTION"})

@@ -7,6 +7,8 @@ A sync waiter prunes its own question when its budget runs out. When the waiter 
 SIGKILL, a lost pod) nobody would, so the sweeper appends ``interaction.removed`` once the
 deadline plus ``INTERACTIONS_BLOCKING_GRACE_SECONDS`` has passed. The append expects the
 Asked event's sequence, so it loses cleanly to an answer and replicas never double-prune.
+
+Once a minute, ended rows past their retention leave the read models (retention.py).
 """
 
 from __future__ import annotations
@@ -27,9 +29,11 @@ from layby_server.visits import Visitor
 from layby_server.workers import WorkerRegistry
 from layby_services.sweeper.expiry import EXPIRY_BATCH, expire_due
 from layby_services.sweeper.parked import drop_waiting_outcomes, expire_caller_asks
+from layby_services.sweeper.retention import Retention, trim_read_models
 from layby_services.sweeper.schedules import Schedules
 
 log = get_logger("layby.sweeper")
+RETENTION_PASS_SECONDS = 60.0
 
 
 async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None = None) -> None:
@@ -76,6 +80,22 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
                     log.warning("sweeper.parked_failed", error=repr(exc))
                 await pause(stop, settings.expiry_poll_seconds)
 
+        retention = Retention(
+            resolved_seconds=settings.resolved_retention_seconds,
+            runs_seconds=settings.run_retention_seconds,
+            gone_entries_seconds=settings.gone_entry_retention_seconds,
+        )
+
+        async def retention_loop() -> None:
+            """Ended rows past their retention leave the read models (the log keeps them)."""
+            while not stop.is_set():
+                try:
+                    await trim_read_models(pool, clock, retention)
+                except (asyncpg.PostgresError, OSError) as exc:
+                    log.warning("sweeper.trim_failed", error=repr(exc))
+                # Retention is counted in days: once a sweep interval (at least a minute) is plenty.
+                await pause(stop, max(settings.sweep_interval_seconds, RETENTION_PASS_SECONDS))
+
         programs = LazyJq(processes=1, timeout_seconds=settings.jq_timeout_seconds)
         visitor = Visitor(
             res.store,
@@ -101,6 +121,7 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
                 tg.create_task(expiry_loop())
                 tg.create_task(parked_loop())
                 tg.create_task(schedule_loop())
+                tg.create_task(retention_loop())
         finally:
             await programs.aclose()
 
