@@ -1,4 +1,4 @@
-"""The server's commands of the ``layby`` CLI: ``up``, ``serve`` and ``projections rebuild``.
+"""The server's commands of the ``layby`` CLI: ``up``, ``serve``, ``migrate``, ``projections rebuild``...
 
 The SDK's CLI finds them through the ``layby.cli`` entry-point group, so an SDK-only install has
 the client commands only.
@@ -48,6 +48,34 @@ def cmd_rebuild(_client: ClientSettings, _args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_migrate(_client: ClientSettings, _args: argparse.Namespace) -> int:
+    """Apply the SQL migrations to LAYBY_DB_SCHEMA and exit (a deployment's pre-upgrade step).
+
+    Every service migrates when it opens its pool too; running it once before the new version's
+    pods start means they never race an old version over the schema (docs/kubernetes.md#upgrades)."""
+    from layby_contracts.errors import Permanent
+    from layby_server.runtime import resolve_urls
+    from layby_server.service import open_pool
+
+    settings = load_settings()
+    _, db_url = resolve_urls(settings)
+    if db_url is None:
+        print("error: LAYBY_DATABASE_URL must be set: it is the database to migrate", file=sys.stderr)
+        return 2
+
+    async def run() -> None:
+        pool = await open_pool(db_url, settings.db_schema)
+        await pool.close()
+
+    try:
+        asyncio.run(run())
+    except Permanent as exc:  # a URL that can never work: say so, the Job does not retry it
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(f"schema {settings.db_schema} migrated", file=sys.stderr)
+    return 0
+
+
 def cmd_nats_config(_client: ClientSettings, args: argparse.Namespace) -> int:
     """Write the NATS authorization block for LAYBY_API_TOKENS and every service role's key."""
     from pathlib import Path
@@ -82,6 +110,7 @@ def register(sub: Any) -> dict[tuple[str, str | None], Any]:
     sub.add_parser("up", help="run the whole system (embedded NATS and PostgreSQL when no URLs are set)")
     serve = sub.add_parser("serve", help="run one service")
     serve.add_argument("service", choices=SERVICES)
+    sub.add_parser("migrate", help="apply the SQL migrations to the PostgreSQL schema and exit")
     proj = sub.add_parser("projections", help="maintain the PostgreSQL read models").add_subparsers(
         dest="action", required=True
     )
@@ -99,6 +128,7 @@ def register(sub: Any) -> dict[tuple[str, str | None], Any]:
         ("secrets-key", None): cmd_secrets_key,
         ("up", None): cmd_up,
         ("serve", None): cmd_serve,
+        ("migrate", None): cmd_migrate,
         ("projections", "rebuild"): cmd_rebuild,
         ("nats-config", None): cmd_nats_config,
     }

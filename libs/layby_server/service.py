@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -16,9 +17,11 @@ from layby.connection import connect_nats, redacted
 from layby.natskeys import service_inbox
 from layby.settings import SettingsError
 from layby_contracts.errors import Permanent
+from layby_contracts.http import ReadyChecks
 from layby_domain.clock import Clock, SystemClock
 from layby_server.db import create_pool
 from layby_server.eventstore import EventStore, wait_for_jetstream
+from layby_server.health import serve_health
 from layby_server.limits import ownership
 from layby_server.logs import configure_logging, get_logger
 from layby_server.natsauth import SERVICE_ROLES
@@ -27,6 +30,9 @@ from layby_server.sealing import Sealer
 from layby_server.settings import Settings
 
 log = get_logger("layby_server.service")
+_PROBED = ("ask", "delivery", "resume", "sweeper")
+"""Services that serve the health port: the door answers on its own, and a one-off command run
+inside a service's pod (``layby projections rebuild``) must not take the service's port."""
 _opening: set[asyncio.Future[None]] = set()
 """Service tasks still connecting to NATS or PostgreSQL (a stop signal cancels them)."""
 
@@ -95,10 +101,16 @@ async def open_resources(
             await store.provision()
             if database:
                 assert db_url is not None
-                pool = await _open_pool(db_url, settings.db_schema)
+                pool = await open_pool(db_url, settings.db_schema)
         finally:
             _opening.discard(me)
-        yield Resources(settings, nc, store, pool, clock or SystemClock())
+        res = Resources(settings, nc, store, pool, clock or SystemClock())
+        if settings.health_port is None or name not in _PROBED:
+            yield res
+        else:
+            checks = functools.partial(_checks, res)
+            async with serve_health(settings.http_host, settings.health_port, checks):
+                yield res
     finally:
         if pool is not None:
             await pool.close()
@@ -109,7 +121,22 @@ async def open_resources(
                 await nc.close()
 
 
-async def _open_pool(dsn: str, schema: str) -> asyncpg.Pool:
+async def _checks(res: Resources) -> ReadyChecks:
+    """What readiness asks: JetStream answers, and PostgreSQL does when the service uses it."""
+    nats = postgres = False
+    try:
+        await res.store.bounds()
+        nats = True
+    except Exception:  # noqa: BLE001, S110 - readiness reports the failure instead of raising it
+        pass
+    try:
+        postgres = res.pool is None or await res.pool.fetchval("SELECT 1") == 1
+    except Exception:  # noqa: BLE001, S110
+        pass
+    return ReadyChecks(nats=nats, postgres=postgres)
+
+
+async def open_pool(dsn: str, schema: str) -> asyncpg.Pool:
     """The PostgreSQL pool, waiting (with backoff, one log line per step) while the database
     cannot be reached; a URL that can never work fails at once, naming the variable."""
     pause = 0.5

@@ -53,6 +53,9 @@ class Settings(ClientSettings, frozen=True, kw_only=True):
     """LAYBY_HTTP_HOST: address the door binds."""
     http_port: int = 8000
     """LAYBY_HTTP_PORT: port the door binds."""
+    health_port: int | None = None
+    """LAYBY_HEALTH_PORT: where a service without a door serves /healthz and /readyz (on
+    LAYBY_HTTP_HOST); unset serves nothing (docs/kubernetes.md#probes)."""
     stream_replicas: int = 1
     """LAYBY_STREAM_REPLICAS: JetStream replicas of the event log (3 on a clustered deployment)."""
     sse_resume_window: int = 10000
@@ -173,6 +176,7 @@ SERVER_FIELDS: dict[str, tuple[str, Parser]] = {
     "LAYBY_API_TOKENS": ("api_tokens", parse_text),
     "LAYBY_HTTP_HOST": ("http_host", parse_text),
     "LAYBY_HTTP_PORT": ("http_port", parse_port),
+    "LAYBY_HEALTH_PORT": ("health_port", parse_port),
     "LAYBY_STREAM_REPLICAS": ("stream_replicas", parse_positive_int),
     "LAYBY_SSE_RESUME_WINDOW": ("sse_resume_window", parse_positive_int),
     "LAYBY_SSE_KEEPALIVE_SECONDS": ("sse_keepalive_seconds", parse_positive_float),
