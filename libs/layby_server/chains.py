@@ -58,16 +58,12 @@ def call_resolution(ask: ParkedAsk, last: Event | None, asks: list[Entry]) -> Re
                 detail="the called run was cancelled",
             )
         case RunParked() if asks:
-            marker = {CALLER_ASKS_KEY: {"run_id": child, "asks": [_builtins(e) for e in asks]}}
+            marker = {CALLER_ASKS_KEY: {"run_id": child, "asks": msgspec.to_builtins(asks)}}
             return Resolution(
                 interaction_id=child, question=ask.question, answer=marker, answered_by=f"run:{child}"
             )
         case _:
             return None
-
-
-def _builtins(entry: Entry) -> dict[str, object]:
-    return dict(msgspec.to_builtins(entry))
 
 
 async def kill_chain(

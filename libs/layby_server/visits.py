@@ -262,12 +262,6 @@ class Visitor:
             await self._entries.remove(asked.subject, asked.interaction_id)
 
     async def _remove_outcome(self, ix: str) -> None:
-        async def read(_leader: bool) -> Parked:
-            found = await self._entries.read(ix)
-            if found is None:
-                raise NotFound(f"entry {ix} is not parked on this subject")
-            return found
-
         def decide(parked: Parked) -> InteractionRemoved | None:
             if not isinstance(parked.last, InteractionSettled) or parked.last.outcome == "parked":
                 return None
@@ -283,7 +277,7 @@ class Visitor:
         await decide_and_append(
             self._store,
             self._store.names.ix(ix),
-            read=read,
+            read=lambda _leader: self._entry(ix),
             decide=decide,
             event_of=as_event,
             msg_id=lambda _: f"removed-{ix}-{uuid.uuid4().hex}",
@@ -292,16 +286,10 @@ class Visitor:
     async def _resume(
         self, ix: str, payload: Any, by: str, visit_id: str, *, seed: Parked | None = None
     ) -> None:
-        async def read(_leader: bool) -> Parked:
-            found = await self._entries.read(ix)
-            if found is None:
-                raise NotFound(f"entry {ix} is not parked on this subject")
-            return found
-
         done = await decide_and_append(
             self._store,
             self._store.names.ix(ix),
-            read=read,
+            read=lambda _leader: self._entry(ix),
             decide=lambda p: decide_resume(p, ix, payload=payload, by=by, visit=visit_id, now=self._now()),
             event_of=as_event,
             msg_id=lambda _: f"resumed-{ix}-{visit_id}",
@@ -314,12 +302,6 @@ class Visitor:
     async def _take(self, ix: str, by: str, visit_id: str) -> Taken:
         settled: list[InteractionSettled] = []
 
-        async def read(_leader: bool) -> Parked:
-            found = await self._entries.read(ix)
-            if found is None:
-                raise NotFound(f"entry {ix} is not parked on this subject")
-            return found
-
         def decide(parked: Parked) -> InteractionTaken:
             taken = decide_take(parked, ix, by=by, visit=visit_id, now=self._now())
             assert isinstance(parked.last, InteractionSettled)
@@ -329,7 +311,7 @@ class Visitor:
         done = await decide_and_append(
             self._store,
             self._store.names.ix(ix),
-            read=read,
+            read=lambda _leader: self._entry(ix),
             decide=decide,
             event_of=as_event,
             msg_id=lambda _: f"taken-{ix}-{visit_id}",
@@ -382,6 +364,13 @@ class Visitor:
         log.warning(
             "visit.refused", visit_id=visit_id, kind=refused.kind, subject=refused.subject, error=error
         )
+
+    async def _entry(self, ix: str) -> Parked:
+        """An entry as its log says now (every action on one is decided on this read)."""
+        found = await self._entries.read(ix)
+        if found is None:
+            raise NotFound(f"entry {ix} is not parked on this subject")
+        return found
 
     async def _settled(self, visit_id: str) -> Outcome | None:
         last = await self._store.last(self._store.names.visit(visit_id), leader=True)

@@ -115,7 +115,7 @@ async def hook_door(
 ) -> Visited:
     state = door(request)
     raw = await read_capped_body(request, state.settings.max_body_bytes)
-    found = await state.visitor.door(name) if _is_name(name) else None
+    found = await state.visitor.door(name) if is_door_name(name) else None
     verified = found is not None and found.spec.kind == "hook" and found.spec.verifier is not None
     if verified:
         assert found is not None
@@ -150,10 +150,6 @@ async def _visit(
         ),
         wait,
     )
-
-
-def _is_name(name: str) -> bool:
-    return is_door_name(name)
 
 
 def _verify(state: DoorState, found: DoorSaved, raw: bytes, request: Request[Any, Any, Any]) -> None:
@@ -206,7 +202,7 @@ async def conversation_door(
 async def _route(state: DoorState, subject: str, name: str | None) -> DoorSaved:
     names = [name] if name is not None else [r["name"] for r in await state.pool.fetch(_CONVERSATIONS)]
     for candidate in names:
-        found = await state.visitor.door(candidate) if _is_name(candidate) else None
+        found = await state.visitor.door(candidate) if is_door_name(candidate) else None
         if found is None or found.spec.kind != "conversation":
             continue
         if fnmatch.fnmatchcase(subject, found.spec.subjects or "*"):
