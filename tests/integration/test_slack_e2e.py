@@ -201,7 +201,13 @@ async def test_an_inbox_answer_retracts_the_slack_copy_and_a_late_tap_is_an_inbo
     msg = await _question(standin)
     [yes, _] = msg.buttons()
     async with system.http() as http:
-        listed = (await http.get("/api/interactions")).json()["data"]["items"]
+
+        async def pending() -> list[Any]:
+            items: list[Any] = (await http.get("/api/interactions")).json()["data"]["items"]
+            return items
+
+        # Posted to Slack can come a moment before the inbox's read model has the question.
+        listed = await eventually(pending, "the question in the inbox list")
         resp = await http.post(
             f"/api/interactions/{listed[0]['interaction_id']}/answer",
             json={"answer": False},
