@@ -4,7 +4,7 @@
 #
 #   install.sh deps VENV          a venv without pip, holding the locked runtime dependencies:
 #                                 hashes required, no resolution (--no-deps), wheels only except
-#                                 the pure-Python packages that publish only a source archive
+#                                 the pure-Python package that publishes only a source archive
 #   install.sh app VENV WHEELDIR  our wheel from WHEELDIR into it (--no-deps), then `pip check`
 #
 # pip runs from the interpreter named by $PYTHON (default python3) and installs into VENV with
@@ -23,7 +23,7 @@ case "$step" in
   deps)
     "$python" -m venv --without-pip "$venv"
     # Same exceptions as lock.sh's SOURCE_ONLY.
-    pip install --quiet --require-hashes --no-deps --only-binary :all: --no-binary nats-py,nkeys \
+    pip install --quiet --require-hashes --no-deps --only-binary :all: --no-binary nkeys \
       -r "$here/requirements.lock"
     ;;
   app)

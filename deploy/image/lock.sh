@@ -17,17 +17,18 @@ if [ "$("$TOOLS/bin/uv" --version 2>/dev/null)" != "uv $UV_VERSION" ]; then
 fi
 
 lock=deploy/image/requirements.lock
-# Wheels only, so no C compiler is ever needed, except these pure-Python packages that publish
+# Wheels only, so no C compiler is ever needed, except the pure-Python packages that publish
 # only a source archive (install.sh names the same ones).
-SOURCE_ONLY=nats-py,nkeys
+SOURCE_ONLY=nkeys
 other="$(mktemp)"
 trap 'rm -f "$other"' EXIT
 
 compile() {  # $1: target platform, $2: output file
-  # pypi.org only: a machine's own pip or uv index settings must not change the pins.
-  UV_NO_CONFIG=1 "$TOOLS/bin/uv" pip compile pyproject.toml --quiet \
+  # uv's default index only: a machine's own uv settings (a mirror) must not change the pins.
+  env -u UV_INDEX_URL -u UV_DEFAULT_INDEX -u UV_EXTRA_INDEX_URL -u UV_INDEX -u UV_FIND_LINKS \
+    UV_NO_CONFIG=1 "$TOOLS/bin/uv" pip compile pyproject.toml --quiet \
     --python-version 3.11 --python-platform "$1" --only-binary :all: --no-binary "$SOURCE_ONLY" \
-    --generate-hashes --index-url https://pypi.org/simple \
+    --generate-hashes \
     --custom-compile-command "deploy/image/lock.sh" \
     ${UPGRADE:+--upgrade} -o "$2"
 }
