@@ -238,6 +238,23 @@ def test_the_image_environment_listens_on_every_interface_logs_json_and_is_valid
     assert sorted(settings.explicit) == sorted(layby)
 
 
+def test_the_image_and_the_helm_chart_agree_on_the_user_and_the_ports() -> None:
+    """The chart's default user and group are the image's, and so are the door's and the health
+    port (docs/kubernetes.md#image)."""
+    import yaml
+
+    values = yaml.safe_load((ROOT / "deploy/helm/layby/values.yaml").read_text(encoding="utf-8"))
+    runtime = _stages()[-1]
+    user = next(ins.args for ins in runtime if ins.keyword == "USER")
+    for context in ("podSecurityContext", "containerSecurityContext"):
+        assert f"{values[context]['runAsUser']}:{values[context]['runAsGroup']}" == user
+    env = _env(runtime)
+    assert int(env["LAYBY_HEALTH_PORT"]) == values["healthPort"]
+    assert int(env["LAYBY_HTTP_PORT"]) == values["door"]["port"]
+    expose = next(ins.args for ins in runtime if ins.keyword == "EXPOSE")
+    assert expose.split() == [env["LAYBY_HTTP_PORT"], env["LAYBY_HEALTH_PORT"]]
+
+
 def test_the_image_has_a_health_check_and_its_labels() -> None:
     """An exec-form HEALTHCHECK runs the health-check module (which exists), and the image carries
     the standard OCI labels."""
