@@ -1,4 +1,5 @@
-"""The server's commands of the ``layby`` CLI: ``up``, ``serve``, ``migrate``, ``projections rebuild``...
+"""The server's commands of the ``layby`` CLI: ``up``, ``serve``, ``migrate``, ``projections rebuild``,
+``backup``, ``restore``...
 
 The SDK's CLI finds them through the ``layby.cli`` entry-point group, so an SDK-only install has
 the client commands only.
@@ -76,6 +77,123 @@ def cmd_migrate(_client: ClientSettings, _args: argparse.Namespace) -> int:
     return 0
 
 
+def _progress(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+async def _admin_nats(settings: Any, nats_url: str) -> Any:
+    """A NATS connection with the admin key (snapshots, restores and stream deletes are admin's)."""
+    from layby.connection import connect_nats
+    from layby.natskeys import service_inbox
+    from layby_server.eventstore import wait_for_jetstream
+    from layby_server.runtime import resolve_seed
+
+    nc = await connect_nats(
+        nats_url,
+        name="layby-admin",
+        seed=resolve_seed(settings, "admin"),
+        inbox_prefix=service_inbox("admin"),
+        ca_file=settings.nats_ca_file,
+    )
+    await wait_for_jetstream(nc)
+    return nc
+
+
+def cmd_backup(_client: ClientSettings, args: argparse.Namespace) -> int:
+    """Snapshot every stream of LAYBY_NAMESPACE into a folder (docs/operations.md#backup-and-restore)."""
+    from pathlib import Path
+
+    from layby_server.backup import BackupError, take_backup
+    from layby_server.runtime import resolve_urls
+
+    settings = load_settings()
+    nats_url, _ = resolve_urls(settings)
+    if nats_url is None:
+        print("error: LAYBY_NATS_URL must be set: it is the server to back up", file=sys.stderr)
+        return 2
+
+    async def run() -> None:
+        nc = await _admin_nats(settings, nats_url)
+        try:
+            manifest = await take_backup(nc, settings.names, Path(args.dir), _progress)
+        finally:
+            await nc.close()
+        streams = len(manifest.streams)
+        _progress(f"backup of namespace {manifest.namespace} written to {args.dir} ({streams} streams)")
+
+    try:
+        asyncio.run(run())
+    except BackupError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_restore(_client: ClientSettings, args: argparse.Namespace) -> int:
+    """Restore a backup's streams, then rebuild PostgreSQL from them
+    (docs/operations.md#backup-and-restore)."""
+    from pathlib import Path
+
+    from layby.settings import SettingsError
+    from layby_contracts.errors import Permanent
+    from layby_server.backup import (
+        BackupError,
+        check_target,
+        load_backup,
+        prune_orphan_continuations,
+        rederive_reservations,
+        restore_streams,
+    )
+    from layby_server.eventstore import EventStore
+    from layby_server.projector import rebuild
+    from layby_server.runtime import resolve_urls
+    from layby_server.service import open_pool
+
+    settings = load_settings()
+    nats_url, db_url = resolve_urls(settings)
+    if nats_url is None or db_url is None:
+        print(
+            "error: LAYBY_NATS_URL and LAYBY_DATABASE_URL must be set: the streams are restored to "
+            "NATS and the projections rebuilt in PostgreSQL",
+            file=sys.stderr,
+        )
+        return 2
+    directory = Path(args.dir)
+
+    async def run() -> None:
+        manifest = load_backup(directory, settings.names)  # every checksum, before anything is touched
+        _progress(
+            f"backup of namespace {manifest.namespace} taken {manifest.created_at.isoformat()} by Layby "
+            f"{manifest.layby_version}: {len(manifest.streams)} streams, checksums verified"
+        )
+        nc = await _admin_nats(settings, nats_url)
+        try:
+            existing = await check_target(nc, settings.names, force=args.force)
+            pool = await open_pool(db_url, settings.db_schema)  # refuses a schema a newer release migrated
+            try:
+                await restore_streams(nc, manifest, directory, existing, _progress)
+                store = EventStore(nc, settings.names)
+                await store.detect_replicas()
+                await prune_orphan_continuations(store, _progress)
+                retention = settings.waiting_outcome_retention_seconds
+                count = await rebuild(pool, store, waiting_retention=retention)
+                _progress(f"projections in schema {settings.db_schema} rebuilt from {count} events")
+                user, caller = await rederive_reservations(pool, waiting_retention=retention)
+                _progress(f"concurrency slots held again: {user} questions, {caller} caller asks")
+            finally:
+                await pool.close()
+        finally:
+            await nc.close()
+        _progress(f"restore of namespace {manifest.namespace} complete: start the services")
+
+    try:
+        asyncio.run(run())
+    except (BackupError, SettingsError, Permanent) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def cmd_nats_config(_client: ClientSettings, args: argparse.Namespace) -> int:
     """Write the NATS authorization block for LAYBY_API_TOKENS and every service role's key."""
     from pathlib import Path
@@ -124,6 +242,15 @@ def register(sub: Any) -> dict[tuple[str, str | None], Any]:
     )
     nats.add_argument("--out", default="-", help="file to write (default: standard output)")
     sub.add_parser("secrets-key", help="print a new LAYBY_SECRETS_KEY (seals sensitive answers at rest)")
+    backup = sub.add_parser("backup", help="snapshot every stream of the namespace into a folder")
+    backup.add_argument("dir", help="folder to write (created; must not hold a backup already)")
+    restore = sub.add_parser(
+        "restore", help="restore a backup's streams and rebuild the PostgreSQL projections from them"
+    )
+    restore.add_argument("dir", help="folder of a backup written by `layby backup`")
+    restore.add_argument(
+        "--force", action="store_true", help="replace streams of the namespace that hold messages"
+    )
     return {
         ("secrets-key", None): cmd_secrets_key,
         ("up", None): cmd_up,
@@ -131,4 +258,6 @@ def register(sub: Any) -> dict[tuple[str, str | None], Any]:
         ("migrate", None): cmd_migrate,
         ("projections", "rebuild"): cmd_rebuild,
         ("nats-config", None): cmd_nats_config,
+        ("backup", None): cmd_backup,
+        ("restore", None): cmd_restore,
     }
