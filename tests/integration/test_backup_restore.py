@@ -51,9 +51,12 @@ async def stream_from(system: System, last_event_id: str | None = None) -> Async
             await reader.close()
 
 
-async def layby_cli(settings: Settings, *args: str) -> tuple[int, str]:
-    """Run ``layby <args>`` in its own process with the settings' URLs, namespace and schema."""
+async def layby_cli(settings: Settings, *args: str, seed: str | None = None) -> tuple[int, str]:
+    """Run ``layby <args>`` in its own process with the settings' URLs, namespace and schema
+    (and ``seed`` as its NATS key)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("LAYBY_")}
+    if seed is not None:
+        env["LAYBY_NATS_SEED"] = seed
     env.update(
         LAYBY_NATS_URL=str(settings.nats_url),
         LAYBY_DATABASE_URL=str(settings.database_url),
