@@ -26,7 +26,7 @@ from nats.aio.client import Client as NATS
 
 from layby import __version__
 from layby.connection import NO_MESSAGE_FOUND
-from layby_contracts.commands import Continuation
+from layby_contracts.commands import CONTINUATION_DECODER
 from layby_contracts.events import EVENT_SCHEMA, RunParked
 from layby_contracts.subjects import Names
 from layby_domain.tickets import ASYNC_MARGIN_SECONDS
@@ -311,7 +311,6 @@ async def prune_orphan_continuations(store: EventStore, progress: Progress) -> i
     first, last = await store.bounds(names.continuations_stream)
     if last == 0:
         return 0
-    decode = msgspec.json.Decoder(Continuation)
     deleted = 0
     seq = first
     while seq <= last:
@@ -323,7 +322,10 @@ async def prune_orphan_continuations(store: EventStore, progress: Progress) -> i
         seq = int(raw.seq) + 1
         if raw.seq > last:
             break
-        cont = decode.decode(raw.data or b"{}")
+        try:
+            cont = CONTINUATION_DECODER.decode(raw.data or b"{}")
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            continue  # not a continuation: the worker that meets it terminates it
         known = await store.last(names.run(cont.run_id), leader=True)
         event = known.event if known is not None else None
         waiting = isinstance(event, RunParked) and cont.generation > 0 and event.generation <= cont.generation
@@ -332,7 +334,7 @@ async def prune_orphan_continuations(store: EventStore, progress: Progress) -> i
             deleted += 1
             progress(
                 f"{names.continuations_stream}: dropped the continuation of run {cont.run_id} "
-                f"generation {cont.generation} (its resume is not in the restored log)"
+                f"generation {cont.generation}: the restored log does not record it"
             )
     return deleted
 

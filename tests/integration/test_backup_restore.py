@@ -16,15 +16,17 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
+import msgspec
 import nats
 import pytest
 from nats.js.api import StreamConfig
 
 import layby
 from layby.connection import connect_nats
-from layby_contracts.events import EVENT_SCHEMA, RunResumed
+from layby_contracts.commands import Continuation
+from layby_contracts.events import EVENT_SCHEMA, RunParked, RunResumed, RunStarted
 from layby_domain.clock import ManualClock
-from layby_server.backup import MANIFEST, backed_up_streams
+from layby_server.backup import MANIFEST, backed_up_streams, prune_orphan_continuations
 from layby_server.db import migrations
 from layby_server.eventstore import EventStore
 from layby_server.projector import read_range
@@ -365,3 +367,40 @@ async def test_a_snapshot_restores_a_stream_with_its_sequences_gaps_and_consumer
     finally:
         with contextlib.suppress(Exception):
             await js.delete_stream(name)
+
+
+async def test_a_restored_continuation_whose_resume_the_restored_log_lacks_is_dropped(
+    store: EventStore,
+) -> None:
+    """The continuations stream is snapshotted after the log, so it may hold a continuation of a
+    resume the restored log does not record: the restore drops it and keeps every other one
+    (docs/operations.md#backup-and-restore)."""
+    names = store.names
+    now = datetime.now(UTC)
+    started = RunStarted(run_id="r1", flow="f", identity="ops", started_at=now)
+    await store.append(names.run("r1"), started, msg_id="s-r1", expected_seq=0)
+    parked = RunParked(run_id="r1", generation=1, asks=[], parked_at=now)
+    await store.append(names.run("r1"), parked, msg_id="p-r1", expected_seq=None)
+    for run_id, generation in (("r1", 0), ("r1", 1), ("r2", 0)):
+        cont = Continuation(
+            run_id=run_id, flow="f", generation=generation, resume_id=f"{run_id}-{generation}", identity="ops"
+        )
+        assert await store.publish_once(
+            names.continuation("f", run_id, generation), msgspec.json.encode(cont), msg_id=cont.resume_id
+        )
+    lines: list[str] = []
+
+    dropped = await prune_orphan_continuations(store, lines.append)
+
+    assert dropped == 2
+    kept = await store.js.get_last_msg(names.continuations_stream, names.continuation("f", "r1", 0))
+    assert kept.seq == 1
+    for run_id, generation in (("r1", 1), ("r2", 0)):
+        with pytest.raises(nats.js.errors.NotFoundError):
+            await store.js.get_last_msg(
+                names.continuations_stream, names.continuation("f", run_id, generation)
+            )
+    assert lines == [
+        f"{names.continuations_stream}: dropped the continuation of run r1 generation 1: the restored log does not record it",
+        f"{names.continuations_stream}: dropped the continuation of run r2 generation 0: the restored log does not record it",
+    ]
