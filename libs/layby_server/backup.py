@@ -125,15 +125,18 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _prepare(directory: Path) -> None:
+def _refuse_existing(directory: Path) -> None:
     if (directory / MANIFEST).exists():
         raise BackupError(f"{directory} already holds a backup ({MANIFEST}): choose an empty folder")
+
+
+def _prepare(directory: Path) -> None:
     directory.mkdir(parents=True, exist_ok=True)
 
 
 async def take_backup(nc: NATS, names: Names, directory: Path, progress: Progress) -> Manifest:
     """Snapshot every stream of the namespace into ``directory``; the manifest is written last."""
-    _prepare(directory)
+    _refuse_existing(directory)
     js = nc.jetstream()
     try:
         await js.stream_info(names.events_stream)
@@ -142,6 +145,7 @@ async def take_backup(nc: NATS, names: Names, directory: Path, progress: Progres
             f"the event log {names.events_stream} does not exist: nothing to back up in namespace "
             f"{names.namespace!r} (is LAYBY_NAMESPACE right?)"
         ) from None
+    _prepare(directory)
     event_schema = await _recorded_event_schema(nc, names)
     entries: list[StreamEntry] = []
     for stream in backed_up_streams(names):

@@ -17,6 +17,7 @@ from layby.settings import ClientSettings
 from layby_server.settings import load_settings
 
 SERVICES = ("ask", "door", "delivery", "resume", "sweeper")
+ADMIN_CONNECT_TIMEOUT = 15.0
 
 
 def cmd_serve(_client: ClientSettings, args: argparse.Namespace) -> int:
@@ -83,27 +84,51 @@ def _progress(line: str) -> None:
 
 async def _admin_nats(settings: Any, nats_url: str) -> Any:
     """A NATS connection with the admin key (snapshots, restores and stream deletes are admin's)."""
+    import nats.errors
+
     from layby.connection import connect_nats
     from layby.natskeys import service_inbox
+    from layby_contracts.errors import Unavailable
     from layby_server.eventstore import wait_for_jetstream
     from layby_server.runtime import resolve_seed
 
     nc = await connect_nats(
         nats_url,
         name="layby-admin",
+        first_connect_timeout=ADMIN_CONNECT_TIMEOUT,  # an operator's command fails fast, naming the URL
         seed=resolve_seed(settings, "admin"),
         inbox_prefix=service_inbox("admin"),
         ca_file=settings.nats_ca_file,
     )
-    await wait_for_jetstream(nc)
+    try:
+        await wait_for_jetstream(nc, timeout=ADMIN_CONNECT_TIMEOUT)
+    except (nats.errors.Error, TimeoutError):
+        await nc.close()
+        raise Unavailable(f"JetStream at {nats_url} (LAYBY_NATS_URL) did not answer") from None
     return nc
+
+
+def _run_admin(main: Any) -> int:
+    """Run an admin command's coroutine; a refusal or failure is one ``error:`` line (status 1)."""
+    import nats.errors
+
+    from layby.settings import SettingsError
+    from layby_contracts.errors import LaybyError
+    from layby_server.backup import BackupError
+
+    try:
+        asyncio.run(main())
+    except (BackupError, SettingsError, LaybyError, nats.errors.Error, TimeoutError) as exc:
+        print(f"error: {exc or type(exc).__name__}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def cmd_backup(_client: ClientSettings, args: argparse.Namespace) -> int:
     """Snapshot every stream of LAYBY_NAMESPACE into a folder (docs/operations.md#backup-and-restore)."""
     from pathlib import Path
 
-    from layby_server.backup import BackupError, take_backup
+    from layby_server.backup import take_backup
     from layby_server.runtime import resolve_urls
 
     settings = load_settings()
@@ -121,12 +146,7 @@ def cmd_backup(_client: ClientSettings, args: argparse.Namespace) -> int:
         streams = len(manifest.streams)
         _progress(f"backup of namespace {manifest.namespace} written to {args.dir} ({streams} streams)")
 
-    try:
-        asyncio.run(run())
-    except BackupError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    return 0
+    return _run_admin(run)
 
 
 def cmd_restore(_client: ClientSettings, args: argparse.Namespace) -> int:
@@ -134,10 +154,7 @@ def cmd_restore(_client: ClientSettings, args: argparse.Namespace) -> int:
     (docs/operations.md#backup-and-restore)."""
     from pathlib import Path
 
-    from layby.settings import SettingsError
-    from layby_contracts.errors import Permanent
     from layby_server.backup import (
-        BackupError,
         check_target,
         load_backup,
         prune_orphan_continuations,
@@ -186,12 +203,7 @@ def cmd_restore(_client: ClientSettings, args: argparse.Namespace) -> int:
             await nc.close()
         _progress(f"restore of namespace {manifest.namespace} complete: start the services")
 
-    try:
-        asyncio.run(run())
-    except (BackupError, SettingsError, Permanent) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    return 0
+    return _run_admin(run)
 
 
 def cmd_nats_config(_client: ClientSettings, args: argparse.Namespace) -> int:
