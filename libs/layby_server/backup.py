@@ -117,6 +117,11 @@ async def _recorded_event_schema(nc: NATS, names: Names) -> int:
     return int(raw.data or b"0") or EVENT_SCHEMA
 
 
+def _server_version(nc: NATS) -> str:
+    version = nc.connected_server_version
+    return f"{version.major}.{version.minor}.{version.patch}"
+
+
 def _sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as fh:
@@ -181,7 +186,7 @@ async def take_backup(nc: NATS, names: Names, directory: Path, progress: Progres
         event_schema=event_schema,
         migration_version=_newest_migration(),
         namespace=names.namespace,
-        nats_server=str(nc.connected_server_version),
+        nats_server=_server_version(nc),
         created_at=datetime.now(UTC),
         streams=entries,
     )

@@ -166,6 +166,16 @@ async def test_a_restored_backup_brings_back_every_pending_question_and_parked_r
     finally:
         await stop_system(system)
     assert f"backup of namespace {settings.namespace} written to {tmp_path / 'bk'}" in err
+    manifest = json.loads((tmp_path / "bk" / MANIFEST).read_text())
+    assert (manifest["event_schema"], manifest["migration_version"], manifest["namespace"]) == (
+        EVENT_SCHEMA,
+        migrations()[-1].version,
+        settings.namespace,
+    )
+    assert [s["name"] for s in manifest["streams"]] == backed_up_streams(store.names)
+    assert {s["name"]: s["state"]["last_seq"] for s in manifest["streams"]} == {
+        name: state[1] for name, state in before.items()
+    }
     await wipe(store, db, settings.db_schema)
     assert await stream_states(store) == {}
 
