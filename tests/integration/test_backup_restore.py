@@ -414,3 +414,55 @@ async def test_a_restored_continuation_whose_resume_the_restored_log_lacks_is_dr
         f"{names.continuations_stream}: dropped the continuation of run r1 generation 1: the restored log does not record it",
         f"{names.continuations_stream}: dropped the continuation of run r2 generation 0: the restored log does not record it",
     ]
+
+
+async def test_a_stream_that_fails_to_restore_stops_the_restore_naming_it_and_force_runs_it_again(
+    settings: Settings, store: EventStore, tmp_path: Path
+) -> None:
+    """A stream the server refuses stops the restore with its name, the streams after it are not
+    restored, and ``--force`` runs the whole restore again (docs/operations.md#backup-and-restore)."""
+    started = RunStarted(run_id="r1", flow="f", identity="ops", started_at=datetime.now(UTC))
+    await store.append(store.names.run("r1"), started, msg_id="s-r1", expected_seq=0)
+    code, err = await layby_cli(settings, "backup", str(tmp_path))
+    assert code == 0, err
+    for name in backed_up_streams(store.names):
+        await store.js.delete_stream(name)
+    original = (tmp_path / MANIFEST).read_text()
+    manifest = json.loads(original)
+    tickets = next(s for s in manifest["streams"] if s["name"] == store.names.tickets_stream)
+    tickets["config"]["subjects"] = [store.names.events_all]  # the log's subjects: the server refuses
+    (tmp_path / MANIFEST).write_text(json.dumps(manifest))
+
+    code, err = await layby_cli(settings, "restore", str(tmp_path))
+
+    assert code == 1
+    last = err.splitlines()[-1]
+    assert last.startswith(
+        f"error: {store.names.tickets_stream}: the restore of {store.names.tickets_stream} refused by the server: "
+    )
+    assert last.endswith(
+        "; the restore stopped here (the streams before it are restored, the others are not): fix "
+        "the cause and run `layby restore --force` again"
+    )
+    restored = await stream_states(store)
+    assert store.names.events_stream in restored
+    assert store.names.tickets_stream not in restored
+    assert store.names.meta_stream not in restored
+
+    (tmp_path / MANIFEST).write_text(original)
+    code, err = await layby_cli(settings, "restore", str(tmp_path))
+    assert code == 1, err  # the log, restored before the failure, holds a message
+    code, err = await layby_cli(settings, "restore", "--force", str(tmp_path))
+    assert code == 0, err
+    assert set(await stream_states(store)) == set(backed_up_streams(store.names))
+    assert (await store.last(store.names.run("r1"))) is not None
+
+
+async def test_a_backup_covers_every_stream_layby_provisions(store: EventStore) -> None:
+    """Every stream a start provisions for the namespace is in a backup, so a new stream cannot
+    be left out of backups unnoticed (docs/operations.md#backup-and-restore)."""
+    prefix = f"{store.names.namespace.upper()}_"
+    provisioned = {
+        info.config.name for info in await store.js.streams_info() if info.config.name.startswith(prefix)
+    }
+    assert provisioned == set(backed_up_streams(store.names))
