@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ import msgspec
 import nats.errors
 import nats.js.errors
 from nats.aio.client import Client as NATS
+from nats.js.api import RawStreamMsg
 
 from layby import __version__
 from layby.connection import NO_MESSAGE_FOUND
@@ -45,6 +46,7 @@ __all__ = [
     "prune_orphan_continuations",
     "rederive_reservations",
     "restore_streams",
+    "snapshot_time",
     "take_backup",
 ]
 
@@ -307,30 +309,29 @@ def _messages(count: int) -> str:
     return f"{count} message" if count == 1 else f"{count} messages"
 
 
-async def prune_orphan_continuations(store: EventStore, progress: Progress) -> int:
+async def prune_orphan_continuations(
+    store: EventStore, progress: Progress, *, since: datetime | None = None
+) -> int:
     """Delete each restored continuation whose resume the restored log does not hold.
 
     The continuations stream is snapshotted after the log, so it may hold a continuation
     published after the log's snapshot: its ``run.resumed`` is not in the restored log. Left in
     place, a worker would find the run still parked and drop it, and the resume service's
     redelivered trigger would record the resume again but find the continuation's subject taken.
-    Deleted, the redelivered trigger publishes it again, once. Returns how many were deleted."""
+    Deleted, the redelivered trigger publishes it again, once. Only continuations stored from
+    ``since`` on are read (the log's snapshot time: anything older was published after its
+    resume was in the log); None reads them all. Returns how many were deleted."""
     names = store.names
-    js = store.js
     first, last = await store.bounds(names.continuations_stream)
     if last == 0:
         return 0
+    seq = await _first_at(store, first, last, since) if since is not None else first
     deleted = 0
-    seq = first
     while seq <= last:
-        try:
-            raw = await js.get_msg(names.continuations_stream, seq=seq, next=True)
-        except nats.js.errors.NotFoundError:
+        raw = await _next_continuation(store, seq)
+        if raw is None or raw.seq is None or raw.seq > last:
             break
-        assert raw.seq is not None
         seq = int(raw.seq) + 1
-        if raw.seq > last:
-            break
         try:
             cont = CONTINUATION_DECODER.decode(raw.data or b"{}")
         except (msgspec.DecodeError, msgspec.ValidationError):
@@ -339,13 +340,46 @@ async def prune_orphan_continuations(store: EventStore, progress: Progress) -> i
         event = known.event if known is not None else None
         waiting = isinstance(event, RunParked) and cont.generation > 0 and event.generation <= cont.generation
         if event is None or waiting:
-            await js.delete_msg(names.continuations_stream, int(raw.seq))
+            await store.js.delete_msg(names.continuations_stream, int(raw.seq))
             deleted += 1
             progress(
                 f"{names.continuations_stream}: dropped the continuation of run {cont.run_id} "
                 f"generation {cont.generation}: the restored log does not record it"
             )
     return deleted
+
+
+async def _next_continuation(store: EventStore, seq: int) -> RawStreamMsg | None:
+    """The first continuation at or after ``seq`` (deleted messages leave gaps), or None."""
+    try:
+        return await store.js.get_msg(store.names.continuations_stream, seq=seq, next=True)
+    except nats.js.errors.NotFoundError:
+        return None
+
+
+async def _first_at(store: EventStore, first: int, last: int, since: datetime) -> int:
+    """The sequence of the first continuation stored at or after ``since`` (a binary search over
+    the stream's sequences, whose times only grow); ``last + 1`` when there is none."""
+    low, high = first, last + 1
+    while low < high:
+        mid = (low + high) // 2
+        raw = await _next_continuation(store, mid)
+        if raw is None or raw.seq is None or raw.seq > last:
+            high = mid
+        elif raw.time is not None and raw.time < since:
+            low = int(raw.seq) + 1
+        else:
+            high = mid
+    return low
+
+
+def snapshot_time(manifest: Manifest, stream: str) -> datetime | None:
+    """When ``stream``'s snapshot was taken, at the earliest: its last message's time, less a
+    minute for the clocks of a cluster's servers; None when it held no message."""
+    for entry in manifest.streams:
+        if entry.name == stream and entry.state.get("messages"):
+            return datetime.fromisoformat(str(entry.state["last_ts"])) - timedelta(minutes=1)
+    return None
 
 
 _USER_SLOTS = """

@@ -160,6 +160,7 @@ def cmd_restore(_client: ClientSettings, args: argparse.Namespace) -> int:
         prune_orphan_continuations,
         rederive_reservations,
         restore_streams,
+        snapshot_time,
     )
     from layby_server.eventstore import EventStore
     from layby_server.projector import rebuild
@@ -191,7 +192,8 @@ def cmd_restore(_client: ClientSettings, args: argparse.Namespace) -> int:
                 await restore_streams(nc, manifest, directory, existing, _progress)
                 store = EventStore(nc, settings.names)
                 await store.detect_replicas()
-                await prune_orphan_continuations(store, _progress)
+                since = snapshot_time(manifest, settings.names.events_stream)
+                await prune_orphan_continuations(store, _progress, since=since)
                 retention = settings.waiting_outcome_retention_seconds
                 count = await rebuild(pool, store, waiting_retention=retention)
                 _progress(f"projections in schema {settings.db_schema} rebuilt from {count} events")

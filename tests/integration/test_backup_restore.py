@@ -383,14 +383,20 @@ async def test_a_restored_continuation_whose_resume_the_restored_log_lacks_is_dr
     store: EventStore,
 ) -> None:
     """The continuations stream is snapshotted after the log, so it may hold a continuation of a
-    resume the restored log does not record: the restore drops it and keeps every other one
-    (docs/operations.md#backup-and-restore)."""
+    resume the restored log does not record: the restore drops it and keeps every other one; it
+    reads only the continuations stored since the log's snapshot (docs/operations.md#backup-and-restore)."""
     names = store.names
     now = datetime.now(UTC)
     started = RunStarted(run_id="r1", flow="f", identity="ops", started_at=now)
     await store.append(names.run("r1"), started, msg_id="s-r1", expected_seq=0)
     parked = RunParked(run_id="r1", generation=1, asks=[], parked_at=now)
     await store.append(names.run("r1"), parked, msg_id="p-r1", expected_seq=None)
+    older = Continuation(run_id="r0", flow="f", generation=0, resume_id="r0-0", identity="ops")
+    subject = names.continuation("f", "r0", 0)
+    assert await store.publish_once(subject, msgspec.json.encode(older), msg_id=older.resume_id)
+    stored = await store.js.get_msg(names.continuations_stream, seq=1)
+    assert stored.time is not None
+    since = stored.time + timedelta(microseconds=1)
     for run_id, generation in (("r1", 0), ("r1", 1), ("r2", 0)):
         cont = Continuation(
             run_id=run_id, flow="f", generation=generation, resume_id=f"{run_id}-{generation}", identity="ops"
@@ -400,11 +406,12 @@ async def test_a_restored_continuation_whose_resume_the_restored_log_lacks_is_dr
         )
     lines: list[str] = []
 
-    dropped = await prune_orphan_continuations(store, lines.append)
+    dropped = await prune_orphan_continuations(store, lines.append, since=since)
 
     assert dropped == 2
-    kept = await store.js.get_last_msg(names.continuations_stream, names.continuation("f", "r1", 0))
-    assert kept.seq == 1
+    for run_id, seq in (("r0", 1), ("r1", 2)):  # r0's is older than the log's snapshot: not read
+        kept = await store.js.get_last_msg(names.continuations_stream, names.continuation("f", run_id, 0))
+        assert kept.seq == seq
     for run_id, generation in (("r1", 1), ("r2", 0)):
         with pytest.raises(nats.js.errors.NotFoundError):
             await store.js.get_last_msg(
