@@ -154,18 +154,9 @@ def cmd_restore(_client: ClientSettings, args: argparse.Namespace) -> int:
     (docs/operations.md#backup-and-restore)."""
     from pathlib import Path
 
-    from layby_server.backup import (
-        check_target,
-        load_backup,
-        prune_orphan_continuations,
-        rederive_reservations,
-        restore_streams,
-        snapshot_time,
-    )
-    from layby_server.eventstore import EventStore
-    from layby_server.projector import rebuild
+    from layby_server.backup import load_backup
+    from layby_server.restore import restore_namespace
     from layby_server.runtime import resolve_urls
-    from layby_server.service import open_pool
 
     settings = load_settings()
     nats_url, db_url = resolve_urls(settings)
@@ -186,21 +177,9 @@ def cmd_restore(_client: ClientSettings, args: argparse.Namespace) -> int:
         )
         nc = await _admin_nats(settings, nats_url)
         try:
-            existing = await check_target(nc, settings.names, force=args.force)
-            pool = await open_pool(db_url, settings.db_schema)  # refuses a schema a newer release migrated
-            try:
-                await restore_streams(nc, manifest, directory, existing, _progress)
-                store = EventStore(nc, settings.names)
-                await store.detect_replicas()
-                since = snapshot_time(manifest, settings.names.events_stream)
-                await prune_orphan_continuations(store, _progress, since=since)
-                retention = settings.waiting_outcome_retention_seconds
-                count = await rebuild(pool, store, waiting_retention=retention)
-                _progress(f"projections in schema {settings.db_schema} rebuilt from {count} events")
-                user, caller = await rederive_reservations(pool, waiting_retention=retention)
-                _progress(f"concurrency slots held again: {user} questions, {caller} caller asks")
-            finally:
-                await pool.close()
+            await restore_namespace(
+                nc, settings, db_url, manifest, directory, force=args.force, progress=_progress
+            )
         finally:
             await nc.close()
         _progress(f"restore of namespace {manifest.namespace} complete: start the services")
