@@ -1,4 +1,5 @@
-"""The server's commands of the ``layby`` CLI: ``up``, ``serve``, ``migrate``, ``projections rebuild``...
+"""The server's commands of the ``layby`` CLI: ``up``, ``serve``, ``migrate``, ``projections rebuild``,
+``backup``, ``restore``...
 
 The SDK's CLI finds them through the ``layby.cli`` entry-point group, so an SDK-only install has
 the client commands only.
@@ -16,6 +17,7 @@ from layby.settings import ClientSettings
 from layby_server.settings import load_settings
 
 SERVICES = ("ask", "door", "delivery", "resume", "sweeper")
+ADMIN_CONNECT_TIMEOUT = 15.0
 
 
 def cmd_serve(_client: ClientSettings, args: argparse.Namespace) -> int:
@@ -76,6 +78,115 @@ def cmd_migrate(_client: ClientSettings, _args: argparse.Namespace) -> int:
     return 0
 
 
+def _progress(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+async def _admin_nats(settings: Any, nats_url: str) -> Any:
+    """A NATS connection with the admin key (snapshots, restores and stream deletes are admin's)."""
+    import nats.errors
+
+    from layby.connection import connect_nats
+    from layby.natskeys import service_inbox
+    from layby_contracts.errors import Unavailable
+    from layby_server.eventstore import wait_for_jetstream
+    from layby_server.runtime import resolve_seed
+
+    nc = await connect_nats(
+        nats_url,
+        name="layby-admin",
+        first_connect_timeout=ADMIN_CONNECT_TIMEOUT,  # an operator's command fails fast, naming the URL
+        seed=resolve_seed(settings, "admin"),
+        inbox_prefix=service_inbox("admin"),
+        ca_file=settings.nats_ca_file,
+    )
+    try:
+        await wait_for_jetstream(nc, timeout=ADMIN_CONNECT_TIMEOUT)
+    except (nats.errors.Error, TimeoutError):
+        await nc.close()
+        raise Unavailable(f"JetStream at {nats_url} (LAYBY_NATS_URL) did not answer") from None
+    return nc
+
+
+def _run_admin(main: Any) -> int:
+    """Run an admin command's coroutine; a refusal or failure is one ``error:`` line (status 1)."""
+    import nats.errors
+
+    from layby.settings import SettingsError
+    from layby_contracts.errors import LaybyError
+    from layby_server.backup import BackupError
+
+    try:
+        asyncio.run(main())
+    except (BackupError, SettingsError, LaybyError, nats.errors.Error, TimeoutError) as exc:
+        print(f"error: {exc or type(exc).__name__}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_backup(_client: ClientSettings, args: argparse.Namespace) -> int:
+    """Snapshot every stream of LAYBY_NAMESPACE into a folder (docs/operations.md#backup-and-restore)."""
+    from pathlib import Path
+
+    from layby_server.backup import take_backup
+    from layby_server.runtime import resolve_urls
+
+    settings = load_settings()
+    nats_url, _ = resolve_urls(settings)
+    if nats_url is None:
+        print("error: LAYBY_NATS_URL must be set: it is the server to back up", file=sys.stderr)
+        return 2
+
+    async def run() -> None:
+        nc = await _admin_nats(settings, nats_url)
+        try:
+            manifest = await take_backup(nc, settings.names, Path(args.dir), _progress)
+        finally:
+            await nc.close()
+        streams = len(manifest.streams)
+        _progress(f"backup of namespace {manifest.namespace} written to {args.dir} ({streams} streams)")
+
+    return _run_admin(run)
+
+
+def cmd_restore(_client: ClientSettings, args: argparse.Namespace) -> int:
+    """Restore a backup's streams, then rebuild PostgreSQL from them
+    (docs/operations.md#backup-and-restore)."""
+    from pathlib import Path
+
+    from layby_server.backup import load_backup
+    from layby_server.restore import restore_namespace
+    from layby_server.runtime import resolve_urls
+
+    settings = load_settings()
+    nats_url, db_url = resolve_urls(settings)
+    if nats_url is None or db_url is None:
+        print(
+            "error: LAYBY_NATS_URL and LAYBY_DATABASE_URL must be set: the streams are restored to "
+            "NATS and the projections rebuilt in PostgreSQL",
+            file=sys.stderr,
+        )
+        return 2
+    directory = Path(args.dir)
+
+    async def run() -> None:
+        manifest = load_backup(directory, settings.names)  # every checksum, before anything is touched
+        _progress(
+            f"backup of namespace {manifest.namespace} taken {manifest.created_at.isoformat()} by Layby "
+            f"{manifest.layby_version}: {len(manifest.streams)} streams, checksums verified"
+        )
+        nc = await _admin_nats(settings, nats_url)
+        try:
+            await restore_namespace(
+                nc, settings, db_url, manifest, directory, force=args.force, progress=_progress
+            )
+        finally:
+            await nc.close()
+        _progress(f"restore of namespace {manifest.namespace} complete: start the services")
+
+    return _run_admin(run)
+
+
 def cmd_nats_config(_client: ClientSettings, args: argparse.Namespace) -> int:
     """Write the NATS authorization block for LAYBY_API_TOKENS and every service role's key."""
     from pathlib import Path
@@ -124,6 +235,15 @@ def register(sub: Any) -> dict[tuple[str, str | None], Any]:
     )
     nats.add_argument("--out", default="-", help="file to write (default: standard output)")
     sub.add_parser("secrets-key", help="print a new LAYBY_SECRETS_KEY (seals sensitive answers at rest)")
+    backup = sub.add_parser("backup", help="snapshot every stream of the namespace into a folder")
+    backup.add_argument("dir", help="folder to write (created; must not hold a backup already)")
+    restore = sub.add_parser(
+        "restore", help="restore a backup's streams and rebuild the PostgreSQL projections from them"
+    )
+    restore.add_argument("dir", help="folder of a backup written by `layby backup`")
+    restore.add_argument(
+        "--force", action="store_true", help="replace streams of the namespace that hold messages"
+    )
     return {
         ("secrets-key", None): cmd_secrets_key,
         ("up", None): cmd_up,
@@ -131,4 +251,6 @@ def register(sub: Any) -> dict[tuple[str, str | None], Any]:
         ("migrate", None): cmd_migrate,
         ("projections", "rebuild"): cmd_rebuild,
         ("nats-config", None): cmd_nats_config,
+        ("backup", None): cmd_backup,
+        ("restore", None): cmd_restore,
     }

@@ -29,7 +29,8 @@ from layby.settings import SettingsError
 from layby_contracts.subjects import Names
 
 SERVICE_ROLES = ("ask", "door", "delivery", "resume", "sweeper", "admin")
-"""``admin`` is for operators' server commands (``layby projections rebuild``)."""
+"""``admin`` is for operators' server commands (``layby projections rebuild``, ``layby backup``,
+``layby restore``): the one key that may snapshot, restore and delete Layby's streams."""
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,22 @@ def _streams(n: Names) -> list[str]:
     ]
 
 
+def _backup_api(n: Names) -> list[str]:
+    """Snapshots and restores of every Layby stream, their chunk subjects (flow-control answers
+    going out, uploads going in), deleting a stream a restore replaces, and dropping a restored
+    continuation whose resume the restored log lacks (layby_server.backup)."""
+    subjects = [f"$JS.API.STREAM.MSG.DELETE.{n.continuations_stream}"]
+    for s in _streams(n):
+        subjects += [
+            f"$JS.API.STREAM.SNAPSHOT.{s}",
+            f"$JS.API.STREAM.RESTORE.{s}",
+            f"$JS.API.STREAM.DELETE.{s}",
+            f"$JS.SNAPSHOT.ACK.{s}.>",
+            f"$JS.SNAPSHOT.RESTORE.{s}.>",
+        ]
+    return subjects
+
+
 def _reads(role: str, n: Names) -> list[str]:
     """The streams a role reads. Sealed answers are read only by the services that hand them to
     their waiter (the resume service's wake, the ask service's late-answer reply). Every role
@@ -110,7 +127,7 @@ def _reads(role: str, n: Names) -> list[str]:
         "delivery": [n.events_stream, n.media_stream, n.tickets_stream, n.chat_stream],
         "resume": [n.events_stream, n.secrets_stream, n.continuations_stream, *n.steps_streams],
         "sweeper": [n.events_stream],
-        "admin": [n.events_stream],
+        "admin": [n.events_stream, n.continuations_stream],
     }[role]
 
 
@@ -138,7 +155,7 @@ def service_permissions(role: str, n: Names) -> dict[str, object]:
         ],
         "resume": [f"{ns}.ev.>", f"{ns}.cont.>", f"{ns}.wake.>", f"{ns}.step.>"],
         "sweeper": [f"{ns}.ev.>", n.cmd_door],
-        "admin": [],
+        "admin": _backup_api(n),
     }[role] + [n.event_schema]
     subscribe = [f"{service_inbox(role)}.>"]
     if role == "ask":

@@ -268,3 +268,47 @@ async def test_media_timeouts_and_late_answers_work_under_authorization(secured:
 
     with pytest.raises(layby.InteractionTimeoutError):
         await client.ask_user("Anyone?", timeout=0.5)
+
+
+async def test_the_admin_key_backs_up_and_restores_a_namespace_under_authorization(
+    secured: Secured, tmp_path: Path
+) -> None:
+    """``layby backup`` and ``layby restore`` need nothing beyond the admin key's permissions,
+    flow control of a snapshot in many chunks included (docs/operations.md#backup-and-restore);
+    the fixture fails on any permission violation."""
+    from layby_server.snapshots import snapshot_stream
+    from tests.integration.test_backup_restore import layby_cli
+
+    settings = secured.system.settings
+    client = await secured.system.sdk()
+    tasks = [
+        asyncio.create_task(client.ask_user(f"Backed up {i}? " + "x" * 4000, timeout=60)) for i in range(3)
+    ]
+    async with secured.system.http() as http:
+        await eventually(
+            lambda: http.get("/api/interactions"),
+            "the questions to be listed",
+            until=lambda r: r.json()["data"]["total"] == 3,
+        )
+    admin = await connect_nats(
+        secured.server.url,
+        name="layby-admin",
+        seed=secured.seeds["admin"],
+        inbox_prefix=service_inbox("admin"),
+    )
+    try:
+        with (tmp_path / "chunked").open("wb") as out:
+            _, state = await snapshot_stream(admin, settings.names.events_stream, out, chunk_size=1024)
+        assert state["messages"] == 3
+    finally:
+        await admin.close()
+    code, err = await layby_cli(settings, "backup", str(tmp_path / "bk"), seed=secured.seeds["admin"])
+    assert code == 0, err
+    for task in tasks:
+        task.cancel()
+    await stop_system(secured.system)
+    code, err = await layby_cli(
+        settings, "restore", "--force", str(tmp_path / "bk"), seed=secured.seeds["admin"]
+    )
+    assert code == 0, err
+    assert f"{settings.names.events_stream}: restored, 3 messages, last sequence 3" in err

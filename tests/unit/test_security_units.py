@@ -10,6 +10,7 @@ from layby_contracts.errors import Permanent
 from layby_contracts.subjects import Names
 from layby_server.memstore import MemoryEventStore
 from layby_server.natsauth import (
+    _streams,
     new_seed,
     render_authorization,
     service_permissions,
@@ -112,6 +113,8 @@ def test_an_operator_token_also_pulls_continuations_and_nothing_else_of_jetstrea
 
 
 def test_only_the_ask_service_serves_commands_and_no_service_deletes_a_stream() -> None:
+    """No service may delete or purge a stream; only the admin key (``layby restore``) deletes,
+    and only Layby's own streams (docs/security.md#nats-authorization)."""
     n = Names("layby")
     for role in ("door", "delivery", "resume", "sweeper", "admin"):
         perms = service_permissions(role, n)
@@ -119,9 +122,15 @@ def test_only_the_ask_service_serves_commands_and_no_service_deletes_a_stream() 
         assert perms["allow_responses"] is False
     ask = service_permissions("ask", n)
     assert "layby.cmd.>" in ask["subscribe"]["allow"]  # type: ignore[index]
-    for role in ("ask", "door", "delivery", "resume", "sweeper", "admin"):
+    for role in ("ask", "door", "delivery", "resume", "sweeper"):
         allowed = service_permissions(role, n)["publish"]["allow"]  # type: ignore[index]
         assert not [s for s in allowed if "DELETE" in s or "PURGE" in s or s.startswith("$JS.API.STREAM.*")]
+    admin = service_permissions("admin", n)["publish"]["allow"]  # type: ignore[index]
+    deletes = sorted(s for s in admin if "DELETE" in s or "PURGE" in s)
+    assert deletes == sorted(
+        [f"$JS.API.STREAM.DELETE.{s}" for s in _streams(n)]
+        + ["$JS.API.STREAM.MSG.DELETE.LAYBY_CONTINUATIONS"]
+    )
     assert "layby.wake.>" in service_permissions("resume", n)["publish"]["allow"]  # type: ignore[index]
     assert "layby.wake.>" not in service_permissions("door", n)["publish"]["allow"]  # type: ignore[index]
 

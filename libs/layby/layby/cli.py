@@ -611,7 +611,16 @@ COMMANDS = {
 Handler = Callable[[ClientSettings, argparse.Namespace], int]
 Register = Callable[[Any], dict[tuple[str, str | None], Handler]]
 
-SERVER_COMMANDS = ("up", "serve", "migrate", "projections", "nats-config", "secrets-key")
+SERVER_COMMANDS = (
+    "up",
+    "serve",
+    "migrate",
+    "projections",
+    "backup",
+    "restore",
+    "nats-config",
+    "secrets-key",
+)
 """Every command the server distribution adds (``layby.cli`` entry points); named here so that an
 SDK-only install says what is missing instead of "invalid choice"."""
 
