@@ -27,6 +27,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from layby.connection import until_stopped
 from layby_contracts.errors import Permanent, Transient, Unavailable
 from layby_contracts.events import decode_event
+from layby_server import tracing
 from layby_server.eventstore import EventStore, Stored
 from layby_server.logs import get_logger
 
@@ -174,7 +175,11 @@ async def _settle(msgs: list[Msg], ok: bool, *, transient: bool = True, role: st
 async def _decode(msg: Msg, role: str) -> Stored | None:
     """The stored event, or None after settling a message this build cannot use."""
     try:
-        return Stored(seq=msg.metadata.sequence.stream, event=decode_event(msg.data))
+        return Stored(
+            seq=msg.metadata.sequence.stream,
+            event=decode_event(msg.data),
+            trace=tracing.carrier_of(msg.headers),
+        )
     except msgspec.ValidationError as exc:
         if str(exc).startswith("Invalid value") and str(exc).endswith("`$.type`"):
             # An event tag from a newer release (rolling upgrade): leave it for a replica that knows it.
@@ -188,10 +193,20 @@ async def _decode(msg: Msg, role: str) -> Stored | None:
     return None
 
 
+def _span_of(role: str, batch: list[Stored]) -> contextlib.AbstractContextManager[object]:
+    if len(batch) == 1:
+        stored = batch[0]
+        return tracing.on_event(role, stored.seq, stored.event, stored.trace)
+    return tracing.on_batch(role, len(batch), (stored.trace for stored in batch))
+
+
 async def handle_and_settle(handler: Handler, msgs: list[Msg], batch: list[Stored], role: str) -> None:
-    """Run the handler over a batch and settle every message according to the outcome."""
+    """Run the handler over a batch and settle every message according to the outcome. The
+    handler runs in a span: a child of the event's trace for a batch of one, or linked to the
+    events' traces for a larger batch."""
     try:
-        await handler(batch)
+        with _span_of(role, batch):
+            await handler(batch)
     except Permanent as exc:
         log.error("consumer.permanent", role=role, error=str(exc), first_seq=batch[0].seq)
         for msg in msgs:
