@@ -193,16 +193,18 @@ def joining(
 ) -> AbstractContextManager[Any]:
     """A span that continues the trace of an event read back (``carrier``: the question's asked
     event), linked to the span current now (the HTTP request that brought the answer, which has
-    a trace of its own). Without a carrier it is simply a child of the current span."""
+    a trace of its own). Without a carrier, or with a malformed one, it is simply a child of the
+    current span."""
     tracer = _tracer
     if tracer is None:
         return _NOTHING
-    if not carrier:
-        return tracer.start_as_current_span(name, attributes=attributes)
+    context = _w3c.extract(carrier) if carrier else None
+    if context is None or not trace.get_current_span(context).get_span_context().is_valid:
+        return tracer.start_as_current_span(name, attributes=attributes)  # none, or malformed
     here = trace.get_current_span().get_span_context()
     return tracer.start_as_current_span(
         name,
-        context=_w3c.extract(carrier),
+        context=context,
         attributes=attributes,
         links=[Link(here)] if here.is_valid else None,
     )

@@ -1,6 +1,6 @@
 """One span per door request, when tracing is on (docs/tracing.md#the-spans).
 
-Named by method and route template (``POST /api/interactions/{interaction_id:str}/answer``), never
+Named by method and route template (``POST /api/interactions/{interaction_id}/answer``), never
 by the path itself, so names stay few. A request that carries a W3C ``traceparent`` continues
 that trace; otherwise the span is a new root. Long-lived streams (SSE) and the probes get no
 span: a span as long as a connection, or one per probe, says nothing useful.

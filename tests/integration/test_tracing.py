@@ -1,0 +1,274 @@
+"""Traces across the services: one ask, its answer and its wake (or resume) are one trace
+(docs/tracing.md). Real NATS and PostgreSQL, the five services in this process, spans kept by an
+in-memory exporter installed as Layby's tracer."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import asyncpg
+import msgspec
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import layby
+from layby_contracts.commands import REPLY_DECODER, Accepted, Ask
+from layby_contracts.events import InteractionAsked, encode_event
+from layby_server import tracing
+from layby_server.eventstore import EventStore
+from layby_server.settings import load_settings
+from tests.conftest import OPERATOR, System
+from tests.helpers import eventually
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
+
+ANSWER_ROUTE = "POST /api/interactions/{interaction_id}/answer"
+MALFORMED = "00-this-is-not-a-trace-context-01"
+
+
+@pytest.fixture
+def provider() -> Iterator[TracerProvider]:
+    """Layby traces into memory for this test (and stops tracing after it)."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    provider.exporter = exporter  # type: ignore[attr-defined]
+    tracing.install(provider)
+    yield provider
+    tracing.uninstall()
+    provider.shutdown()
+
+
+def finished(provider: TracerProvider) -> list[ReadableSpan]:
+    return list(provider.exporter.get_finished_spans())  # type: ignore[attr-defined]
+
+
+async def wait_spans(provider: TracerProvider, *wanted: tuple[str, str]) -> dict[str, ReadableSpan]:
+    """The first finished span of each (name, interaction or run id) pair, once all exist."""
+
+    def found() -> dict[str, ReadableSpan] | None:
+        out: dict[str, ReadableSpan] = {}
+        for name, key in wanted:
+            for span in finished(provider):
+                attributes = span.attributes or {}
+                ids = (attributes.get("layby.interaction_id"), attributes.get("layby.run_id"))
+                if span.name == name and key in ids:
+                    out[name] = span
+                    break
+        return out if len(out) == len(wanted) else None
+
+    spans = await eventually(found, f"the spans {[name for name, _ in wanted]}")
+    assert spans is not None
+    return spans
+
+
+def parent_of(span: ReadableSpan) -> int | None:
+    return span.parent.span_id if span.parent is not None else None
+
+
+def span_id(span: ReadableSpan) -> int:
+    assert span.context is not None
+    return span.context.span_id
+
+
+def trace_id(span: ReadableSpan) -> int:
+    assert span.context is not None
+    return span.context.trace_id
+
+
+async def listed(system: System) -> str:
+    async with system.http() as http:
+        data = await eventually(
+            lambda: http.get("/api/interactions"),
+            "a pending question",
+            until=lambda r: r.json()["data"]["total"] >= 1,
+        )
+    return str(data.json()["data"]["items"][0]["interaction_id"])
+
+
+async def answer(system: System, interaction_id: str, value: Any, **headers: str) -> int:
+    async with system.http() as http:
+        r = await http.post(
+            f"/api/interactions/{interaction_id}/answer", json={"answer": value}, headers=headers
+        )
+        return r.status_code
+
+
+async def test_a_sync_ask_its_answer_and_its_wake_are_one_trace(
+    provider: TracerProvider, system: System
+) -> None:
+    """The asker's span is the parent of the ask service's, whose asked event is the parent of the
+    door's answer span, whose answered event is the parent of the resume service's wake span — one
+    trace; the answer's HTTP request keeps its own trace, linked (docs/tracing.md#one-trace-per-question)."""
+    client = await system.sdk()
+    agent = provider.get_tracer("the-agent")
+    with agent.start_as_current_span("agent asks") as root:
+        task = asyncio.create_task(client.ask_user("Deploy?", answer_format="confirm", timeout=30))
+    ix = await listed(system)
+    assert await answer(system, ix, True) == 200
+    assert await asyncio.wait_for(task, 10) is True
+
+    spans = await wait_spans(
+        provider,
+        ("ask cmd.ask.v1", ix),
+        ("door answer", ix),
+        ("resume interaction.answered.v1", ix),
+        ("delivery interaction.asked.v1", ix),
+    )
+    ask, door, wake = spans["ask cmd.ask.v1"], spans["door answer"], spans["resume interaction.answered.v1"]
+    the_trace = root.get_span_context().trace_id
+    assert {trace_id(span) for span in spans.values()} == {the_trace}
+    assert parent_of(ask) == root.get_span_context().span_id
+    assert parent_of(door) == span_id(ask)
+    assert parent_of(wake) == span_id(door)
+    assert parent_of(spans["delivery interaction.asked.v1"]) == span_id(ask)
+    assert door.attributes is not None
+    assert door.attributes["layby.answer_format"] == "confirm"
+    assert door.attributes["layby.answered_via"] == "api"
+    assert wake.attributes is not None
+    assert wake.attributes["layby.stream.seq"] > 0
+    # The HTTP request that brought the answer is its own trace, linked from the answer span.
+    [request] = [s for s in finished(provider) if s.name == ANSWER_ROUTE]
+    assert trace_id(request) != the_trace
+    assert [link.context.span_id for link in door.links] == [span_id(request)]
+    assert request.attributes is not None
+    assert request.attributes["http.response.status_code"] == 200
+
+
+async def test_a_park_its_answer_and_its_resume_are_one_trace(
+    provider: TracerProvider, system: System, db: asyncpg.Pool
+) -> None:
+    """A run started inside a span stays in that trace through its park, the person's answer, the
+    resume and the resumed execution's end (docs/tracing.md#one-trace-per-question)."""
+    worker = layby.Worker(await system.sdk(), settings=system.settings)
+
+    @worker.flow("approve")
+    async def approve(order: dict[str, Any]) -> dict[str, Any]:
+        ok = await layby.ask_user(
+            f"Ship order {order['id']}?",
+            answer_format="confirm",
+            mode="async",
+            expiry_at=datetime.now(UTC) + timedelta(hours=1),
+        )
+        return {"shipped": ok}
+
+    stop = asyncio.Event()
+    serving = asyncio.create_task(worker.serve(stop))
+    try:
+        await asyncio.wait_for(worker.ready.wait(), 15)
+        agent = provider.get_tracer("the-agent")
+        with agent.start_as_current_span("agent starts a run") as root:
+            run_id = await worker.start("approve", {"id": 7})
+        row = await eventually(
+            lambda: db.fetchrow("SELECT status, asks FROM runs WHERE run_id = $1", run_id),
+            "the run to park",
+            until=lambda row: row is not None and row["status"] == "parked",
+        )
+        [ix] = [a["interaction_id"] for a in json.loads(row["asks"])]
+        assert await answer(system, ix, True) == 200
+        await eventually(
+            lambda: db.fetchval("SELECT status FROM runs WHERE run_id = $1", run_id),
+            "the run to finish",
+            until=lambda status: status == "finished",
+        )
+        spans = await wait_spans(
+            provider,
+            ("ask cmd.run.start.v1", run_id),
+            ("ask cmd.ask.v1", ix),
+            ("ask cmd.run.park.v1", run_id),
+            ("door answer", ix),
+            ("resume interaction.answered.v1", ix),
+            ("ask cmd.run.end.v1", run_id),
+        )
+    finally:
+        stop.set()
+        await asyncio.wait_for(serving, 15)
+    assert {trace_id(span) for span in spans.values()} == {root.get_span_context().trace_id}
+    assert parent_of(spans["ask cmd.run.start.v1"]) == root.get_span_context().span_id
+    assert parent_of(spans["door answer"]) == span_id(spans["ask cmd.ask.v1"])
+    resume = spans["resume interaction.answered.v1"]
+    assert parent_of(resume) == span_id(spans["door answer"])
+    assert resume.attributes is not None
+    assert resume.attributes["layby.run_id"] == run_id
+    # The resumed execution runs in the context its continuation was published under.
+    [resumed_by] = [
+        s
+        for s in finished(provider)
+        if s.name == "resume interaction.answered.v1" and span_id(s) == parent_of(spans["ask cmd.run.end.v1"])
+    ]
+    assert resumed_by is resume
+
+
+async def test_tracing_is_off_unless_configured_and_then_adds_no_span_and_no_header(
+    system: System, store: EventStore
+) -> None:
+    """With no tracing settings nothing is traced: no span, and events carry exactly the headers
+    they carried before tracing existed (docs/tracing.md#turning-it-on)."""
+    assert load_settings({}).tracing is False
+    assert not tracing.enabled()
+    client = await system.sdk()
+    task = asyncio.create_task(client.ask_user("Deploy?", answer_format="confirm", timeout=30))
+    ix = await listed(system)
+    assert await answer(system, ix, True, traceparent=f"00-{'1' * 32}-{'2' * 16}-01") == 200
+    assert await asyncio.wait_for(task, 10) is True
+    subject = store.names.ix(ix)
+    asked = await store.js.get_msg(store.names.events_stream, seq=1, subject=subject, next=True)
+    answered = await store.js.get_last_msg(store.names.events_stream, subject)
+    assert asked.headers == {"Nats-Msg-Id": f"asked-{ix}", "Nats-Expected-Last-Subject-Sequence": "0"}
+    assert answered.headers is not None
+    assert set(answered.headers) == {"Nats-Msg-Id", "Nats-Expected-Last-Subject-Sequence"}
+
+
+async def test_a_malformed_traceparent_starts_a_new_trace_and_is_never_an_error(
+    provider: TracerProvider, system: System, store: EventStore
+) -> None:
+    """A command, an event or a request whose traceparent cannot be parsed is handled as usual,
+    in a span that starts a new trace (docs/tracing.md#propagation)."""
+    # A command.
+    ix = str(uuid.uuid4())
+    cmd = Ask(token=OPERATOR, interaction_id=ix, question="Deploy?", answer_format="confirm", timeout=30)
+    msg = await store.nc.request(
+        store.names.cmd_ask, msgspec.json.encode(cmd), timeout=10, headers={"traceparent": MALFORMED}
+    )
+    assert isinstance(REPLY_DECODER.decode(msg.data), Accepted)
+    spans = await wait_spans(provider, ("ask cmd.ask.v1", ix))
+    assert spans["ask cmd.ask.v1"].parent is None
+
+    # An event appended with a malformed context: the consumers handle it in a new root.
+    other = str(uuid.uuid4())
+    now = datetime.now(UTC)
+    event = InteractionAsked(
+        interaction_id=other,
+        group_id=other,
+        question="Ship?",
+        answer_format="confirm",
+        created_at=now,
+        timeout_at=now + timedelta(minutes=5),
+        asked_by="ops",
+    )
+    await store.js.publish(
+        store.names.ix(other),
+        encode_event(event),
+        headers={"Nats-Msg-Id": f"asked-{other}", "traceparent": MALFORMED, "tracestate": "=,="},
+    )
+    spans = await wait_spans(provider, ("delivery interaction.asked.v1", other))
+    assert spans["delivery interaction.asked.v1"].parent is None
+
+    # A request with a malformed context answers the question with the malformed context: the
+    # answer span falls back to the request's (new) trace, and the wake follows it.
+    assert await answer(system, other, True, traceparent=MALFORMED) == 200
+    spans = await wait_spans(provider, ("door answer", other), ("resume interaction.answered.v1", other))
+    [request] = [
+        s
+        for s in finished(provider)
+        if s.name == ANSWER_ROUTE and span_id(s) == parent_of(spans["door answer"])
+    ]
+    assert request.parent is None
+    assert parent_of(spans["resume interaction.answered.v1"]) == span_id(spans["door answer"])
