@@ -155,7 +155,8 @@ def event_attributes(event: Any, seq: int | None = None) -> dict[str, AttributeV
 
 
 def _tag(event: Any) -> str:
-    return str(getattr(type(event).__struct_config__, "tag", None) or type(event).__name__)
+    config = getattr(type(event), "__struct_config__", None)
+    return str(getattr(config, "tag", None) or type(event).__name__)
 
 
 def on_event(
