@@ -1,14 +1,16 @@
 """Benchmark: the sync ask→answer cycle through `layby up` ("How fast").
 
     python bench/sync_cycle.py [--seconds 10] [--concurrency 1 10 100] [--url URL --token T --nats URL]
-                               [--without-nats-auth]
+                               [--without-nats-auth] [--tracing]
 
 Without --url it starts `layby up` itself (embedded NATS and PostgreSQL, a temporary data dir),
 measures its idle resident memory, then for each N runs N concurrent askers (the SDK's ask_user)
 while one client reads the SSE stream and answers every question as its add frame arrives.
 Prints a table: cycles/s, ask→add-frame p50/p99, answer-POST→ask_user-returns p50/p99.
 ``--without-nats-auth`` runs `layby up` on a NATS without authorization (a plain embedded server
-it starts), to measure what NATS authorization costs (docs/performance.md).
+it starts), to measure what NATS authorization costs (docs/performance.md). ``--tracing`` runs
+the services with tracing on at the default sampling, exporting over OTLP/HTTP to an endpoint
+that discards every span, to measure what tracing costs (docs/tracing.md#cost).
 """
 
 from __future__ import annotations
@@ -112,6 +114,7 @@ def main() -> None:
     parser.add_argument("--nats")
     parser.add_argument("--answerers", type=int, default=8, help="keep-alive connections answering")
     parser.add_argument("--without-nats-auth", action="store_true", help="NATS without authorization")
+    parser.add_argument("--tracing", action="store_true", help="tracing on, spans sent to a discarding sink")
     args = parser.parse_args()
 
     up = None
@@ -128,6 +131,10 @@ def main() -> None:
             plain_dir = tempfile.TemporaryDirectory(prefix="layby-bench-nats-")
             plain = EmbeddedNats(Path(plain_dir.name)).start()
             extra["LAYBY_NATS_URL"] = plain.url
+        if args.tracing:
+            from _otlp_sink import start_sink
+
+            extra["OTEL_EXPORTER_OTLP_ENDPOINT"], _sink = start_sink()  # a daemon thread: ends with us
         up = start_up(**extra)
         url, token, nats_url = up.url, up.token, up.nats_url
         idle_mb = tree_rss_mb(up.proc.pid)
@@ -144,6 +151,7 @@ def main() -> None:
             plain.stop()
     print()
     print(f"NATS authorization: {'off' if args.without_nats_auth else 'on'}")
+    print(f"tracing: {'on (OTLP to a discarding endpoint)' if args.tracing else 'off'}")
     print(f"layby up idle resident memory (all processes): {idle_mb:.0f} MB")
     print()
     print(
