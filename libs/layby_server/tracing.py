@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
 
 __all__ = [
+    "NOTHING",
     "TRACE_HEADERS",
     "Carrier",
     "SpanKind",
@@ -63,7 +64,8 @@ MAX_LINKS = 32
 _tracer: trace.Tracer | None = None
 _provider: TracerProvider | None = None
 _w3c = TraceContextTextMapPropagator()
-_NOTHING: AbstractContextManager[None] = contextlib.nullcontext()
+NOTHING: AbstractContextManager[None] = contextlib.nullcontext()
+"""What every helper returns when tracing is off: a shared ``with`` that does nothing."""
 
 
 def enabled() -> bool:
@@ -132,7 +134,7 @@ def span(
     ``parent`` the span is a child of the current span, if any."""
     tracer = _tracer
     if tracer is None:
-        return _NOTHING
+        return NOTHING
     context = None if parent is None else _w3c.extract(parent)
     return tracer.start_as_current_span(name, context=context, kind=kind, attributes=attributes, links=links)
 
@@ -143,8 +145,9 @@ question, an answer, a token or a ticket."""
 
 
 def event_attributes(event: Any, seq: int | None = None) -> dict[str, AttributeValue]:
-    """A span's attributes for one event: its type, its stream sequence, its identifiers."""
-    attributes: dict[str, AttributeValue] = {"layby.event.type": _tag(event)}
+    """A span's attributes for one event or command: its stream sequence and its identifiers
+    (its type is in the span's name)."""
+    attributes: dict[str, AttributeValue] = {}
     if seq is not None:
         attributes["layby.stream.seq"] = seq
     for key in _EVENT_KEYS:
@@ -166,12 +169,12 @@ def on_event(
     context the event was appended under (a new root when it carries none, or a malformed one)."""
     tracer = _tracer
     if tracer is None:
-        return _NOTHING
+        return NOTHING
     return tracer.start_as_current_span(
         f"{role} {_tag(event)}",
         context=_w3c.extract(parent or {}),
         kind=SpanKind.CONSUMER,
-        attributes={"messaging.system": "nats", **event_attributes(event, seq)},
+        attributes=event_attributes(event, seq),
     )
 
 
@@ -180,12 +183,12 @@ def on_command(service: str, command: Any, parent: Mapping[str, str] | None) -> 
     a child of the sender's span when the request carried its context."""
     tracer = _tracer
     if tracer is None:
-        return _NOTHING
+        return NOTHING
     return tracer.start_as_current_span(
         f"{service} {_tag(command)}",
         context=_w3c.extract(parent or {}),
         kind=SpanKind.SERVER,
-        attributes={"messaging.system": "nats", **event_attributes(command)},
+        attributes=event_attributes(command),
     )
 
 
@@ -198,7 +201,7 @@ def joining(
     current span."""
     tracer = _tracer
     if tracer is None:
-        return _NOTHING
+        return NOTHING
     context = _w3c.extract(carrier) if carrier else None
     if context is None or not trace.get_current_span(context).get_span_context().is_valid:
         return tracer.start_as_current_span(name, attributes=attributes)  # none, or malformed
@@ -237,12 +240,12 @@ def on_batch(
     to the traces of (up to ``MAX_LINKS`` of) its events."""
     tracer = _tracer
     if tracer is None:
-        return _NOTHING
+        return NOTHING
     return tracer.start_as_current_span(
         f"{role} batch",
         context=_w3c.extract({}),
         kind=SpanKind.CONSUMER,
-        attributes={"messaging.system": "nats", "messaging.batch.message_count": size},
+        attributes={"messaging.batch.message_count": size},
         links=linked(carriers),
     )
 

@@ -104,7 +104,6 @@ def _attributes(found: Stored | None, via: str) -> dict[str, AttributeValue]:
     if not tracing.enabled():
         return {}
     attributes = tracing.event_attributes(found.event) if found is not None else {}
-    attributes.pop("layby.event.type", None)  # the question's event, not this span's doing
     attributes["layby.answered_via"] = via
     return attributes
 

@@ -343,7 +343,6 @@ def _attributes(asked: InteractionAsked) -> dict[str, AttributeValue]:
     if not tracing.enabled():
         return {}
     attributes = tracing.event_attributes(asked)
-    attributes.pop("layby.event.type", None)
     attributes["layby.answered_via"] = "callback"
     return attributes
 
