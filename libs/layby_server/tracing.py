@@ -41,6 +41,7 @@ __all__ = [
     "event_attributes",
     "failed",
     "failed_status",
+    "headers_or_none",
     "inject",
     "install",
     "joining",

@@ -21,10 +21,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import layby
 from layby_contracts.commands import REPLY_DECODER, Accepted, Ask
 from layby_contracts.events import InteractionAnswered, encode_event
+from layby_domain.clock import ManualClock
 from layby_server import tracing
 from layby_server.eventstore import EventStore
-from layby_server.settings import load_settings
-from tests.conftest import OPERATOR, System
+from layby_server.settings import Settings, load_settings
+from tests.conftest import OPERATOR, System, start_system, stop_system
 from tests.helpers import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
@@ -205,6 +206,51 @@ async def test_a_park_its_answer_and_its_resume_are_one_trace(
         if s.name == "resume interaction.answered.v1" and span_id(s) == parent_of(spans["ask cmd.run.end.v1"])
     ]
     assert resumed_by is resume
+
+
+async def test_a_parks_expiry_starts_a_trace_that_its_resume_continues(
+    provider: TracerProvider, settings: Settings, store: EventStore, db: asyncpg.Pool
+) -> None:
+    """The sweeper's expiry of a park is a span of its own, and the resume it causes — through to
+    the resumed execution's end — continues that trace (docs/tracing.md#the-spans)."""
+    clock = ManualClock(datetime.now(UTC))
+    system = await start_system(settings, clock)
+    worker = layby.Worker(await system.sdk(), settings=system.settings)
+
+    @worker.flow("wait")
+    async def wait(_: Any) -> Any:
+        return await layby.ask_user(
+            "Still there?", mode="async", expiry_at=clock.now() + timedelta(minutes=10)
+        )
+
+    stop = asyncio.Event()
+    serving = asyncio.create_task(worker.serve(stop))
+    try:
+        await asyncio.wait_for(worker.ready.wait(), 15)
+        run_id = await worker.start("wait")
+        row = await eventually(
+            lambda: db.fetchrow("SELECT status, asks FROM runs WHERE run_id = $1", run_id),
+            "the run to park",
+            until=lambda row: row is not None and row["status"] == "parked",
+        )
+        [ix] = [a["interaction_id"] for a in json.loads(row["asks"])]
+        clock.advance(11 * 60)
+        spans = await wait_spans(
+            provider,
+            ("sweeper expire", ix),
+            ("resume interaction.answered.v1", ix),
+            ("ask cmd.run.end.v1", run_id),
+        )
+    finally:
+        stop.set()
+        await asyncio.wait_for(serving, 15)
+        await stop_system(system)
+    expire, resume = spans["sweeper expire"], spans["resume interaction.answered.v1"]
+    assert expire.parent is None
+    assert {trace_id(span) for span in spans.values()} == {trace_id(expire)}
+    assert parent_of(resume) == span_id(expire)
+    assert expire.attributes is not None
+    assert expire.attributes["layby.run_id"] == run_id
 
 
 async def test_tracing_is_off_unless_configured_and_then_adds_no_span_and_no_header(
