@@ -198,22 +198,22 @@ async def _decode(msg: Msg, role: str) -> Stored | None:
 def _span_of(
     role: str, batch: list[Stored], traced: Traced | None
 ) -> contextlib.AbstractContextManager[object]:
-    if not tracing.enabled():
+    """A batch of one gets its event's span (when ``traced`` says the role acts on it); a larger
+    batch — the projector's, the only role that takes batches — none."""
+    if len(batch) != 1 or not tracing.enabled():
         return tracing.NOTHING
-    if len(batch) == 1:
-        stored = batch[0]
-        if traced is not None and not traced(stored.event):
-            return tracing.NOTHING
-        return tracing.on_event(role, stored.seq, stored.event, stored.trace)
-    return tracing.on_batch(role, len(batch), (stored.trace for stored in batch))
+    stored = batch[0]
+    if traced is not None and not traced(stored.event):
+        return tracing.NOTHING
+    return tracing.on_event(role, stored.seq, stored.event, stored.trace)
 
 
 async def handle_and_settle(
     handler: Handler, msgs: list[Msg], batch: list[Stored], role: str, traced: Traced | None = None
 ) -> None:
     """Run the handler over a batch and settle every message according to the outcome. The
-    handler runs in a span: a child of the event's trace for a batch of one, or linked to the
-    events' traces for a larger batch; none for an event ``traced`` says the handler ignores."""
+    handler of one event runs in a span, a child of the event's trace, unless ``traced`` says the
+    handler has nothing to do with it."""
     try:
         with _span_of(role, batch, traced):
             await handler(batch)

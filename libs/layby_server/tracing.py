@@ -18,7 +18,7 @@ format between its own services, not the operator's choice.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Mapping, MutableMapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
@@ -45,9 +45,7 @@ __all__ = [
     "inject",
     "install",
     "joining",
-    "linked",
     "log_ids",
-    "on_batch",
     "on_command",
     "on_event",
     "refused",
@@ -59,8 +57,6 @@ Carrier = dict[str, str]
 """The W3C trace headers of one message: ``traceparent`` and, when present, ``tracestate``."""
 TRACEPARENT, TRACESTATE = "traceparent", "tracestate"
 TRACE_HEADERS = (TRACEPARENT, TRACESTATE)
-MAX_LINKS = 32
-"""A batch span links at most this many of its messages' traces (a projector batch holds up to 256)."""
 
 _tracer: trace.Tracer | None = None
 _provider: TracerProvider | None = None
@@ -194,25 +190,36 @@ def on_command(service: str, command: Any, parent: Mapping[str, str] | None) -> 
 
 
 def joining(
-    name: str, carrier: Mapping[str, str] | None, attributes: Mapping[str, AttributeValue]
+    name: str,
+    carrier: Mapping[str, str] | None,
+    attributes: Mapping[str, AttributeValue],
+    *,
+    request: Mapping[str, str] | None = None,
 ) -> AbstractContextManager[Any]:
-    """A span that continues the trace of an event read back (``carrier``: the question's asked
-    event), linked to the span current now (the HTTP request that brought the answer, which has
-    a trace of its own). Without a carrier, or with a malformed one, it is simply a child of the
-    current span."""
+    """The span of a request that acts on an event read back: a child of ``carrier`` (the
+    question's asked event), so the answer continues the question's trace. The request's trace
+    is a link: ``request``, the trace headers the client sent, for a handler that makes its
+    request's only span; otherwise the span current now (the door's request span). Without a
+    carrier, or with a malformed one, the span is simply a child of the request's trace."""
     tracer = _tracer
     if tracer is None:
         return NOTHING
-    context = _w3c.extract(carrier) if carrier else None
-    if context is None or not trace.get_current_span(context).get_span_context().is_valid:
-        return tracer.start_as_current_span(name, attributes=attributes)  # none, or malformed
-    here = trace.get_current_span().get_span_context()
+    asked = _w3c.extract(carrier) if carrier else None
+    client = _w3c.extract(request) if request is not None else None
+    if asked is None or not _valid(asked):
+        return tracer.start_as_current_span(name, context=client, kind=SpanKind.SERVER, attributes=attributes)
+    there = trace.get_current_span(client).get_span_context()
     return tracer.start_as_current_span(
         name,
-        context=context,
+        context=asked,
+        kind=SpanKind.SERVER,
         attributes=attributes,
-        links=[Link(here)] if here.is_valid else None,
+        links=[Link(there)] if there.is_valid else None,
     )
+
+
+def _valid(context: Any) -> bool:
+    return bool(trace.get_current_span(context).get_span_context().is_valid)
 
 
 def refused(span: trace.Span | None, error: BaseException) -> None:
@@ -232,40 +239,6 @@ def failed(span: trace.Span | None, error: BaseException) -> None:
 def failed_status(span: trace.Span, description: str) -> None:
     """Mark ``span`` as failed without an exception (an HTTP 5xx)."""
     span.set_status(trace.Status(trace.StatusCode.ERROR, description))
-
-
-def on_batch(
-    role: str, size: int, carriers: Iterable[Mapping[str, str] | None]
-) -> AbstractContextManager[Any]:
-    """The span of a consumer handling a batch at once (the projector): a root of its own, linked
-    to the traces of (up to ``MAX_LINKS`` of) its events."""
-    tracer = _tracer
-    if tracer is None:
-        return NOTHING
-    return tracer.start_as_current_span(
-        f"{role} batch",
-        context=_w3c.extract({}),
-        kind=SpanKind.CONSUMER,
-        attributes={"messaging.batch.message_count": size},
-        links=linked(carriers),
-    )
-
-
-def linked(carriers: Iterable[Mapping[str, str] | None]) -> list[Link]:
-    """Links to the traces of a batch's messages (at most ``MAX_LINKS``), for a span that handles
-    many messages at once and so can be the child of none of them."""
-    out: list[Link] = []
-    if _tracer is None:
-        return out
-    for carrier in carriers:
-        if carrier is None:
-            continue
-        context = trace.get_current_span(_w3c.extract(carrier)).get_span_context()
-        if context.is_valid:
-            out.append(Link(context))
-            if len(out) >= MAX_LINKS:
-                break
-    return out
 
 
 def inject(headers: dict[str, str]) -> None:

@@ -30,7 +30,7 @@ from tests.helpers import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
 
-ANSWER_ROUTE = "POST /api/interactions/{interaction_id}/answer"
+BROWSER_TRACE, BROWSER_SPAN = "c" * 32, "d" * 16
 MALFORMED = "00-this-is-not-a-trace-context-01"
 UNTRACED_ASKS = ("delivery interaction.asked.v1", "resume interaction.asked.v1")
 
@@ -108,13 +108,13 @@ async def test_a_sync_ask_its_answer_and_its_wake_are_one_trace(
 ) -> None:
     """The asker's span is the parent of the ask service's, whose asked event is the parent of the
     door's answer span, whose answered event is the parent of the resume service's wake span — one
-    trace; the answer's HTTP request keeps its own trace, linked (docs/tracing.md#one-trace-per-question)."""
+    trace; a trace the answering client sent is linked (docs/tracing.md#one-trace-per-question)."""
     client = await system.sdk()
     agent = provider.get_tracer("the-agent")
     with agent.start_as_current_span("agent asks") as root:
         task = asyncio.create_task(client.ask_user("Deploy?", answer_format="confirm", timeout=30))
     ix = await listed(system)
-    assert await answer(system, ix, True) == 200
+    assert await answer(system, ix, True, traceparent=f"00-{BROWSER_TRACE}-{BROWSER_SPAN}-01") == 200
     assert await asyncio.wait_for(task, 10) is True
 
     spans = await wait_spans(
@@ -136,12 +136,13 @@ async def test_a_sync_ask_its_answer_and_its_wake_are_one_trace(
     assert wake.attributes["layby.stream.seq"] > 0
     # Services that had nothing to do with an inbox question's ask made no span for it.
     assert not [s for s in finished(provider) if s.name in UNTRACED_ASKS]
-    # The HTTP request that brought the answer is its own trace, linked from the answer span.
-    [request] = [s for s in finished(provider) if s.name == ANSWER_ROUTE]
-    assert trace_id(request) != the_trace
-    assert [link.context.span_id for link in door.links] == [span_id(request)]
-    assert request.attributes is not None
-    assert request.attributes["http.response.status_code"] == 200
+    # The answer's request makes no span of its own; the trace its client sent is a link.
+    assert [(f"{link.context.trace_id:032x}", f"{link.context.span_id:016x}") for link in door.links] == [
+        (BROWSER_TRACE, BROWSER_SPAN)
+    ]
+    assert not [s for s in finished(provider) if s.name.startswith("POST ")]
+    # The projector makes no span: the read models are no step of the question's path.
+    assert not [s for s in finished(provider) if s.name.startswith("projector ")]
 
 
 async def test_a_park_its_answer_and_its_resume_are_one_trace(
@@ -307,14 +308,24 @@ async def test_a_malformed_traceparent_starts_a_new_trace_and_is_never_an_error(
     spans = await wait_spans(provider, ("resume interaction.answered.v1", ix))
     assert spans["resume interaction.answered.v1"].parent is None
 
-    # A request with a malformed context: its span is a new root, the answer is recorded.
+    # A request with a malformed context: the answer is recorded in the question's trace, and
+    # the malformed context is no link.
     other = str(uuid.uuid4())
     cmd = Ask(token=OPERATOR, interaction_id=other, question="Ship?", answer_format="confirm", timeout=30)
     msg = await store.nc.request(store.names.cmd_ask, msgspec.json.encode(cmd), timeout=10)
     assert isinstance(REPLY_DECODER.decode(msg.data), Accepted)
     assert await answer(system, other, True, traceparent=MALFORMED) == 200
     spans = await wait_spans(provider, ("door answer", other), ("ask cmd.ask.v1", other))
-    [request] = [s for s in finished(provider) if s.name == ANSWER_ROUTE]
-    assert request.parent is None
+    assert spans["ask cmd.ask.v1"].parent is None
     assert parent_of(spans["door answer"]) == span_id(spans["ask cmd.ask.v1"])  # the question's trace
-    assert [link.context.span_id for link in spans["door answer"].links] == [span_id(request)]
+    assert list(spans["door answer"].links) == []
+    # A request span of another door, with a malformed context: a new root.
+    async with system.http() as http:
+        assert (await http.get("/api/interactions", headers={"traceparent": MALFORMED})).status_code == 200
+    [listing] = await eventually(
+        lambda: [s for s in finished(provider) if s.name == "GET /api/interactions"],
+        "the list request's span",
+    )
+    assert listing.parent is None
+    assert listing.attributes is not None
+    assert listing.attributes["http.response.status_code"] == 200

@@ -5,8 +5,9 @@ by the path itself, so names stay few. A request that carries a W3C ``traceparen
 that trace; otherwise the span is a new root. Long-lived streams (SSE) and the probes get no
 span: a span as long as a connection, or one per probe, says nothing useful.
 
-An answer does not stay in this span's trace: the door's answer span continues the question's
-trace and links back here (``layby_server.tracing.joining``).
+A route whose handler makes its request's span itself says so with ``opt={OWN_SPAN: True}``:
+the answer and callback doors, whose span continues the question's trace instead of starting
+one (``layby_server.tracing.joining``), so one answer costs one span.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from litestar.types import ASGIApp, Message, Receive, Scope, Send
 from layby_server import tracing
 
 _UNTRACED = ("/stream", "/healthz", "/readyz")
+OWN_SPAN = "layby_own_span"
+"""The ``opt`` key of a route handler that makes its request's span itself."""
 
 
 class RequestSpans:
@@ -32,7 +35,8 @@ class RequestSpans:
             await self._app(scope, receive, send)
             return
         route = str(scope.get("path_template") or "")
-        if route.endswith(_UNTRACED):
+        handler = scope.get("route_handler")
+        if route.endswith(_UNTRACED) or (handler is not None and handler.opt.get(OWN_SPAN)):
             await self._app(scope, receive, send)
             return
         method = str(scope.get("method", "GET"))
@@ -45,7 +49,10 @@ class RequestSpans:
 
         attributes: dict[str, Any] = {"http.request.method": method, "http.route": route}
         with tracing.span(
-            f"{method} {route}", parent=_carrier(scope), kind=tracing.SpanKind.SERVER, attributes=attributes
+            f"{method} {route}",
+            parent=request_trace(scope),
+            kind=tracing.SpanKind.SERVER,
+            attributes=attributes,
         ) as span:
             await self._app(scope, receive, sending)
             if span is not None and status[0]:
@@ -54,7 +61,7 @@ class RequestSpans:
                     tracing.failed_status(span, f"HTTP {status[0]}")
 
 
-def _carrier(scope: Scope) -> dict[str, str]:
+def request_trace(scope: Scope) -> dict[str, str]:
     """The request's W3C trace headers (an empty carrier: the span is a new root)."""
     carrier: dict[str, str] = {}
     for name, value in scope.get("headers", ()):

@@ -9,6 +9,7 @@ race in the log and gets 409.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 import msgspec
@@ -34,6 +35,7 @@ from layby_server.resolve import state_of
 from layby_services.door.bodies import decode_body
 from layby_services.door.deps import DoorState, door, principal_of, read_capped_body
 from layby_services.door.openapi import UUID4, refusal
+from layby_services.door.spans import OWN_SPAN, request_trace
 
 _enc = msgspec.json.Encoder()
 
@@ -63,9 +65,16 @@ def client_of(request: Request[Any, Any, Any]) -> str:
 
 
 async def submit_answer(
-    state: DoorState, who: Principal, interaction_id: str, answer: Any, *, via: str = "api"
+    state: DoorState,
+    who: Principal,
+    interaction_id: str,
+    answer: Any,
+    *,
+    via: str = "api",
+    request: Mapping[str, str] | None = None,
 ) -> None:
-    """Record a person's answer; raises the door's refusal (404, 409, 400, 403)."""
+    """Record a person's answer; raises the door's refusal (404, 409, 400, 403). ``request``:
+    the request's own trace headers, linked from the answer's span."""
     if not is_interaction_id(interaction_id):
         raise NotFound(NOT_FOUND)
     found = state.asked.get(interaction_id)
@@ -74,8 +83,10 @@ async def submit_answer(
     trusted = found is None
     if found is None:
         found = await state.store.last(state.store.names.ix(interaction_id))
-    # The answer continues the question's trace (its asked event's context), linked to this request.
-    with tracing.joining("door answer", found.trace if found else None, _attributes(found, via)) as span:
+    # The answer continues the question's trace (its asked event's context), linked to the
+    # trace the request came with, if any.
+    trace = found.trace if found is not None else None
+    with tracing.joining("door answer", trace, _attributes(found, via), request=request) as span:
         try:
             resolved = await state.store.resolve(
                 interaction_id,
@@ -105,11 +116,16 @@ def _attributes(found: Stored | None, via: str) -> dict[str, AttributeValue]:
         return {}
     attributes = tracing.event_attributes(found.event) if found is not None else {}
     attributes["layby.answered_via"] = via
+    attributes["http.route"] = ANSWER_ROUTE
     return attributes
+
+
+ANSWER_ROUTE = "/api/interactions/{interaction_id}/answer"
 
 
 @post(
     "/api/interactions/{interaction_id:str}/answer",
+    opt={OWN_SPAN: True},  # the answer's span is this request's (submit_answer)
     status_code=200,
     summary="Answer a pending question",
     description="Checks, in order: credentials, the body, unknown question (404), already answered (409), "
@@ -152,5 +168,7 @@ async def answer_door(
     who = principal_of(request)
     raw = await read_capped_body(request, state.settings.max_body_bytes)
     answer = parse_answer_body(raw)
-    await submit_answer(state, who, interaction_id, answer, via=client_of(request))
+    await submit_answer(
+        state, who, interaction_id, answer, via=client_of(request), request=request_trace(request.scope)
+    )
     return Answered(data=AnsweredData(interaction_id=interaction_id))
