@@ -1,13 +1,20 @@
 """An OTLP/HTTP endpoint that accepts every export and keeps nothing: the benchmarks measure what
-tracing costs the services (making, batching, encoding and sending spans), not a trace backend."""
+tracing costs the services (making, batching, encoding and sending spans), not a trace backend.
+It runs as a process of its own, so it takes no time from the benchmark's client.
+
+    python bench/_otlp_sink.py        # prints its endpoint, then serves until killed
+"""
 
 from __future__ import annotations
 
-import threading
+import subprocess
+import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class _Discard(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive: the exporter reuses its connection
+
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
         self.send_response(200)
@@ -19,8 +26,14 @@ class _Discard(BaseHTTPRequestHandler):
         pass
 
 
-def start_sink() -> tuple[str, ThreadingHTTPServer]:
-    """(the endpoint for OTEL_EXPORTER_OTLP_ENDPOINT, the server to shut down)."""
+def start_sink() -> tuple[str, subprocess.Popen[str]]:
+    """(the endpoint for OTEL_EXPORTER_OTLP_ENDPOINT, the sink's process to terminate)."""
+    proc = subprocess.Popen([sys.executable, __file__], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    return proc.stdout.readline().strip(), proc
+
+
+if __name__ == "__main__":
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Discard)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return f"http://127.0.0.1:{server.server_address[1]}", server
+    print(f"http://127.0.0.1:{server.server_address[1]}", flush=True)
+    server.serve_forever()

@@ -119,6 +119,7 @@ def main() -> None:
 
     up = None
     plain = None
+    sink = None
     idle_mb = float("nan")
     url, token, nats_url = args.url, args.token, args.nats
     if not url:
@@ -134,7 +135,7 @@ def main() -> None:
         if args.tracing:
             from _otlp_sink import start_sink
 
-            extra["OTEL_EXPORTER_OTLP_ENDPOINT"], _sink = start_sink()  # a daemon thread: ends with us
+            extra["OTEL_EXPORTER_OTLP_ENDPOINT"], sink = start_sink()
         up = start_up(**extra)
         url, token, nats_url = up.url, up.token, up.nats_url
         idle_mb = tree_rss_mb(up.proc.pid)
@@ -149,6 +150,8 @@ def main() -> None:
             up.stop()
         if plain is not None:
             plain.stop()
+        if sink is not None:
+            sink.terminate()
     print()
     print(f"NATS authorization: {'off' if args.without_nats_auth else 'on'}")
     print(f"tracing: {'on (OTLP to a discarding endpoint)' if args.tracing else 'off'}")

@@ -136,9 +136,9 @@ def span(
     return tracer.start_as_current_span(name, context=context, kind=kind, attributes=attributes, links=links)
 
 
-_EVENT_KEYS = ("interaction_id", "run_id", "flow", "answer_format", "mode")
+_EVENT_KEYS = ("interaction_id", "run_id", "flow", "answer_format")
 """Fields of an event worth a span attribute: identifiers and low-cardinality facts, never a
-question, an answer, a token or a ticket."""
+question, an answer, a token or a ticket. Few: each attribute costs CPU to record and to encode."""
 
 
 def event_attributes(event: Any, seq: int | None = None) -> dict[str, AttributeValue]:

@@ -116,11 +116,7 @@ def _attributes(found: Stored | None, via: str) -> dict[str, AttributeValue]:
         return {}
     attributes = tracing.event_attributes(found.event) if found is not None else {}
     attributes["layby.answered_via"] = via
-    attributes["http.route"] = ANSWER_ROUTE
     return attributes
-
-
-ANSWER_ROUTE = "/api/interactions/{interaction_id}/answer"
 
 
 @post(
