@@ -6,7 +6,8 @@
 Without --url it starts `layby up` itself (embedded NATS and PostgreSQL, a temporary data dir),
 measures its idle resident memory, then for each N runs N concurrent askers (the SDK's ask_user)
 while one client reads the SSE stream and answers every question as its add frame arrives.
-Prints a table: cycles/s, ask→add-frame p50/p99, answer-POST→ask_user-returns p50/p99.
+Prints a table: cycles/s, ask→add-frame p50/p99, answer-POST→ask_user-returns p50/p99, and the
+CPU time `layby up`'s processes (services, NATS, PostgreSQL) spent per cycle.
 ``--without-nats-auth`` runs `layby up` on a NATS without authorization (a plain embedded server
 it starts), to measure what NATS authorization costs (docs/performance.md). ``--tracing`` runs
 the services with tracing on at the default sampling, exporting over OTLP/HTTP to an endpoint
@@ -26,13 +27,21 @@ import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _http import Conn, sse
-from _up import pct, start_up, tree_rss_mb
+from _up import pct, start_up, tree_cpu_seconds, tree_rss_mb
 
 from layby.sdk import connect
 from layby_server.settings import load_settings
 
 
-async def run_level(url: str, token: str, nats_url: str, n: int, seconds: float, answerers: int = 8) -> dict:
+async def run_level(
+    url: str,
+    token: str,
+    nats_url: str,
+    n: int,
+    seconds: float,
+    answerers: int = 8,
+    server_pid: int | None = None,
+) -> dict:
     host, port = urlsplit(url).hostname or "127.0.0.1", urlsplit(url).port or 80
     settings = load_settings({}, max_concurrent=None)
     client = await connect(nats_url=nats_url, token=token, settings=settings)
@@ -85,11 +94,13 @@ async def run_level(url: str, token: str, nats_url: str, n: int, seconds: float,
     ask_to_add.clear()
     answer_to_return.clear()
     started = time.perf_counter()
+    cpu_before = tree_cpu_seconds(server_pid) if server_pid else float("nan")
     askers = [asyncio.create_task(asker(k)) for k in range(n)]
     await asyncio.sleep(seconds)
     stop.set()
     await asyncio.gather(*askers)
     elapsed = time.perf_counter() - started
+    cpu = tree_cpu_seconds(server_pid) - cpu_before if server_pid else float("nan")
     for t in tasks:
         t.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
@@ -102,6 +113,7 @@ async def run_level(url: str, token: str, nats_url: str, n: int, seconds: float,
         "add_p99": pct(ask_to_add, 0.99),
         "ret_p50": pct(answer_to_return, 0.5),
         "ret_p99": pct(answer_to_return, 0.99),
+        "cpu_ms": cpu * 1000 / max(cycles, 1),
     }
 
 
@@ -142,7 +154,9 @@ def main() -> None:
     try:
         # uvloop, like the services: the client shares the two cores and should cost little.
         results = [
-            uvloop.run(run_level(url, token, nats_url, n, args.seconds, args.answerers))
+            uvloop.run(
+                run_level(url, token, nats_url, n, args.seconds, args.answerers, up.proc.pid if up else None)
+            )
             for n in args.concurrency
         ]
     finally:
@@ -158,13 +172,14 @@ def main() -> None:
     print(f"layby up idle resident memory (all processes): {idle_mb:.0f} MB")
     print()
     print(
-        "| askers N | cycles | cycles/s | ask→add p50 | ask→add p99 | answer→return p50 | answer→return p99 |"
+        "| askers N | cycles | cycles/s | ask→add p50 | ask→add p99 | answer→return p50 | answer→return p99 "
+        "| server CPU per cycle |"
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in results:
         print(
             f"| {r['n']} | {r['cycles']} | {r['rate']:.0f} | {r['add_p50']:.1f} ms | {r['add_p99']:.1f} ms "
-            f"| {r['ret_p50']:.1f} ms | {r['ret_p99']:.1f} ms |"
+            f"| {r['ret_p50']:.1f} ms | {r['ret_p99']:.1f} ms | {r['cpu_ms']:.2f} ms |"
         )
 
 
