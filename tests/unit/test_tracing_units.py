@@ -140,3 +140,20 @@ def test_log_lines_inside_a_span_carry_its_ids(exporter: InMemorySpanExporter) -
         line = tracing.log_ids(None, "info", {"event": "x"})
     assert span is not None
     assert line == {"event": "x", "trace_id": "a" * 32, "span_id": f"{span.get_span_context().span_id:016x}"}
+
+
+def test_a_failure_inside_a_span_ends_it_marked_failed_and_restores_the_context(
+    exporter: InMemorySpanExporter,
+) -> None:
+    """An exception escaping a handler's span is recorded on it, the span ends, and the context
+    before it is current again (docs/tracing.md#the-spans)."""
+    from opentelemetry import trace
+    from opentelemetry.trace import StatusCode
+
+    before = trace.get_current_span()
+    with pytest.raises(RuntimeError, match="boom"), tracing.on_event("resume", 3, object(), None):
+        raise RuntimeError("boom")
+    assert trace.get_current_span() is before
+    [span] = exporter.get_finished_spans()
+    assert span.status.status_code is StatusCode.ERROR
+    assert [event.name for event in span.events] == ["exception"]
