@@ -33,7 +33,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "NOTHING",
-    "TRACE_HEADERS",
     "Carrier",
     "SpanKind",
     "carrier_of",
@@ -57,7 +56,6 @@ __all__ = [
 Carrier = dict[str, str]
 """The W3C trace headers of one message: ``traceparent`` and, when present, ``tracestate``."""
 TRACEPARENT, TRACESTATE = "traceparent", "tracestate"
-TRACE_HEADERS = (TRACEPARENT, TRACESTATE)
 
 _tracer: trace.Tracer | None = None
 _provider: TracerProvider | None = None
