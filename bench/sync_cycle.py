@@ -1,14 +1,17 @@
 """Benchmark: the sync ask→answer cycle through `layby up` ("How fast").
 
     python bench/sync_cycle.py [--seconds 10] [--concurrency 1 10 100] [--url URL --token T --nats URL]
-                               [--without-nats-auth]
+                               [--without-nats-auth] [--tracing]
 
 Without --url it starts `layby up` itself (embedded NATS and PostgreSQL, a temporary data dir),
 measures its idle resident memory, then for each N runs N concurrent askers (the SDK's ask_user)
 while one client reads the SSE stream and answers every question as its add frame arrives.
-Prints a table: cycles/s, ask→add-frame p50/p99, answer-POST→ask_user-returns p50/p99.
+Prints a table: cycles/s, ask→add-frame p50/p99, answer-POST→ask_user-returns p50/p99, and the
+CPU time `layby up`'s processes (services, NATS, PostgreSQL) spent per cycle.
 ``--without-nats-auth`` runs `layby up` on a NATS without authorization (a plain embedded server
-it starts), to measure what NATS authorization costs (docs/performance.md).
+it starts), to measure what NATS authorization costs (docs/performance.md). ``--tracing`` runs
+the services with tracing on at the default sampling, exporting over OTLP/HTTP to an endpoint
+that discards every span, to measure what tracing costs (docs/tracing.md#cost).
 """
 
 from __future__ import annotations
@@ -24,13 +27,21 @@ import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _http import Conn, sse
-from _up import pct, start_up, tree_rss_mb
+from _up import pct, start_up, tree_cpu_seconds, tree_rss_mb
 
 from layby.sdk import connect
 from layby_server.settings import load_settings
 
 
-async def run_level(url: str, token: str, nats_url: str, n: int, seconds: float, answerers: int = 8) -> dict:
+async def run_level(
+    url: str,
+    token: str,
+    nats_url: str,
+    n: int,
+    seconds: float,
+    answerers: int = 8,
+    server_pid: int | None = None,
+) -> dict:
     host, port = urlsplit(url).hostname or "127.0.0.1", urlsplit(url).port or 80
     settings = load_settings({}, max_concurrent=None)
     client = await connect(nats_url=nats_url, token=token, settings=settings)
@@ -83,11 +94,13 @@ async def run_level(url: str, token: str, nats_url: str, n: int, seconds: float,
     ask_to_add.clear()
     answer_to_return.clear()
     started = time.perf_counter()
+    cpu_before = tree_cpu_seconds(server_pid) if server_pid else float("nan")
     askers = [asyncio.create_task(asker(k)) for k in range(n)]
     await asyncio.sleep(seconds)
     stop.set()
     await asyncio.gather(*askers)
     elapsed = time.perf_counter() - started
+    cpu = tree_cpu_seconds(server_pid) - cpu_before if server_pid else float("nan")
     for t in tasks:
         t.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
@@ -100,6 +113,7 @@ async def run_level(url: str, token: str, nats_url: str, n: int, seconds: float,
         "add_p99": pct(ask_to_add, 0.99),
         "ret_p50": pct(answer_to_return, 0.5),
         "ret_p99": pct(answer_to_return, 0.99),
+        "cpu_ms": cpu * 1000 / max(cycles, 1),
     }
 
 
@@ -112,10 +126,12 @@ def main() -> None:
     parser.add_argument("--nats")
     parser.add_argument("--answerers", type=int, default=8, help="keep-alive connections answering")
     parser.add_argument("--without-nats-auth", action="store_true", help="NATS without authorization")
+    parser.add_argument("--tracing", action="store_true", help="tracing on, spans sent to a discarding sink")
     args = parser.parse_args()
 
     up = None
     plain = None
+    sink = None
     idle_mb = float("nan")
     url, token, nats_url = args.url, args.token, args.nats
     if not url:
@@ -128,13 +144,19 @@ def main() -> None:
             plain_dir = tempfile.TemporaryDirectory(prefix="layby-bench-nats-")
             plain = EmbeddedNats(Path(plain_dir.name)).start()
             extra["LAYBY_NATS_URL"] = plain.url
+        if args.tracing:
+            from _otlp_sink import start_sink
+
+            extra["OTEL_EXPORTER_OTLP_ENDPOINT"], sink = start_sink()
         up = start_up(**extra)
         url, token, nats_url = up.url, up.token, up.nats_url
         idle_mb = tree_rss_mb(up.proc.pid)
     try:
         # uvloop, like the services: the client shares the two cores and should cost little.
         results = [
-            uvloop.run(run_level(url, token, nats_url, n, args.seconds, args.answerers))
+            uvloop.run(
+                run_level(url, token, nats_url, n, args.seconds, args.answerers, up.proc.pid if up else None)
+            )
             for n in args.concurrency
         ]
     finally:
@@ -142,18 +164,22 @@ def main() -> None:
             up.stop()
         if plain is not None:
             plain.stop()
+        if sink is not None:
+            sink.terminate()
     print()
     print(f"NATS authorization: {'off' if args.without_nats_auth else 'on'}")
+    print(f"tracing: {'on (OTLP to a discarding endpoint)' if args.tracing else 'off'}")
     print(f"layby up idle resident memory (all processes): {idle_mb:.0f} MB")
     print()
     print(
-        "| askers N | cycles | cycles/s | ask→add p50 | ask→add p99 | answer→return p50 | answer→return p99 |"
+        "| askers N | cycles | cycles/s | ask→add p50 | ask→add p99 | answer→return p50 | answer→return p99 "
+        "| server CPU per cycle |"
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in results:
         print(
             f"| {r['n']} | {r['cycles']} | {r['rate']:.0f} | {r['add_p50']:.1f} ms | {r['add_p99']:.1f} ms "
-            f"| {r['ret_p50']:.1f} ms | {r['ret_p99']:.1f} ms |"
+            f"| {r['ret_p50']:.1f} ms | {r['ret_p99']:.1f} ms | {r['cpu_ms']:.2f} ms |"
         )
 
 

@@ -26,7 +26,8 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from layby.connection import until_stopped
 from layby_contracts.errors import Permanent, Transient, Unavailable
-from layby_contracts.events import decode_event
+from layby_contracts.events import Event, decode_event
+from layby_server import tracing
 from layby_server.eventstore import EventStore, Stored
 from layby_server.logs import get_logger
 
@@ -38,6 +39,8 @@ FETCH_BATCH = 256
 ACK_WAIT_SECONDS = 30.0
 
 Handler = Callable[[list[Stored]], Awaitable[None]]
+Traced = Callable[[Event], bool]
+"""Which events a role's handler does something with: only those get a span (docs/tracing.md#cost)."""
 Fetch = Callable[[int], Awaitable[list[Msg]]]
 
 
@@ -174,7 +177,11 @@ async def _settle(msgs: list[Msg], ok: bool, *, transient: bool = True, role: st
 async def _decode(msg: Msg, role: str) -> Stored | None:
     """The stored event, or None after settling a message this build cannot use."""
     try:
-        return Stored(seq=msg.metadata.sequence.stream, event=decode_event(msg.data))
+        return Stored(
+            seq=msg.metadata.sequence.stream,
+            event=decode_event(msg.data),
+            trace=tracing.carrier_of(msg.headers),
+        )
     except msgspec.ValidationError as exc:
         if str(exc).startswith("Invalid value") and str(exc).endswith("`$.type`"):
             # An event tag from a newer release (rolling upgrade): leave it for a replica that knows it.
@@ -188,10 +195,28 @@ async def _decode(msg: Msg, role: str) -> Stored | None:
     return None
 
 
-async def handle_and_settle(handler: Handler, msgs: list[Msg], batch: list[Stored], role: str) -> None:
-    """Run the handler over a batch and settle every message according to the outcome."""
+def _span_of(
+    role: str, batch: list[Stored], traced: Traced | None
+) -> contextlib.AbstractContextManager[object]:
+    """A batch of one gets its event's span (when ``traced`` says the role acts on it); a larger
+    batch — the projector's, the only role that takes batches — none."""
+    if len(batch) != 1 or not tracing.enabled():
+        return tracing.NOTHING
+    stored = batch[0]
+    if traced is not None and not traced(stored.event):
+        return tracing.NOTHING
+    return tracing.on_event(role, stored.seq, stored.event, stored.trace)
+
+
+async def handle_and_settle(
+    handler: Handler, msgs: list[Msg], batch: list[Stored], role: str, traced: Traced | None = None
+) -> None:
+    """Run the handler over a batch and settle every message according to the outcome. The
+    handler of one event runs in a span, a child of the event's trace, unless ``traced`` says the
+    handler has nothing to do with it."""
     try:
-        await handler(batch)
+        with _span_of(role, batch, traced):
+            await handler(batch)
     except Permanent as exc:
         log.error("consumer.permanent", role=role, error=str(exc), first_seq=batch[0].seq)
         for msg in msgs:
@@ -205,7 +230,7 @@ async def handle_and_settle(handler: Handler, msgs: list[Msg], batch: list[Store
         if len(batch) > 1:
             # Isolate the message that fails, so its batch-mates are not held hostage.
             for msg, stored in zip(msgs, batch, strict=True):
-                await handle_and_settle(handler, [msg], [stored], role)
+                await handle_and_settle(handler, [msg], [stored], role, traced)
             return
         log.warning("consumer.failed", role=role, error=repr(exc), seq=batch[0].seq)
         await _settle(msgs, ok=False, transient=False, role=role)
@@ -223,6 +248,7 @@ async def consume(
     linger: float = 0.0,
     filter_subject: str | None = None,
     concurrency: int = 0,
+    traced: Traced | None = None,
 ) -> None:
     """Run ``handler`` over batches until ``stop`` is set. Survives NATS restarts.
 
@@ -254,9 +280,11 @@ async def consume(
 
     try:
         if concurrency > 0:
-            await _loop_concurrent(fetch, role=role, handler=handler, stop=stop, concurrency=concurrency)
+            await _loop_concurrent(
+                fetch, role=role, handler=handler, stop=stop, concurrency=concurrency, traced=traced
+            )
         else:
-            await _loop(fetch, role=role, handler=handler, stop=stop, linger=linger)
+            await _loop(fetch, role=role, handler=handler, stop=stop, linger=linger, traced=traced)
     finally:
         try:
             await sub.unsubscribe()
@@ -264,7 +292,9 @@ async def consume(
             pass
 
 
-async def _loop(fetch: Fetch, *, role: str, handler: Handler, stop: asyncio.Event, linger: float) -> None:
+async def _loop(
+    fetch: Fetch, *, role: str, handler: Handler, stop: asyncio.Event, linger: float, traced: Traced | None
+) -> None:
     while not stop.is_set():
         msgs = await fetch(FETCH_BATCH)
         if not msgs:
@@ -277,7 +307,7 @@ async def _loop(fetch: Fetch, *, role: str, handler: Handler, stop: asyncio.Even
                 batch.append(stored)
                 good.append(msg)
         if batch:
-            await handle_and_settle(handler, good, batch, role)
+            await handle_and_settle(handler, good, batch, role, traced)
         if linger and len(msgs) < FETCH_BATCH:
             await asyncio.sleep(linger)
 
@@ -291,14 +321,20 @@ async def _in_progress(msg: Msg) -> None:
 
 
 async def _loop_concurrent(
-    fetch: Fetch, *, role: str, handler: Handler, stop: asyncio.Event, concurrency: int
+    fetch: Fetch,
+    *,
+    role: str,
+    handler: Handler,
+    stop: asyncio.Event,
+    concurrency: int,
+    traced: Traced | None,
 ) -> None:
     running: set[asyncio.Task[None]] = set()
 
     async def one(msg: Msg, stored: Stored) -> None:
         beat = asyncio.create_task(_in_progress(msg))
         try:
-            await handle_and_settle(handler, [msg], [stored], role)
+            await handle_and_settle(handler, [msg], [stored], role, traced)
         finally:
             beat.cancel()
 
@@ -334,6 +370,7 @@ async def consume_push(
     stop: asyncio.Event,
     deliver_all: bool = False,
     concurrency: int = 1,
+    traced: Traced | None = None,
 ) -> None:
     """Like ``consume``, for latency-critical roles: a durable *push* consumer with a deliver
     group shared by the role's replicas. The server sends each message as it is stored (no pull
@@ -346,7 +383,7 @@ async def consume_push(
 
     async def settle_one(msg: Msg, stored: Stored) -> None:
         try:
-            await handle_and_settle(handler, [msg], [stored], role)
+            await handle_and_settle(handler, [msg], [stored], role, traced)
         finally:
             slots.release()
 

@@ -33,7 +33,7 @@ from layby.connection import NO_MESSAGE_FOUND, WRONG_LAST_SEQUENCE
 from layby_contracts.errors import Conflict, Unavailable
 from layby_contracts.events import Event, decode_event, encode_event
 from layby_contracts.subjects import STEP_SHARDS, Names
-from layby_server import eventschema
+from layby_server import eventschema, tracing
 from layby_server.limits import Ownership, merge
 from layby_server.resolve import Resolving
 
@@ -67,10 +67,12 @@ def unavailable_on_transport_error(what: str) -> Iterator[None]:
 
 @dataclass(frozen=True, slots=True)
 class Stored:
-    """One event as read back from the log, with its stream sequence."""
+    """One event as read back from the log, with its stream sequence and, when tracing is on,
+    the W3C trace context it was appended under (the reader's spans continue that trace)."""
 
     seq: int
     event: Event
+    trace: tracing.Carrier | None = None
 
 
 class EventStore(Resolving):
@@ -236,6 +238,7 @@ class EventStore(Resolving):
         headers = {"Nats-Msg-Id": msg_id}
         if expected_seq is not None:
             headers["Nats-Expected-Last-Subject-Sequence"] = str(expected_seq)
+        tracing.inject(headers)  # the appending span's context, for whoever reads the event
         with unavailable_on_transport_error(f"append to {subject}"):
             try:
                 ack = await self.js.publish(subject, encode_event(event), headers=headers, timeout=10)
@@ -275,7 +278,7 @@ class EventStore(Resolving):
                 raise
         assert raw.data is not None
         assert raw.seq is not None
-        return Stored(seq=int(raw.seq), event=decode_event(raw.data))
+        return Stored(seq=int(raw.seq), event=decode_event(raw.data), trace=tracing.carrier_of(raw.headers))
 
     async def first(self, subject: str) -> Stored | None:
         """The first event on a subject (for an interaction: its ``asked`` event), from the leader."""
@@ -288,7 +291,7 @@ class EventStore(Resolving):
                 return None
         assert raw.data is not None
         assert raw.seq is not None
-        return Stored(seq=int(raw.seq), event=decode_event(raw.data))
+        return Stored(seq=int(raw.seq), event=decode_event(raw.data), trace=tracing.carrier_of(raw.headers))
 
     async def detect_replicas(self) -> None:
         """Read the event log's replica count (a client that did not provision the streams)."""
@@ -307,6 +310,7 @@ class EventStore(Resolving):
         subject sequence 0 absorbs one after it. Returns False when it was already there.
         """
         headers = {"Nats-Msg-Id": msg_id, "Nats-Expected-Last-Subject-Sequence": "0"}
+        tracing.inject(headers)
         with unavailable_on_transport_error(f"publish to {subject}"):
             try:
                 ack = await self.js.publish(subject, payload, headers=headers, timeout=10)

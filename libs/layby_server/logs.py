@@ -1,14 +1,21 @@
 """The server's and the services' log lines: structlog, one canonical line per event with its
-context (docs/engineering.md#logging). ``configure_logging`` (``layby.logsetup``) sets the output
-when a service starts; the SDK's standard ``logging`` lines share it."""
+context (docs/engineering.md#logging). ``configure_logging`` sets the output when a service
+starts; the SDK's standard ``logging`` lines share it. A line written inside a span carries the
+span's ``trace_id`` and ``span_id`` (docs/tracing.md#logs)."""
 
 from __future__ import annotations
 
 import structlog
 
-from layby.logsetup import configure_logging
+from layby.logsetup import configure_logging as _configure
+from layby_server.tracing import log_ids
 
 __all__ = ["configure_logging", "get_logger"]
+
+
+def configure_logging(fmt: str = "json", level: str = "info") -> None:
+    """The services' output (``layby.logsetup.configure_logging``), with trace ids."""
+    _configure(fmt, level, extra=(log_ids,))
 
 
 def get_logger(name: str) -> structlog.typing.FilteringBoundLogger:

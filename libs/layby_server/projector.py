@@ -22,6 +22,7 @@ from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from layby_contracts.errors import Permanent, Transient
 from layby_contracts.events import (
+    Event,
     InteractionAnswered,
     InteractionAsked,
     InteractionRemoved,
@@ -334,6 +335,10 @@ async def apply_batch(
             await conn.execute(_CHECKPOINT, name, max(s.seq for s in batch))
 
 
+def _untraced(_event: Event) -> bool:
+    return False
+
+
 async def read_range(store: EventStore, first: int, last: int, *, batch: int = 1000) -> list[Stored]:
     """Every interaction event with ``first <= seq <= last``, read through an ordered consumer."""
     out: list[Stored] = []
@@ -494,7 +499,16 @@ async def _project(
 
     follower = asyncio.create_task(follow_stop())
     try:
-        await consume(store, role="projector", handler=handle, stop=leading, deliver_all=True, linger=0.005)
+        # No spans: the read models are not a step of any question's path (docs/tracing.md#cost).
+        await consume(
+            store,
+            role="projector",
+            handler=handle,
+            stop=leading,
+            deliver_all=True,
+            linger=0.005,
+            traced=_untraced,
+        )
     finally:
         follower.cancel()
     if lost:

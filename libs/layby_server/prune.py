@@ -14,6 +14,7 @@ import asyncpg
 
 from layby_domain.clock import Clock
 from layby_domain.interaction import Facts, Interaction, decide_remove
+from layby_server import tracing
 from layby_server.eventstore import EventStore
 from layby_server.logs import get_logger
 
@@ -38,13 +39,20 @@ async def prune_abandoned(
         facts = Facts(
             interaction_id=row["interaction_id"], group_id=row["group_id"], audience=row["audience"]
         )
-        resolved = await store.resolve(
-            facts.interaction_id,
-            lambda s: decide_remove(s, reason="abandoned", now=clock.now()),
-            seed=Interaction.pending(facts, row["asked_seq"]),
-            retry=False,  # answered or pruned meanwhile: the log decided
-        )
+        # A trace of its own (the sweeper read the row, not the question's event), which the
+        # removal's readers continue.
+        with tracing.span("sweeper remove abandoned", parent={}, attributes=_attributes(facts)):
+            resolved = await store.resolve(
+                facts.interaction_id,
+                lambda s: decide_remove(s, reason="abandoned", now=clock.now()),
+                seed=Interaction.pending(facts, row["asked_seq"]),
+                retry=False,  # answered or pruned meanwhile: the log decided
+            )
         pruned += resolved.appended is not None
     if pruned:
         log.info("prune.abandoned", count=pruned)
     return pruned
+
+
+def _attributes(facts: Facts) -> dict[str, str]:
+    return {"layby.interaction_id": facts.interaction_id} if tracing.enabled() else {}

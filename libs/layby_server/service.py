@@ -19,6 +19,7 @@ from layby.settings import SettingsError
 from layby_contracts.errors import Permanent
 from layby_contracts.http import ReadyChecks
 from layby_domain.clock import Clock, SystemClock
+from layby_server import tracing
 from layby_server.db import create_pool
 from layby_server.eventstore import EventStore, wait_for_jetstream
 from layby_server.health import serve_health
@@ -67,6 +68,9 @@ async def open_resources(
             f"LAYBY_SECRETS_KEY is not set: the {name} service keeps sensitive answers only sealed "
             "(make a key with `layby secrets-key`; docs/security.md#sensitive-answers-at-rest)"
         )
+    if settings.tracing:
+        # One tracer provider per process (the first service opened names it); off: nothing at all.
+        tracing.configure(f"layby-{name}", settings.traces_exporter)
     me = asyncio.current_task()
     if me is not None:
         _opening.add(me)  # a stop signal while connecting cancels the wait (run_main)

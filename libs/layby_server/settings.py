@@ -139,6 +139,13 @@ class Settings(ClientSettings, frozen=True, kw_only=True):
     gone_entry_retention_seconds: float | None = 7 * 86400.0
     """LAYBY_GONE_ENTRY_RETENTION: how long a caller ask that is gone (taken, removed, settled as
     parked) stays in ``parked_entries`` (default 7d; ``forever`` keeps it)."""
+    tracing: bool = False
+    """LAYBY_TRACING: on, off or auto (the default): auto traces when OTEL_EXPORTER_OTLP_ENDPOINT,
+    OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_TRACES_EXPORTER (not ``none``) is set, unless
+    OTEL_SDK_DISABLED is true (docs/tracing.md#turning-it-on)."""
+    traces_exporter: str = "otlp"
+    """OTEL_TRACES_EXPORTER: where spans go when tracing is on — ``otlp`` (OTLP over HTTP, the
+    standard OTEL_EXPORTER_OTLP_* variables configure it) or ``console``; ``none`` turns auto off."""
     explicit: frozenset[str] = frozenset()
     """The variables the environment (or an override) set: a stream limit is Layby's to rewrite
     on a stream that exists only when its variable is here (docs/operations.md#who-owns-a-limit)."""
@@ -151,6 +158,36 @@ def _switch(var: str, raw: str) -> bool:
     if value in ("off", "false", "0", "no"):
         return False
     raise SettingsError(f"{var} must be on or off, got {raw!r}")
+
+
+def _tracing(var: str, raw: str) -> bool | None:
+    """on / off, or None for auto (decided from the OpenTelemetry variables in ``load_settings``)."""
+    return None if raw.strip().lower() == "auto" else _switch(var, raw)
+
+
+TRACES_EXPORTERS = ("otlp", "console", "none")
+
+
+def _traces_exporter(var: str, raw: str) -> str:
+    # The SDK's variable may list several exporters; Layby sends spans to one.
+    name = raw.split(",", maxsplit=1)[0].strip().lower() or "otlp"
+    if name not in TRACES_EXPORTERS:
+        raise SettingsError(f"{var} must be one of {', '.join(TRACES_EXPORTERS)}, got {raw!r}")
+    return name
+
+
+def _tracing_auto(source: Mapping[str, str]) -> bool:
+    """Auto: an exporter was configured the standard OpenTelemetry way."""
+    if source.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    exporter = source.get("OTEL_TRACES_EXPORTER", "").strip().lower()
+    if exporter.startswith("none"):
+        return False
+    return bool(
+        exporter
+        or source.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+        or source.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    )
 
 
 def _channels(var: str, raw: str) -> str:
@@ -210,6 +247,8 @@ SERVER_FIELDS: dict[str, tuple[str, Parser]] = {
     "LAYBY_RESOLVED_RETENTION": ("resolved_retention_seconds", parse_retention),
     "LAYBY_RUN_RETENTION": ("run_retention_seconds", parse_retention),
     "LAYBY_GONE_ENTRY_RETENTION": ("gone_entry_retention_seconds", parse_retention),
+    "LAYBY_TRACING": ("tracing", _tracing),
+    "OTEL_TRACES_EXPORTER": ("traces_exporter", _traces_exporter),
 }
 
 
@@ -219,6 +258,8 @@ def load_settings(env: Mapping[str, str] | None = None, **overrides: Any) -> Set
     values = read_fields(fields, env)
     values.update(overrides)
     source = os.environ if env is None else env
+    if values.get("tracing") is None:
+        values["tracing"] = _tracing_auto(source)
     by_field = {field: var for var, (field, _) in fields.items()}
     values["explicit"] = frozenset(
         {var for var in fields if source.get(var)}

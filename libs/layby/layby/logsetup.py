@@ -62,13 +62,21 @@ def _sdk_event(shown: frozenset[str]) -> structlog.typing.Processor:
     return processor
 
 
-def configure_logging(fmt: str = "json", level: str = "info", *, shown: Iterable[str] = ()) -> None:
+def configure_logging(
+    fmt: str = "json",
+    level: str = "info",
+    *,
+    shown: Iterable[str] = (),
+    extra: Iterable[structlog.typing.Processor] = (),
+) -> None:
     """Write this program's structlog lines and the SDK's lines to standard error, as ``fmt``
-    (json or console), from ``level`` up; the SDK events named in ``shown`` count as info."""
+    (json or console), from ``level`` up; the SDK events named in ``shown`` count as info.
+    ``extra`` processors add fields to every line (the services' trace ids)."""
     threshold: int = getattr(logging, level.upper())
     shown_events = frozenset(shown)
     shared: list[structlog.typing.Processor] = [
         structlog.contextvars.merge_contextvars,
+        *extra,
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]

@@ -30,6 +30,7 @@ from layby.natskeys import client_inbox, client_seed, key_id
 from layby.runs import RunContext, current_context, require_park_context
 from layby.runtime import data_dir, read_runtime
 from layby.settings import ClientSettings, load_client_settings
+from layby.tracecontext import command_headers
 from layby_contracts.channels import ChannelDeliveryError
 from layby_contracts.commands import (
     PROTOCOL_RESERVATIONS as RESERVATIONS,
@@ -559,9 +560,10 @@ class Client:
 
     async def _request(self, subject: str, cmd: RunCommand | DoorCommand) -> Reply:
         payload = _enc.encode(cmd)
+        headers = command_headers()
         for attempt in range(6):
             try:
-                msg = await self._nc.request(subject, payload, timeout=REQUEST_TIMEOUT)
+                msg = await self._nc.request(subject, payload, timeout=REQUEST_TIMEOUT, headers=headers)
                 break
             except nats.errors.MaxPayloadError:
                 return to_refused(
@@ -662,13 +664,14 @@ class Client:
         retrying slow replies and a missing ask service (a restart) until ``deadline``, then
         ``TimeoutError``."""
         payload = payload if payload is not None else _enc.encode(cmd)
+        headers = command_headers()  # the asker's span, if any, is the ask service's parent
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError
             try:
                 msg = await self._nc.request(
-                    self._names.cmd_ask, payload, timeout=min(remaining, REQUEST_TIMEOUT)
+                    self._names.cmd_ask, payload, timeout=min(remaining, REQUEST_TIMEOUT), headers=headers
                 )
                 return REPLY_DECODER.decode(msg.data)
             except nats.errors.NoRespondersError:
@@ -711,7 +714,9 @@ class Client:
 
     async def _prune(self, interaction_id: str, reason: str, timeout: float = REQUEST_TIMEOUT) -> PruneResult:
         cmd = Prune(token=self._token, interaction_id=interaction_id, reason=reason)  # type: ignore[arg-type]
-        msg = await self._nc.request(self._names.cmd_prune, _enc.encode(cmd), timeout=timeout)
+        msg = await self._nc.request(
+            self._names.cmd_prune, _enc.encode(cmd), timeout=timeout, headers=command_headers()
+        )
         reply = REPLY_DECODER.decode(msg.data)
         if isinstance(reply, Refused):
             raise from_refused(reply, interaction_id=interaction_id)

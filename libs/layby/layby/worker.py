@@ -48,6 +48,7 @@ from layby.logs import get_logger
 from layby.runs import RunContext, RunInfo, bind, unbind
 from layby.sdk import Client, connect
 from layby.settings import ClientSettings, load_client_settings
+from layby.tracecontext import continued
 from layby_contracts.commands import (
     CONTINUATION_DECODER,
     PROTOCOL_STEPS,
@@ -445,7 +446,8 @@ class Worker:
             await msg.term()
             return
         try:
-            await self._execute_continuation(msg, cont)
+            with continued(msg.headers):  # the resume's trace goes on in this execution's commands
+                await self._execute_continuation(msg, cont)
         except (Transient, nats.errors.Error, nats.js.errors.Error, OSError) as exc:
             log.warning("worker.retry", run_id=cont.run_id, resume_id=cont.resume_id, error=repr(exc))
             with contextlib.suppress(nats.errors.Error, nats.js.errors.Error):

@@ -33,6 +33,7 @@ from layby_contracts.commands import (
 from layby_contracts.errors import BadInput, LaybyError, Unavailable
 from layby_contracts.refusals import to_refused
 from layby_domain.clock import Clock
+from layby_server import tracing
 from layby_server.auth import Authenticator
 from layby_server.jqrun import JqRunner
 from layby_server.logs import get_logger
@@ -121,13 +122,18 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
             except (msgspec.DecodeError, msgspec.ValidationError) as exc:
                 reply: object = to_refused(BadInput(f"malformed command: {exc}"))
             else:
-                try:
-                    reply = await dispatch(cmd)
-                except LaybyError as exc:
-                    reply = to_refused(exc)  # the one conversion of errors to replies
-                except Exception as exc:  # noqa: BLE001 - the asker must get an answer, the service lives on
-                    log.error("ask.command_failed", error=repr(exc))
-                    reply = to_refused(Unavailable("the ask service failed; try again"))
+                # A child of the sender's span (the SDK's headers), or a new root; every event
+                # appended while deciding carries this span's context.
+                with tracing.on_command("ask", cmd, msg.headers) as span:
+                    try:
+                        reply = await dispatch(cmd)
+                    except LaybyError as exc:
+                        reply = to_refused(exc)  # the one conversion of errors to replies
+                        tracing.refused(span, exc)
+                    except Exception as exc:  # noqa: BLE001 - the asker must get an answer, the service lives on
+                        log.error("ask.command_failed", error=repr(exc))
+                        reply = to_refused(Unavailable("the ask service failed; try again"))
+                        tracing.failed(span, exc)
             if msg.reply:
                 await msg.respond(_enc.encode(reply))
             else:

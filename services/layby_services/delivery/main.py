@@ -18,6 +18,7 @@ import contextlib
 
 from layby_contracts.events import (
     ConversationReplied,
+    Event,
     InteractionAnswered,
     InteractionAsked,
     InteractionRemoved,
@@ -84,6 +85,7 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
                         stop=stop,
                         filter_subject=res.store.names.ix_all,
                         concurrency=CONCURRENCY,
+                        traced=_sends,
                     )
                 )
                 group.create_task(
@@ -102,6 +104,16 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
                 if close is not None:
                     with contextlib.suppress(Exception):
                         await close()
+
+
+def _sends(event: Event) -> bool:
+    """The events the delivery service acts on (a channel question asked or resolved): only those
+    get a span; an inbox question needs nothing of it."""
+    if of_caller_ask(event):
+        return False
+    if isinstance(event, InteractionAsked):
+        return event.channel is not None
+    return isinstance(event, InteractionAnswered | InteractionRemoved) and bool(event.channels)
 
 
 def main() -> None:

@@ -56,6 +56,7 @@ from layby_services.door.routes.runs import (
 )
 from layby_services.door.routes.stream import stream_door
 from layby_services.door.routes.visits import conversation_door, hook_door, parked_door
+from layby_services.door.spans import RequestSpans
 
 log = get_logger("layby.door")
 
@@ -238,6 +239,7 @@ def create_app(settings: Settings, *, clock: Clock | None = None, run_projection
         exception_handlers={**EXCEPTION_HANDLERS, **PARAMETER_HANDLERS},  # type: ignore[dict-item]
         openapi_config=_openapi_config(),
         middleware=[
+            RequestSpans,  # outermost: a refused (429) request has its span too
             *([_rate_limits(clock or SystemClock())] if settings.rate_limits else []),
         ],
         debug=False,

@@ -10,6 +10,7 @@ import nats.errors
 from layby_contracts.commands import REPLY_DECODER, DoorCommand, Refused, Reply
 from layby_contracts.errors import Unavailable
 from layby_contracts.refusals import from_refused
+from layby_server import tracing
 from layby_server.eventstore import EventStore
 
 REQUEST_TIMEOUT = 10.0
@@ -22,7 +23,9 @@ async def door_command(store: EventStore, cmd: DoorCommand) -> Reply:
     time, is ``Unavailable`` (503: nothing was decided, or a retry decides the same)."""
     subject = store.names.cmd_door
     try:
-        msg = await store.nc.request(subject, _enc.encode(cmd), timeout=REQUEST_TIMEOUT)
+        msg = await store.nc.request(
+            subject, _enc.encode(cmd), timeout=REQUEST_TIMEOUT, headers=tracing.headers_or_none()
+        )
     except nats.errors.NoRespondersError:
         raise Unavailable(f"no ask service answers on {subject}") from None
     except (nats.errors.TimeoutError, TimeoutError):

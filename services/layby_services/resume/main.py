@@ -17,7 +17,7 @@ import asyncio
 import msgspec
 
 from layby_contracts.commands import Wake
-from layby_contracts.events import InteractionAnswered, InteractionRemoved
+from layby_contracts.events import Event, InteractionAnswered, InteractionAsked, InteractionRemoved
 from layby_domain.clock import Clock
 from layby_server.consumer import consume_push
 from layby_server.eventstore import EventStore, Stored
@@ -67,7 +67,15 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
                     await resumer.on_event(stored)
 
         log.info("resume.ready", namespace=settings.namespace)
-        await consume_push(store, role="resume", handler=handle, stop=stop, concurrency=CONCURRENCY)
+        await consume_push(
+            store, role="resume", handler=handle, stop=stop, concurrency=CONCURRENCY, traced=_acts_on
+        )
+
+
+def _acts_on(event: Event) -> bool:
+    """Every event but the ask of a person's question (the resume service has nothing to do with
+    one until it resolves): those get no span."""
+    return not isinstance(event, InteractionAsked) or event.to == "caller"
 
 
 def main() -> None:

@@ -15,6 +15,7 @@ import asyncpg
 
 from layby_domain.clock import Clock
 from layby_domain.interaction import Facts, Interaction, decide_expire
+from layby_server import tracing
 from layby_server.eventstore import EventStore
 from layby_server.logs import get_logger
 
@@ -46,13 +47,16 @@ async def expire_due(
             audience=row["audience"],
             run_id=row["run_id"],
         )
+        # A trace of its own (the sweeper read the row, not the question's event): the resume
+        # of the park it expires continues it (docs/tracing.md#the-spans).
         async with slots:
-            resolved = await store.resolve(
-                facts.interaction_id,
-                lambda s: decide_expire(s, now=clock.now()),
-                seed=Interaction.pending(facts, row["asked_seq"]),
-                retry=False,  # answered (or expired by a sibling replica) first: the log decided
-            )
+            with tracing.span("sweeper expire", parent={}, attributes=_attributes(facts)):
+                resolved = await store.resolve(
+                    facts.interaction_id,
+                    lambda s: decide_expire(s, now=clock.now()),
+                    seed=Interaction.pending(facts, row["asked_seq"]),
+                    retry=False,  # answered (or expired by a sibling replica) first: the log decided
+                )
         return resolved.appended is not None
 
     done = await asyncio.gather(*(expire(row) for row in rows))
@@ -60,3 +64,12 @@ async def expire_due(
     if count:
         log.info("sweeper.expired", count=count)
     return count
+
+
+def _attributes(facts: Facts) -> dict[str, str]:
+    if not tracing.enabled():
+        return {}
+    out = {"layby.interaction_id": facts.interaction_id}
+    if facts.run_id:
+        out["layby.run_id"] = facts.run_id
+    return out

@@ -9,13 +9,15 @@ race in the log and gets 409.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 import msgspec
 from litestar import Request, post
 from litestar.params import PathParameter
+from opentelemetry.util.types import AttributeValue
 
-from layby_contracts.errors import BadInput, Conflict, NotFound
+from layby_contracts.errors import BadInput, Conflict, LaybyError, NotFound
 from layby_contracts.events import EXPIRY_KEY
 from layby_contracts.http import Answered, AnsweredData
 from layby_domain.interaction import (
@@ -26,11 +28,14 @@ from layby_domain.interaction import (
     decide_answer,
 )
 from layby_domain.validation import is_interaction_id, nul_path
+from layby_server import tracing
 from layby_server.auth import Principal
+from layby_server.eventstore import Stored
 from layby_server.resolve import state_of
 from layby_services.door.bodies import decode_body
 from layby_services.door.deps import DoorState, door, principal_of, read_capped_body
 from layby_services.door.openapi import UUID4, refusal
+from layby_services.door.spans import OWN_SPAN, request_trace
 
 _enc = msgspec.json.Encoder()
 
@@ -60,26 +65,63 @@ def client_of(request: Request[Any, Any, Any]) -> str:
 
 
 async def submit_answer(
-    state: DoorState, who: Principal, interaction_id: str, answer: Any, *, via: str = "api"
+    state: DoorState,
+    who: Principal,
+    interaction_id: str,
+    answer: Any,
+    *,
+    via: str = "api",
+    request: Mapping[str, str] | None = None,
 ) -> None:
-    """Record a person's answer; raises the door's refusal (404, 409, 400, 403)."""
+    """Record a person's answer; raises the door's refusal (404, 409, 400, 403). ``request``:
+    the request's own trace headers, linked from the answer's span."""
     if not is_interaction_id(interaction_id):
         raise NotFound(NOT_FOUND)
-    cached = state.asked.get(interaction_id)
-    resolved = await state.store.resolve(
-        interaction_id,
-        lambda s: decide_answer(
-            s, by=who.identity, restricted=who.restricted, answer=answer, now=state.clock.now(), via=via
-        ),
-        seed=state_of(cached) if cached is not None else None,
-        trusted=False,  # the cache may be stale: a refusal is decided against the log (409 first)
-    )
-    if resolved.appended is None:
-        raise Conflict(ALREADY_ANSWERED)
+    found = state.asked.get(interaction_id)
+    # The cache may be stale: a refusal decided on it is decided again against the log (409
+    # first). Without a cached entry, the log's last event is what resolve would read first.
+    trusted = found is None
+    if found is None:
+        found = await state.store.last(state.store.names.ix(interaction_id))
+    # The answer continues the question's trace (its asked event's context), linked to the
+    # trace the request came with, if any.
+    trace = found.trace if found is not None else None
+    with tracing.joining("door answer", trace, _attributes(found, via), request=request) as span:
+        try:
+            resolved = await state.store.resolve(
+                interaction_id,
+                lambda s: decide_answer(
+                    s,
+                    by=who.identity,
+                    restricted=who.restricted,
+                    answer=answer,
+                    now=state.clock.now(),
+                    via=via,
+                ),
+                seed=state_of(found),
+                trusted=trusted,
+            )
+        except LaybyError as exc:
+            tracing.refused(span, exc)
+            raise
+        if resolved.appended is None:
+            tracing.refused(span, Conflict(ALREADY_ANSWERED))
+            raise Conflict(ALREADY_ANSWERED)
+
+
+def _attributes(found: Stored | None, via: str) -> dict[str, AttributeValue]:
+    """The answer span's attributes: the question's identifiers and format, where the answer came
+    from (never the answer, nor who gave it)."""
+    if not tracing.enabled():
+        return {}
+    attributes = tracing.event_attributes(found.event) if found is not None else {}
+    attributes["layby.answered_via"] = via
+    return attributes
 
 
 @post(
     "/api/interactions/{interaction_id:str}/answer",
+    opt={OWN_SPAN: True},  # the answer's span is this request's (submit_answer)
     status_code=200,
     summary="Answer a pending question",
     description="Checks, in order: credentials, the body, unknown question (404), already answered (409), "
@@ -122,5 +164,7 @@ async def answer_door(
     who = principal_of(request)
     raw = await read_capped_body(request, state.settings.max_body_bytes)
     answer = parse_answer_body(raw)
-    await submit_answer(state, who, interaction_id, answer, via=client_of(request))
+    await submit_answer(
+        state, who, interaction_id, answer, via=client_of(request), request=request_trace(request.scope)
+    )
     return Answered(data=AnsweredData(interaction_id=interaction_id))

@@ -23,6 +23,7 @@ import msgspec
 from litestar import Request, Response, get, post
 from litestar.openapi import ResponseSpec
 from litestar.params import PathParameter
+from opentelemetry.util.types import AttributeValue
 
 from layby_contracts.errors import BadInput, Transient
 from layby_contracts.events import EXPIRY_KEY, InteractionAnswered, InteractionAsked, InteractionRemoved
@@ -34,6 +35,7 @@ from layby_domain.tickets import ticket_hash
 from layby_domain.validation import nul_path, validate_answer
 from layby_domain.verifiers import POST_ONLY, VerificationFailed, VerifierError, parse_secrets, verify
 from layby_domain.verifiers import Request as SignedRequest
+from layby_server import tracing
 from layby_server.eventstore import Stored
 from layby_server.logs import get_logger
 from layby_server.resolve import state_of
@@ -337,15 +339,25 @@ async def _channel_answer(
     return await _claim(state, ticket, asked, last, typed)
 
 
+def _attributes(asked: InteractionAsked) -> dict[str, AttributeValue]:
+    if not tracing.enabled():
+        return {}
+    attributes = tracing.event_attributes(asked)
+    attributes["layby.answered_via"] = "callback"
+    return attributes
+
+
 async def _claim(
     state: DoorState, ticket: str, asked: InteractionAsked, last: Stored, answer: Any
 ) -> Response[bytes]:
     try:
-        resolved = await state.store.resolve(
-            asked.interaction_id,
-            lambda s: decide_claim(s, by=ANSWERED_BY_EXTERNAL, answer=answer, now=state.clock.now()),
-            seed=state_of(last),
-        )
+        # The callback continues the question's trace, linked to this request's span.
+        with tracing.joining("door callback", last.trace, _attributes(asked)):
+            resolved = await state.store.resolve(
+                asked.interaction_id,
+                lambda s: decide_claim(s, by=ANSWERED_BY_EXTERNAL, answer=answer, now=state.clock.now()),
+                seed=state_of(last),
+            )
     except Transient:
         return _json(503, {"error": UNAVAILABLE})
     if resolved.appended is None:

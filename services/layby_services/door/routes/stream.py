@@ -28,6 +28,7 @@ from layby_contracts.events import InteractionAnswered, InteractionAsked, Intera
 from layby_contracts.http import TerminalFrame
 from layby_domain.frames import add_frame
 from layby_domain.interaction import of_caller_ask
+from layby_server import tracing
 from layby_server.auth import Principal
 from layby_server.eventstore import Stored
 from layby_server.logs import get_logger
@@ -62,7 +63,13 @@ def resume_point(raw: str | None, first: int, last: int, window: int) -> tuple[i
     return seen + 1, None
 
 
-def frame(seq: int, data: bytes, who: Principal, asked: AskedCache | None = None) -> bytes | None:
+def frame(
+    seq: int,
+    data: bytes,
+    who: Principal,
+    asked: AskedCache | None = None,
+    headers: dict[str, str] | None = None,
+) -> bytes | None:
     """The SSE frame of one log message for this caller, or None when it is not theirs to see.
 
     Events passing by also feed the door's asked-event cache, which then often holds a question
@@ -78,7 +85,7 @@ def frame(seq: int, data: bytes, who: Principal, asked: AskedCache | None = None
     if of_caller_ask(ev):
         return None  # a caller ask is no person's question (docs/caller-asks.md#hidden-from-the-inbox)
     if asked is not None:
-        asked.observe([Stored(seq=seq, event=ev)])
+        asked.observe([Stored(seq=seq, event=ev, trace=tracing.carrier_of(headers))])
     if who.restricted and ev.audience != who.identity:
         return None
     if isinstance(ev, InteractionRemoved) and not ev.group_id:
@@ -177,7 +184,9 @@ async def _frames(
             except TimeoutError:
                 continue
             seq = msg.metadata.sequence.stream
-            out = framer(seq, msg.data, who) if framer else frame(seq, msg.data, who, state.asked)
+            out = (
+                framer(seq, msg.data, who) if framer else frame(seq, msg.data, who, state.asked, msg.headers)
+            )
             if out is not None:
                 yield out
                 deadline = loop.time() + keepalive  # only a delivered frame re-arms the keepalive

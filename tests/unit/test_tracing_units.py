@@ -1,0 +1,159 @@
+"""Tracing's small rules: when it is on, what the SDK sends, what a log line carries, what a
+malformed context does (docs/tracing.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from layby.tracecontext import command_headers, continued
+from layby_server import tracing
+from layby_server.settings import SettingsError, load_settings
+
+pytestmark = pytest.mark.unit
+
+PARENT = f"00-{'a' * 32}-{'b' * 16}-01"
+
+
+@pytest.fixture
+def exporter() -> Iterator[InMemorySpanExporter]:
+    out = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(out))
+    tracing.install(provider)
+    yield out
+    tracing.uninstall()
+    provider.shutdown()
+
+
+@pytest.mark.parametrize(
+    ("env", "on"),
+    [
+        ({}, False),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}, True),
+        ({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://collector:4318/v1/traces"}, True),
+        ({"OTEL_TRACES_EXPORTER": "console"}, True),
+        ({"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}, False),
+        ({"OTEL_SDK_DISABLED": "true", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}, False),
+        ({"LAYBY_TRACING": "on"}, True),
+        ({"LAYBY_TRACING": "off", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}, False),
+        ({"LAYBY_TRACING": "auto", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}, True),
+    ],
+)
+def test_tracing_is_on_only_when_an_exporter_is_configured_or_layby_tracing_says_so(
+    env: dict[str, str], on: bool
+) -> None:
+    """LAYBY_TRACING=auto (the default) traces when an OTLP endpoint or OTEL_TRACES_EXPORTER is set,
+    unless the exporter is none or OTEL_SDK_DISABLED is true; on and off decide alone (docs/tracing.md#turning-it-on)."""
+    assert load_settings(env).tracing is on
+
+
+def test_an_unknown_traces_exporter_or_tracing_switch_fails_at_start_naming_the_variable() -> None:
+    """Layby sends spans to otlp or console only; anything else fails when settings load (docs/tracing.md#turning-it-on)."""
+    with pytest.raises(
+        SettingsError, match="OTEL_TRACES_EXPORTER must be one of otlp, console, none, got 'zipkin'"
+    ):
+        load_settings({"OTEL_TRACES_EXPORTER": "zipkin"})
+    with pytest.raises(SettingsError, match="LAYBY_TRACING must be on or off, got 'maybe'"):
+        load_settings({"LAYBY_TRACING": "maybe"})
+
+
+def test_the_sdk_sends_no_trace_headers_without_a_current_span() -> None:
+    """An asker with no span current sends its commands without headers, as before tracing (docs/tracing.md#from-the-asker)."""
+    assert command_headers() is None
+
+
+def test_the_sdk_sends_the_askers_current_span_as_the_commands_parent() -> None:
+    """With a span current, a command carries its W3C traceparent (docs/tracing.md#from-the-asker)."""
+    tracer = TracerProvider().get_tracer("agent")
+    with tracer.start_as_current_span("agent") as span:
+        headers = command_headers()
+    assert headers is not None
+    context = span.get_span_context()
+    assert headers["traceparent"].startswith(f"00-{context.trace_id:032x}-{context.span_id:016x}-")
+
+
+def test_a_continuation_runs_in_the_context_it_was_published_under() -> None:
+    """A worker's commands while it executes a continuation carry the continuation's trace (docs/tracing.md#from-the-asker)."""
+    with continued({"traceparent": PARENT, "Nats-Msg-Id": "cont-x"}):
+        headers = command_headers()
+    assert headers is not None
+    assert headers["traceparent"].startswith(f"00-{'a' * 32}-")
+    assert command_headers() is None
+    with continued({"Nats-Msg-Id": "cont-x"}):
+        assert command_headers() is None
+
+
+def test_off_every_helper_does_nothing() -> None:
+    """Tracing off: no span, no header added, nothing kept of a message's headers (docs/tracing.md#cost)."""
+    assert not tracing.enabled()
+    headers = {"Nats-Msg-Id": "m", "Nats-Expected-Last-Subject-Sequence": "3"}
+    with tracing.span("x", parent={"traceparent": PARENT}) as span:
+        tracing.inject(headers)
+    assert span is None
+    assert headers == {"Nats-Msg-Id": "m", "Nats-Expected-Last-Subject-Sequence": "3"}
+    assert tracing.carrier_of({"traceparent": PARENT}) is None
+
+
+def test_an_append_keeps_its_headers_and_adds_the_current_span(exporter: InMemorySpanExporter) -> None:
+    """Injection adds traceparent beside Nats-Msg-Id and the expected sequence, which stay exactly as they were (docs/tracing.md#propagation)."""
+    headers = {"Nats-Msg-Id": "asked-1", "Nats-Expected-Last-Subject-Sequence": "0"}
+    with tracing.span("ask cmd.ask.v1", parent={"traceparent": PARENT}) as span:
+        tracing.inject(headers)
+    assert span is not None
+    assert headers["Nats-Msg-Id"] == "asked-1"
+    assert headers["Nats-Expected-Last-Subject-Sequence"] == "0"
+    assert headers["traceparent"] == f"00-{'a' * 32}-{span.get_span_context().span_id:016x}-01"
+    assert set(headers) == {"Nats-Msg-Id", "Nats-Expected-Last-Subject-Sequence", "traceparent"}
+
+
+@pytest.mark.parametrize(
+    "carrier",
+    [
+        {"traceparent": "garbage"},
+        {"traceparent": f"00-{'0' * 32}-{'b' * 16}-01"},  # an all-zero trace id is invalid
+        {"traceparent": PARENT.upper()},
+        {"tracestate": "a=b"},
+        {},
+        None,
+    ],
+)
+def test_a_malformed_or_missing_context_makes_a_new_root(
+    exporter: InMemorySpanExporter, carrier: dict[str, str] | None
+) -> None:
+    """An event whose trace context cannot be parsed is handled in a span that starts a new trace (docs/tracing.md#propagation)."""
+    with tracing.on_event("resume", 7, object(), carrier):
+        pass
+    [span] = exporter.get_finished_spans()
+    assert span.parent is None
+    assert span.name == "resume object"
+
+
+def test_log_lines_inside_a_span_carry_its_ids(exporter: InMemorySpanExporter) -> None:
+    """A service's log line written inside a span carries trace_id and span_id (docs/tracing.md#logs)."""
+    assert tracing.log_ids(None, "info", {"event": "x"}) == {"event": "x"}
+    with tracing.span("s", parent={"traceparent": PARENT}) as span:
+        line = tracing.log_ids(None, "info", {"event": "x"})
+    assert span is not None
+    assert line == {"event": "x", "trace_id": "a" * 32, "span_id": f"{span.get_span_context().span_id:016x}"}
+
+
+def test_a_failure_inside_a_span_ends_it_marked_failed_and_restores_the_context(
+    exporter: InMemorySpanExporter,
+) -> None:
+    """An exception escaping a handler's span is recorded on it, the span ends, and the context
+    before it is current again (docs/tracing.md#the-spans)."""
+    from opentelemetry import trace
+    from opentelemetry.trace import StatusCode
+
+    before = trace.get_current_span()
+    with pytest.raises(RuntimeError, match="boom"), tracing.on_event("resume", 3, object(), None):
+        raise RuntimeError("boom")
+    assert trace.get_current_span() is before
+    [span] = exporter.get_finished_spans()
+    assert span.status.status_code is StatusCode.ERROR
+    assert [event.name for event in span.events] == ["exception"]
