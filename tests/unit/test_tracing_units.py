@@ -157,3 +157,27 @@ def test_a_failure_inside_a_span_ends_it_marked_failed_and_restores_the_context(
     [span] = exporter.get_finished_spans()
     assert span.status.status_code is StatusCode.ERROR
     assert [event.name for event in span.events] == ["exception"]
+
+
+def test_without_a_sampler_set_one_root_in_ten_is_kept_and_a_sampled_parent_always_followed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from opentelemetry.sdk.trace.sampling import Decision
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_span_in_context
+
+    monkeypatch.delenv("OTEL_TRACES_SAMPLER", raising=False)
+    sampler = tracing.default_sampler()
+    assert sampler is not None
+    kept = sum(
+        sampler.should_sample(None, trace_id, "ask").decision is Decision.RECORD_AND_SAMPLE
+        for trace_id in range(1, 2**64, 2**64 // 10_000)
+    )
+    assert 900 <= kept <= 1100, kept
+    parent = SpanContext(trace_id=1 << 127, span_id=7, is_remote=True, trace_flags=TraceFlags(1))
+    ctx = set_span_in_context(NonRecordingSpan(parent))
+    assert sampler.should_sample(ctx, 1 << 127, "resume").decision is Decision.RECORD_AND_SAMPLE
+
+
+def test_an_operators_sampler_is_the_sdks_to_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER", "parentbased_always_on")
+    assert tracing.default_sampler() is None
