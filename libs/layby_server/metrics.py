@@ -15,8 +15,8 @@ the hot path is two or three dict lookups and an ``inc``.
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 
 from layby_contracts.events import (
     EXPIRY_ANSWERER,
@@ -34,7 +34,8 @@ from layby_contracts.formats import FORMAT_NAMES
 
 __all__ = ["CONTENT_TYPE", "HTTP_BUCKETS", "ServiceMetrics"]
 
-CONTENT_TYPE = CONTENT_TYPE_LATEST
+CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
+"""The classic text format: every Prometheus reads it, and every name here is plain ASCII."""
 HTTP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 """Door latency buckets: a sync cycle's requests take milliseconds; streams and long polls last
 until their client leaves and land in the last buckets."""
@@ -57,6 +58,7 @@ class ServiceMetrics:
     """The counters and histograms of one service process, in a registry of its own."""
 
     def __init__(self) -> None:
+        disable_created_metrics()  # a ``_created`` series per child doubles the series for nothing we read
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self._asks = Counter(
