@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
@@ -14,8 +15,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 import layby
+from layby_contracts.events import InteractionAsked
 from layby_server.embedded import free_port
 from layby_server.eventstore import EventStore
+from layby_server.metrics import ServiceMetrics
 from layby_server.settings import Settings
 from tests.conftest import System, start_system, stop_system
 from tests.helpers import eventually
@@ -196,3 +199,26 @@ async def test_the_access_log_of_a_callback_names_its_route_template_never_the_t
     exposition = str(await scrape(metered, "door"))
     assert ticket not in exposition
     assert "/api/interactions/callback/{ticket}" in exposition
+
+
+async def test_an_append_the_log_de_duplicated_is_not_counted_again(store: EventStore) -> None:
+    """A retried append with the same Nats-Msg-Id lands once in the log, and is counted once."""
+    metrics = ServiceMetrics()
+    store.on_appended = metrics.appended
+    now = datetime.now(UTC)
+    event = InteractionAsked(
+        interaction_id="dedup-1",
+        group_id="g",
+        question="q",
+        answer_format="text",
+        created_at=now,
+        timeout_at=now,
+        asked_by="ops",
+    )
+    first = await store.append(store.names.ix("dedup-1"), event, msg_id="asked-dedup-1", expected_seq=None)
+    again = await store.append(store.names.ix("dedup-1"), event, msg_id="asked-dedup-1", expected_seq=None)
+    assert first == again
+    assert (
+        metrics.registry.get_sample_value("layby_asks_recorded_total", {"format": "text", "mode": "sync"})
+        == 1
+    )
