@@ -11,15 +11,18 @@ from typing import Any
 
 import asyncpg
 import httpx
+import msgspec
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 import layby
+from layby_contracts.channels import ChannelDeliveryError
 from layby_contracts.events import InteractionAsked
 from layby_server.embedded import free_port
 from layby_server.eventstore import EventStore
 from layby_server.metrics import ServiceMetrics
 from layby_server.settings import Settings
+from tests.channel_plugins import BRIDGE_SECRET, Bridge, channels_json
 from tests.conftest import System, start_system, stop_system
 from tests.helpers import eventually
 from tests.integration.test_parks import Workers, open_asks, soon, wait_status
@@ -222,3 +225,35 @@ async def test_an_append_the_log_de_duplicated_is_not_counted_again(store: Event
         metrics.registry.get_sample_value("layby_asks_recorded_total", {"format": "text", "mode": "sync"})
         == 1
     )
+
+
+async def test_delivery_attempts_are_counted_by_channel_and_result(
+    settings: Settings, store: EventStore, db: asyncpg.Pool, bridge: Bridge
+) -> None:
+    """Each attempt to hand a question to a channel is counted by the delivery service under the
+    channel's name and its result; a question no channel took is removed as delivery_failed."""
+    configured = msgspec.structs.replace(
+        settings,
+        channels=channels_json(bridge.url),
+        public_base_url=f"http://127.0.0.1:{settings.http_port}",
+        webhook_secrets=f"bridge:{BRIDGE_SECRET}",
+    )
+    ports = {name: free_port() for name in SERVICES}
+    system = await start_system(configured, health_ports=ports)
+    system.runners["ports"] = ports
+    try:
+        client = await system.sdk(public_base_url=system.url)
+        sent = asyncio.create_task(client.ask_user("Deploy?", channel="ops", timeout=30))
+        await bridge.next_delivery()
+        with pytest.raises(ChannelDeliveryError, match=r"KeyError: 'recipient_id'"):
+            await asyncio.wait_for(client.ask_user("Crash?", channel="buggy", timeout=30), 10)
+        sent.cancel()
+        delivery = await scrape(system, "delivery")
+        assert value(delivery, "layby_delivery_attempts_total", channel="ops", result="sent") == 1
+        assert (
+            value(delivery, "layby_delivery_attempts_total", channel="buggy", result="permanent_error") == 1
+        )
+        assert value(delivery, "layby_delivery_attempts_total", channel="buggy", result="sent") == 0
+        assert value(delivery, "layby_resolutions_total", kind="delivery_failed") == 1
+    finally:
+        await stop_system(system)
