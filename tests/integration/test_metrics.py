@@ -21,6 +21,7 @@ from layby_contracts.events import InteractionAsked
 from layby_server.embedded import free_port
 from layby_server.eventstore import EventStore
 from layby_server.metrics import ServiceMetrics
+from layby_server.service import open_resources
 from layby_server.settings import Settings
 from tests.channel_plugins import BRIDGE_SECRET, Bridge, channels_json
 from tests.conftest import System, start_system, stop_system
@@ -257,3 +258,15 @@ async def test_delivery_attempts_are_counted_by_channel_and_result(
         assert value(delivery, "layby_resolutions_total", kind="delivery_failed") == 1
     finally:
         await stop_system(system)
+
+
+async def test_a_one_off_command_never_takes_the_services_health_port(
+    settings: Settings, store: EventStore, db: asyncpg.Pool
+) -> None:
+    """``layby projections rebuild`` run inside a service's pod opens its resources without
+    listening on LAYBY_HEALTH_PORT, which the service itself holds (docs/observability.md)."""
+    port = free_port()
+    with_port = msgspec.structs.replace(settings, health_port=port)
+    async with open_resources(with_port, name="rebuild"), httpx.AsyncClient(timeout=2) as http:
+        with pytest.raises(httpx.ConnectError):
+            await http.get(f"http://127.0.0.1:{port}/metrics")
