@@ -150,9 +150,14 @@ async def _serve_door(settings: Settings, stop: asyncio.Event, clock: Clock) -> 
 
 
 async def start_system(
-    settings: Settings, clock: Clock | None = None, *, seeds: dict[str, str] | None = None
+    settings: Settings,
+    clock: Clock | None = None,
+    *,
+    seeds: dict[str, str] | None = None,
+    health_ports: dict[str, int] | None = None,
 ) -> System:
-    """``seeds``: each service's NATS key, for a server that enforces authorization."""
+    """``seeds``: each service's NATS key, for a server that enforces authorization.
+    ``health_ports``: each service's LAYBY_HEALTH_PORT (they share one process, so one port each)."""
     from layby_services.ask.main import serve as ask
     from layby_services.delivery.main import serve as delivery
     from layby_services.resume.main import serve as resume
@@ -163,7 +168,10 @@ async def start_system(
     system = System(settings=settings, url=f"http://127.0.0.1:{settings.http_port}")
 
     def own(role: str) -> Settings:
-        return msgspec.structs.replace(settings, nats_seed=seeds[role]) if seeds else settings
+        mine = msgspec.structs.replace(settings, nats_seed=seeds[role]) if seeds else settings
+        if health_ports:
+            mine = msgspec.structs.replace(mine, health_port=health_ports[role])
+        return mine
 
     runners = {
         "ask": lambda s: ask(own("ask"), s, clock=clock),

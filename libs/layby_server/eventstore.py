@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -75,6 +75,10 @@ class Stored:
     trace: tracing.Carrier | None = None
 
 
+def _ignore(event: Event) -> None:
+    """No one counts appends (a store opened outside a service, a test's)."""
+
+
 class EventStore(Resolving):
     def __init__(
         self,
@@ -103,6 +107,8 @@ class EventStore(Resolving):
         self._tickets_max_age = tickets_max_age_seconds or 0.0
         self._owns = owns or Ownership()
         """Which tunable limits this store rewrites on a stream that exists (layby_server.limits)."""
+        self.on_appended: Callable[[Event], None] = _ignore
+        """Called once for each event this store appended (the service's metrics count it)."""
 
     async def provision(self) -> None:
         """Create or update the streams; safe to run from every replica at every start. A log a
@@ -250,6 +256,8 @@ class EventStore(Resolving):
             # The server de-duplicated on Nats-Msg-Id before checking the expected sequence: an
             # identical append already landed, so this one did not decide anything.
             raise Conflict(f"{subject}: duplicate of an earlier append")
+        if not ack.duplicate:
+            self.on_appended(event)  # durable now; a de-duplicated retry recorded nothing new
         return int(ack.seq)
 
     async def last_steps(self, run_id: str, generation: int, *, leader: bool = False) -> Stored | None:

@@ -25,15 +25,17 @@ from layby_server.eventstore import EventStore, wait_for_jetstream
 from layby_server.health import serve_health
 from layby_server.limits import ownership
 from layby_server.logs import configure_logging, get_logger
+from layby_server.metrics import ServiceMetrics
 from layby_server.natsauth import SERVICE_ROLES
 from layby_server.runtime import resolve_seed, resolve_urls
 from layby_server.sealing import Sealer
 from layby_server.settings import Settings
 
 log = get_logger("layby_server.service")
-_PROBED = ("ask", "delivery", "resume", "sweeper")
-"""Services that serve the health port: the door answers on its own, and a one-off command run
-inside a service's pod (``layby projections rebuild``) must not take the service's port."""
+_SERVED = ("door", "ask", "delivery", "resume", "sweeper")
+"""Services that serve the health port (the door for its metrics: its probes answer on its own
+port too). A one-off command run inside a service's pod (``layby projections rebuild``) must not
+take the service's port."""
 _opening: set[asyncio.Future[None]] = set()
 """Service tasks still connecting to NATS or PostgreSQL (a stop signal cancels them)."""
 
@@ -45,6 +47,7 @@ class Resources:
     store: EventStore
     pool: asyncpg.Pool | None
     clock: Clock
+    metrics: ServiceMetrics
 
 
 @contextlib.asynccontextmanager
@@ -55,9 +58,13 @@ async def open_resources(
     clock: Clock | None = None,
     database: bool = True,
     secrets: bool = False,
+    metrics: ServiceMetrics | None = None,
 ) -> AsyncIterator[Resources]:
     """Open the NATS connection, the event store and (optionally) the pool, in one place.
-    ``secrets``: this service keeps or reads sensitive answers, so it needs LAYBY_SECRETS_KEY."""
+    ``secrets``: this service keeps or reads sensitive answers, so it needs LAYBY_SECRETS_KEY.
+    ``metrics``: the service's registry, when the caller counts into it before this opens (the
+    door's requests); the store counts every event it appends into it, and the health port
+    serves it."""
     nats_url, db_url = resolve_urls(settings)
     if nats_url is None:
         raise Permanent("LAYBY_NATS_URL is not set and no `layby up` runtime file was found")
@@ -108,12 +115,13 @@ async def open_resources(
                 pool = await open_pool(db_url, settings.db_schema)
         finally:
             _opening.discard(me)
-        res = Resources(settings, nc, store, pool, clock or SystemClock())
-        if settings.health_port is None or name not in _PROBED:
+        res = Resources(settings, nc, store, pool, clock or SystemClock(), metrics or ServiceMetrics())
+        store.on_appended = res.metrics.appended
+        if settings.health_port is None or name not in _SERVED:
             yield res
         else:
             checks = functools.partial(_checks, res)
-            async with serve_health(settings.http_host, settings.health_port, checks):
+            async with serve_health(settings.http_host, settings.health_port, checks, res.metrics.render):
                 yield res
     finally:
         if pool is not None:

@@ -54,8 +54,15 @@ class Settings(ClientSettings, frozen=True, kw_only=True):
     http_port: int = 8000
     """LAYBY_HTTP_PORT: port the door binds."""
     health_port: int | None = None
-    """LAYBY_HEALTH_PORT: where a service without a door serves /healthz and /readyz (on
-    LAYBY_HTTP_HOST); unset serves nothing (docs/kubernetes.md#probes)."""
+    """LAYBY_HEALTH_PORT: where every service serves /metrics, and a service without a door
+    /healthz and /readyz too (on LAYBY_HTTP_HOST); unset serves nothing (docs/kubernetes.md#probes,
+    docs/observability.md)."""
+    access_log: bool = True
+    """LAYBY_ACCESS_LOG: on or off (default on) — the door's one log line per request
+    (docs/observability.md#the-access-log)."""
+    metrics_interval_seconds: float = 15.0
+    """LAYBY_METRICS_INTERVAL_SECONDS: how often the gauges read from JetStream and the read
+    models are refreshed (docs/observability.md#gauges)."""
     stream_replicas: int = 1
     """LAYBY_STREAM_REPLICAS: JetStream replicas of the event log (3 on a clustered deployment)."""
     sse_resume_window: int = 10000
@@ -214,6 +221,8 @@ SERVER_FIELDS: dict[str, tuple[str, Parser]] = {
     "LAYBY_HTTP_HOST": ("http_host", parse_text),
     "LAYBY_HTTP_PORT": ("http_port", parse_port),
     "LAYBY_HEALTH_PORT": ("health_port", parse_port),
+    "LAYBY_ACCESS_LOG": ("access_log", _switch),
+    "LAYBY_METRICS_INTERVAL_SECONDS": ("metrics_interval_seconds", parse_positive_float),
     "LAYBY_STREAM_REPLICAS": ("stream_replicas", parse_positive_int),
     "LAYBY_SSE_RESUME_WINDOW": ("sse_resume_window", parse_positive_int),
     "LAYBY_SSE_KEEPALIVE_SECONDS": ("sse_keepalive_seconds", parse_positive_float),

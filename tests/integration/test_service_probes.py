@@ -79,7 +79,10 @@ async def test_readiness_names_the_dependency_that_does_not_answer() -> None:
         assert (await http.get("/healthz")).status_code == 200
         assert (await http.get("/other")).status_code == 404
         refused = await http.post("/healthz", content=b"x")
-        assert (refused.status_code, refused.json()) == (400, {"error": "only GET /healthz or /readyz"})
+        assert (refused.status_code, refused.json()) == (
+            400,
+            {"error": "only GET /healthz, /readyz or /metrics"},
+        )
 
 
 async def test_migrate_creates_the_schema_and_exits(

@@ -33,6 +33,7 @@ from layby_server.channels import delivery_of
 from layby_server.chat import correlation
 from layby_server.eventstore import EventStore, Stored
 from layby_server.logs import get_logger
+from layby_server.metrics import ServiceMetrics
 from layby_server.settings import Settings
 
 log = get_logger("layby.delivery")
@@ -76,8 +77,14 @@ RESOLVED = ChannelDeliveryError("resolved before it was delivered")
 
 class Deliverer:
     def __init__(
-        self, store: EventStore, settings: Settings, clock: Clock, channels: Mapping[str, Channel]
+        self,
+        store: EventStore,
+        settings: Settings,
+        clock: Clock,
+        channels: Mapping[str, Channel],
+        metrics: ServiceMetrics | None = None,
     ) -> None:
+        self._metrics = metrics or ServiceMetrics()
         self._store = store
         self._settings = settings
         self._clock = clock
@@ -242,6 +249,7 @@ class Deliverer:
             try:
                 async with asyncio.timeout(remaining):
                     posted = await plugin.deliver(delivery)
+                self._metrics.delivery_attempt(channel, "sent")
                 return attempt, None, posted if isinstance(posted, Posted) else None
             except ChannelDeliveryError as exc:
                 error = exc
@@ -253,6 +261,8 @@ class Deliverer:
             except Exception as exc:  # noqa: BLE001 - an untyped fault is final (docs/aggregates/interaction.md#delivery-attempts), never a crash
                 error = ChannelDeliveryError(f"channel {channel!r} failed: {type(exc).__name__}: {exc}")
             error = _redacted(error, delivery.callback_url)
+            result = "retryable_error" if error.retryable else "permanent_error"
+            self._metrics.delivery_attempt(channel, result)
             log.warning(
                 "delivery.attempt_failed",
                 interaction_id=ev.interaction_id,

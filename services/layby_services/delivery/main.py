@@ -29,6 +29,7 @@ from layby_domain.verifiers import parse_secrets
 from layby_server.channels import load_channels
 from layby_server.consumer import consume
 from layby_server.eventstore import Stored
+from layby_server.gauges import ConsumerGauges
 from layby_server.logs import get_logger
 from layby_server.parked import Entries
 from layby_server.service import open_resources, run_main
@@ -47,7 +48,14 @@ REPLIES_CONCURRENCY = 64
 async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None = None) -> None:
     channels = load_channels(settings.channels, parse_secrets(settings.webhook_secrets))
     async with open_resources(settings, name="delivery", clock=clock, database=False) as res:
-        deliverer = Deliverer(res.store, settings, res.clock, channels)
+        deliverer = Deliverer(res.store, settings, res.clock, channels, res.metrics)
+        lag = ConsumerGauges(
+            res.store,
+            res.metrics.registry,
+            res.clock,
+            settings.metrics_interval_seconds,
+            ("delivery", "delivery-replies"),
+        )
 
         async def handle(batch: list[Stored]) -> None:
             for stored in batch:  # one message per call: the consumer runs them concurrently
@@ -77,6 +85,7 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
         log.info("delivery.ready", namespace=settings.namespace, channels=sorted(channels))
         try:
             async with asyncio.TaskGroup() as group:
+                group.create_task(lag.run(stop))
                 group.create_task(
                     consume(
                         res.store,

@@ -23,8 +23,10 @@ from layby_domain.verifiers import parse_secrets
 from layby_server.auth import Authenticator
 from layby_server.channels import chat_channels, load_channels
 from layby_server.chat.inbound import ChatInbound
+from layby_server.gauges import ConsumerGauges
 from layby_server.jqrun import LazyJq
 from layby_server.logs import get_logger
+from layby_server.metrics import ServiceMetrics
 from layby_server.parked import Entries
 from layby_server.projector import run_projector
 from layby_server.service import open_resources
@@ -141,12 +143,20 @@ def register_webhooks(chats: dict[str, ChatChannel], public_base_url: str | None
     return asyncio.create_task(register())
 
 
-def create_app(settings: Settings, *, clock: Clock | None = None, run_projection: bool = True) -> Litestar:
+def create_app(
+    settings: Settings,
+    *,
+    clock: Clock | None = None,
+    run_projection: bool = True,
+    metrics: ServiceMetrics | None = None,
+) -> Litestar:
+    """The door's application; ``metrics`` is the registry its requests are counted into (the
+    health port serves it)."""
     channels = load_channels(settings.channels, parse_secrets(settings.webhook_secrets))
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        async with open_resources(settings, name="door", clock=clock, secrets=True) as res:
+        async with open_resources(settings, name="door", clock=clock, secrets=True, metrics=metrics) as res:
             assert res.pool is not None
             chats = chat_channels(channels)
             app.state.door = DoorState(
@@ -184,16 +194,21 @@ def create_app(settings: Settings, *, clock: Clock | None = None, run_projection
                 if run_projection
                 else None
             )
+            lag = ConsumerGauges(
+                res.store, res.metrics.registry, res.clock, settings.metrics_interval_seconds, ("projector",)
+            )
+            lagging = asyncio.create_task(lag.run(stop)) if run_projection else None
             log.info("door.ready", namespace=settings.namespace)
             try:
                 yield
             finally:
                 stop.set()
-                if projector is not None:
-                    try:
-                        await asyncio.wait_for(projector, timeout=5)
-                    except (TimeoutError, asyncio.CancelledError):
-                        projector.cancel()
+                for task in (projector, lagging):
+                    if task is not None:
+                        try:
+                            await asyncio.wait_for(task, timeout=5)
+                        except (TimeoutError, asyncio.CancelledError):
+                            task.cancel()
                 await programs.aclose()
                 if app.state.door.chat is not None:
                     registering.cancel()

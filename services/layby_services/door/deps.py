@@ -15,6 +15,7 @@ from layby_server.chat.inbound import ChatInbound
 from layby_server.eventstore import EventStore
 from layby_server.settings import Settings
 from layby_server.visits import Visitor
+from layby_services.door.access import IDENTITY_KEY
 from layby_services.door.cache import AskedCache
 from layby_services.door.errors import PayloadTooLarge
 from layby_services.door.messages import PAYLOAD_TOO_LARGE
@@ -44,8 +45,11 @@ def door(request: ASGIConnection[Any, Any, Any, Any]) -> DoorState:
 
 
 def principal_of(request: ASGIConnection[Any, Any, Any, Any]) -> Principal:
-    """Every authenticated door calls this first: no token, no answer (401)."""
-    return door(request).auth.from_header(request.headers.get("authorization"))
+    """Every authenticated door calls this first: no token, no answer (401). The identity's name
+    is left for the access-log line (access.py)."""
+    who = door(request).auth.from_header(request.headers.get("authorization"))
+    request.scope["state"][IDENTITY_KEY] = who.identity
+    return who
 
 
 def bearer_token(request: ASGIConnection[Any, Any, Any, Any]) -> str:

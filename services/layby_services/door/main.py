@@ -7,23 +7,30 @@ import asyncio
 import uvicorn
 
 from layby_domain.clock import Clock
+from layby_server.metrics import ServiceMetrics
 from layby_server.service import run_main
 from layby_server.settings import Settings, load_settings
+from layby_services.door.access import AccessMiddleware
 from layby_services.door.app import create_app
 from layby_services.door.paths import EncodedSlashMiddleware
 from layby_services.door.protocol import Limits, protocol_with
 
 
-def server_config(settings: Settings, *, clock: Clock | None = None) -> uvicorn.Config:
-    """The door's HTTP server: our connection limits (protocol.py), no banner, no access log."""
+def server_config(
+    settings: Settings, *, clock: Clock | None = None, metrics: ServiceMetrics | None = None
+) -> uvicorn.Config:
+    """The door's HTTP server: our connection limits (protocol.py), no banner, our own access log
+    (access.py) instead of the server's, and the metrics the health port serves."""
     limits = Limits(
         header_timeout=settings.http_header_timeout_seconds,
         max_headers=settings.http_max_headers,
         max_header_bytes=settings.http_max_header_bytes,
         max_query_bytes=settings.max_body_bytes,
     )
+    metrics = metrics or ServiceMetrics()
+    app = EncodedSlashMiddleware(create_app(settings, clock=clock, metrics=metrics))  # before routing
     return uvicorn.Config(
-        EncodedSlashMiddleware(create_app(settings, clock=clock)),  # before routing: it rewrites the path
+        AccessMiddleware(app, metrics, access_log=settings.access_log),
         host=settings.http_host,
         port=settings.http_port,
         log_level="warning",

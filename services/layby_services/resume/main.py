@@ -21,6 +21,7 @@ from layby_contracts.events import Event, InteractionAnswered, InteractionAsked,
 from layby_domain.clock import Clock
 from layby_server.consumer import consume_push
 from layby_server.eventstore import EventStore, Stored
+from layby_server.gauges import ConsumerGauges
 from layby_server.logs import get_logger
 from layby_server.service import open_resources, run_main
 from layby_server.settings import Settings, load_settings
@@ -66,10 +67,17 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
                 else:
                     await resumer.on_event(stored)
 
-        log.info("resume.ready", namespace=settings.namespace)
-        await consume_push(
-            store, role="resume", handler=handle, stop=stop, concurrency=CONCURRENCY, traced=_acts_on
+        lag = ConsumerGauges(
+            store, res.metrics.registry, res.clock, settings.metrics_interval_seconds, ("resume",)
         )
+        log.info("resume.ready", namespace=settings.namespace)
+        async with asyncio.TaskGroup() as group:
+            group.create_task(lag.run(stop))
+            group.create_task(
+                consume_push(
+                    store, role="resume", handler=handle, stop=stop, concurrency=CONCURRENCY, traced=_acts_on
+                )
+            )
 
 
 def _acts_on(event: Event) -> bool:

@@ -19,6 +19,7 @@ import asyncpg
 
 from layby_contracts.errors import Transient
 from layby_domain.clock import Clock
+from layby_server.gauges import ReadModelGauges
 from layby_server.jqrun import LazyJq
 from layby_server.logs import get_logger
 from layby_server.parked import Entries
@@ -115,8 +116,11 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
                     log.warning("sweeper.schedules_failed", error=repr(exc))
                 await pause(stop, settings.expiry_poll_seconds)
 
+        # One place counts open questions and parked runs, on an interval of the service's clock.
+        gauges = ReadModelGauges(pool, res.metrics.registry, clock, settings.metrics_interval_seconds)
         try:
             async with asyncio.TaskGroup() as tg:
+                tg.create_task(gauges.run(stop))
                 tg.create_task(prune_loop())
                 tg.create_task(expiry_loop())
                 tg.create_task(parked_loop())
