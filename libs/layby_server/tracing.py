@@ -18,6 +18,7 @@ format between its own services, not the operator's choice.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import os
 from collections.abc import Mapping, MutableMapping, Sequence
 from contextlib import AbstractContextManager
@@ -63,6 +64,46 @@ _provider: TracerProvider | None = None
 _w3c = TraceContextTextMapPropagator()
 NOTHING: AbstractContextManager[None] = contextlib.nullcontext()
 """What every helper returns when tracing is off: a shared ``with`` that does nothing."""
+_passing: contextvars.ContextVar[Carrier | None] = contextvars.ContextVar("layby_trace_passing", default=None)
+"""The carrier of an unsampled trace being handled: no span is made for it, and the messages
+sent meanwhile carry it on as it came (see :func:`_unsampled`)."""
+
+
+def _unsampled(carrier: Mapping[str, str] | None) -> Carrier | None:
+    """``carrier`` itself when it is a well-formed W3C context whose trace was not sampled, else
+    None. Such a trace records nothing anywhere (the sampler follows the parent), so the work
+    done under it makes no span object at all: it only passes the context on, unchanged, so every
+    later hop knows the decision too. Nine questions in ten take this path (docs/tracing.md#cost)."""
+    if not carrier:
+        return None
+    parent = carrier.get(TRACEPARENT)
+    if parent is None or len(parent) != 55 or parent[2] != "-" or parent[35] != "-" or parent[52] != "-":
+        return None
+    try:
+        flags = int(parent[53:], 16)
+        int(parent[3:35], 16), int(parent[36:52], 16)
+    except ValueError:
+        return None
+    if flags & 1 or parent.startswith("ff") or parent[3:35] == "0" * 32 or parent[36:52] == "0" * 16:
+        return None
+    state = carrier.get(TRACESTATE)
+    return {TRACEPARENT: parent, TRACESTATE: state} if state else {TRACEPARENT: parent}
+
+
+class _Passing:
+    """A ``with`` block handling an unsampled trace: no span (``as`` gives None); what is sent
+    inside carries the trace's context on."""
+
+    __slots__ = ("_carrier", "_token")
+
+    def __init__(self, carrier: Carrier) -> None:
+        self._carrier = carrier
+
+    def __enter__(self) -> None:
+        self._token = _passing.set(self._carrier)
+
+    def __exit__(self, *_: object) -> None:
+        _passing.reset(self._token)
 
 
 class _Current:
@@ -70,16 +111,18 @@ class _Current:
     block is recorded and marks the span failed. What the SDK's ``start_as_current_span`` does,
     without its generic context-manager layers (a fifth of a span's cost)."""
 
-    __slots__ = ("_span", "_token")
+    __slots__ = ("_passed", "_span", "_token")
 
     def __init__(self, span: trace.Span) -> None:
         self._span = span
 
     def __enter__(self) -> trace.Span:
         self._token = otel_context.attach(trace.set_span_in_context(self._span))
+        self._passed = _passing.set(None)  # a span of its own, inside an unsampled block: its own
         return self._span
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, _tb: object) -> None:
+        _passing.reset(self._passed)
         otel_context.detach(self._token)
         if isinstance(error, Exception):
             failed(self._span, error)
@@ -191,6 +234,12 @@ def span(
     tracer = _tracer
     if tracer is None:
         return NOTHING
+    if parent is None:
+        passing = _passing.get()
+        if passing is not None:
+            return _Passing(passing)  # inside an unsampled trace: so is this
+    elif (carrier := _unsampled(parent)) is not None:
+        return _Passing(carrier)
     context = None if parent is None else _w3c.extract(parent)
     return _current(tracer, name, context=context, kind=kind, attributes=attributes, links=links)
 
@@ -226,6 +275,8 @@ def on_event(
     tracer = _tracer
     if tracer is None:
         return NOTHING
+    if (carrier := _unsampled(parent)) is not None:
+        return _Passing(carrier)
     return _current(
         tracer,
         f"{role} {_tag(event)}",
@@ -241,6 +292,8 @@ def on_command(service: str, command: Any, parent: Mapping[str, str] | None) -> 
     tracer = _tracer
     if tracer is None:
         return NOTHING
+    if (carrier := _unsampled(parent)) is not None:
+        return _Passing(carrier)
     return _current(
         tracer,
         f"{service} {_tag(command)}",
@@ -265,6 +318,8 @@ def joining(
     tracer = _tracer
     if tracer is None:
         return NOTHING
+    if (unsampled := _unsampled(carrier)) is not None:
+        return _Passing(unsampled)  # the question's trace is not kept: neither is its answer
     asked = _w3c.extract(carrier) if carrier else None
     client = _w3c.extract(request) if request is not None else None
     if asked is None or not _valid(asked):
@@ -307,13 +362,20 @@ def inject(headers: dict[str, str]) -> None:
     """Add the current span's W3C context to the headers of a message about to be sent (nothing
     when tracing is off or no span is current; every other header is left as it is)."""
     if _tracer is not None:
-        _w3c.inject(headers)
+        passing = _passing.get()
+        if passing is not None:
+            headers.update(passing)
+        else:
+            _w3c.inject(headers)
 
 
 def headers_or_none() -> dict[str, str] | None:
     """The current span's W3C context as a fresh header dict, or None (tracing off, no span)."""
     if _tracer is None:
         return None
+    passing = _passing.get()
+    if passing is not None:
+        return dict(passing)
     carrier: dict[str, str] = {}
     _w3c.inject(carrier)
     return carrier or None

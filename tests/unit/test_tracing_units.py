@@ -181,3 +181,67 @@ def test_without_a_sampler_set_one_root_in_ten_is_kept_and_a_sampled_parent_alwa
 def test_an_operators_sampler_is_the_sdks_to_read(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OTEL_TRACES_SAMPLER", "parentbased_always_on")
     assert tracing.default_sampler() is None
+
+
+UNSAMPLED = f"00-{'c' * 32}-{'d' * 16}-00"
+
+
+class _Event:
+    interaction_id = "i-1"
+
+
+def test_an_unsampled_trace_makes_no_span_and_passes_its_context_on_unchanged(
+    exporter: InMemorySpanExporter,
+) -> None:
+    parent = {"traceparent": UNSAMPLED, "tracestate": "k=v"}
+    for block in (
+        tracing.on_event("resume", 1, _Event(), parent),
+        tracing.on_command("ask", _Event(), parent),
+        tracing.joining("door answer", parent, {}),
+        tracing.span("work", parent=parent),
+    ):
+        with block as span:
+            assert span is None
+            headers = {"Nats-Msg-Id": "m"}
+            tracing.inject(headers)
+            assert headers == {"Nats-Msg-Id": "m", **parent}
+            assert tracing.headers_or_none() == parent
+            with tracing.span("nested") as inner:  # no parent of its own: the same unsampled trace
+                assert inner is None
+        assert tracing.headers_or_none() is None  # the block ended: nothing is passed on
+    assert exporter.get_finished_spans() == ()
+
+
+def test_a_root_started_inside_an_unsampled_block_carries_its_own_context(
+    exporter: InMemorySpanExporter,
+) -> None:
+    with tracing.on_event("sweeper", 1, _Event(), {"traceparent": UNSAMPLED}):
+        with tracing.span("sweeper expire", parent={}) as root:
+            assert root is not None
+            headers: dict[str, str] = {}
+            tracing.inject(headers)
+            assert headers["traceparent"].split("-")[1] == format(root.get_span_context().trace_id, "032x")
+        passed: dict[str, str] = {}
+        tracing.inject(passed)
+        assert passed == {"traceparent": UNSAMPLED}
+    assert [s.name for s in exporter.get_finished_spans()] == ["sweeper expire"]
+
+
+@pytest.mark.parametrize(
+    "traceparent",
+    [
+        f"00-{'0' * 32}-{'d' * 16}-00",  # an all-zero trace id is invalid
+        f"00-{'c' * 32}-{'0' * 16}-00",  # so is an all-zero span id
+        f"ff-{'c' * 32}-{'d' * 16}-00",  # version ff is forbidden
+        f"00-{'x' * 32}-{'d' * 16}-00",  # not hex
+        f"00-{'c' * 31}-{'d' * 16}-000",
+    ],
+)
+def test_a_malformed_unsampled_looking_context_is_a_new_root_not_passed_on(
+    exporter: InMemorySpanExporter, traceparent: str
+) -> None:
+    with tracing.on_event("resume", 1, _Event(), {"traceparent": traceparent}) as span:
+        assert span is not None
+        headers: dict[str, str] = {}
+        tracing.inject(headers)
+        assert headers["traceparent"] != traceparent
