@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
+import random
 from collections.abc import Mapping, MutableMapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
@@ -137,7 +138,11 @@ def _current(
     kind: SpanKind = SpanKind.INTERNAL,
     attributes: Mapping[str, AttributeValue] | None = None,
     links: Sequence[Link] | None = None,
-) -> _Current:
+) -> _Current | _Passing:
+    if _root_bound is not None and not trace.get_current_span(context).get_span_context().is_valid:
+        dropped = _dropped_root()
+        if dropped is not None:
+            return _Passing(dropped)
     span = tracer.start_span(
         name,
         context=context,
@@ -154,16 +159,39 @@ def enabled() -> bool:
     return _tracer is not None
 
 
-def install(provider: trace.TracerProvider) -> None:
-    """Trace with ``provider`` from now on (``configure`` in a service; a test's in-memory one)."""
-    global _tracer  # noqa: PLW0603 - one tracer per process, chosen once at start-up
+def install(provider: trace.TracerProvider, *, root_ratio: float | None = None) -> None:
+    """Trace with ``provider`` from now on (``configure`` in a service; a test's in-memory one).
+    ``root_ratio``: Layby decides which new traces are kept (see :func:`_dropped_root`), the
+    provider's sampler then keeping every root it is handed; None leaves every decision to the
+    provider's sampler."""
+    global _tracer, _root_bound  # noqa: PLW0603 - one tracer per process, chosen once at start-up
     _tracer = provider.get_tracer("layby")
+    _root_bound = None if root_ratio is None else round(root_ratio * _ID_SPACE)
+
+
+_ID_SPACE = 1 << 64
+_root_bound: int | None = None
+"""Layby's own root decision: a new trace is kept when the low 64 bits of its id fall below this
+(the rule of OpenTelemetry's trace-id-ratio sampler), or None when the provider decides."""
+
+
+def _dropped_root() -> Carrier | None:
+    """Decide a new trace: None when it is kept (the caller starts a real span), else the context
+    of a trace that is not — made without any span object, and passed on so that every later hop
+    knows the decision (:class:`_Passing`)."""
+    assert _root_bound is not None
+    trace_id = random.getrandbits(128) or 1
+    if (trace_id & (_ID_SPACE - 1)) < _root_bound:
+        return None
+    span_id = random.getrandbits(64) or 1
+    return {TRACEPARENT: f"00-{trace_id:032x}-{span_id:016x}-00"}
 
 
 def uninstall() -> None:
     """Stop tracing (a test that installed a provider)."""
-    global _tracer  # noqa: PLW0603
+    global _tracer, _root_bound  # noqa: PLW0603
     _tracer = None
+    _root_bound = None
 
 
 def configure(service: str, exporter: str = "otlp") -> bool:
@@ -184,10 +212,11 @@ def configure(service: str, exporter: str = "otlp") -> bool:
     resource = Resource.create()
     if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
         resource = resource.merge(Resource({SERVICE_NAME: service}))
-    provider = TracerProvider(resource=resource, sampler=default_sampler())
+    sampler = default_sampler()
+    provider = TracerProvider(resource=resource, sampler=sampler)
     provider.add_span_processor(BatchSpanProcessor(_exporter(exporter)))
     _provider = provider
-    install(provider)
+    install(provider, root_ratio=None if sampler is None else DEFAULT_SAMPLE_RATIO)
     return True
 
 
@@ -198,14 +227,16 @@ ten keeps the cost inside the 5 % that metrics and tracing may take together."""
 
 
 def default_sampler() -> Any:
-    """The sampler ``OTEL_TRACES_SAMPLER`` names (the SDK reads it, with its argument); without
-    it, parent-based at :data:`DEFAULT_SAMPLE_RATIO`: a sampled parent (a client's own trace, or
-    a question's) is always followed, so a kept trace is whole from ask to wake."""
+    """None when ``OTEL_TRACES_SAMPLER`` names a sampler (the SDK reads it, with its argument).
+    Without it, parent-based, keeping every root the provider is handed: Layby itself keeps
+    :data:`DEFAULT_SAMPLE_RATIO` of new traces before any span is made (``install``'s
+    ``root_ratio``), so a dropped one costs no span object at all. A sampled parent (a client's
+    own trace, or a question's) is always followed, so a kept trace is whole from ask to wake."""
     if os.environ.get("OTEL_TRACES_SAMPLER", "").strip():
         return None  # the SDK's TracerProvider reads the variable itself
-    from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+    from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased
 
-    return ParentBased(TraceIdRatioBased(DEFAULT_SAMPLE_RATIO))
+    return ParentBased(ALWAYS_ON)
 
 
 def _exporter(name: str) -> Any:

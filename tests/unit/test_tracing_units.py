@@ -159,23 +159,34 @@ def test_a_failure_inside_a_span_ends_it_marked_failed_and_restores_the_context(
     assert [event.name for event in span.events] == ["exception"]
 
 
-def test_without_a_sampler_set_one_root_in_ten_is_kept_and_a_sampled_parent_always_followed(
+def test_without_a_sampler_set_one_new_trace_in_ten_is_kept_and_a_sampled_parent_always_followed(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from opentelemetry.sdk.trace.sampling import Decision
-    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_span_in_context
-
     monkeypatch.delenv("OTEL_TRACES_SAMPLER", raising=False)
-    sampler = tracing.default_sampler()
-    assert sampler is not None
-    kept = sum(
-        sampler.should_sample(None, trace_id, "ask").decision is Decision.RECORD_AND_SAMPLE
-        for trace_id in range(1, 2**64, 2**64 // 10_000)
-    )
-    assert 900 <= kept <= 1100, kept
-    parent = SpanContext(trace_id=1 << 127, span_id=7, is_remote=True, trace_flags=TraceFlags(1))
-    ctx = set_span_in_context(NonRecordingSpan(parent))
-    assert sampler.should_sample(ctx, 1 << 127, "resume").decision is Decision.RECORD_AND_SAMPLE
+    out = InMemorySpanExporter()
+    provider = TracerProvider(sampler=tracing.default_sampler())
+    provider.add_span_processor(SimpleSpanProcessor(out))
+    tracing.install(provider, root_ratio=tracing.DEFAULT_SAMPLE_RATIO)
+    try:
+        passed = 0
+        for _ in range(10_000):
+            with tracing.span("root", parent={}) as span:
+                if span is None:  # dropped: no span, and its decision travels on
+                    headers: dict[str, str] = {}
+                    tracing.inject(headers)
+                    assert headers["traceparent"].endswith("-00"), headers
+                    passed += 1
+        kept = len(out.get_finished_spans())
+        assert kept + passed == 10_000
+        assert 850 <= kept <= 1150, kept
+        out.clear()
+        for _ in range(100):  # a sampled parent is followed every time
+            with tracing.span("child", parent={"traceparent": PARENT}) as span:
+                assert span is not None
+        assert len(out.get_finished_spans()) == 100
+    finally:
+        tracing.uninstall()
+        provider.shutdown()
 
 
 def test_an_operators_sampler_is_the_sdks_to_read(monkeypatch: pytest.MonkeyPatch) -> None:
