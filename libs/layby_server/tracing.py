@@ -138,8 +138,14 @@ def _current(
     kind: SpanKind = SpanKind.INTERNAL,
     attributes: Mapping[str, AttributeValue] | None = None,
     links: Sequence[Link] | None = None,
+    decided: bool = False,
 ) -> _Current | _Passing:
-    if _root_bound is not None and not trace.get_current_span(context).get_span_context().is_valid:
+    """``decided``: the caller already decided to keep this new trace."""
+    if (
+        not decided
+        and _root_bound is not None
+        and not trace.get_current_span(context).get_span_context().is_valid
+    ):
         dropped = _dropped_root()
         if dropped is not None:
             return _Passing(dropped)
@@ -173,6 +179,12 @@ _ID_SPACE = 1 << 64
 _root_bound: int | None = None
 """Layby's own root decision: a new trace is kept when the low 64 bits of its id fall below this
 (the rule of OpenTelemetry's trace-id-ratio sampler), or None when the provider decides."""
+
+
+def _fresh(parent: Mapping[str, str] | None) -> bool:
+    """A message with no trace context at all starts a new trace that Layby decides: decided
+    before anything else is computed for its span, so a dropped one costs next to nothing."""
+    return _root_bound is not None and (parent is None or TRACEPARENT not in parent)
 
 
 def _dropped_root() -> Carrier | None:
@@ -308,9 +320,13 @@ def on_event(
         return NOTHING
     if (carrier := _unsampled(parent)) is not None:
         return _Passing(carrier)
+    fresh = _fresh(parent)
+    if fresh and (dropped := _dropped_root()) is not None:
+        return _Passing(dropped)
     return _current(
         tracer,
         f"{role} {_tag(event)}",
+        decided=fresh,
         context=_w3c.extract(parent or {}),
         kind=SpanKind.CONSUMER,
         attributes=event_attributes(event, seq),
@@ -325,9 +341,13 @@ def on_command(service: str, command: Any, parent: Mapping[str, str] | None) -> 
         return NOTHING
     if (carrier := _unsampled(parent)) is not None:
         return _Passing(carrier)
+    fresh = _fresh(parent)
+    if fresh and (dropped := _dropped_root()) is not None:
+        return _Passing(dropped)
     return _current(
         tracer,
         f"{service} {_tag(command)}",
+        decided=fresh,
         context=_w3c.extract(parent or {}),
         kind=SpanKind.SERVER,
         attributes=event_attributes(command),

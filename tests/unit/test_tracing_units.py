@@ -256,3 +256,20 @@ def test_a_malformed_unsampled_looking_context_is_a_new_root_not_passed_on(
         headers: dict[str, str] = {}
         tracing.inject(headers)
         assert headers["traceparent"] != traceparent
+
+
+def test_a_command_or_event_without_context_starts_one_new_trace_in_ten(
+    exporter: InMemorySpanExporter,
+) -> None:
+    provider = TracerProvider(sampler=tracing.default_sampler())
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracing.install(provider, root_ratio=tracing.DEFAULT_SAMPLE_RATIO)
+    for n in range(10_000):
+        block = (
+            tracing.on_command("ask", _Event(), None)
+            if n % 2
+            else tracing.on_event("resume", n, _Event(), {})
+        )
+        with block:
+            pass
+    assert 850 <= len(exporter.get_finished_spans()) <= 1150, len(exporter.get_finished_spans())
