@@ -107,6 +107,14 @@ class _Passing:
         _passing.reset(self._token)
 
 
+def _untraced() -> _Passing:
+    """A block of work in a trace Layby decided not to keep (the default sampling, a new trace
+    dropped): no span, and nothing added to what is sent — a message without trace context is read
+    as untraced by the next hop, so the decision travels for free (docs/tracing.md#sampling). The
+    work nested in it is untraced too."""
+    return _Passing({})
+
+
 class _Current:
     """A started span made current for a ``with`` block, then ended; an exception escaping the
     block is recorded and marks the span failed. What the SDK's ``start_as_current_span`` does,
@@ -145,10 +153,9 @@ def _current(
         not decided
         and _root_bound is not None
         and not trace.get_current_span(context).get_span_context().is_valid
+        and not _kept_root()
     ):
-        dropped = _dropped_root()
-        if dropped is not None:
-            return _Passing(dropped)
+        return _untraced()
     span = tracer.start_span(
         name,
         context=context,
@@ -182,21 +189,17 @@ _root_bound: int | None = None
 
 
 def _fresh(parent: Mapping[str, str] | None) -> bool:
-    """A message with no trace context at all starts a new trace that Layby decides: decided
-    before anything else is computed for its span, so a dropped one costs next to nothing."""
+    """Layby decides new traces (the default sampling) and this message carries no trace context
+    at all: a command then starts a new trace, decided before any span work; an event or an
+    answer belongs to a question whose trace was not kept."""
     return _root_bound is not None and (parent is None or TRACEPARENT not in parent)
 
 
-def _dropped_root() -> Carrier | None:
-    """Decide a new trace: None when it is kept (the caller starts a real span), else the context
-    of a trace that is not — made without any span object, and passed on so that every later hop
-    knows the decision (:class:`_Passing`)."""
+def _kept_root() -> bool:
+    """Decide whether a new trace is kept, before any span work. One that is not costs nothing
+    more anywhere: no span object, and no header on anything sent (:func:`_untraced`)."""
     assert _root_bound is not None
-    trace_id = random.getrandbits(128) or 1
-    if (trace_id & (_ID_SPACE - 1)) < _root_bound:
-        return None
-    span_id = random.getrandbits(64) or 1
-    return {TRACEPARENT: f"00-{trace_id:032x}-{span_id:016x}-00"}
+    return (random.getrandbits(64) & (_ID_SPACE - 1)) < _root_bound
 
 
 def uninstall() -> None:
@@ -320,13 +323,11 @@ def on_event(
         return NOTHING
     if (carrier := _unsampled(parent)) is not None:
         return _Passing(carrier)
-    fresh = _fresh(parent)
-    if fresh and (dropped := _dropped_root()) is not None:
-        return _Passing(dropped)
+    if _fresh(parent):
+        return _untraced()  # appended without context: a question whose trace is not kept
     return _current(
         tracer,
         f"{role} {_tag(event)}",
-        decided=fresh,
         context=_w3c.extract(parent or {}),
         kind=SpanKind.CONSUMER,
         attributes=event_attributes(event, seq),
@@ -342,8 +343,8 @@ def on_command(service: str, command: Any, parent: Mapping[str, str] | None) -> 
     if (carrier := _unsampled(parent)) is not None:
         return _Passing(carrier)
     fresh = _fresh(parent)
-    if fresh and (dropped := _dropped_root()) is not None:
-        return _Passing(dropped)
+    if fresh and not _kept_root():
+        return _untraced()
     return _current(
         tracer,
         f"{service} {_tag(command)}",
@@ -371,6 +372,8 @@ def joining(
         return NOTHING
     if (unsampled := _unsampled(carrier)) is not None:
         return _Passing(unsampled)  # the question's trace is not kept: neither is its answer
+    if _fresh(carrier) and (request is None or TRACEPARENT not in request):
+        return _untraced()  # a question asked without context when Layby decides: not kept either
     asked = _w3c.extract(carrier) if carrier else None
     client = _w3c.extract(request) if request is not None else None
     if asked is None or not _valid(asked):
@@ -426,7 +429,7 @@ def headers_or_none() -> dict[str, str] | None:
         return None
     passing = _passing.get()
     if passing is not None:
-        return dict(passing)
+        return dict(passing) or None
     carrier: dict[str, str] = {}
     _w3c.inject(carrier)
     return carrier or None

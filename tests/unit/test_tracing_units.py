@@ -171,10 +171,11 @@ def test_without_a_sampler_set_one_new_trace_in_ten_is_kept_and_a_sampled_parent
         passed = 0
         for _ in range(10_000):
             with tracing.span("root", parent={}) as span:
-                if span is None:  # dropped: no span, and its decision travels on
+                if span is None:  # dropped: no span, and nothing sent carries a context
                     headers: dict[str, str] = {}
                     tracing.inject(headers)
-                    assert headers["traceparent"].endswith("-00"), headers
+                    assert headers == {}
+                    assert tracing.headers_or_none() is None
                     passed += 1
         kept = len(out.get_finished_spans())
         assert kept + passed == 10_000
@@ -258,18 +259,22 @@ def test_a_malformed_unsampled_looking_context_is_a_new_root_not_passed_on(
         assert headers["traceparent"] != traceparent
 
 
-def test_a_command_or_event_without_context_starts_one_new_trace_in_ten(
-    exporter: InMemorySpanExporter,
+def test_a_command_without_context_starts_one_new_trace_in_ten_and_an_event_without_one_is_untraced(
+    exporter: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.delenv("OTEL_TRACES_SAMPLER", raising=False)
     provider = TracerProvider(sampler=tracing.default_sampler())
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     tracing.install(provider, root_ratio=tracing.DEFAULT_SAMPLE_RATIO)
-    for n in range(10_000):
-        block = (
-            tracing.on_command("ask", _Event(), None)
-            if n % 2
-            else tracing.on_event("resume", n, _Event(), {})
-        )
-        with block:
+    for _ in range(10_000):
+        with tracing.on_command("ask", _Event(), None):
             pass
     assert 850 <= len(exporter.get_finished_spans()) <= 1150, len(exporter.get_finished_spans())
+    exporter.clear()
+    for n in range(1_000):  # an event appended without context belongs to an untraced question
+        with tracing.on_event("resume", n, _Event(), None) as span, tracing.span("nested") as inner:
+            assert span is None and inner is None
+            assert tracing.headers_or_none() is None
+        with tracing.joining("door answer", None, {}) as answer:  # and so does its answer
+            assert answer is None
+    assert exporter.get_finished_spans() == ()
