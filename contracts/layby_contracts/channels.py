@@ -59,6 +59,41 @@ class ChannelDelivery(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=T
     """The author's id of each option or suggested reply (a chat channel sends it back on a tap)."""
 
 
+class ChannelTemplate(
+    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, omit_defaults=True
+):
+    """A template the provider has approved (a WhatsApp message template): its ``name`` and
+    ``language`` (both non-blank) and the values of its body's ``{{n}}`` placeholders, in order
+    (docs/notifications.md#templates)."""
+
+    name: str
+    language: str
+    parameters: list[str] = msgspec.field(default_factory=list)
+
+
+class ChannelNotification(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A one-way message a channel sends (docs/notifications.md): nothing is asked, no ticket is
+    minted, nothing waits for it.
+
+    ``message`` is the text (the body of a template's fallback, the caption of its media);
+    ``media`` carry absolute URLs; ``template`` and ``media``/``options`` are exclusive;
+    ``options`` are quick replies whose tap comes back as an inbound message; ``schema`` (with
+    ``data`` and ``pages``, as on a form ask) is an ask-less form whose submission comes back as
+    an inbound message naming ``notification_id``. ``notification_id`` is stable, so a medium
+    that de-duplicates can key on it."""
+
+    notification_id: str
+    message: str
+    recipient: str | None = None
+    sender_identity: str | None = None
+    media: list[MediaItem] | None = None
+    template: ChannelTemplate | None = None
+    options: list[str] | None = None
+    schema: dict[str, Any] | None = None
+    data: dict[str, Any] | None = None
+    pages: list[dict[str, Any]] | None = None
+
+
 class Posted(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """Where a chat channel posted a question: returned by ``deliver`` so replies to that message
     (a thread, a reply-to, a tap) can be correlated to the question, and the message retracted.
@@ -118,6 +153,9 @@ class InboundReply(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
     event_id: str | None = None
     context: dict[str, Any] | None = None
     direct: bool = False
+    notification_id: str | None = None
+    """A submission of the ask-less form a notification carried (``kind="submitted"``): it
+    answers no question and is recorded as an inbound message from the person as it is."""
 
 
 class InboundResponse(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -166,6 +204,29 @@ class Channel(Protocol):
     be correlated and the message retracted, or None (a bridge that relays to the callback URL)."""
 
     async def deliver(self, delivery: ChannelDelivery) -> Posted | None: ...
+
+
+@runtime_checkable
+class Notifier(Channel, Protocol):
+    """A channel that also sends one-way notifications (docs/notifications.md#on-a-channel).
+    ``notify`` is **one** send attempt and returns the ids the medium gave the messages it sent
+    (one per message: a media item, the text); it fails as ``deliver`` does
+    (``ChannelDeliveryError``; ``ChannelInputError`` for a refusal of the input's shape). What it
+    may be handed is gated by its optional flags, checked before anything is recorded:
+    ``supports_media_notifications`` (``media``), ``supports_template_notifications``
+    (``template``), ``supports_interactive_notifications`` (``options``) and
+    ``supports_form_notifications`` (``schema``)."""
+
+    async def notify(self, notification: ChannelNotification) -> list[str]: ...
+
+
+NOTIFY_FLAGS: dict[str, str] = {
+    "media": "supports_media_notifications",
+    "template": "supports_template_notifications",
+    "options": "supports_interactive_notifications",
+    "schema": "supports_form_notifications",
+}
+"""Which capability flag a notification's field needs on its channel."""
 
 
 @runtime_checkable

@@ -370,6 +370,8 @@ class ChannelMessageReceived(msgspec.Struct, frozen=True, kw_only=True, tag="cha
     interaction_id: str | None = None
     audience: str | None = None
     params: dict[str, Any] | None = None
+    notification_id: str | None = None
+    """The notification whose ask-less form this message submits (docs/notifications.md#forms)."""
 
 
 class InteractionSettled(msgspec.Struct, frozen=True, kw_only=True, tag="interaction.settled.v1"):

@@ -115,6 +115,11 @@ class ChatInbound:
             raise
 
     async def _decide(self, name: str, plugin: ChatChannel, reply: InboundReply) -> ReplyOutcome:
+        if reply.notification_id is not None:
+            # A notification's ask-less form answers no question: the submission is an ordinary
+            # message from the person (docs/notifications.md#forms).
+            await self._record(name, reply, "unmatched", None)
+            return ReplyOutcome(status="unmatched")
         interaction_id = await correlation.question_of(self._store, name, reply)
         if interaction_id is None:
             await self._record(name, reply, "unmatched", None)
@@ -227,6 +232,7 @@ class ChatInbound:
             value=None if isinstance(reply.value, str) else reply.value,
             interaction_id=interaction_id or (asked.interaction_id if asked is not None else None),
             audience=asked.audience if asked is not None else None,
+            notification_id=reply.notification_id,
         )
         msg_id = f"msg-{name}-{reply.event_id}" if reply.event_id else f"msg-{event.message_id}"
         await self._store.append_message(self._store.names.messages(name), event, msg_id=msg_id)
