@@ -11,6 +11,11 @@ URL as ``{"answer": <value>}``. Configuration (``LAYBY_CHANNELS``)::
 forgeries. ``forms`` (default true) advertises form delivery; the endpoint may simply hand the
 person the callback URL, whose page renders the form. 2xx is success; 408, 425, 429 and 5xx
 (with ``Retry-After`` honoured) and network faults are retryable; any other status is final.
+
+A one-way notification (``notify``) is POSTed the same way, signed alike, as the notification's
+fields plus ``"kind": "notification"`` (a delivery's body has no ``kind``), so one endpoint tells
+the two apart; the endpoint may answer ``{"message_ids": [...]}`` with its medium's ids
+(docs/channels.md#notifications-through-the-webhook).
 """
 
 from __future__ import annotations
@@ -24,11 +29,13 @@ from urllib.parse import urlsplit
 import httpx
 import msgspec
 
-from layby_contracts.channels import ChannelDelivery, ChannelDeliveryError
+from layby_contracts.channels import ChannelDelivery, ChannelDeliveryError, ChannelNotification
 from layby_server.chat import common
 
 RETRYABLE_STATUSES = frozenset({408, 425, 429})
 SIGNATURE_HEADER = "X-Layby-Signature-256"
+NOTIFICATION_KIND = "notification"
+"""The ``kind`` of a notification's body; a question's delivery carries no ``kind``."""
 
 
 def _retry_after(value: str | None) -> float | None:
@@ -41,6 +48,14 @@ def _retry_after(value: str | None) -> float | None:
 
 
 class WebhookChannel:
+    # A notification reaches the bridge whole: its media, its template (as data, for the bridge
+    # to render or hand to its provider) and its options (for the bridge to offer; a tap comes
+    # back the bridge's own way, e.g. a conversation route). Its form has no way back (a
+    # notification has no callback URL), so form notifications are not offered.
+    supports_media_notifications = True
+    supports_template_notifications = True
+    supports_interactive_notifications = True
+
     def __init__(self, *, name: str, config: dict[str, Any], secrets: Mapping[str, bytes]) -> None:
         unknown = set(config) - {"url", "secret", "forms", "timeout"}
         if unknown:
@@ -64,7 +79,23 @@ class WebhookChannel:
         self._http: httpx.AsyncClient | None = None
 
     async def deliver(self, delivery: ChannelDelivery) -> None:
-        body = msgspec.json.encode(delivery)
+        await self._post(msgspec.json.encode(delivery))
+
+    async def notify(self, notification: ChannelNotification) -> list[str]:
+        """One POST of the notification (docs/channels.md#notifications-through-the-webhook);
+        the ids the endpoint answers in ``message_ids``, else none."""
+        body = msgspec.json.encode({"kind": NOTIFICATION_KIND, **msgspec.to_builtins(notification)})
+        resp = await self._post(body)
+        try:
+            answered = msgspec.json.decode(resp.content) if resp.content else None
+        except msgspec.DecodeError:
+            return []
+        ids = answered.get("message_ids") if isinstance(answered, dict) else None
+        if not isinstance(ids, list):
+            return []
+        return [str(i) for i in ids if isinstance(i, str | int) and not isinstance(i, bool)]
+
+    async def _post(self, body: bytes) -> httpx.Response:
         headers = {"Content-Type": "application/json"}
         if self._secret is not None:
             digest = hmac.new(self._secret, body, hashlib.sha256).hexdigest()
@@ -78,7 +109,7 @@ class WebhookChannel:
                 f"webhook {self.name!r}: {type(exc).__name__} posting to the endpoint", retryable=True
             ) from None
         if resp.is_success:
-            return
+            return resp
         retryable = resp.status_code in RETRYABLE_STATUSES or resp.status_code >= 500
         raise ChannelDeliveryError(
             f"webhook {self.name!r}: the endpoint answered {resp.status_code}",

@@ -15,6 +15,10 @@ Controls carry ids, never the text shown: a button's value is the tap id of its 
 (``common.tap_id``), so a tap names an option by index and the door checks it against the
 question it belongs to.
 
+A one-way notification (``notify``) is a message of the same kind: its text, its media, its
+options as buttons whose tap comes back as an inbound message from the person, and an ask-less
+form behind an *Open form* button (docs/channels.md#notifications-on-slack).
+
 The Block Kit a question becomes is in ``blocks``, reading what Slack posts is in ``payloads``; this
 module holds the channel itself: its settings, the Web API client and its errors.
 """
@@ -37,6 +41,7 @@ from layby_contracts.channels import (
     ChannelDelivery,
     ChannelDeliveryError,
     ChannelInputError,
+    ChannelNotification,
     Inbound,
     InboundMalformed,
     InboundRefused,
@@ -51,6 +56,7 @@ from layby_server.chat import common
 from layby_server.chat.slack.blocks import (
     ANSWER_IN_THREAD,
     BLOCK_ID,
+    BUTTON_VALUE,
     CONTROL_TEXT,
     FORM_CALLBACK,
     LABEL,
@@ -70,9 +76,15 @@ from layby_server.chat.slack.blocks import (
     fallback_text,
     field_label,
     field_named,
+    form_view,
     message_blocks,
     modal_view,
+    notification_blocks,
+    notification_text,
+    pack_form,
     question_sections,
+    unescape,
+    unpack_form,
 )
 from layby_server.chat.slack.payloads import action_replies, form_payload, submission_reply, typed_reply
 from layby_server.logs import get_logger
@@ -120,6 +132,11 @@ class SlackChannel:
     """A Slack app's bot (docs/channels.md#slack)."""
 
     supports_form_delivery = True
+    # A notification's media, options and ask-less form (docs/channels.md#notifications-on-slack);
+    # no provider templates.
+    supports_media_notifications = True
+    supports_interactive_notifications = True
+    supports_form_notifications = True
 
     def __init__(
         self,
@@ -206,6 +223,50 @@ class SlackChannel:
             )
         return Posted(chat=chat, message=ts)
 
+    async def notify(self, notification: ChannelNotification) -> list[str]:
+        """One ``chat.postMessage`` of the notification; returns its ``ts``
+        (docs/channels.md#notifications-on-slack)."""
+        channel = notification.recipient or self.default_recipient
+        if not channel:
+            raise ChannelInputError(f"slack {self.name!r}: no recipient and no default_recipient configured")
+        if notification.template is not None:
+            raise ChannelInputError(f"slack {self.name!r}: template: Slack has no message templates")
+        nid = notification.notification_id
+        if not nid or len(f"layby:nform:{nid}") > BLOCK_ID:
+            raise ChannelInputError(
+                f"slack {self.name!r}: notification_id must be 1-{BLOCK_ID - 12} characters"
+            )
+        for n, option in enumerate(notification.options or []):
+            if not option.strip() or len(option) > BUTTON_VALUE:
+                raise ChannelInputError(
+                    f"slack {self.name!r}: options[{n}] must be non-blank and at most "
+                    f"{BUTTON_VALUE} characters"
+                )
+        form = None
+        if notification.schema is not None:
+            try:
+                self.validate_form_schema(notification.schema, notification.message)
+            except ValueError as exc:
+                raise ChannelInputError(f"slack {self.name!r}: schema: {exc}") from None
+            form = pack_form(notification.schema, notification.data)
+            if len(form) > BUTTON_VALUE:
+                raise ChannelInputError(
+                    f"slack {self.name!r}: schema: the form (with data) is too large to carry on a Slack "
+                    f"button ({len(form)} characters packed, at most {BUTTON_VALUE}); shorten it"
+                )
+        data = await self._call(
+            "chat.postMessage",
+            channel=channel,
+            text=notification_text(notification),
+            blocks=notification_blocks(notification, form),
+            unfurl_links=False,
+            unfurl_media=False,
+        )
+        ts = data.get("ts")
+        if not isinstance(ts, str):
+            raise ChannelDeliveryError(f"slack {self.name!r}: chat.postMessage answered without ts")
+        return [ts]
+
     async def retract(self, posted: Posted, retraction: Retraction) -> None:
         # chat.update without blocks keeps the old ones (and their buttons): always send them.
         blocks = [*question_sections(retraction.question), context_block(common.retraction_line(retraction))]
@@ -262,6 +323,24 @@ class SlackChannel:
             "views.open", trigger_id=trigger, view=modal_view(delivery, reply.chat, reply.message)
         )
 
+    async def _open_notification_form(self, reply: InboundReply) -> None:
+        """Open the modal of a notification's form (its *Open form* button carries the form).
+        Best effort, like a tap's follow-up: Slack allows three seconds, and a person whose
+        modal did not open may tap again."""
+        context = reply.context or {}
+        trigger = context.get("trigger_id")
+        form = unpack_form(str(context.get("form") or ""))
+        if not isinstance(trigger, str) or not trigger or form is None:
+            log.warning("slack notification form not opened", channel=self.name, reason="no trigger or form")
+            return
+        schema, data = form
+        meta = {"notification_id": reply.notification_id, "chat": reply.chat, "message": reply.message}
+        question = unescape(str(context.get("text") or "")) or "Form"
+        try:
+            await self._call("views.open", trigger_id=trigger, view=form_view(question, schema, data, meta))
+        except ChannelDeliveryError as exc:
+            log.warning("slack notification form not opened", channel=self.name, error=str(exc))
+
     # -- inbound -------------------------------------------------------------------------------
 
     def verify(self, request: InboundRequest) -> None:
@@ -286,7 +365,13 @@ class SlackChannel:
             payload = form_payload(request.body) or {}
             kind = payload.get("type")
             if kind == "block_actions":
-                return Inbound(replies=action_replies(payload))
+                replies = []
+                for action in action_replies(payload):
+                    if action.kind == "open_form" and action.notification_id is not None:
+                        await self._open_notification_form(action)  # no question: nothing to record
+                    else:
+                        replies.append(action)
+                return Inbound(replies=replies)
             if kind == "view_submission":
                 return Inbound(replies=[submission_reply(payload)])
             return Inbound()

@@ -1,15 +1,19 @@
 """How the ``slack`` channel shows things in Block Kit: a question's message (its text, media
-and controls), the form's modal, the lines an edited message keeps, and Slack's limits on each
-(docs/channels.md#slack)."""
+and controls), a notification's message, the form's modal, the lines an edited message keeps,
+and Slack's limits on each (docs/channels.md#slack)."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import re
+import zlib
 from collections.abc import Mapping
 from typing import Any
 
-from layby_contracts.channels import ChannelDelivery
+from layby_contracts.channels import ChannelDelivery, ChannelNotification
+from layby_contracts.events import MediaItem
 from layby_server.chat import common
 
 SECTION_TEXT = 3000
@@ -24,6 +28,8 @@ MODAL_BLOCKS = 100
 MODAL_TITLE = 24
 LABEL = 2000
 BLOCK_ID = 255
+BUTTON_VALUE = 2000
+PRIVATE_METADATA = 3000
 FORM_CALLBACK = "layby:form"
 ANSWER_IN_THREAD = "Reply in this thread to answer."
 
@@ -85,7 +91,7 @@ def message_blocks(delivery: ChannelDelivery) -> list[dict[str, Any]]:
     control = common.control_of(delivery)
     numbered = control == "choice" and not _fits(options, MAX_MENU)
     blocks += question_sections(common.numbered_prompt(delivery) if numbered else delivery.question)
-    blocks += _media_blocks(delivery)
+    blocks += _media_blocks(delivery.media)
     if control == "yes_no":
         blocks.append(
             {
@@ -139,10 +145,10 @@ def _tap_buttons(iid: str, labels: list[str]) -> dict[str, Any]:
     return {"type": "actions", "block_id": f"layby:{iid}", "elements": elements}
 
 
-def _media_blocks(delivery: ChannelDelivery) -> list[dict[str, Any]]:
+def _media_blocks(media: list[MediaItem] | None) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
     links: list[str] = []
-    for item in delivery.media or []:
+    for item in media or []:
         if item.kind == "image" and len(item.url) <= SECTION_TEXT:
             block: dict[str, Any] = {
                 "type": "image",
@@ -184,11 +190,20 @@ def enum_labels(name: str, prop: Mapping[str, Any], data: Mapping[str, Any] | No
 def modal_view(
     delivery: ChannelDelivery, chat: str | None = None, message: str | None = None
 ) -> dict[str, Any]:
-    """The form as a modal: one input block per property, ``block_id`` = the property's name."""
-    schema = delivery.schema or {}
+    """A question's form as a modal: one input block per property, ``block_id`` = its name."""
+    meta = {"interaction_id": delivery.interaction_id, "chat": chat, "message": message}
+    return form_view(delivery.question, delivery.schema or {}, delivery.data, meta)
+
+
+def form_view(
+    question: str, schema: Mapping[str, Any], data: Mapping[str, Any] | None, meta: Mapping[str, Any]
+) -> dict[str, Any]:
+    """A form as a modal (a question's, or a notification's ask-less one): one input block per
+    property, ``block_id`` = the property's name; ``meta`` (which question or notification, and
+    where its message is) rides in ``private_metadata`` back to the submission."""
     required = set(schema.get("required") or [])
-    prefill = (delivery.data or {}).get("values") or {}
-    blocks: list[dict[str, Any]] = [{"type": "section", "text": _plain(delivery.question)}]
+    prefill = (data or {}).get("values") or {}
+    blocks: list[dict[str, Any]] = [{"type": "section", "text": _plain(question)}]
     for name, prop in (schema.get("properties") or {}).items():
         kind = prop.get("type")
         initial = prefill.get(name) if isinstance(prefill, dict) else None
@@ -210,7 +225,7 @@ def modal_view(
         elif "enum" in prop:
             options = [
                 {"text": _plain(text, CONTROL_TEXT), "value": str(value)}
-                for value, text in zip(prop["enum"], enum_labels(name, prop, delivery.data), strict=True)
+                for value, text in zip(prop["enum"], enum_labels(name, prop, data), strict=True)
             ]
             element |= {"type": "static_select", "options": options}
             chosen = [o for o in options if o["value"] == initial]
@@ -229,16 +244,76 @@ def modal_view(
                 "element": element,
             }
         )
-    meta = {"interaction_id": delivery.interaction_id, "chat": chat, "message": message}
     return {
         "type": "modal",
         "callback_id": FORM_CALLBACK,
-        "private_metadata": json.dumps(meta, separators=(",", ":")),
-        "title": _plain(delivery.question.strip() or "Answer", MODAL_TITLE),
+        "private_metadata": json.dumps(dict(meta), separators=(",", ":")),
+        "title": _plain(question.strip() or "Answer", MODAL_TITLE),
         "submit": _plain("Submit", MODAL_TITLE),
         "close": _plain("Cancel", MODAL_TITLE),
         "blocks": blocks,
     }
+
+
+# -- notifications (docs/channels.md#notifications-on-slack) -------------------------------------
+
+
+def notification_text(notification: ChannelNotification) -> str:
+    """The message's ``text`` (notifications, a screen reader): escaped, within Slack's limit."""
+    return escape(cut(notification.message, MESSAGE_TEXT))
+
+
+def notification_blocks(notification: ChannelNotification, form: str | None = None) -> list[dict[str, Any]]:
+    """A notification as Block Kit: its text as plain sections, its media, then one button per
+    option (its value is the option's text: there is no question to check an index against)
+    and, with a form, an *Open form* button carrying ``form`` (``pack_form``)."""
+    nid = notification.notification_id
+    blocks = question_sections(notification.message)
+    blocks += _media_blocks(notification.media)
+    elements = [
+        _button(" ".join(option.split()) or str(n + 1), f"layby:say:{nid}:{n}", option)
+        for n, option in enumerate(notification.options or [])
+    ]
+    if form is not None:
+        elements.append(_button("Open form", f"layby:nform:{nid}", form, style="primary"))
+    if elements:
+        blocks.append({"type": "actions", "block_id": f"layby:n:{nid}", "elements": elements})
+    return blocks
+
+
+FORM_PREFIX = "f1."
+
+
+def pack_form(schema: Mapping[str, Any], data: Mapping[str, Any] | None) -> str:
+    """A notification's form as an *Open form* button's value: its schema and data, compressed
+    (``FORM_PREFIX`` + URL-safe base64 of deflated JSON). Slack keeps nothing for Layby, and a
+    notification has no record a tap could look up, so the button carries the form itself."""
+    raw = json.dumps({"s": schema, "d": data}, separators=(",", ":"), sort_keys=True).encode()
+    return FORM_PREFIX + base64.urlsafe_b64encode(zlib.compress(raw, 9)).decode()
+
+
+def unpack_form(value: str) -> tuple[dict[str, Any], dict[str, Any] | None] | None:
+    """The schema and data ``pack_form`` made, else None (not Layby's, or damaged)."""
+    if not value.startswith(FORM_PREFIX) or len(value) > BUTTON_VALUE:
+        return None
+    try:
+        raw = zlib.decompressobj().decompress(
+            base64.urlsafe_b64decode(value[len(FORM_PREFIX) :]), 64 * BUTTON_VALUE
+        )
+        form = json.loads(raw)
+    except (binascii.Error, zlib.error, ValueError):
+        return None
+    if not isinstance(form, dict):
+        return None
+    schema, data = form.get("s"), form.get("d")
+    if not isinstance(schema, dict) or not isinstance(data, dict | None):
+        return None
+    return schema, data
+
+
+def unescape(text: str) -> str:
+    """``escape`` undone (a message's ``text`` as Slack hands it back)."""
+    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
 
 def field_named(reason: str, fields: list[str]) -> str:

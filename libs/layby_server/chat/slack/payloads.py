@@ -1,6 +1,7 @@
 """How the ``slack`` channel reads what Slack posts: taps and menu picks (interactivity
 actions), a submitted modal and a message event, each into ``InboundReply``s
-(docs/channels.md#slack)."""
+(docs/channels.md#slack). A notification's controls name the notification instead of a
+question (docs/channels.md#notifications-on-slack)."""
 
 from __future__ import annotations
 
@@ -81,6 +82,29 @@ def action_replies(payload: dict[str, Any]) -> list[InboundReply]:
             replies.append(InboundReply(kind="yes_no", interaction_id=rest, value=verb == "yes", **base))
         elif verb == "open" and rest:
             replies.append(InboundReply(kind="open_form", interaction_id=rest, **base))
+        elif verb == "say" and rest:
+            # A notification's option: its text is the person's message
+            # (docs/channels.md#notifications-on-slack).
+            nid, _, position = rest.rpartition(":")
+            text = action.get("value")
+            if not nid or not position.isdigit() or not isinstance(text, str) or not text:
+                raise InboundMalformed(
+                    "a notification's option must name the notification and carry its text"
+                )
+            replies.append(
+                InboundReply(kind="tap", notification_id=nid, index=int(position), value=text, **base)
+            )
+        elif verb == "nform" and rest:
+            # A notification's form: the plugin opens the modal itself (there is no question).
+            form = action.get("value")
+            shown = (payload.get("message") or {}).get("text")
+            extra = {
+                "form": form if isinstance(form, str) else "",
+                "text": shown if isinstance(shown, str) else "",
+            }
+            replies.append(
+                InboundReply(kind="open_form", notification_id=rest, **(base | {"context": context | extra}))
+            )
         else:
             raise InboundMalformed(f"unknown action {action_id[:80]!r}")
     return replies
@@ -93,8 +117,9 @@ def submission_reply(payload: dict[str, Any]) -> InboundReply:
         raise InboundMalformed("view_submission of a view Layby did not open")
     try:
         meta = json.loads(_str(view.get("private_metadata"), "view.private_metadata"))
-        iid = _str(meta["interaction_id"], "interaction_id")
-    except (ValueError, KeyError, TypeError):
+        nid = meta.get("notification_id")
+        iid = None if isinstance(nid, str) and nid else _str(meta["interaction_id"], "interaction_id")
+    except (ValueError, KeyError, TypeError, AttributeError):
         raise InboundMalformed("view.private_metadata is not Layby's") from None
     values = _obj(_obj(view.get("state"), "view.state").get("values"), "view.state.values")
     elements = {b.get("block_id"): b.get("element") for b in view.get("blocks") or [] if isinstance(b, dict)}
@@ -117,6 +142,7 @@ def submission_reply(payload: dict[str, Any]) -> InboundReply:
         chat=chat if isinstance(chat, str) else "",
         message=message if isinstance(message, str) else None,
         interaction_id=iid,
+        notification_id=nid if iid is None else None,
         value=answer,
         event_id=trigger if isinstance(trigger, str) else None,
         context={"trigger_id": trigger, "view_id": view.get("id"), "fields": list(values)},

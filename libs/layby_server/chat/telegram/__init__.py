@@ -14,6 +14,10 @@ A tapped button carries ``<interaction id>:<index>`` (an option or a suggested r
 ``<interaction id>:y`` / ``<interaction id>:n`` (a yes/no question) — never the option's text,
 and always within Telegram's 64 bytes of callback data.
 
+A one-way notification (``notify``) is its files, then its text with one button per option;
+an option's callback data is ``n:<notification id>:<index>``, and its tap comes back as an
+inbound message from the person (docs/channels.md#notifications-on-telegram).
+
 What a question looks like is in ``rendering`` (pure); reading a webhook's Update is in ``updates``;
 this module holds the channel itself: its settings, the Bot API client and its errors.
 """
@@ -36,6 +40,7 @@ from layby_contracts.channels import (
     ChannelDelivery,
     ChannelDeliveryError,
     ChannelInputError,
+    ChannelNotification,
     Inbound,
     InboundRefused,
     InboundReply,
@@ -69,6 +74,7 @@ from layby_server.chat.telegram.rendering import (
     is_private,
     link_line,
     render,
+    render_notification,
     reply_parameters,
     tap_answer,
     units,
@@ -184,6 +190,11 @@ class TelegramChannel:
     """A Telegram bot as a chat channel (docs/channels.md#telegram)."""
 
     supports_form_delivery = True
+    # A notification's media and options (docs/channels.md#notifications-on-telegram). No form:
+    # a Telegram form is the callback page, which needs a ticket a notification does not have;
+    # no provider templates.
+    supports_media_notifications = True
+    supports_interactive_notifications = True
 
     def __init__(
         self,
@@ -302,22 +313,50 @@ class TelegramChannel:
             )
         chat_id = self._chat(delivery.recipient)
         bot = await self._client()
-        unsent: list[MediaItem] = []
-        for item in render(delivery, chat_id).media:
-            send = getattr(bot, SEND[item.kind])
-            caption = cut(item.caption, CAPTION_LIMIT) if item.caption else None
-            try:
-                await self._call(send(chat_id, item.url, caption=caption))
-            except ChannelInputError as exc:
-                # A file Telegram cannot fetch still reaches the person, as a link in the text;
-                # a chat that cannot be written to fails below, on the question itself.
-                log.info("telegram.media_as_link", channel=self.name, kind=item.kind, error=str(exc))
-                unsent.append(item)
+        _, unsent = await self._send_media(bot, chat_id, render(delivery, chat_id).media)
         rendered = render(delivery, chat_id, links=unsent)
         message: Message = await self._call(
             bot.send_message(chat_id, rendered.text, reply_markup=rendered.keyboard)
         )
         return Posted(chat=str(message.chat.id), message=str(message.message_id))
+
+    async def notify(self, notification: ChannelNotification) -> list[str]:
+        """The notification's files, then its text with its options' buttons; the ids of the
+        messages sent, the text's last (docs/channels.md#notifications-on-telegram)."""
+        if notification.template is not None:
+            raise ChannelInputError(f"telegram {self.name!r}: template: Telegram has no message templates")
+        if notification.schema is not None:
+            raise ChannelInputError(
+                f"telegram {self.name!r}: schema: a form cannot be sent with a Telegram notification"
+            )
+        chat_id = self._chat(notification.recipient)
+        bot = await self._client()
+        sent, unsent = await self._send_media(bot, chat_id, render_notification(notification).media)
+        rendered = render_notification(notification, links=unsent)
+        message: Message = await self._call(
+            bot.send_message(chat_id, rendered.text, reply_markup=rendered.keyboard)
+        )
+        return [*sent, str(message.message_id)]
+
+    async def _send_media(
+        self, bot: Bot, chat_id: int | str, media: list[MediaItem]
+    ) -> tuple[list[str], list[MediaItem]]:
+        """Send each file before the text: the ids of those sent, and the items Telegram could not
+        fetch (they reach the person as link lines in the text; a chat that cannot be written to
+        fails on the text itself)."""
+        sent: list[str] = []
+        unsent: list[MediaItem] = []
+        for item in media:
+            send = getattr(bot, SEND[item.kind])
+            caption = cut(item.caption, CAPTION_LIMIT) if item.caption else None
+            try:
+                message: Message = await self._call(send(chat_id, item.url, caption=caption))
+            except ChannelInputError as exc:
+                log.info("telegram.media_as_link", channel=self.name, kind=item.kind, error=str(exc))
+                unsent.append(item)
+            else:
+                sent.append(str(message.message_id))
+        return sent, unsent
 
     async def set_webhook(self, url: str) -> None:
         """Point the bot's webhook at ``url`` (Layby's ``/api/channels/<name>/events``) with the
@@ -371,7 +410,10 @@ class TelegramChannel:
         try:
             bot = await self._client()
             context = reply.context or {}
-            if reply.kind in ("tap", "yes_no") and "callback_query_id" in context:
+            if reply.notification_id is not None and "callback_query_id" in context:
+                # A notification's option is a message, not an answer: the spinner stops quietly.
+                await self._call(bot.answer_callback_query(str(context["callback_query_id"])))
+            elif reply.kind in ("tap", "yes_no") and "callback_query_id" in context:
                 await self._call(
                     bot.answer_callback_query(
                         str(context["callback_query_id"]),

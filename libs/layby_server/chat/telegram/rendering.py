@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import msgspec
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup, ReplyParameters, WebAppInfo
 
-from layby_contracts.channels import ChannelDelivery, ReplyOutcome
+from layby_contracts.channels import ChannelDelivery, ChannelNotification, ReplyOutcome
 from layby_contracts.events import MediaItem
 from layby_server.chat import common
 
@@ -24,6 +24,8 @@ BUTTON_LABEL_LIMIT = 64
 ELLIPSIS = "…"
 
 YES, NO = "y", "n"
+NOTE = "n"
+"""The first part of a notification option's callback data: ``n:<notification id>:<index>``."""
 ANSWERED = "Answered."
 ALREADY = "This question was already answered."
 NOT_OPEN = "This question is no longer open."
@@ -136,6 +138,33 @@ def render(delivery: ChannelDelivery, chat_id: int | str, links: Sequence[MediaI
     elif delivery.suggested_replies:
         keyboard = _choices(delivery.interaction_id, delivery.suggested_replies)
     return Rendered(text=fit(question, suffix), keyboard=keyboard, media=media)
+
+
+def note_id(notification_id: str, index: int) -> str:
+    """The callback data of a notification's option ``index`` (docs/channels.md#notifications-on-telegram)."""
+    return f"{NOTE}{common.TAP_SEPARATOR}{notification_id}{common.TAP_SEPARATOR}{index}"
+
+
+def render_notification(notification: ChannelNotification, links: Sequence[MediaItem] = ()) -> Rendered:
+    """How a notification looks: its text (cut to the limit, keeping its link lines) and one
+    button per option, each naming the notification and the option's index; the options as
+    numbered lines instead when their callback data could not fit (a very long notification id)."""
+    media = [m for m in notification.media or [] if m.kind in SEND]
+    lines = [link_line(m) for m in [*(m for m in notification.media or [] if m.kind == "link"), *links]]
+    suffix = "\n\n" + "\n".join(lines) if lines else ""
+    options = notification.options or []
+    ids = [note_id(notification.notification_id, i) for i in range(len(options))]
+    keyboard: InlineKeyboardMarkup | None = None
+    if options and len(options) <= MAX_BUTTONS and all(_fits(data) for data in ids):
+        keyboard = InlineKeyboardMarkup(
+            [
+                [InlineKeyboardButton(_label(option, i), callback_data=data)]
+                for i, (option, data) in enumerate(zip(options, ids, strict=True))
+            ]
+        )
+    elif options:
+        suffix += "\n\n" + "\n".join(f"{n}. {option}" for n, option in enumerate(options, 1))
+    return Rendered(text=fit(notification.message, suffix), keyboard=keyboard, media=media)
 
 
 def tap_answer(outcome: ReplyOutcome) -> str:

@@ -1,5 +1,6 @@
 """How the ``telegram`` channel reads a webhook's Update: a tap's callback data (which question,
-which option or yes/no) and a typed message, into an ``InboundReply`` (docs/channels.md#replies)."""
+which option or yes/no; or which notification and option) and a typed message, into an
+``InboundReply`` (docs/channels.md#replies, docs/channels.md#notifications-on-telegram)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from telegram import Update
 
 from layby_contracts.channels import InboundMalformed, InboundReply
 from layby_server.chat import common
-from layby_server.chat.telegram.rendering import CALLBACK_DATA_BYTES, NO, YES
+from layby_server.chat.telegram.rendering import CALLBACK_DATA_BYTES, NO, NOTE, YES
 
 
 @dataclass(frozen=True)
@@ -21,12 +22,16 @@ class Tap:
     interaction_id: str
     index: int | None = None
     value: bool | None = None
+    notification_id: str | None = None
 
 
 def parse_callback(data: str | None) -> Tap | None:
     """The tap a callback's data encodes, else None (forged, stale or from another bot)."""
     if not data or len(data.encode()) > CALLBACK_DATA_BYTES:
         return None
+    if data.startswith(NOTE + common.TAP_SEPARATOR):
+        note = common.parse_tap_id(data[len(NOTE) + 1 :])
+        return Tap(interaction_id="", notification_id=note[0], index=note[1]) if note else None
     parsed = common.parse_tap_id(data)
     if parsed is not None:
         return Tap(interaction_id=parsed[0], index=parsed[1])
@@ -67,6 +72,17 @@ def reply_of(update: Update) -> InboundReply | None:
             "event_id": event_id,
             "context": {"callback_query_id": query.id},
         }
+        if tap is not None and tap.notification_id is not None:
+            # A notification's option: the person's message is the option as its button shows it
+            # (docs/channels.md#notifications-on-telegram).
+            label = _label_of(query.message, query.data)
+            return InboundReply(
+                kind="tap",
+                notification_id=tap.notification_id,
+                index=tap.index,
+                value=label if label is not None else {"option": tap.index},
+                **common_fields,
+            )
         if tap is not None and tap.value is not None:
             return InboundReply(
                 kind="yes_no", interaction_id=tap.interaction_id, value=tap.value, **common_fields
@@ -94,3 +110,14 @@ def reply_of(update: Update) -> InboundReply | None:
         context={"message_id": msg.message_id},
         direct=msg.chat.type == "private",
     )
+
+
+def _label_of(message: Any, data: str | None) -> str | None:
+    """The text of the button carrying ``data`` on the tapped message; None when Telegram no
+    longer shows the message to the bot (older than 48 hours) or the button is gone."""
+    markup = getattr(message, "reply_markup", None)
+    for row in getattr(markup, "inline_keyboard", None) or ():
+        for button in row:
+            if button.callback_data == data and isinstance(button.text, str):
+                return str(button.text)
+    return None
