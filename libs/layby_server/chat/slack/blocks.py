@@ -288,7 +288,7 @@ def pack_form(schema: Mapping[str, Any], data: Mapping[str, Any] | None) -> str:
     """A notification's form as an *Open form* button's value: its schema and data, compressed
     (``FORM_PREFIX`` + URL-safe base64 of deflated JSON). Slack keeps nothing for Layby, and a
     notification has no record a tap could look up, so the button carries the form itself."""
-    raw = json.dumps({"s": schema, "d": data}, separators=(",", ":"), sort_keys=True).encode()
+    raw = json.dumps({"s": schema, "d": data}, separators=(",", ":")).encode()  # field order kept
     return FORM_PREFIX + base64.urlsafe_b64encode(zlib.compress(raw, 9)).decode()
 
 
