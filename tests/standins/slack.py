@@ -4,9 +4,9 @@
   does (``{"ok": true, ...}`` / ``{"ok": false, "error": ...}``, a scripted 429 with
   ``Retry-After``) and checks every call: the bot token, a known method, its required
   parameters, Block Kit through ``slack_sdk.models`` plus the checks those models miss (option
-  and button text ≤ 75, no empty text, no empty actions, ≤ 50 blocks, modal title ≤ 24, no
-  element type the models do not know), ``views.open`` only with a fresh, unused trigger id,
-  ``chat.update`` only for a message it issued.
+  and button text ≤ 75, a button's value ≤ 2,000, no empty text, no empty actions, ≤ 50
+  blocks, modal title ≤ 24, no element type the models do not know), ``views.open`` only with a
+  fresh, unused trigger id, ``chat.update`` only for a message it issued.
 - **Person face**: ``build_*`` make the exact request Slack would send for what a person does
   on a posted message (a tap, a menu pick, a form submission, a threaded message), signed ``v0``
   with the signing secret at the stand-in's clock; the async methods of the same names without
@@ -57,6 +57,7 @@ TRIGGER_LIFETIME = 3.0
 MAX_MESSAGE_BLOCKS = 50
 MAX_MODAL_BLOCKS = 100
 CONTROL_TEXT = 75
+BUTTON_VALUE = 2000
 MODAL_TITLE = 24
 ELEMENT_TYPES = {
     "button", "static_select", "image", "plain_text_input", "checkboxes", "number_input",
@@ -649,6 +650,8 @@ def _walk(node: Any) -> None:
     if isinstance(element, dict) and element.get("type") not in ELEMENT_TYPES:
         raise SlackApiRefusal("invalid_blocks")
     if kind == "button" and len(node["text"].get("text", "")) > CONTROL_TEXT:
+        raise SlackApiRefusal("invalid_blocks")
+    if kind == "button" and len(str(node.get("value", ""))) > BUTTON_VALUE:
         raise SlackApiRefusal("invalid_blocks")
     for option in node.get("options", []) if isinstance(node.get("options"), list) else []:
         if not isinstance(option, dict) or len(option.get("text", {}).get("text", "")) > CONTROL_TEXT:

@@ -35,6 +35,7 @@ from layby_server.chat.slack.blocks import (
 from layby_server.chat.telegram import TelegramChannel, parse_callback
 from layby_server.chat.telegram.rendering import CALLBACK_DATA_BYTES, note_id, render_notification
 from layby_server.chat.telegram.updates import Tap, reply_of
+from tests.standins.slack import SlackApiRefusal, _check_blocks
 from tests.unit.test_slack_channel import assert_valid_blocks, block_actions, interaction
 from tests.unit.test_slack_channel import channel as slack_channel
 from tests.unit.test_telegram_channel import channel as telegram_channel
@@ -198,6 +199,18 @@ def test_a_slack_form_rides_its_open_form_button_and_comes_back_whole() -> None:
     assert list(unpack_form(packed)[0]["properties"]) == ["rating", "mood", "notes"]  # type: ignore[index]
     for damaged in ("", "f1.", "f1.!!!", "x" + packed, packed[:-6], "f1." + "A" * BUTTON_VALUE):
         assert unpack_form(damaged) is None
+
+
+async def test_an_option_slack_cannot_carry_on_a_button_is_refused_for_good_naming_it() -> None:
+    """A button's value holds at most 2,000 characters (the stand-in refuses more, as Slack does);
+    an option that long is refused before anything is posted."""
+    fits = notification_blocks(note(options=["y" * BUTTON_VALUE]))
+    assert_valid_blocks(fits)
+    with pytest.raises(SlackApiRefusal):
+        _check_blocks(notification_blocks(note(options=["y" * (BUTTON_VALUE + 1)])), 50)
+    plugin = slack_channel(api_url="http://127.0.0.1:9/api/")  # never reached
+    with pytest.raises(ChannelInputError, match=r"options\[1\] must be non-blank and at most 2000"):
+        await plugin.notify(note(options=["ok", "y" * (BUTTON_VALUE + 1)]))
 
 
 async def test_a_form_too_big_for_a_slack_button_or_a_modal_is_refused_for_good_naming_schema() -> None:
