@@ -245,6 +245,34 @@ async def test_a_tap_on_a_slack_notification_option_is_the_option_text_from_the_
     assert (reply.sender, reply.chat, reply.event_id) == ("U0ALICE01", "C0DEPLOYS", "12.34.trigger")
 
 
+async def test_an_open_form_tap_on_a_notification_opens_its_modal_and_is_no_reply() -> None:
+    """The plugin opens a notification's modal itself (there is no question for the door to
+    find), from the form its button carries; a button whose form is not Layby's opens nothing.
+    Either way nothing is handed to the door to record."""
+    plugin = slack_channel()
+    calls: list[tuple[str, dict[str, Any]]] = []
+
+    async def call(method: str, **params: Any) -> dict[str, Any]:
+        calls.append((method, params))
+        return {}
+
+    plugin._call = call  # type: ignore[method-assign]
+    damaged = block_actions({"action_id": f"layby:nform:{NID}", "type": "button", "value": "f1.damaged"})
+    assert (await plugin.inbound(interaction(damaged))).replies == [] and calls == []
+    good = block_actions(
+        {"action_id": f"layby:nform:{NID}", "type": "button", "value": pack_form(FORM, None)}
+    )
+    good["message"] = {"type": "message", "ts": "1800000000.000100", "text": "Rate &lt;it&gt;"}
+    assert (await plugin.inbound(interaction(good))).replies == []
+    [(method, params)] = calls
+    assert (method, params["trigger_id"]) == ("views.open", "12.34.trigger")
+    assert params["view"]["title"]["text"] == "Rate <it>"
+    assert json.loads(params["view"]["private_metadata"]) == {
+        "notification_id": NID, "chat": "C0DEPLOYS", "message": "1800000000.000100"
+    }  # fmt: skip
+    assert [b.get("block_id") for b in params["view"]["blocks"][1:]] == ["rating", "mood", "notes"]
+
+
 @pytest.mark.parametrize("action_id", [f"layby:say:{NID}", f"layby:say:{NID}:x", "layby:say::0"])
 async def test_a_malformed_notification_option_is_refused(action_id: str) -> None:
     with pytest.raises(InboundMalformed, match="notification's option"):
