@@ -154,8 +154,9 @@ class InboundReply(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
     context: dict[str, Any] | None = None
     direct: bool = False
     notification_id: str | None = None
-    """A submission of the ask-less form a notification carried (``kind="submitted"``): it
-    answers no question and is recorded as an inbound message from the person as it is."""
+    """A reply to a notification: a tap on one of its options, or a submission of the ask-less
+    form it carried (``kind="submitted"``). It answers no question and is recorded as an inbound
+    message from the person as it is."""
 
 
 class InboundResponse(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

@@ -371,7 +371,8 @@ class ChannelMessageReceived(msgspec.Struct, frozen=True, kw_only=True, tag="cha
     audience: str | None = None
     params: dict[str, Any] | None = None
     notification_id: str | None = None
-    """The notification whose ask-less form this message submits (docs/notifications.md#forms)."""
+    """The notification this message replies to: a tap on one of its options or a submission of
+    its ask-less form (docs/notifications.md#forms)."""
 
 
 class InteractionSettled(msgspec.Struct, frozen=True, kw_only=True, tag="interaction.settled.v1"):

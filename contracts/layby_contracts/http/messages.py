@@ -24,3 +24,5 @@ class InboundMessage(Struct, frozen=True, kw_only=True, omit_defaults=True):
     value: Any = UNSET
     sender_name: str | UnsetType = UNSET
     interaction_id: str | UnsetType = UNSET
+    notification_id: str | UnsetType = UNSET
+    params: dict[str, Any] | UnsetType = UNSET

@@ -56,6 +56,8 @@ def message_frame(seq: int, data: bytes, who: Principal) -> bytes | None:
             text=_given(ev.text),
             value=_given(ev.value),
             interaction_id=_given(ev.interaction_id),
+            notification_id=_given(ev.notification_id),
+            params=_given(ev.params),
         )
     )
     return b"id: %d\nevent: message\ndata: %s\n\n" % (seq, body)
