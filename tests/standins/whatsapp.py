@@ -543,7 +543,8 @@ class WhatsAppStandin:
 
 def app(standin: WhatsAppStandin) -> Litestar:
     @post("/{version:str}/{number:str}/messages", status_code=200)
-    async def messages_endpoint(request: Request[Any, Any, Any], version: str, number: str) -> Response[Any]:
+    async def messages_endpoint(request: Request[Any, Any, Any]) -> Response[Any]:
+        version, number = str(request.path_params["version"]), str(request.path_params["number"])
         call = Call(body={})
         try:
             if request.headers.get("authorization") != f"Bearer {standin.token}":
