@@ -33,6 +33,7 @@ from tests.standins.whatsapp import (
 
 pytestmark = pytest.mark.timeout(90)
 PERSON = "491512345678"
+TG_PERSON = 424242
 FORM = {"type": "object", "properties": {"seats": {"type": "integer", "minimum": 1}}, "required": ["seats"]}
 
 
@@ -71,6 +72,56 @@ async def chat(settings: Settings, store: EventStore, db: Any) -> AsyncIterator[
         system = await start_system(configured)
         try:
             yield Chat(system, wa)
+        finally:
+            await stop_system(system)
+
+
+@pytest.fixture
+async def both(
+    settings: Settings, store: EventStore, db: Any
+) -> AsyncIterator[tuple[System, WhatsAppStandin, Any]]:
+    """WhatsApp and Telegram at once, each on its stand-in."""
+    from tests.standins.telegram import TOKEN as TG_TOKEN
+    from tests.standins.telegram import serve_telegram_standin
+
+    async with serve_whatsapp_standin() as wa, serve_telegram_standin() as tg:
+        door = f"http://127.0.0.1:{settings.http_port}"
+        wa.add_person(PERSON)
+        tg.add_person(TG_PERSON)
+        channels = {
+            "wa": {
+                "plugin": "whatsapp",
+                "access_token": "wa-token",
+                "app_secret": "wa-app",
+                "verify_token": "wa-verify",
+                "phone_number_id": PHONE_NUMBER_ID,
+                "api_url": wa.api_url,
+                "default_recipient": PERSON,
+            },
+            "tg": {
+                "plugin": "telegram",
+                "bot_token": "tg-bot",
+                "secret_token": "tg-hook",
+                "api_url": tg.api_url,
+                "file_url": tg.file_url,
+                "default_recipient": str(TG_PERSON),
+            },
+        }
+        configured = msgspec.structs.replace(
+            settings,
+            channels=json.dumps(channels),
+            public_base_url=door,
+            webhook_secrets=(
+                f"wa-token:{TOKEN},wa-app:{APP_SECRET},wa-verify:{VERIFY_TOKEN},"
+                f"tg-bot:{TG_TOKEN},tg-hook:tg-hook_0123456789"
+            ),
+            delivery_backoff_seconds=0.02,
+        )
+        wa.target = f"{door}/api/channels/wa/events"
+        tg.point_webhook(f"{door}/api/channels/tg/events", "tg-hook_0123456789")
+        system = await start_system(configured)
+        try:
+            yield system, wa, tg
         finally:
             await stop_system(system)
 
@@ -364,3 +415,35 @@ async def test_the_door_refuses_a_handshake_on_a_channel_without_one(chat: Chat)
             f"{chat.system.url}/api/channels/nope/events", params={"hub.mode": "subscribe"}
         )
     assert missing.status_code == 404
+
+
+async def test_one_question_on_whatsapp_and_telegram_the_first_reply_wins_and_the_other_is_retracted(
+    both: tuple[System, WhatsAppStandin, Any],
+) -> None:
+    system, wa, tg = both
+    sdk = await system.sdk(public_base_url=system.url)
+    ask = asyncio.create_task(
+        sdk.ask_user("Roll back?", answer_format="confirm", channel=["wa", "tg"], timeout=30)
+    )
+    wa_msg = await _sent(wa, kind="button")
+
+    async def tg_msg() -> Any:
+        found = [m for m in tg.messages(TG_PERSON) if m.from_bot]
+        return found[0] if found else None
+
+    telegram = await eventually(tg_msg, "the Telegram copy", timeout=10)
+    await asyncio.gather(wa.tap(wa_msg.wamid, "Yes"), tg.tap(TG_PERSON, telegram.message_id, "No"))
+    answer = await asyncio.wait_for(ask, 10)
+    frames = await _inbound(system, 1)
+    assert frames[0]["reason"] == "late"
+    if answer is True:  # WhatsApp won: Telegram's copy is edited, its tap recorded as late
+        assert frames[0]["channel"] == "tg"
+
+        async def edited() -> bool:
+            return not tg.message(TG_PERSON, telegram.message_id).keyboard
+
+        await eventually(edited, "the Telegram copy retracted", timeout=10)
+    else:  # Telegram won: WhatsApp's question gets a follow-up reply saying so
+        assert answer is False and frames[0]["channel"] == "wa"
+        [line] = await _texts(wa, "Answered by tg:")
+        assert line.reply_to == wa_msg.wamid
