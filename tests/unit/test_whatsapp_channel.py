@@ -586,3 +586,20 @@ async def test_a_typed_mismatch_gets_the_notice_as_a_reply_and_a_failed_follow_u
 
     rec.send = failing  # type: ignore[method-assign]
     await ch.follow_up(typed, ReplyOutcome(status="late"))
+
+
+async def test_a_form_submitted_after_its_question_ended_hears_it_is_no_longer_open() -> None:
+    ch = channel()
+    rec = recorded(ch)
+    late = InboundReply(
+        kind="submitted", sender="4915", chat="4915", value={}, context={"wamid": "wamid.IN9"}
+    )
+    await ch.follow_up(late, ReplyOutcome(status="late"))
+    await ch.follow_up(late, ReplyOutcome(status="rejected", notice="ignored: the Flow is sent again"))
+    assert rec.sent == [
+        (
+            "4915",
+            {"type": "text", "text": {"body": "This question is no longer open.", "preview_url": False}},
+            "wamid.IN9",
+        )
+    ]

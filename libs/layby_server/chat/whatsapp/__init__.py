@@ -274,10 +274,10 @@ class WhatsAppChannel:
 
     async def follow_up(self, reply: InboundReply, outcome: ReplyOutcome) -> None:
         """Tell the person why a reply was refused, or that the question has gone. Never raises."""
-        if reply.kind in ("submitted", "open_form"):
-            return
+        if reply.kind == "open_form" or (reply.kind == "submitted" and outcome.status != "late"):
+            return  # a refused form is sent again by open_form, with the reason in the Flow
         line = outcome.notice if outcome.status == "rejected" else None
-        line = NOT_OPEN if outcome.status == "late" and reply.kind == "typed" else line
+        line = NOT_OPEN if outcome.status == "late" and reply.kind in ("typed", "submitted") else line
         if not line:
             return
         try:
