@@ -23,6 +23,9 @@ TRANSIENT = frozenset({1, 2, 131000, 131016})
 TEMPLATE_MISSING = 132001
 AUTH = frozenset({190, 0, 10, 200, 131005})
 """The access token is invalid or expired, or lacks the permission."""
+CONNECTIONS = 8
+"""Connections to Graph at once: more made the delivery service slower under load (httpx scans
+its whole pool for every queued request), fewer queued sends (docs/performance.md)."""
 RATE_PAUSE = 5.0
 """Seconds to wait after a rate limit (Graph names no pause of its own)."""
 SEND_ERRORS: dict[int, str] = {
@@ -116,7 +119,7 @@ class Graph:
             self._http = httpx.AsyncClient(
                 timeout=self._timeout,
                 headers={"Authorization": f"Bearer {self._token}"},
-                limits=httpx.Limits(max_connections=16),
+                limits=httpx.Limits(max_connections=CONNECTIONS),
             )
         return self._http
 
