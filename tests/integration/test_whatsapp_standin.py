@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx
 import pytest
 
 from layby_contracts.channels import (
@@ -58,6 +59,11 @@ async def test_notify_text_is_one_message_and_its_wamid_is_returned(wa: WhatsApp
     ch = plugin(wa)
     [wamid] = await ch.notify(ChannelNotification(notification_id="n1", message="Deployed v2"))
     assert wa.message(wamid).text == "Deployed v2"
+    async with httpx.AsyncClient(timeout=10, trust_env=False) as http:  # the inspection face
+        shown = (await http.get(f"{wa.url}/_test/messages", params={"to": PERSON})).json()
+    assert [(m["wamid"], m["from_business"], m["body"]["text"]["body"]) for m in shown] == [
+        (wamid, True, "Deployed v2")
+    ]
     await ch.aclose()
 
 

@@ -603,3 +603,22 @@ async def test_a_form_submitted_after_its_question_ended_hears_it_is_no_longer_o
             "wamid.IN9",
         )
     ]
+
+
+def test_a_form_the_flow_cannot_show_is_refused_at_ask_time_naming_the_property() -> None:
+    ch = channel()
+    fields = {f"f{i}": {"type": "string"} for i in range(20)}
+    ch.validate_form_schema({"type": "object", "properties": fields}, "q")
+    with pytest.raises(ValueError, match="at most 20 fields; this form has 21"):
+        ch.validate_form_schema({"type": "object", "properties": {**fields, "x": {"type": "string"}}}, "q")
+    with pytest.raises(ValueError, match="property 'tags'"):
+        ch.validate_form_schema({"type": "object", "properties": {"tags": {"type": "array"}}}, "q")
+
+
+async def test_a_recipient_that_is_not_a_phone_number_is_refused_naming_it() -> None:
+    ch = channel(default_recipient=None)
+    recorded(ch)
+    with pytest.raises(ChannelInputError, match="recipient 'ada' is not a phone number"):
+        await ch.deliver(delivery(recipient="ada"))
+    with pytest.raises(ChannelInputError, match="no recipient"):
+        await ch.deliver(delivery())

@@ -163,6 +163,11 @@ class WhatsAppChannel:
 
     def _to(self, recipient: str | None) -> str:
         target = phone(recipient) if recipient else self.default_recipient
+        if recipient and not target:
+            raise ChannelInputError(
+                f"whatsapp {self.name!r}: recipient {recipient[:64]!r} is not a phone number "
+                "in international format"
+            )
         if not target:
             raise ChannelInputError(
                 f"whatsapp {self.name!r}: no recipient "
