@@ -447,3 +447,34 @@ async def test_one_question_on_whatsapp_and_telegram_the_first_reply_wins_and_th
         assert answer is False and frames[0]["channel"] == "wa"
         [line] = await _texts(wa, "Answered by tg:")
         assert line.reply_to == wa_msg.wamid
+
+
+async def test_a_message_to_no_question_is_a_conversation_and_the_reply_is_a_whatsapp_message(
+    chat: Chat, sdk: Client, store: EventStore
+) -> None:
+    """A message when no question was sent to the person visits the route naming the channel,
+    on the subject ``wa:<phone number>``, and the result comes back as a text message
+    (docs/doors/hooks.md#conversations-on-a-chat-channel)."""
+    import layby
+    from tests.helpers import serving
+    from tests.integration.test_hooks import save_door
+
+    system, wa = chat.system, chat.wa
+    worker = layby.Worker(sdk, settings=system.settings)
+
+    @worker.flow("echo")
+    async def echo(inp: dict[str, Any]) -> str:
+        return f"{inp['subject']} got: {inp['text']}"
+
+    start = '{text, subject: "\\(.channel):\\(.chat)"}'
+    await save_door(store, "wa-chat", kind="conversation", target="echo", channel="wa", start_expr=start)
+    async with system.http() as http:
+        await eventually(
+            lambda: http.get("/api/doors"),
+            "the route listed",
+            until=lambda r: [d["name"] for d in r.json()["data"]["items"]] == ["wa-chat"],
+        )
+    async with serving(worker):
+        await wa.type(PERSON, "ping")
+        [reply] = await _texts(wa, "got: ping")
+    assert reply.text == f"wa:{PERSON} got: ping"

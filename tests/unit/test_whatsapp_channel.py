@@ -311,6 +311,8 @@ def test_link_media_are_lines_and_files_are_their_own_messages() -> None:
     ]
     assert rendering.media_message(media[0])["image"]["caption"] == "c" * 1023 + "…"
     assert rendering.media_message(media[1]) == {"type": "audio", "audio": {"link": "https://x/a.ogg"}}
+    document = MediaItem(kind="document", url="https://x/r", filename="report.pdf")
+    assert rendering.media_message(document)["document"] == {"link": "https://x/r", "filename": "report.pdf"}
     text = rendering.question_message(delivery(media=media))["text"]["body"]
     assert text == "Deploy now?\n\nRunbook: https://x/doc"
 
@@ -622,3 +624,11 @@ async def test_a_recipient_that_is_not_a_phone_number_is_refused_naming_it() -> 
         await ch.deliver(delivery(recipient="ada"))
     with pytest.raises(ChannelInputError, match="no recipient"):
         await ch.deliver(delivery())
+
+
+async def test_a_conversation_reply_is_a_text_message_replying_to_the_persons_message() -> None:
+    ch = channel()
+    rec = recorded(ch)
+    await ch.say("4915", "x" * 5000, thread="wamid.IN1")
+    [(to, message, reply_to)] = rec.sent
+    assert (to, reply_to, len(message["text"]["body"])) == ("4915", "wamid.IN1", 4096)

@@ -18,6 +18,8 @@ TEXT_LIMIT = 4096
 BODY_LIMIT = 1024
 """An interactive message's body text (buttons, list, Flow, link button)."""
 CAPTION_LIMIT = 1024
+FILENAME_LIMIT = 240
+"""A document's file name as the person's phone shows and saves it."""
 MAX_BUTTONS = 3
 BUTTON_TITLE = 20
 BUTTON_ID = 256
@@ -103,6 +105,8 @@ def media_message(item: MediaItem) -> dict[str, Any]:
     media: dict[str, Any] = {"link": item.url}
     if item.caption and item.kind in CAPTIONED:
         media["caption"] = cut(item.caption, CAPTION_LIMIT)
+    if item.filename and item.kind == "document":
+        media["filename"] = cut(item.filename, FILENAME_LIMIT)
     return {"type": item.kind, item.kind: media}
 
 
