@@ -20,6 +20,8 @@ from layby_server.chat.whatsapp.rendering import NO, YES, parse_flow_token
 SIGNATURE_HEADER = "x-hub-signature-256"
 _HEX = re.compile(r"[0-9a-f]{64}")
 _CHALLENGE = re.compile(r"[A-Za-z0-9_.-]{1,200}")
+TEXT_MESSAGE = "text"
+"""WhatsApp's message type of a typed message (a wire value, not Layby's answer format)."""
 FORM_SUFFIX = "#form"
 """Appended to a Flow submission's event id for the reply that re-sends a refused form."""
 
@@ -131,7 +133,7 @@ def _replies(message: Any, names: Mapping[str, str]) -> list[InboundReply]:
     params: dict[str, Any] = {}
     if isinstance(message.get("referral"), dict):
         params["referral"] = message["referral"]
-    if kind == "text":
+    if kind == TEXT_MESSAGE:
         text = (message.get("text") or {}).get("body")
         return [
             InboundReply(
