@@ -3,7 +3,8 @@
 ``serve(channel, target, people, client, think, conn)`` runs in a child process
 (``multiprocessing``, spawn). It serves the stand-in from ``tests/standins``, every API call
 validated as in the tests, and for each question message it stores (Slack: ``chat.postMessage``
-without ``thread_ts`` with buttons; Telegram: ``sendMessage`` with an inline keyboard) records
+without ``thread_ts`` with buttons; Telegram: ``sendMessage`` with an inline keyboard; WhatsApp:
+an interactive message with reply buttons) records
 the wall-clock time and queues a tap on "Yes", at once or ``think`` seconds later: the signed
 request is built exactly as the tests build it and one of ``people`` workers POSTs it to
 ``target`` (the door's inbound webhook) on a keep-alive connection (``client``: ``lean``, a raw
@@ -37,6 +38,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 PERSON = 424242
+WA_PERSON = "491512345678"
 HOOK = "bench-hook_secret"
 
 Tap = tuple[str, bytes, dict[str, str]]
@@ -93,6 +95,26 @@ def _telegram(records: dict[str, dict[str, Any]], taps: asyncio.Queue[Tap], thin
     return standin
 
 
+def _whatsapp(records: dict[str, dict[str, Any]], taps: asyncio.Queue[Tap], think: float) -> Any:
+    from tests.standins import whatsapp as wa
+
+    class Standin(wa.WhatsAppStandin):
+        def send_message(self, body: dict[str, Any]) -> dict[str, Any]:
+            result = super().send_message(body)
+            if body.get("type") == "interactive" and body["interactive"].get("type") == "button":
+                text = str(body["interactive"]["body"]["text"])
+                records[text] = {"posted": time.time()}
+                wamid = str(result["messages"][0]["id"])
+                signed = self.body_of(self.tap_notification(wamid, "Yes"))
+                headers = {"Content-Type": "application/json", "X-Hub-Signature-256": self.sign(signed)}
+                _queue(taps, (text, signed, headers), think)
+            return result
+
+    standin = Standin()
+    standin.add_person(WA_PERSON)
+    return standin
+
+
 async def _main(channel: str, target: str, people: int, client: str, think: float, conn: Connection) -> None:
     import httpx
     import uvicorn
@@ -103,6 +125,11 @@ async def _main(channel: str, target: str, people: int, client: str, think: floa
     if channel == "slack":
         standin = _slack(records, taps, think)
         app = standin.app
+    elif channel == "whatsapp":
+        from tests.standins import whatsapp as wa
+
+        standin = _whatsapp(records, taps, think)
+        app = wa.app(standin)
     else:
         from tests.standins import telegram as tg
 

@@ -1,6 +1,6 @@
-"""Benchmark: Slack and Telegram channels over their provider stand-ins (docs/channels.md).
+"""Benchmark: Slack, Telegram and WhatsApp channels over their provider stand-ins (docs/channels.md).
 
-    python bench/chat_channels.py [--channel slack telegram] [--questions 1000] [--conversations 50]
+    python bench/chat_channels.py [--channel slack telegram whatsapp] [--questions 1000] [--conversations 50]
                                   [--people N]
 
 For each channel: starts the provider's stand-in (the one the tests use, from ``tests/standins``)
@@ -47,6 +47,7 @@ from layby.sdk import connect
 from layby_server.settings import load_settings
 from tests.standins import slack as sl
 from tests.standins import telegram as tg
+from tests.standins import whatsapp as wa
 
 WARM_UP = 10
 EXTRA = {  # the machine's CPU outside the processes measured one by one
@@ -155,6 +156,17 @@ async def run_channel(name: str, args: argparse.Namespace) -> dict[str, Any]:
                 "default_recipient": sl.CHANNEL,
             }
             secrets = f"bot:{sl.BOT_TOKEN},signing:{sl.SIGNING_SECRET}"
+        elif name == "whatsapp":
+            config = {
+                "plugin": "whatsapp",
+                "access_token": "token",
+                "app_secret": "app",
+                "verify_token": "verify",
+                "phone_number_id": wa.PHONE_NUMBER_ID,
+                "api_url": api_url,
+                "default_recipient": _chat_standin.WA_PERSON,
+            }
+            secrets = f"token:{wa.TOKEN},app:{wa.APP_SECRET},verify:{wa.VERIFY_TOKEN}"
         else:
             config = {
                 "plugin": "telegram",
@@ -256,7 +268,12 @@ def _order(label: str) -> tuple[int, str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--channel", nargs="+", default=["slack", "telegram"], choices=["slack", "telegram"])
+    parser.add_argument(
+        "--channel",
+        nargs="+",
+        default=["slack", "telegram", "whatsapp"],
+        choices=["slack", "telegram", "whatsapp"],
+    )
     parser.add_argument("--questions", type=int, default=1000)
     parser.add_argument("--conversations", type=int, default=50)
     parser.add_argument(

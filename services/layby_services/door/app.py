@@ -41,7 +41,7 @@ from layby_services.door.query import PARAMETER_HANDLERS
 from layby_services.door.ratelimit import RateLimiter, RateLimitMiddleware
 from layby_services.door.routes.answer import answer_door
 from layby_services.door.routes.callback import callback_get, callback_post
-from layby_services.door.routes.channels import channel_events
+from layby_services.door.routes.channels import channel_events, channel_handshake
 from layby_services.door.routes.doors import delete_door, get_door, list_doors, put_door
 from layby_services.door.routes.health import healthz, readyz
 from layby_services.door.routes.inbox import done_door, list_door
@@ -245,6 +245,7 @@ def create_app(
             callback_post,
             callback_get,
             channel_events,
+            channel_handshake,
             messages_stream,
             hook_door,
             conversation_door,

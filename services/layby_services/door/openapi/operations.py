@@ -235,6 +235,23 @@ def operations() -> dict[tuple[str, str], Operation]:
             },
             responses=UNAVAILABLE_503,
         ),
+        ("/api/channels/{name}/events", "get"): Operation(
+            operation_id="getChannelEvents",
+            tag="channels",
+            security=PUBLIC,
+            ok={
+                "description": "The plugin's answer to its provider's subscription handshake (WhatsApp: "
+                "the `hub.challenge` back as text when `hub.verify_token` matches).",
+                "content": {TEXT: {"schema": {"type": "string"}}, JSON: {"schema": {"type": "object"}}},
+            },
+            responses={
+                "403": {
+                    "description": "The handshake's token does not match (plain text).",
+                    "content": {TEXT: {"schema": text("Forbidden")}},
+                },
+                **UNAVAILABLE_503,
+            },
+        ),
         ("/api/messages/stream", "get"): _sse_stream(
             "streamMessages",
             "channels",

@@ -1,4 +1,6 @@
-"""``POST /api/channels/{name}/events``: a chat channel's inbound webhook (docs/doors/channels.md).
+"""``POST /api/channels/{name}/events``: a chat channel's inbound webhook (docs/doors/channels.md),
+and ``GET`` on the same path for a provider's subscription handshake (WhatsApp's
+``hub.challenge``): the plugin is handed the query and answers it itself.
 
 Public: the provider's signature is the authentication, checked by the channel's plugin over
 the raw body before anything is read or recorded. In order: the channel (a name that is not a
@@ -13,7 +15,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import msgspec
-from litestar import Request, Response, post
+from litestar import Request, Response, get, post
 from litestar.params import PathParameter
 
 from layby_contracts.channels import InboundMalformed, InboundRefused, InboundRequest
@@ -60,6 +62,41 @@ async def channel_events(
     if chat is None or plugin is None:
         raise NotFound(NOT_FOUND)
     body = await read_capped_body(request, state.settings.max_body_bytes)
+    return await _handle(request, name, body)
+
+
+@get(
+    "/api/channels/{name:str}/events",
+    summary="A chat channel's subscription handshake (public: the plugin checks the provider's token)",
+    status_code=200,
+    responses={
+        400: refusal("A handshake the channel cannot read.", field=False, name="ChannelHandshakeMalformed"),
+        401: refusal("The channel takes no handshake, or its check failed.", UNAUTHORIZED_CHANNEL),
+        404: refusal(
+            "No chat channel of that name is configured: the same response for any name.", NOT_FOUND
+        ),
+    },
+)
+async def channel_handshake(
+    request: Request[Any, Any, Any],
+    name: Annotated[
+        str,
+        PathParameter(
+            description="The channel's name in `LAYBY_CHANNELS`.", schema_extra={"pattern": CHANNEL_NAME}
+        ),
+    ],
+) -> Response[bytes]:
+    """The plugin answers (WhatsApp: the challenge as text when the verify token matches, 403
+    otherwise); a plugin without a handshake refuses it as an unsigned request (401)."""
+    return await _handle(request, name, b"")
+
+
+async def _handle(request: Request[Any, Any, Any], name: str, body: bytes) -> Response[bytes]:
+    state = door(request)
+    chat = state.chat
+    plugin = chat.plugins.get(name) if chat is not None else None
+    if chat is None or plugin is None:
+        raise NotFound(NOT_FOUND)
     inbound = InboundRequest(
         method=request.method,
         url=str(request.url),

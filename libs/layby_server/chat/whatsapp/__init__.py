@@ -1,0 +1,299 @@
+"""The built-in ``whatsapp`` channel: questions as WhatsApp Cloud API messages, answers as reply
+buttons, list rows, Flows or typed replies (docs/channels.md#whatsapp).
+
+Configuration (``LAYBY_CHANNELS``)::
+
+    {"wa": {"plugin": "whatsapp", "access_token": "wa-token", "app_secret": "wa-app",
+            "verify_token": "wa-verify", "phone_number_id": "106540352242922",
+            "default_recipient": "4915112345678", "flow_id": "1234567890"}}
+
+``access_token``, ``app_secret`` and ``verify_token`` name entries of ``LAYBY_WEBHOOK_SECRETS``;
+their values never appear in a log line or an error. ``api_url`` / ``api_version`` point the
+client at another Graph host or version (a test stand-in); ``timeout`` bounds each call in
+seconds; ``flow_id`` / ``flow_screen`` / ``flow_mode`` name the published Flow forms open in.
+
+There is no official Python SDK for the Cloud API: ``graph`` is a small httpx client for its one
+send endpoint. What a question looks like is in ``rendering`` (pure); reading the webhook is in
+``webhook``; this module holds the channel: its settings, sends, and replies' follow-ups.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from layby_contracts.channels import (
+    ChannelDelivery,
+    ChannelDeliveryError,
+    ChannelInputError,
+    ChannelNotification,
+    Inbound,
+    InboundReply,
+    InboundRequest,
+    InboundResponse,
+    Posted,
+    ReplyOutcome,
+    Retraction,
+)
+from layby_contracts.events import MediaItem
+from layby_domain.clock import Clock, SystemClock
+from layby_server.chat import common
+from layby_server.chat.whatsapp import webhook
+from layby_server.chat.whatsapp.graph import Graph
+from layby_server.chat.whatsapp.rendering import (
+    FORM_GIVE_UP,
+    FORM_RETRY,
+    MAX_FORM_RESENDS,
+    MEDIA,
+    NOT_OPEN,
+    TEXT_LIMIT,
+    cut,
+    media_message,
+    notification_messages,
+    question_message,
+    text_message,
+)
+from layby_server.logs import get_logger
+
+__all__ = ["API_URL", "API_VERSION", "OPTIONS", "PLUGIN", "WhatsAppChannel"]
+
+log = get_logger("layby_server.chat.whatsapp")
+
+PLUGIN = "whatsapp"
+OPTIONS = {
+    "access_token",
+    "app_secret",
+    "verify_token",
+    "phone_number_id",
+    "api_url",
+    "api_version",
+    "default_recipient",
+    "timeout",
+    "flow_id",
+    "flow_screen",
+    "flow_mode",
+}
+API_URL = "https://graph.facebook.com"
+API_VERSION = "v23.0"
+FLOW_SCREEN = "FORM"
+_VERSION = re.compile(r"v[0-9]{1,3}\.[0-9]{1,3}")
+_DIGITS = re.compile(r"[0-9]{1,32}")
+_PHONE = re.compile(r"\+?[0-9][0-9 ()-]{4,30}")
+_SCREEN = re.compile(r"[A-Z][A-Z0-9_]{0,63}")
+FIELD_KINDS = {"string", "integer", "number", "boolean"}
+MAX_FIELDS = 20
+REFUSALS_KEPT = 1000
+"""Refused Flow submissions remembered until their ``open_form`` reply (the same request)."""
+
+
+def phone(value: str) -> str:
+    """A phone number as WhatsApp ids it: digits only (``+49 151 ...`` -> ``49151...``)."""
+    return re.sub(r"[^0-9]", "", value)
+
+
+class WhatsAppChannel:
+    """A WhatsApp Business phone number as a chat channel (docs/channels.md#whatsapp)."""
+
+    supports_form_delivery = True
+    supports_media_notifications = True
+    supports_template_notifications = True
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        config: Mapping[str, Any],
+        secrets: Mapping[str, bytes],
+        clock: Clock | None = None,
+    ) -> None:
+        common.check_options(config, PLUGIN, OPTIONS)
+        token = common.secret(config, "access_token", secrets, PLUGIN)
+        app_secret = common.secret(config, "app_secret", secrets, PLUGIN)
+        verify_token = common.secret(config, "verify_token", secrets, PLUGIN)
+        number = config.get("phone_number_id")
+        if isinstance(number, int) and not isinstance(number, bool):
+            number = str(number)
+        if not isinstance(number, str) or not _DIGITS.fullmatch(number):
+            raise ValueError(f"{PLUGIN} phone_number_id must be the phone number's id (digits)")
+        version = config.get("api_version", API_VERSION)
+        if not isinstance(version, str) or not _VERSION.fullmatch(version):
+            raise ValueError(f"{PLUGIN} api_version must look like 'v23.0'")
+        recipient = config.get("default_recipient")
+        if recipient is not None and (not isinstance(recipient, str) or not _PHONE.fullmatch(recipient)):
+            raise ValueError(f"{PLUGIN} default_recipient must be a phone number in international format")
+        flow_id = config.get("flow_id")
+        if isinstance(flow_id, int) and not isinstance(flow_id, bool):
+            flow_id = str(flow_id)
+        if flow_id is not None and (not isinstance(flow_id, str) or not _DIGITS.fullmatch(flow_id)):
+            raise ValueError(f"{PLUGIN} flow_id must be a published Flow's id (digits)")
+        screen = config.get("flow_screen", FLOW_SCREEN)
+        if not isinstance(screen, str) or not _SCREEN.fullmatch(screen):
+            raise ValueError(f"{PLUGIN} flow_screen must be a Flow screen id (capitals, digits, '_')")
+        mode = config.get("flow_mode", "published")
+        if mode not in ("published", "draft"):
+            raise ValueError(f"{PLUGIN} flow_mode must be 'published' or 'draft'")
+        self.name = name
+        self.phone_number_id = number
+        self.api_url = common.base_url(config, "api_url", API_URL, PLUGIN)
+        self.api_version = version
+        self.default_recipient = phone(recipient) if recipient else None
+        self.flow: tuple[str, str, str] | None = (flow_id, screen, str(mode)) if flow_id else None
+        self.supports_form_notifications = self.flow is not None
+        """A notification's form needs a Flow to open in."""
+        self._app_secret = app_secret.encode()
+        self._verify_token = verify_token.encode()
+        self._clock: Clock = clock or SystemClock()
+        self._graph = Graph(
+            api_url=self.api_url,
+            api_version=version,
+            phone_number_id=number,
+            token=token,
+            timeout=common.timeout(config, PLUGIN),
+            where=f"whatsapp {name!r}",
+        )
+        self._refused: dict[str, str] = {}  # bounded: see respond
+        """A Flow submission's event id -> the door's reason for refusing it, from ``respond``
+        to the ``open_form`` reply that follows it in the same request."""
+
+    async def aclose(self) -> None:
+        await self._graph.aclose()
+
+    # -- outbound -----------------------------------------------------------------------------
+
+    def _to(self, recipient: str | None) -> str:
+        target = phone(recipient) if recipient else self.default_recipient
+        if recipient and not target:
+            raise ChannelInputError(
+                f"whatsapp {self.name!r}: recipient {recipient[:64]!r} is not a phone number "
+                "in international format"
+            )
+        if not target:
+            raise ChannelInputError(
+                f"whatsapp {self.name!r}: no recipient "
+                "(give a phone number on the ask or set default_recipient)"
+            )
+        return target
+
+    async def _media(self, to: str, media: list[MediaItem]) -> tuple[list[str], list[MediaItem]]:
+        """Each file as its own message before the question; what WhatsApp refuses becomes a
+        link line instead."""
+        sent: list[str] = []
+        unsent: list[MediaItem] = []
+        for item in media:
+            if item.kind not in MEDIA:
+                continue
+            try:
+                sent.append((await self._graph.send(to, media_message(item))).wamid)
+            except ChannelInputError as exc:
+                log.info("whatsapp.media_as_link", channel=self.name, kind=item.kind, error=str(exc))
+                unsent.append(item)
+        return sent, unsent
+
+    async def deliver(self, delivery: ChannelDelivery) -> Posted:
+        if delivery.timeout_at <= self._clock.now():
+            raise ChannelInputError(
+                f"whatsapp {self.name!r}: the question already timed out at "
+                f"{delivery.timeout_at.isoformat()}; nothing was sent"
+            )
+        to = self._to(delivery.recipient)
+        _, unsent = await self._media(to, list(delivery.media or []))
+        sent = await self._graph.send(to, question_message(delivery, links=unsent, flow=self.flow))
+        return Posted(chat=sent.wa_id or to, message=sent.wamid)
+
+    async def notify(self, notification: ChannelNotification) -> list[str]:
+        """Send a one-way notification: a template alone, or each media item then the text (or
+        the form's Flow); the ids WhatsApp gave each message, in order."""
+        to = self._to(notification.recipient)
+        if notification.schema is not None and self.flow is None:
+            raise ChannelInputError(f"whatsapp {self.name!r}: a form needs flow_id set on the channel")
+        return [(await self._graph.send(to, m)).wamid for m in notification_messages(notification, self.flow)]
+
+    async def retract(self, posted: Posted, retraction: Retraction) -> None:
+        """WhatsApp cannot edit a delivered message: a short reply to the question says how it
+        ended (docs/channels.md#whatsapp-retraction)."""
+        await self._graph.send(
+            posted.chat, text_message(common.retraction_line(retraction)), reply_to=posted.message
+        )
+
+    async def say(self, chat: str, text: str, thread: str | None = None) -> None:
+        """A conversation's reply as a text message (replying to ``thread``, a wamid, if given)."""
+        await self._graph.send(phone(chat), text_message(cut(text, TEXT_LIMIT)), reply_to=thread)
+
+    def validate_form_schema(self, schema: dict[str, Any], question: str) -> None:
+        """Refuse a form the Flow's screen cannot show, naming the property."""
+        properties: dict[str, Any] = schema.get("properties") or {}
+        if len(properties) > MAX_FIELDS:
+            raise ValueError(
+                f"a WhatsApp Flow form holds at most {MAX_FIELDS} fields; this form has {len(properties)}"
+            )
+        for name, prop in properties.items():
+            kind = prop.get("type") if isinstance(prop, dict) else None
+            if kind not in FIELD_KINDS:
+                raise ValueError(
+                    f"property {name!r}: a WhatsApp Flow field is a string, integer, number or boolean"
+                )
+
+    # -- inbound ------------------------------------------------------------------------------
+
+    async def inbound(self, request: InboundRequest) -> Inbound:
+        if request.method == "GET":
+            return Inbound(response=webhook.handshake(self._verify_token, request.query))
+        webhook.verify(self._app_secret, request.headers, request.body)
+        read = webhook.read(request.body, self.phone_number_id)
+        for status in read.failures:
+            log.warning(
+                "whatsapp.message_failed",
+                channel=self.name,
+                wamid=str(status.get("id")),
+                errors=[
+                    (e.get("code"), e.get("title")) for e in status.get("errors") or [] if isinstance(e, dict)
+                ],
+            )
+        return Inbound(replies=read.replies)
+
+    async def respond(self, reply: InboundReply, outcome: ReplyOutcome) -> InboundResponse | None:
+        if reply.kind == "submitted" and outcome.status == "rejected" and reply.event_id is not None:
+            # The open_form reply after it (same request) sends the form again with the reason.
+            while len(self._refused) >= REFUSALS_KEPT:
+                del self._refused[next(iter(self._refused))]
+            self._refused[reply.event_id] = outcome.reason or "the answer does not fit the form"
+        return None  # Meta needs only the 200; everything else is a follow-up
+
+    async def open_form(self, reply: InboundReply, delivery: ChannelDelivery) -> None:
+        """Send a refused form again as a fresh Flow naming the door's reason, at most
+        ``MAX_FORM_RESENDS`` times; then say it could not be processed
+        (docs/channels.md#whatsapp-forms)."""
+        event = (reply.event_id or "").removesuffix(webhook.FORM_SUFFIX)
+        reason = self._refused.pop(event, None)
+        if reason is None:
+            return  # the submission was not refused (bridged, or nothing to send again)
+        resends = int((reply.context or {}).get("resends", 0))
+        if resends >= MAX_FORM_RESENDS:
+            await self._graph.send(reply.chat, text_message(FORM_GIVE_UP), reply_to=reply.message)
+            return
+        message = question_message(
+            delivery, flow=self.flow, resends=resends + 1, notice=FORM_RETRY.format(reason=reason)
+        )
+        await self._graph.send(reply.chat, message)
+
+    async def follow_up(self, reply: InboundReply, outcome: ReplyOutcome) -> None:
+        """Tell the person why a reply was refused, or that the question has gone. Never raises."""
+        if reply.kind == "open_form" or (reply.kind == "submitted" and outcome.status != "late"):
+            return  # a refused form is sent again by open_form, with the reason in the Flow
+        line = outcome.notice if outcome.status == "rejected" else None
+        line = NOT_OPEN if outcome.status == "late" and reply.kind in ("typed", "submitted") else line
+        if not line:
+            return
+        try:
+            await self._graph.send(
+                reply.chat, text_message(line), reply_to=(reply.context or {}).get("wamid")
+            )
+        except ChannelDeliveryError as exc:
+            log.warning(
+                "whatsapp.follow_up_failed",
+                channel=self.name,
+                kind=reply.kind,
+                status=outcome.status,
+                error=str(exc),
+            )

@@ -1,0 +1,480 @@
+"""WhatsApp end to end (docs/channels.md#whatsapp): the whole system with the ``whatsapp`` plugin
+pointed at the Cloud API stand-in, which checks every message against WhatsApp's documented
+shapes and caps and plays the person, signing each notification with the app secret as Meta
+does and posting it to the door's webhook."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import msgspec
+import pytest
+
+from layby.sdk import Client
+from layby_contracts.events import ChannelMessageReceived
+from layby_server.eventstore import EventStore
+from layby_server.settings import Settings
+from tests.conftest import System, start_system, stop_system
+from tests.helpers import eventually
+from tests.standins.whatsapp import (
+    APP_SECRET,
+    PHONE_NUMBER_ID,
+    TOKEN,
+    VERIFY_TOKEN,
+    Stored,
+    WhatsAppStandin,
+    serve_whatsapp_standin,
+)
+
+pytestmark = pytest.mark.timeout(90)
+PERSON = "491512345678"
+TG_PERSON = 424242
+FORM = {"type": "object", "properties": {"seats": {"type": "integer", "minimum": 1}}, "required": ["seats"]}
+
+
+@dataclass
+class Chat:
+    system: System
+    wa: WhatsAppStandin
+
+
+@pytest.fixture
+async def chat(settings: Settings, store: EventStore, db: Any) -> AsyncIterator[Chat]:
+    async with serve_whatsapp_standin() as wa:
+        door = f"http://127.0.0.1:{settings.http_port}"
+        wa.add_person(PERSON)
+        channels = {
+            "wa": {
+                "plugin": "whatsapp",
+                "access_token": "wa-token",
+                "app_secret": "wa-app",
+                "verify_token": "wa-verify",
+                "phone_number_id": PHONE_NUMBER_ID,
+                "api_url": wa.api_url,
+                "api_version": "v23.0",
+                "default_recipient": f"+{PERSON}",
+                "flow_id": next(iter(wa.flows)),
+            }
+        }
+        configured = msgspec.structs.replace(
+            settings,
+            channels=json.dumps(channels),
+            public_base_url=door,
+            webhook_secrets=f"wa-token:{TOKEN},wa-app:{APP_SECRET},wa-verify:{VERIFY_TOKEN}",
+            delivery_backoff_seconds=0.02,
+        )
+        wa.target = f"{door}/api/channels/wa/events"
+        system = await start_system(configured)
+        try:
+            yield Chat(system, wa)
+        finally:
+            await stop_system(system)
+
+
+@pytest.fixture
+async def both(
+    settings: Settings, store: EventStore, db: Any
+) -> AsyncIterator[tuple[System, WhatsAppStandin, Any]]:
+    """WhatsApp and Telegram at once, each on its stand-in."""
+    from tests.standins.telegram import TOKEN as TG_TOKEN
+    from tests.standins.telegram import serve_telegram_standin
+
+    async with serve_whatsapp_standin() as wa, serve_telegram_standin() as tg:
+        door = f"http://127.0.0.1:{settings.http_port}"
+        wa.add_person(PERSON)
+        tg.add_person(TG_PERSON)
+        channels = {
+            "wa": {
+                "plugin": "whatsapp",
+                "access_token": "wa-token",
+                "app_secret": "wa-app",
+                "verify_token": "wa-verify",
+                "phone_number_id": PHONE_NUMBER_ID,
+                "api_url": wa.api_url,
+                "default_recipient": PERSON,
+            },
+            "tg": {
+                "plugin": "telegram",
+                "bot_token": "tg-bot",
+                "secret_token": "tg-hook",
+                "api_url": tg.api_url,
+                "file_url": tg.file_url,
+                "default_recipient": str(TG_PERSON),
+            },
+        }
+        configured = msgspec.structs.replace(
+            settings,
+            channels=json.dumps(channels),
+            public_base_url=door,
+            webhook_secrets=(
+                f"wa-token:{TOKEN},wa-app:{APP_SECRET},wa-verify:{VERIFY_TOKEN},"
+                f"tg-bot:{TG_TOKEN},tg-hook:tg-hook_0123456789"
+            ),
+            delivery_backoff_seconds=0.02,
+        )
+        wa.target = f"{door}/api/channels/wa/events"
+        tg.point_webhook(f"{door}/api/channels/tg/events", "tg-hook_0123456789")
+        system = await start_system(configured)
+        try:
+            yield system, wa, tg
+        finally:
+            await stop_system(system)
+
+
+@pytest.fixture
+async def sdk(chat: Chat) -> Client:
+    return await chat.system.sdk(public_base_url=chat.system.url)
+
+
+async def _sent(wa: WhatsAppStandin, n: int = 1, *, kind: str | None = None) -> Stored:
+    """The ``n``-th message sent to the person (of ``kind``: text or an interactive type)."""
+
+    async def found() -> Stored | None:
+        sent = [m for m in wa.sent(PERSON) if kind is None or kind in (m.type, m.interactive)]
+        return sent[n - 1] if len(sent) >= n else None
+
+    return await eventually(found, f"message {n} ({kind or 'any'}) sent to the person", timeout=10)
+
+
+async def _texts(wa: WhatsAppStandin, containing: str, n: int = 1) -> list[Stored]:
+    async def found() -> list[Stored]:
+        return [m for m in wa.sent(PERSON) if m.type == "text" and containing in (m.text or "")]
+
+    return await eventually(
+        found, f"{n} text(s) with {containing!r}", until=lambda f: len(f) >= n, timeout=10
+    )
+
+
+async def _inbound(system: System, n: int) -> list[dict[str, Any]]:
+    """The first ``n`` inbound messages on the messages stream."""
+    got: list[dict[str, Any]] = []
+    async with (
+        system.http() as http,
+        http.stream("GET", "/api/messages/stream", headers={"Last-Event-ID": "0"}) as stream,
+    ):
+        async for line in stream.aiter_lines():
+            if line.startswith("data:"):
+                got.append(json.loads(line[5:]))
+                if len(got) == n:
+                    return got
+    return got
+
+
+def _ask(sdk: Client, question: str, **kw: Any) -> asyncio.Task[Any]:
+    return asyncio.create_task(sdk.ask_user(question, channel="wa", timeout=30, **kw))
+
+
+async def test_select_as_buttons_at_the_cap_answers_with_the_option_text_and_is_retracted_by_a_reply(
+    chat: Chat, sdk: Client
+) -> None:
+    wa = chat.wa
+    options = ["a" * 20, "Grüße aus Köln 🚀", "c"]
+    ask = _ask(sdk, "Pick", answer_format="select", options=options)
+    msg = await _sent(wa, kind="button")
+    assert [b["title"] for b in msg.buttons()] == options
+    assert options[1] not in json.dumps([b["id"] for b in msg.buttons()])
+    assert (await wa.tap(msg.wamid, 1)).status_code == 200
+    assert await asyncio.wait_for(ask, 10) == options[1]
+    [retraction] = await _texts(wa, "Answered by wa:")
+    assert retraction.reply_to == msg.wamid
+    assert wa.refused() == []
+
+
+@pytest.mark.parametrize(
+    ("options", "shape"),
+    [
+        ([f"option {i}" for i in range(4)], "list"),
+        (["b" * 21, "x"], "list"),
+        ([f"o{i}" for i in range(9)] + ["r" * 24], "list"),
+        ([f"o{i}" for i in range(11)], "text"),
+        (["o1", "r" * 25], "text"),
+    ],
+    ids=["fourth-option", "button-title-21", "ten-rows-title-24", "eleventh-row", "row-title-25"],
+)
+async def test_select_past_the_button_caps_is_a_list_and_past_the_list_caps_numbered_text(
+    chat: Chat, sdk: Client, options: list[str], shape: str
+) -> None:
+    wa = chat.wa
+    ask = _ask(sdk, "Which one?", answer_format="select", options=options)
+    msg = await _sent(wa)
+    assert (msg.interactive or msg.type) == shape
+    if shape == "list":
+        assert [r["title"] for r in msg.rows()] == options
+        await wa.pick(msg.wamid, len(options) - 1)
+    else:
+        assert msg.text is not None and msg.text.endswith("Reply with the text of one option.")
+        await wa.type(PERSON, options[-1])
+    assert await asyncio.wait_for(ask, 10) == options[-1]
+    assert wa.refused() == []
+
+
+async def test_a_body_past_1024_characters_is_numbered_text_and_a_reply_to_it_answers(
+    chat: Chat, sdk: Client
+) -> None:
+    wa = chat.wa
+    ask = _ask(sdk, "q" * 1025, answer_format="select", options=["eu", "us"])
+    msg = await _sent(wa, kind="text")
+    assert msg.text is not None and "1. eu\n2. us" in msg.text
+    await wa.type(PERSON, "us", reply_to=msg.wamid)
+    assert await asyncio.wait_for(ask, 10) == "us"
+
+
+async def test_confirm_by_button_and_by_a_typed_yes_in_the_persons_chat(chat: Chat, sdk: Client) -> None:
+    wa = chat.wa
+    first = _ask(sdk, "Go?", answer_format="confirm")
+    msg = await _sent(wa, kind="button")
+    assert [b["title"] for b in msg.buttons()] == ["Yes", "No"]
+    await wa.tap(msg.wamid, "No")
+    assert await asyncio.wait_for(first, 10) is False
+    second = _ask(sdk, "Really go?", answer_format="confirm")
+    await _sent(wa, 2, kind="button")
+    await wa.type(PERSON, "Yes!")
+    assert await asyncio.wait_for(second, 10) is True
+
+
+async def test_text_with_suggested_replies_answered_by_a_typed_reply_to_the_question(
+    chat: Chat, sdk: Client
+) -> None:
+    wa = chat.wa
+    ask = _ask(sdk, "Name the release", options=["v1"])
+    msg = await _sent(wa, kind="button")
+    await wa.type(PERSON, "v2-rc1", reply_to=msg.wamid)
+    assert await asyncio.wait_for(ask, 10) == "v2-rc1"
+
+
+async def test_a_mismatch_gets_the_notice_and_under_bridge_becomes_an_inbound_message(
+    chat: Chat, sdk: Client
+) -> None:
+    wa, system = chat.wa, chat.system
+    ask = _ask(
+        sdk, "Which?", answer_format="select", options=["a", "b"], mismatch_notice="Pick a button ({reason})."
+    )
+    msg = await _sent(wa, kind="button")
+    await wa.type(PERSON, "c")
+    [notice] = await _texts(wa, "Pick a button (")
+    assert not ask.done() and notice.reply_to is not None
+    await wa.tap(msg.wamid, "b")
+    assert await asyncio.wait_for(ask, 10) == "b"
+    bridged = _ask(sdk, "Size?", answer_format="select", options=["S", "M"], on_mismatch="bridge")
+    await _sent(wa, 2, kind="button")
+    await wa.type(PERSON, "what sizes are there?")
+    [frame] = await _inbound(system, 1)
+    assert (frame["reason"], frame["text"], frame["channel"]) == ("mismatch", "what sizes are there?", "wa")
+    assert not bridged.done()
+    bridged.cancel()
+
+
+async def test_a_form_is_a_flow_refused_values_come_back_as_a_fresh_flow_then_it_answers(
+    chat: Chat, sdk: Client
+) -> None:
+    wa = chat.wa
+    ask = _ask(sdk, "Seats?", answer_format="form", schema=FORM)
+    flow = await _sent(wa, kind="flow")
+    assert flow.flow()["flow_action_payload"]["data"]["fields"][0]["name"] == "seats"
+    await wa.submit(flow.wamid, {"seats": 0})
+    again = await _sent(wa, 2, kind="flow")
+    assert again.text is not None and "Your last answer could not be accepted: " in again.text
+    assert again.flow()["flow_token"] != flow.flow()["flow_token"]
+    assert not ask.done()
+    await wa.submit(again.wamid, {"seats": 4})
+    assert await asyncio.wait_for(ask, 10) == {"seats": 4}
+
+
+async def test_a_form_refused_after_five_fresh_flows_says_it_could_not_be_processed(
+    chat: Chat, sdk: Client
+) -> None:
+    wa = chat.wa
+    ask = _ask(sdk, "Seats?", answer_format="form", schema=FORM)
+    for n in range(1, 7):
+        flow = await _sent(wa, n, kind="flow")
+        await wa.submit(flow.wamid, {"seats": "many"})
+    [sorry] = await _texts(wa, "Sorry, your form could not be processed.")
+    assert len([m for m in wa.sent(PERSON) if m.interactive == "flow"]) == 6  # the first and 5 resends
+    assert sorry.reply_to is not None and not ask.done()
+    ask.cancel()
+
+
+async def test_an_external_question_is_a_link_button_to_its_page(chat: Chat, sdk: Client) -> None:
+    wa = chat.wa
+    ask = _ask(sdk, "Approve in the console", answer_format="external")
+    msg = await _sent(wa, kind="cta_url")
+    url = msg.body["interactive"]["action"]["parameters"]["url"]
+    assert url.startswith(f"{chat.system.url}/api/interactions/callback/")
+    ask.cancel()
+
+
+async def test_a_stale_tap_and_a_malformed_tap_are_inbound_messages_never_answers(
+    chat: Chat, sdk: Client
+) -> None:
+    wa, system = chat.wa, chat.system
+    ask = _ask(sdk, "Restart?", answer_format="confirm")
+    msg = await _sent(wa, kind="button")
+    async with system.http() as http:
+
+        async def pending() -> list[Any]:
+            items: list[Any] = (await http.get("/api/interactions")).json()["data"]["items"]
+            return items
+
+        listed = await eventually(pending, "the question in the inbox list", until=bool)
+        answered = await http.post(
+            f"/api/interactions/{listed[0]['interaction_id']}/answer",
+            json={"answer": False},
+            headers={"Layby-Client": "inbox"},
+        )
+        assert answered.status_code == 200
+    assert await asyncio.wait_for(ask, 10) is False
+    [retraction] = await _texts(wa, "in the inbox")
+    assert retraction.reply_to == msg.wamid
+    second = _ask(sdk, "Again?", answer_format="confirm")
+    fresh = await _sent(wa, 2, kind="button")
+    await wa.tap(msg.wamid, "Yes")  # the first question's button: stale
+    await wa.tap(fresh.wamid, "Yes", button_id="Yes")  # no tap id: malformed
+    late, unmatched = await _inbound(system, 2)
+    assert (late["reason"], late["value"], late["interaction_id"]) == (
+        "late",
+        True,
+        listed[0]["interaction_id"],
+    )
+    assert (unmatched["reason"], unmatched["text"]) == ("unmatched", "Yes")
+    assert not second.done()
+    await wa.tap(fresh.wamid, "Yes")
+    assert await asyncio.wait_for(second, 10) is True
+
+
+async def test_a_forged_webhook_is_401_and_nothing_is_recorded_and_a_replay_is_taken_once(
+    chat: Chat, sdk: Client
+) -> None:
+    wa, system = chat.wa, chat.system
+    ask = _ask(sdk, "Note?")
+    msg = await _sent(wa)
+    forged = wa.type_notification(PERSON, "forged", reply_to=msg.wamid)
+    assert (await wa.send(forged, signature="")).status_code == 401
+    assert (
+        await wa.send(forged, signature=wa.sign(wa.body_of(forged), "not the app secret"))
+    ).status_code == 401
+    body = wa.body_of(forged)
+    assert (await wa.send(body.replace(b"forged", b"Forged"), signature=wa.sign(body))).status_code == 401
+    assert not ask.done()
+    real = wa.type_notification(PERSON, "first words", reply_to=msg.wamid)
+    assert (await wa.send(real)).status_code == 200
+    assert await asyncio.wait_for(ask, 10) == "first words"
+    assert (await wa.send(real)).status_code == 200  # Meta redelivers: the same wamid
+    await wa.type(PERSON, "after")
+    [frame] = await _inbound(system, 1)
+    assert frame["text"] == "after"  # neither the forgeries nor the replay recorded anything
+
+
+async def test_the_handshake_statuses_template_buttons_and_the_body_cap(
+    chat: Chat, sdk: Client, store: EventStore
+) -> None:
+    wa, system = chat.wa, chat.system
+    answered = await wa.handshake(VERIFY_TOKEN, "8675309")
+    assert (answered.status_code, answered.text) == (200, "8675309")
+    assert answered.headers["content-type"].startswith("text/plain")
+    assert (await wa.handshake("not-the-token")).status_code == 403
+    ask = _ask(sdk, "Note?")
+    msg = await _sent(wa)
+    for status in ("sent", "delivered", "read", "failed"):
+        assert (await wa.send(wa.status_notification(msg.wamid, status))).status_code == 200
+    press = wa.template_button_notification(PERSON, msg.wamid, "stop-promos", "Stop")
+    assert (await wa.send(press)).status_code == 200
+    [frame] = await _inbound(system, 1)
+    assert (frame["reason"], frame["text"]) == ("unmatched", "Stop")
+    recorded = await store.last(store.names.messages("wa"), stream=store.names.messages_stream)
+    assert recorded is not None and isinstance(recorded.event, ChannelMessageReceived)
+    assert recorded.event.params == {"payload": "stop-promos"}
+    big = b'{"entry": [], "pad": "' + b"x" * system.settings.max_body_bytes + b'"}'
+    assert (await wa.send(big)).status_code == 413
+    assert not ask.done()
+    ask.cancel()
+
+
+async def test_a_rate_limited_send_is_retried_and_a_refused_recipient_fails_the_ask(
+    chat: Chat, sdk: Client
+) -> None:
+    wa = chat.wa
+    wa.fail_next(130429)
+    ask = _ask(sdk, "Still there?")
+    await _sent(wa)
+    assert [c.code for c in wa.refused()] == [130429]
+    ask.cancel()
+    from layby_contracts.channels import ChannelDeliveryError
+
+    with pytest.raises(ChannelDeliveryError, match="24 hours"):
+        await sdk.ask_user("Hello?", channel="wa", recipient="+4917000000", timeout=30)
+
+
+async def test_the_door_refuses_a_handshake_on_a_channel_without_one(chat: Chat) -> None:
+    async with httpx.AsyncClient(timeout=10, trust_env=False) as http:
+        missing = await http.get(
+            f"{chat.system.url}/api/channels/nope/events", params={"hub.mode": "subscribe"}
+        )
+    assert missing.status_code == 404
+
+
+async def test_one_question_on_whatsapp_and_telegram_the_first_reply_wins_and_the_other_is_retracted(
+    both: tuple[System, WhatsAppStandin, Any],
+) -> None:
+    system, wa, tg = both
+    sdk = await system.sdk(public_base_url=system.url)
+    ask = asyncio.create_task(
+        sdk.ask_user("Roll back?", answer_format="confirm", channel=["wa", "tg"], timeout=30)
+    )
+    wa_msg = await _sent(wa, kind="button")
+
+    async def tg_msg() -> Any:
+        found = [m for m in tg.messages(TG_PERSON) if m.from_bot]
+        return found[0] if found else None
+
+    telegram = await eventually(tg_msg, "the Telegram copy", timeout=10)
+    await asyncio.gather(wa.tap(wa_msg.wamid, "Yes"), tg.tap(TG_PERSON, telegram.message_id, "No"))
+    answer = await asyncio.wait_for(ask, 10)
+    frames = await _inbound(system, 1)
+    assert frames[0]["reason"] == "late"
+    if answer is True:  # WhatsApp won: Telegram's copy is edited, its tap recorded as late
+        assert frames[0]["channel"] == "tg"
+
+        async def edited() -> bool:
+            return not tg.message(TG_PERSON, telegram.message_id).keyboard
+
+        await eventually(edited, "the Telegram copy retracted", timeout=10)
+    else:  # Telegram won: WhatsApp's question gets a follow-up reply saying so
+        assert answer is False and frames[0]["channel"] == "wa"
+        [line] = await _texts(wa, "Answered by tg:")
+        assert line.reply_to == wa_msg.wamid
+
+
+async def test_a_message_to_no_question_is_a_conversation_and_the_reply_is_a_whatsapp_message(
+    chat: Chat, sdk: Client, store: EventStore
+) -> None:
+    """A message when no question was sent to the person visits the route naming the channel,
+    on the subject ``wa:<phone number>``, and the result comes back as a text message
+    (docs/doors/hooks.md#conversations-on-a-chat-channel)."""
+    import layby
+    from tests.helpers import serving
+    from tests.integration.test_hooks import save_door
+
+    system, wa = chat.system, chat.wa
+    worker = layby.Worker(sdk, settings=system.settings)
+
+    @worker.flow("echo")
+    async def echo(inp: dict[str, Any]) -> str:
+        return f"{inp['subject']} got: {inp['text']}"
+
+    start = '{text, subject: "\\(.channel):\\(.chat)"}'
+    await save_door(store, "wa-chat", kind="conversation", target="echo", channel="wa", start_expr=start)
+    async with system.http() as http:
+        await eventually(
+            lambda: http.get("/api/doors"),
+            "the route listed",
+            until=lambda r: [d["name"] for d in r.json()["data"]["items"]] == ["wa-chat"],
+        )
+    async with serving(worker):
+        await wa.type(PERSON, "ping")
+        [reply] = await _texts(wa, "got: ping")
+    assert reply.text == f"wa:{PERSON} got: ping"
