@@ -153,6 +153,9 @@ class InboundReply(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
     event_id: str | None = None
     context: dict[str, Any] | None = None
     direct: bool = False
+    params: dict[str, Any] | None = None
+    """What the plugin read beside the reply (a template button's payload, an ad's referral):
+    opaque transport data, kept with the inbound message it becomes (docs/channels.md#inbound-messages)."""
     notification_id: str | None = None
     """A reply to a notification: a tap on one of its options, or a submission of the ask-less
     form it carried (``kind="submitted"``). It answers no question and is recorded as an inbound

@@ -389,10 +389,10 @@ def test_a_typed_reply_is_the_persons_direct_chat_or_the_message_it_replies_to()
 def test_template_buttons_and_referrals_carry_their_params_for_the_bridge() -> None:
     [button] = read({"type": "button", "button": {"payload": "stop-promos", "text": "Stop"}})
     assert (button.interaction_id, button.message, button.value) == (None, None, "Stop")
-    assert button.context is not None and button.context["params"] == {"payload": "stop-promos"}
+    assert button.params == {"payload": "stop-promos"}
     referral = {"source_type": "ad", "source_id": "120"}
     [typed] = read({"type": "text", "text": {"body": "hi"}, "referral": referral})
-    assert typed.context is not None and typed.context["params"] == {"referral": referral}
+    assert typed.params == {"referral": referral}
 
 
 def test_a_flow_submission_is_submitted_then_an_open_form_that_resends_a_refusal() -> None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Literal
+from typing import Literal
 
 from layby_contracts.channels import (
     ChannelDeliveryError,
@@ -233,7 +233,7 @@ class ChatInbound:
             interaction_id=interaction_id or (asked.interaction_id if asked is not None else None),
             audience=asked.audience if asked is not None else None,
             notification_id=reply.notification_id,
-            params=_params(reply),
+            params=reply.params or None,
         )
         msg_id = f"msg-{name}-{reply.event_id}" if reply.event_id else f"msg-{event.message_id}"
         await self._store.append_message(self._store.names.messages(name), event, msg_id=msg_id)
@@ -263,13 +263,6 @@ class ChatInbound:
             await asyncio.wait(list(self._follow_ups), timeout=DRAIN_SECONDS)
         for task in list(self._follow_ups):
             task.cancel()
-
-
-def _params(reply: InboundReply) -> dict[str, Any] | None:
-    """What a plugin read beside the reply (a template button's payload, an ad's referral), kept
-    with the inbound message (docs/channels.md#inbound-messages)."""
-    params = (reply.context or {}).get("params")
-    return params if isinstance(params, dict) and params else None
 
 
 def _choice(asked: InteractionAsked, index: int) -> str | None:

@@ -141,7 +141,8 @@ def _replies(message: Any, names: Mapping[str, str]) -> list[InboundReply]:
                 message=replied,
                 value=_str(text, "text.body"),
                 direct=True,
-                context=own | ({"params": params} if params else {}),
+                context=own,
+                params=params or None,
                 **base,
             )
         ]
@@ -162,7 +163,7 @@ def _bridged(base: dict[str, Any], own: dict[str, Any], text: Any, params: dict[
     """A reply that names no question and no message: the door records it as an inbound message
     (``unmatched``), with ``params`` beside it."""
     return InboundReply(
-        kind="tap", value=text if isinstance(text, str) else None, context=own | {"params": params}, **base
+        kind="tap", value=text if isinstance(text, str) else None, context=own, params=params, **base
     )
 
 
