@@ -53,6 +53,16 @@ def identity_key(identity: str) -> str:
     return hashlib.sha256(identity.encode()).hexdigest()
 
 
+def live(newest_first: list[FeedEntry], ttl: timedelta) -> list[FeedEntry]:
+    """The entries a rolling TTL kept: each entry lives while the next one came within the TTL,
+    so the first gap of a TTL or more (newest to oldest) is where the feed once expired whole —
+    what lies behind it is gone even though a later notification started the feed again."""
+    for index in range(1, len(newest_first)):
+        if newest_first[index - 1].created_at - newest_first[index].created_at >= ttl:
+            return newest_first[:index]
+    return newest_first
+
+
 class Feed:
     """Record to and read the feed of one namespace."""
 
@@ -107,6 +117,8 @@ class Feed:
                 return []
             entries = await self._all(stream, subject, int(last.seq or 0))
         entries.reverse()
+        if identity is not None:
+            entries = live(entries, self._ttl)
         return entries[: self._max]
 
     def _expired(self, newest: bytes) -> bool:
