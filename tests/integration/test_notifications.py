@@ -455,3 +455,21 @@ async def test_the_cli_notifies_and_lists_over_the_doors(
     assert (
         "error (501): channel 'plain' does not support interactive notifications" in capsys.readouterr().err
     )
+
+
+# -- docs/doors/inbox-page.md#notifications-feed ----------------------------------------------------------------
+
+
+async def test_the_inbox_page_ships_a_notifications_section_filled_from_the_feed_door(noti: System) -> None:
+    """The page has its Notifications section, and the module that fills it reads ``GET
+    /api/notifications`` and sets text only; the page keeps its Content-Security-Policy."""
+    async with noti.http(None) as http:
+        page = await http.get("/")
+        module = await http.get("/static/feed.js")
+        entry = await http.get("/static/inbox.js")
+    assert 'id="notifications"' in page.text
+    assert "script-src 'self'" in page.headers["Content-Security-Policy"]
+    assert module.status_code == 200
+    assert 'fetch("/api/notifications"' in module.text
+    assert "innerHTML" not in module.text
+    assert 'import "./feed.js";' in entry.text
