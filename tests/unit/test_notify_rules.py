@@ -343,3 +343,16 @@ def test_notifications_are_counted_by_channel_and_result() -> None:
     text = metrics.render().decode()
     assert 'layby_notifications_total{channel="none",result="recorded"} 1.0' in text
     assert 'layby_notifications_total{channel="sms",result="unsupported"} 1.0' in text
+
+
+async def test_the_module_level_notify_user_checks_before_connecting() -> None:
+    """``layby.notify_user`` refuses bad arguments before any connection is opened (no server is
+    needed for these), naming the field."""
+    import layby
+
+    with pytest.raises(BadInput) as blank:
+        await layby.notify_user(" ")
+    assert blank.value.field == "message"
+    with pytest.raises(BadInput) as orphan:
+        await layby.notify_user("hi", options=["Yes"])
+    assert orphan.value.field == "options"

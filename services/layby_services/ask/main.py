@@ -37,10 +37,8 @@ from layby_contracts.errors import BadInput, LaybyError, Unavailable
 from layby_contracts.refusals import to_refused
 from layby_domain.clock import Clock
 from layby_domain.notify import field_of
-from layby_domain.verifiers import parse_secrets
 from layby_server import tracing
 from layby_server.auth import Authenticator
-from layby_server.channels import load_channels
 from layby_server.feed import Feed
 from layby_server.jqrun import JqRunner
 from layby_server.logs import get_logger
@@ -95,7 +93,7 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
             auth,
             res.clock,
             feed,
-            load_channels(settings.channels, parse_secrets(settings.webhook_secrets)),
+            handlers.channels,
             res.metrics,
         )
         decoders: dict[str, msgspec.json.Decoder[Any]] = {
