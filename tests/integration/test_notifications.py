@@ -29,6 +29,7 @@ from layby_server.eventstore import EventStore
 from layby_server.settings import Settings
 from tests.channel_plugins import NotifyingChannel
 from tests.conftest import ALICE, BOB, OPERATOR, System, start_system, stop_system
+from tests.integration.test_nats_authorization import Secured, secured  # noqa: F401 - its fixture
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
 CHANNELS = json.dumps(
@@ -473,3 +474,18 @@ async def test_the_inbox_page_ships_a_notifications_section_filled_from_the_feed
     assert 'fetch("/api/notifications"' in module.text
     assert "innerHTML" not in module.text
     assert 'import "./feed.js";' in entry.text
+
+
+# -- docs/security.md#nats-authorization --------------------------------------------------------------------------
+
+
+async def test_notifications_work_under_nats_authorization(secured: Secured) -> None:  # noqa: F811 - the fixture
+    """A user's token may send ``cmd.notify``, the ask service may write the feed and the door read
+    it: every key stays within its rules (the fixture checks NATS's log for refusals)."""
+    system = secured.system
+    alice = await system.sdk(ALICE)
+    assert (await alice.notify_user("from the sdk")).outcome == "recorded"
+    response = await post(system, {"message": "from the door"}, ALICE)
+    assert response.status_code == 200, response.text
+    assert [n["message"] for n in await feed(system, ALICE)] == ["from the door", "from the sdk"]
+    assert [n["message"] for n in await feed(system)] == ["from the door", "from the sdk"]

@@ -356,3 +356,20 @@ async def test_the_module_level_notify_user_checks_before_connecting() -> None:
     with pytest.raises(BadInput) as orphan:
         await layby.notify_user("hi", options=["Yes"])
     assert orphan.value.field == "options"
+
+
+def test_the_feed_settings_default_to_1000_and_30_days_and_must_be_positive() -> None:
+    """INTERACTIONS_NOTIFICATIONS_FEED_MAX (1000) and INTERACTIONS_NOTIFICATIONS_FEED_TTL_SECONDS
+    (30 days) are positive; anything else fails at load naming the variable."""
+    from layby.settings import SettingsError
+    from layby_server.settings import load_settings
+
+    defaults = load_settings({})
+    assert (defaults.notifications_feed_max, defaults.notifications_feed_ttl_seconds) == (1000, 2592000.0)
+    tuned = load_settings(
+        {"INTERACTIONS_NOTIFICATIONS_FEED_MAX": "50", "INTERACTIONS_NOTIFICATIONS_FEED_TTL_SECONDS": "60"}
+    )
+    assert (tuned.notifications_feed_max, tuned.notifications_feed_ttl_seconds) == (50, 60.0)
+    for var in ("INTERACTIONS_NOTIFICATIONS_FEED_MAX", "INTERACTIONS_NOTIFICATIONS_FEED_TTL_SECONDS"):
+        with pytest.raises(SettingsError, match=var):
+            load_settings({var: "0"})
