@@ -341,6 +341,7 @@ BAD_INPUT = [
         "sender_identity",
     ),
     ({"message": 5}, 400, "invalid body: Expected `str`, got `int`", "message"),
+    ({"channel": "rich"}, 400, "invalid body: Object missing required field `message`", "message"),
     (
         {"message": "hi", "colour": "red"},
         400,

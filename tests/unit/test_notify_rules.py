@@ -307,6 +307,16 @@ def test_a_malformed_command_names_the_field() -> None:
     assert field_of(caught.value) == "message"
 
 
+def test_a_missing_field_is_named_with_its_path() -> None:
+    """A body missing a required key names it, under the object that lacks it."""
+    from layby_contracts.http import NotifyRequest
+
+    for body, field in (({}, "message"), ({"message": "x", "template": {"name": "a"}}, "template.language")):
+        with pytest.raises(msgspec.ValidationError) as caught:
+            msgspec.convert(body, NotifyRequest)
+        assert field_of(caught.value) == field
+
+
 def test_a_channels_pause_crosses_the_wire_with_its_refusal() -> None:
     """A retryable send's ``retry_after`` travels in the refusal and comes back on the SDK's error;
     the 501 and 502 refusals keep their classes."""

@@ -289,10 +289,17 @@ def decide_notify(spec: NotifySpec, facts: NotifyFacts) -> NotifyDecision:
 
 
 _PATH = re.compile(r" - at `\$\.?([^`]*)`$")
+_MISSING = re.compile(r"missing required field `([^`]*)`")
 
 
 def field_of(exc: Exception) -> str | None:
     """The field a msgspec decoding error names (``... - at `$.media[0].url```), as the doors and
-    commands name fields (``media[0].url``); None when it names none."""
-    match = _PATH.search(str(exc))
-    return match.group(1) or None if match else None
+    commands name fields (``media[0].url``), a missing field's own name included; None when it
+    names none."""
+    text = str(exc)
+    match = _PATH.search(text)
+    where = match.group(1) if match else ""
+    missing = _MISSING.search(text)
+    if missing is not None:
+        where = f"{where}.{missing.group(1)}" if where else missing.group(1)
+    return where or None

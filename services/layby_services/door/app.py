@@ -247,6 +247,7 @@ def create_app(
             callback_get,
             channel_events,
             messages_stream,
+            _options_door(notify_door, notifications_door),
             notify_door,
             notifications_door,
             hook_door,
