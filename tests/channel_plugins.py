@@ -14,8 +14,11 @@ from typing import Any, ClassVar
 import msgspec
 
 from layby_contracts.channels import (
+    NOTIFY_FLAGS,
     ChannelDelivery,
     ChannelDeliveryError,
+    ChannelInputError,
+    ChannelNotification,
     Inbound,
     InboundMalformed,
     InboundRefused,
@@ -196,3 +199,56 @@ def sign_chat(body: bytes) -> dict[str, str]:
         "X-Test-Signature": hmac.new(BRIDGE_SECRET.encode(), body, hashlib.sha256).hexdigest(),
         "Content-Type": "application/json",
     }
+
+
+class NotifyingChannel:
+    """A one-way medium for notification tests (docs/notifications.md#on-a-channel). Config:
+    ``flags`` (the fields it supports: ``media``, ``template``, ``options``, ``schema``), ``fail``
+    (``retryable``, ``final``, ``input`` or absent: how every send fails), ``retry_after``. Every
+    notification it was handed is kept in ``sent`` (failed sends too), with the medium's ids it
+    returned in ``ids``."""
+
+    sent: ClassVar[list[ChannelNotification]] = []
+    ids: ClassVar[dict[str, list[str]]] = {}
+
+    def __init__(self, *, name: str, config: dict[str, Any], secrets: Mapping[str, bytes]) -> None:
+        self.name = name
+        for key in config.get("flags", []):
+            setattr(self, NOTIFY_FLAGS[key], True)
+        self.fail = config.get("fail")
+        self.retry_after = config.get("retry_after")
+
+    async def deliver(self, delivery: ChannelDelivery) -> None:
+        raise ChannelDeliveryError("this medium only notifies")
+
+    async def notify(self, notification: ChannelNotification) -> list[str]:
+        NotifyingChannel.sent.append(notification)
+        if self.fail == "retryable":
+            raise ChannelDeliveryError(
+                "medium busy at https://medium.example/token-abc",
+                retryable=True,
+                retry_after=self.retry_after,
+            )
+        if self.fail == "final":
+            raise ChannelDeliveryError("medium said no at https://medium.example/token-abc")
+        if self.fail == "input":
+            raise ChannelInputError("the medium refuses this recipient")
+        ids = [
+            f"{self.name}-{len(NotifyingChannel.sent)}-{i}" for i in range(len(notification.media or []) + 1)
+        ]
+        NotifyingChannel.ids[notification.notification_id] = ids
+        return ids
+
+    @classmethod
+    def with_message(cls, message: str) -> list[ChannelNotification]:
+        return [n for n in cls.sent if n.message == message]
+
+
+class DeliverOnlyChannel:
+    """A channel with no ``notify``: it delivers questions only (a notification to it is a 501)."""
+
+    def __init__(self, *, name: str, config: dict[str, Any], secrets: Mapping[str, bytes]) -> None:
+        pass
+
+    async def deliver(self, delivery: ChannelDelivery) -> None:
+        return None

@@ -79,6 +79,7 @@ async def delete_streams(store: EventStore) -> None:
         names.media_stream,
         names.continuations_stream,
         names.meta_stream,
+        names.feed_stream,
     ):
         with contextlib.suppress(Exception):
             await store.js.delete_stream(stream)

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from layby_contracts.channels import ChannelTemplate
 from layby_contracts.doors import Door, Entry, VisitResult
 from layby_contracts.errors import RefusalKind
 from layby_contracts.events import ChatOptions, MediaItem, ParkedAsk, Resolution, StepResult
@@ -286,6 +287,50 @@ class VisitStatus(
     visit_id: str
 
 
+class Notify(
+    msgspec.Struct,
+    frozen=True,
+    kw_only=True,
+    forbid_unknown_fields=True,
+    omit_defaults=True,
+    tag="cmd.notify.v1",
+):
+    """Send a one-way notification (docs/notifications.md): recorded to the feed with no
+    ``channel``, sent on ``channel`` otherwise (and recorded as well when ``audience`` is set).
+    Nothing is asked and nothing waits. ``sender_identity`` is accepted on the wire only to be
+    refused: the sender is always the token's identity (command protocol 8)."""
+
+    token: str
+    notification_id: str
+    message: str
+    channel: str | None = None
+    recipient: str | None = None
+    audience: str | None = None
+    media: list[MediaItem] | None = None
+    template: ChannelTemplate | None = None
+    options: list[str] | None = None
+    schema: dict[str, Any] | None = None
+    data: dict[str, Any] | None = None
+    pages: list[dict[str, Any]] | None = None
+    sender_identity: str | None = None
+    """Always refused (400): who sends is decided by the token."""
+
+
+NOTIFY_DECODER: msgspec.json.Decoder[Notify] = msgspec.json.Decoder(Notify)
+"""The decoder of ``<ns>.cmd.notify`` (its own subject, its one command)."""
+
+
+class Notified(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, tag="notified"):
+    """``sent`` on ``channel`` (``message_ids``: the medium's ids of what it sent; ``recorded`` is
+    True when the feed got the notification too), or ``recorded`` to the feed only."""
+
+    outcome: Literal["sent", "recorded"]
+    notification_id: str
+    channel: str | None = None
+    message_ids: list[str] = []
+    recorded: bool = False
+
+
 DoorCommand = PutDoor | DeleteDoor | Visit | ListParked | VisitStatus
 DOOR_COMMAND_DECODER: msgspec.json.Decoder[DoorCommand] = msgspec.json.Decoder(DoorCommand)
 
@@ -313,7 +358,8 @@ class Accepted(msgspec.Struct, frozen=True, kw_only=True, tag="ok"):
     timeout_at: str
 
 
-PROTOCOL = 7
+PROTOCOL = 8
+PROTOCOL_NOTIFY = 8
 PROTOCOL_CHAT = 6
 PROTOCOL_CALLER = 7
 PROTOCOL_RESERVATIONS = 2
@@ -328,8 +374,9 @@ reservations (``cmd.ticket.reserve.v1``) and the ``protocol`` field on refusals;
 refusal kind (``cross_identity_audience``, ``not_found``, ``transient``, ``permanent``, ...)
 and the typed question (``Ask.format``); 6: chat options on the ask (``Ask.chat``: several
 channels, ``on_mismatch``, ``mismatch_notice``, reply ids); 7: caller asks (``Ask.to``, ``payload``,
-``on_expiry``), ``layby.call`` (``StartRun.caller``), doors and visits (``cmd.door``)
-(docs/errors.md#capabilities-travel-in-the-protocol-field)."""
+``on_expiry``), ``layby.call`` (``StartRun.caller``), doors and visits (``cmd.door``); 8: one-way
+notifications (``cmd.notify.v1`` on ``<ns>.cmd.notify``, the ``notified`` reply, a refusal's
+``retry_after``) (docs/errors.md#capabilities-travel-in-the-protocol-field)."""
 
 
 class Refused(msgspec.Struct, frozen=True, kw_only=True, tag="refused"):
@@ -341,6 +388,9 @@ class Refused(msgspec.Struct, frozen=True, kw_only=True, tag="refused"):
     message: str
     field: str | None = None
     protocol: int = 1
+    retry_after: float | None = None
+    """A refusal that may succeed later: the pause the refusing side asks for, when known
+    (a channel's busy medium; protocol 8)."""
 
 
 class PruneResult(msgspec.Struct, frozen=True, kw_only=True, tag="pruned"):
@@ -422,6 +472,7 @@ Reply = (
     | Visited
     | Listed
     | DoorReply
+    | Notified
 )
 REPLY_DECODER: msgspec.json.Decoder[Reply] = msgspec.json.Decoder(Reply)
 

@@ -182,3 +182,31 @@ class Unavailable(Transient, RuntimeError):
     """A Layby service or NATS did not answer; nothing was decided. Safe to retry."""
 
     kind = "unavailable"
+
+
+class UnsupportedError(LaybyError, NotImplementedError):
+    """The channel cannot do this (it cannot notify, or lacks the capability a field needs):
+    checked before anything is recorded or sent (docs/notifications.md#what-a-channel-supports)."""
+
+    kind = "unsupported"
+
+
+class ChannelUnavailableError(Transient):
+    """The medium failed this one send attempt and another may succeed (nothing was recorded);
+    ``retry_after`` is the pause it asked for, in seconds, when it named one
+    (docs/notifications.md#statuses)."""
+
+    kind = "channel_unavailable"
+
+    def __init__(
+        self, message: str = "", *, field: str | None = None, retry_after: float | None = None
+    ) -> None:
+        super().__init__(message, field=field)
+        self.retry_after = retry_after
+
+
+class ChannelFailedError(Permanent):
+    """The medium refused this send for good (nothing was recorded; do not retry it unchanged)
+    (docs/notifications.md#statuses)."""
+
+    kind = "channel_failed"

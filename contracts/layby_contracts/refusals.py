@@ -10,12 +10,15 @@ is written by hand (docs/errors.md).
 from __future__ import annotations
 
 from layby_contracts.commands import PROTOCOL, Refused
-from layby_contracts.errors import LaybyError, Unauthorized, by_kind
+from layby_contracts.errors import ChannelUnavailableError, LaybyError, Unauthorized, by_kind
 
 
 def to_refused(exc: LaybyError) -> Refused:
     """The reply a command gets when its handler raised ``exc``."""
-    return Refused(kind=exc.kind, message=exc.message, field=exc.field, protocol=PROTOCOL)
+    retry_after = exc.retry_after if isinstance(exc, ChannelUnavailableError) else None
+    return Refused(
+        kind=exc.kind, message=exc.message, field=exc.field, protocol=PROTOCOL, retry_after=retry_after
+    )
 
 
 def from_refused(reply: Refused, *, interaction_id: str = "") -> LaybyError:
@@ -23,4 +26,7 @@ def from_refused(reply: Refused, *, interaction_id: str = "") -> LaybyError:
     cls = by_kind(reply.kind)
     if cls is Unauthorized:
         return Unauthorized(f"LAYBY_TOKEN was refused: {reply.message}", field=reply.field)
-    return cls.from_wire(reply.message, field=reply.field, interaction_id=interaction_id)
+    error = cls.from_wire(reply.message, field=reply.field, interaction_id=interaction_id)
+    if isinstance(error, ChannelUnavailableError):
+        error.retry_after = reply.retry_after
+    return error

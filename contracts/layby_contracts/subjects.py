@@ -234,6 +234,30 @@ class Names(msgspec.Struct, frozen=True):
         return f"{self.namespace}.cmd.door"
 
     @property
+    def cmd_notify(self) -> str:
+        """One-way notifications (``cmd.notify.v1``), answered by the ask service."""
+        return f"{self.namespace}.cmd.notify"
+
+    @property
+    def feed_stream(self) -> str:
+        """The notification feed (docs/notifications.md#the-feed): one subject for the shared feed
+        and one per identity, each kept to its newest ``INTERACTIONS_NOTIFICATIONS_FEED_MAX``."""
+        return f"{self.namespace.upper()}_FEED"
+
+    @property
+    def feed_all(self) -> str:
+        return f"{self.namespace}.feed.>"
+
+    @property
+    def feed_shared(self) -> str:
+        """The shared feed, read by unrestricted identities."""
+        return f"{self.namespace}.feed.all"
+
+    def feed_identity(self, key: str) -> str:
+        """One identity's own feed (``key``: the hash of the identity)."""
+        return f"{self.namespace}.feed.id.{key}"
+
+    @property
     def cmd_run(self) -> str:
         """Run commands (start, park, end), answered by the ask service."""
         return f"{self.namespace}.cmd.run"

@@ -90,6 +90,7 @@ def backed_up_streams(names: Names) -> list[str]:
         names.media_stream,
         names.chat_stream,
         names.messages_stream,
+        names.feed_stream,
         names.continuations_stream,
         names.meta_stream,
     ]

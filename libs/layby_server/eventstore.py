@@ -93,6 +93,7 @@ class EventStore(Resolving):
         tickets_max_age_seconds: float | None = None,
         owns: Ownership | None = None,
         sealer: Sealer | None = None,
+        feed_max: int = 1000,
     ) -> None:
         self.sealer = sealer
         """Seals sensitive answers at rest (LAYBY_SECRETS_KEY); None: this process keeps none."""
@@ -105,6 +106,8 @@ class EventStore(Resolving):
         self._events_max_age = events_max_age_seconds or 0.0  # JetStream: 0 = no max age
         self._events_max_bytes = events_max_bytes or -1  # JetStream: -1 = no cap
         self._tickets_max_age = tickets_max_age_seconds or 0.0
+        self._feed_max = feed_max
+        """INTERACTIONS_NOTIFICATIONS_FEED_MAX: the feed stream's messages per subject (its ring)."""
         self._owns = owns or Ownership()
         """Which tunable limits this store rewrites on a stream that exists (layby_server.limits)."""
         self.on_appended: Callable[[Event], None] = _ignore
@@ -199,6 +202,17 @@ class EventStore(Resolving):
                 names.messages_all,
                 "Layby inbound chat messages that answered nothing (late, bridged, unmatched)",
                 max_age=MESSAGES_MAX_AGE.total_seconds(),
+                discard=DiscardPolicy.OLD,
+            )
+        )
+        await self._ensure(
+            self._stream(
+                names.feed_stream,
+                names.feed_all,
+                "Layby notification feed: the shared feed and each identity's, newest kept",
+                # The stream is the ring (docs/notifications.md#the-feed): always rewritten, since
+                # INTERACTIONS_NOTIFICATIONS_FEED_MAX has a default every service applies.
+                max_msgs_per_subject=self._feed_max,
                 discard=DiscardPolicy.OLD,
             )
         )

@@ -46,6 +46,9 @@ _VIA = frozenset({"inbox", "cli", "api", "callback", "channel", "caller"})
 _KINDS = frozenset({"answered", "expired", "timeout", "cancelled", "abandoned", "delivery_failed", "dropped"})
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 DELIVERY_RESULTS = ("sent", "retryable_error", "permanent_error")
+NOTIFY_RESULTS = ("sent", "recorded", "refused", "unsupported", "retryable_error", "permanent_error")
+NO_CHANNEL = "none"
+"""The channel label of a notification recorded to the feed only."""
 
 
 def _mode(event: InteractionAsked) -> str:
@@ -101,6 +104,14 @@ class ServiceMetrics:
             ["channel", "result"],
             registry=r,
         )
+        self._notifications = Counter(
+            "layby_notifications_total",
+            "Notifications by channel (``none``: the feed only) and result: sent, recorded (to the "
+            "feed only), refused (bad input or audience), unsupported (the channel cannot), "
+            "retryable_error, permanent_error (the medium failed the one attempt).",
+            ["channel", "result"],
+            registry=r,
+        )
         self._http = Histogram(
             "layby_http_request_duration_seconds",
             "Door requests from the first byte of the request to the last byte of the response, by route "
@@ -122,6 +133,7 @@ class ServiceMetrics:
             "cancelled": self._run_ends.labels(outcome="cancelled"),
         }
         self._delivery_children: dict[str, dict[str, Counter]] = {}
+        self._notify_children: dict[str, dict[str, Counter]] = {}
         self._http_children: dict[str, dict[str, dict[int, Histogram]]] = {}
 
     def render(self) -> bytes:
@@ -190,6 +202,18 @@ class ServiceMetrics:
         if by_result is None:
             by_result = self._delivery_children[channel] = {
                 name: self._deliveries.labels(channel=channel, result=name) for name in DELIVERY_RESULTS
+            }
+        by_result[result].inc()
+
+    # -- the ask service's notifications ---------------------------------------------------------
+
+    def notification(self, channel: str, result: str) -> None:
+        """One notification ended with ``result`` on ``channel`` (a configured channel's name,
+        ``none`` for the feed only, ``other`` for a name no channel has)."""
+        by_result = self._notify_children.get(channel)
+        if by_result is None:
+            by_result = self._notify_children[channel] = {
+                name: self._notifications.labels(channel=channel, result=name) for name in NOTIFY_RESULTS
             }
         by_result[result].inc()
 

@@ -83,6 +83,7 @@ def _streams(n: Names) -> list[str]:
         n.continuations_stream,
         n.chat_stream,
         n.messages_stream,
+        n.feed_stream,
         n.meta_stream,
         *n.steps_streams,
     ]
@@ -122,6 +123,7 @@ def _reads(role: str, n: Names) -> list[str]:
             n.tickets_stream,
             n.chat_stream,
             n.messages_stream,
+            n.feed_stream,
             *n.steps_streams,
         ],
         "delivery": [n.events_stream, n.media_stream, n.tickets_stream, n.chat_stream],
@@ -135,7 +137,7 @@ def service_permissions(role: str, n: Names) -> dict[str, object]:
     """What one service role may publish and subscribe to."""
     ns = n.namespace
     own = {
-        "ask": [f"{ns}.ev.>", f"{ns}.media.*", f"{ns}.ticket.*", f"{ns}.step.>"],
+        "ask": [f"{ns}.ev.>", f"{ns}.media.*", f"{ns}.ticket.*", f"{ns}.step.>", f"{ns}.feed.>"],
         "door": [
             f"{ns}.ev.>",
             f"{ns}.secret.>",
@@ -144,6 +146,7 @@ def service_permissions(role: str, n: Names) -> dict[str, object]:
             f"{ns}.chat.seen.*",
             f"{ns}.msg.*",
             n.cmd_door,
+            n.cmd_notify,
         ],
         "delivery": [
             f"{ns}.ev.>",
@@ -176,7 +179,7 @@ def token_permissions(entry: TokenEntry, n: Names) -> dict[str, object]:
     """What a Layby token's connections may do: send commands, read their own replies and wakes;
     an operator token also pulls continuations (docs/security.md#workers)."""
     ns, kid = n.namespace, key_id(entry.token)
-    publish = [n.cmd_ask, n.cmd_prune, n.cmd_run, n.cmd_door]
+    publish = [n.cmd_ask, n.cmd_prune, n.cmd_run, n.cmd_door, n.cmd_notify]
     if entry.role == "operator":
         stream = n.continuations_stream
         publish += [f"$JS.API.CONSUMER.MSG.NEXT.{stream}.*", f"$JS.ACK.{stream}.>"]

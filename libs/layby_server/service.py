@@ -108,6 +108,7 @@ async def open_resources(
                 tickets_max_age_seconds=settings.tickets_max_age_seconds,
                 owns=ownership(settings.explicit),
                 sealer=Sealer(settings.secrets_key) if settings.secrets_key else None,
+                feed_max=settings.notifications_feed_max,
             )
             await store.provision()
             if database:

@@ -106,6 +106,12 @@ class Settings(ClientSettings, frozen=True, kw_only=True):
     channels: str | None = None
     """LAYBY_CHANNELS: JSON {"<name>": {"plugin": "webhook" or "module:attr", ...config}} (see
     docs/channels.md); the ask service checks asks against it, the delivery service sends."""
+    notifications_feed_max: int = 1000
+    """INTERACTIONS_NOTIFICATIONS_FEED_MAX: notifications each feed keeps, newest first (the shared
+    feed and each identity's; docs/notifications.md#the-feed)."""
+    notifications_feed_ttl_seconds: float = 2592000.0
+    """INTERACTIONS_NOTIFICATIONS_FEED_TTL_SECONDS: an identity's own feed expires once its newest
+    notification is this old (default 30 days); the shared feed never expires."""
     delivery_max_attempts: int = 3
     """INTERACTIONS_DELIVERY_MAX_ATTEMPTS: send attempts per channel question (retryable faults only)."""
     delivery_backoff_seconds: float = 1.0
@@ -241,6 +247,8 @@ SERVER_FIELDS: dict[str, tuple[str, Parser]] = {
     "LAYBY_SECRETS_KEY": ("secrets_key", parse_keys),
     "LAYBY_CHANNELS": ("channels", _channels),
     "INTERACTIONS_DELIVERY_MAX_ATTEMPTS": ("delivery_max_attempts", parse_positive_int),
+    "INTERACTIONS_NOTIFICATIONS_FEED_MAX": ("notifications_feed_max", parse_positive_int),
+    "INTERACTIONS_NOTIFICATIONS_FEED_TTL_SECONDS": ("notifications_feed_ttl_seconds", parse_positive_float),
     "LAYBY_DELIVERY_BACKOFF_SECONDS": ("delivery_backoff_seconds", parse_positive_float),
     "LAYBY_CALLBACK_ASK_WAIT_SECONDS": ("callback_ask_wait_seconds", parse_positive_float),
     "LAYBY_RATE_LIMITS": ("rate_limits", _switch),

@@ -13,14 +13,17 @@ import pytest
 from layby_contracts.commands import (
     COMMAND_DECODER,
     DOOR_COMMAND_DECODER,
+    NOTIFY_DECODER,
     REPLY_DECODER,
     Command,
     Continuation,
     DoorCommand,
+    Notify,
     Reply,
     Wake,
 )
 from layby_contracts.events import EVENT_DECODER, Event, InteractionRemoved, decode_event
+from layby_server.feed import FeedEntry
 
 pytestmark = pytest.mark.unit
 GOLDEN = Path(__file__).parent / "golden"
@@ -39,6 +42,8 @@ SAMPLES: dict[str, tuple[type, Any]] = {
     **{tag: (cls, DOOR_COMMAND_DECODER) for tag, cls in _tagged(DoorCommand).items()},
     **{tag: (cls, REPLY_DECODER) for tag, cls in REPLIES.items()},
     "continuation.v1": (Continuation, msgspec.json.Decoder(Continuation)),
+    "cmd.notify.v1": (Notify, NOTIFY_DECODER),
+    "feed.notification.v1": (FeedEntry, msgspec.json.Decoder(FeedEntry)),
     "wake": (Wake, msgspec.json.Decoder(Wake)),
 }
 

@@ -98,7 +98,7 @@ def test_a_user_token_may_only_send_commands_and_read_its_own_inbox_and_wakes() 
     (alice,) = token_entries("alice-token-0123456789abcd:alice:user")
     perms = token_permissions(alice, n)
     assert perms["publish"] == {
-        "allow": ["layby.cmd.ask", "layby.cmd.prune", "layby.cmd.run", "layby.cmd.door"]
+        "allow": ["layby.cmd.ask", "layby.cmd.prune", "layby.cmd.run", "layby.cmd.door", "layby.cmd.notify"]
     }
     kid = key_id(alice.token)
     assert perms["subscribe"] == {"allow": [f"_INBOX.{kid}.>", f"layby.wake.{kid}.>"]}

@@ -31,6 +31,13 @@ from layby_contracts.http.interactions import (
     TerminalFrame,
 )
 from layby_contracts.http.messages import InboundMessage
+from layby_contracts.http.notifications import (
+    Notification,
+    Notifications,
+    NotificationsData,
+    NotifyRequest,
+    NotifyResult,
+)
 from layby_contracts.http.runs import (
     RUN_STATUSES,
     Cancelled,
@@ -81,6 +88,11 @@ __all__ = [
     "InteractionPageData",
     "MediaItem",
     "NotReady",
+    "Notification",
+    "Notifications",
+    "NotificationsData",
+    "NotifyRequest",
+    "NotifyResult",
     "OldestOpen",
     "Parked",
     "ParkedData",

@@ -13,12 +13,14 @@ if TYPE_CHECKING:
     from layby.external import ask_external
     from layby.messages import messages
     from layby.runs import RunInfo, Suspended, current_run
-    from layby.sdk import AnswerDetails, Client, SecretValue, ask_user, connect
+    from layby.sdk import AnswerDetails, Client, SecretValue, ask_user, connect, notify_user
     from layby.steps import StepInfo, current_step, step
     from layby.worker import Worker
     from layby_contracts.channels import ChannelDelivery, ChannelDeliveryError, ChannelInputError
     from layby_contracts.errors import (
         CallFailedError,
+        ChannelFailedError,
+        ChannelUnavailableError,
         CrossIdentityAudienceError,
         InteractionLimitError,
         InteractionTimeoutError,
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
         ParkExpiryExceedsRetentionError,
         RunCancelledError,
         StepFailedError,
+        UnsupportedError,
     )
     from layby_contracts.events import CALLER_ASKS_KEY, EXPIRY_ANSWER, MediaItem
 
@@ -47,6 +50,10 @@ _HOMES = {
     "Client": "layby.sdk",
     "SecretValue": "layby.sdk",
     "ask_user": "layby.sdk",
+    "notify_user": "layby.sdk",
+    "UnsupportedError": "layby_contracts.errors",
+    "ChannelFailedError": "layby_contracts.errors",
+    "ChannelUnavailableError": "layby_contracts.errors",
     "connect": "layby.sdk",
     "StepInfo": "layby.steps",
     "current_step": "layby.steps",
@@ -87,7 +94,9 @@ __all__ = [
     "CallFailedError",
     "ChannelDelivery",
     "ChannelDeliveryError",
+    "ChannelFailedError",
     "ChannelInputError",
+    "ChannelUnavailableError",
     "Client",
     "CrossIdentityAudienceError",
     "InteractionLimitError",
@@ -101,6 +110,7 @@ __all__ = [
     "StepFailedError",
     "StepInfo",
     "Suspended",
+    "UnsupportedError",
     "Worker",
     "ask_external",
     "ask_user",
@@ -111,6 +121,7 @@ __all__ = [
     "current_step",
     "list_parked",
     "messages",
+    "notify_user",
     "resume_parked",
     "step",
 ]

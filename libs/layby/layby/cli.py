@@ -283,6 +283,62 @@ def _channel_options(
     return channels, pairs or None
 
 
+def _notifications_text(data: dict[str, Any]) -> str:
+    rows = [
+        (
+            it["created_at"][:19],
+            it.get("recipient") or "-",
+            it.get("audience") or "-",
+            _short(str(it["message"])),
+        )
+        for it in data["notifications"]
+    ]
+    table = _table(("CREATED AT", "RECIPIENT", "AUDIENCE", "MESSAGE"), rows)
+    return table + f"\n\n{len(rows)} notifications, newest first"
+
+
+def cmd_notifications_list(settings: ClientSettings, args: argparse.Namespace) -> int:
+    data = _call(settings, "GET", "/api/notifications")
+    return _output(args, data, _notifications_text)
+
+
+_NOTIFY_SHAPES: dict[str, tuple[type, str]] = {
+    "--media": (list, 'a JSON list of media items ([{"kind": ..., "url": ...}])'),
+    "--template": (dict, 'a JSON object ({"name": ..., "language": ..., "parameters": [...]})'),
+    "--options": (list, 'a JSON list of strings (["Yes", "No"])'),
+}
+
+
+def _notify_option(name: str, raw: str | None) -> Any:
+    """A JSON option of ``notifications notify``, its shape checked here (the server enforces the
+    rest: caps, exclusivity, what the channel supports)."""
+    value = _json_option(name, raw)
+    if value is None:
+        return None
+    kind, shape = _NOTIFY_SHAPES[name]
+    item = {"--media": dict, "--options": str}.get(name)
+    if isinstance(value, dict) and kind is dict:
+        return value
+    if isinstance(value, list) and kind is list and (item is None or all(isinstance(v, item) for v in value)):
+        return value
+    raise ValueError(f"{name} must be {shape}")
+
+
+def cmd_notifications_notify(settings: ClientSettings, args: argparse.Namespace) -> int:
+    try:
+        extra = {
+            "media": _notify_option("--media", args.media),
+            "template": _notify_option("--template", args.template),
+            "options": _notify_option("--options", args.options),
+        }
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    body = {"message": args.message, "channel": args.channel, "recipient": args.recipient, **extra}
+    data = _call(settings, "POST", "/api/notifications", {k: v for k, v in body.items() if v is not None})
+    return _output(args, data, str)
+
+
 def _runs_text(data: dict[str, Any]) -> str:
     rows = [
         (
@@ -584,6 +640,20 @@ def build_parser() -> argparse.ArgumentParser:
     ddel.add_argument("name")
     ddel.add_argument("--json", action=argparse.BooleanOptionalAction, default=False)
 
+    notes = sub.add_parser("notifications", help="send one-way notifications, read the feed").add_subparsers(
+        dest="action", required=True
+    )
+    nls = notes.add_parser("list", help="your notification feed, newest first")
+    nls.add_argument("--json", action=argparse.BooleanOptionalAction, default=False)
+    nsend = notes.add_parser("notify", help="send a notification (no --channel: record it to the feed)")
+    nsend.add_argument("message")
+    nsend.add_argument("--channel", help="the registered channel that sends it")
+    nsend.add_argument("--recipient", help="where on the channel (the channel's default when unset)")
+    nsend.add_argument("--media", help="media items, as a JSON list")
+    nsend.add_argument("--template", help="a provider-approved template, as a JSON object")
+    nsend.add_argument("--options", help="quick replies, as a JSON list of strings")
+    nsend.add_argument("--json", action=argparse.BooleanOptionalAction, default=False)
+
     wrk = sub.add_parser("worker", help="execute the flows of a layby.Worker (MODULE:ATTRIBUTE)")
     wrk.add_argument("target", help="e.g. myapp.flows:worker")
     return parser
@@ -603,6 +673,8 @@ COMMANDS = {
     ("doors", "list"): cmd_doors_list,
     ("doors", "show"): cmd_doors_show,
     ("doors", "delete"): cmd_doors_delete,
+    ("notifications", "list"): cmd_notifications_list,
+    ("notifications", "notify"): cmd_notifications_notify,
     ("workers", None): cmd_workers,
     ("worker", None): cmd_worker,
 }

@@ -3,6 +3,8 @@
 from layby_contracts.channels import ChannelDeliveryError, ChannelInputError
 from layby_contracts.errors import (
     BadInput,
+    ChannelFailedError,
+    ChannelUnavailableError,
     Conflict,
     CrossIdentityAudienceError,
     Forbidden,
@@ -18,12 +20,15 @@ from layby_contracts.errors import (
     Transient,
     Unauthorized,
     Unavailable,
+    UnsupportedError,
 )
 
 __all__ = [
     "BadInput",
     "ChannelDeliveryError",
+    "ChannelFailedError",
     "ChannelInputError",
+    "ChannelUnavailableError",
     "Conflict",
     "CrossIdentityAudienceError",
     "Forbidden",
@@ -39,4 +44,5 @@ __all__ = [
     "Transient",
     "Unauthorized",
     "Unavailable",
+    "UnsupportedError",
 ]

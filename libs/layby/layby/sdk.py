@@ -48,6 +48,7 @@ from layby_contracts.commands import (
     CheckCurrent,
     DoorCommand,
     EndRun,
+    Notified,
     ParkRun,
     Prune,
     PruneResult,
@@ -452,6 +453,41 @@ class Client:
             raise
         finally:
             self._waiting.pop(interaction_id, None)
+
+    async def notify_user(
+        self,
+        message: str,
+        *,
+        channel: str | None = None,
+        recipient: str | None = None,
+        audience: str | None = None,
+        media: list[Any] | None = None,
+        template: Any = None,
+        options: list[str] | None = None,
+        schema: Any = None,
+        data: dict[str, Any] | None = None,
+        pages: list[dict[str, Any]] | None = None,
+    ) -> Notified:
+        """Send a one-way notification and return at once (docs/notifications.md): recorded to
+        the feed with no ``channel``, sent on ``channel`` otherwise (one attempt; recorded as well
+        when ``audience`` is set). Returns what happened (``outcome`` ``sent`` with the medium's
+        ``message_ids``, or ``recorded``); raises ``BadInput`` (400), ``CrossIdentityAudienceError``
+        (403), ``UnsupportedError`` (501), ``ChannelFailedError`` (502) or
+        ``ChannelUnavailableError`` (503, with ``retry_after`` when the medium named one)."""
+        from layby.notify import send_notification
+
+        args = {
+            "channel": channel,
+            "recipient": recipient,
+            "audience": audience,
+            "media": media,
+            "template": template,
+            "options": options,
+            "schema": schema,
+            "data": data,
+            "pages": pages,
+        }
+        return await send_notification(self, message, args)
 
     async def _reserve(
         self, interaction_id: str, ticket_hash: str, spec: Any, ctx: RunContext | None, call: int
@@ -877,3 +913,44 @@ async def ask_user(
             require_park_context()
         client = _clients[loop] = await connect()
     return await client.ask_user(question, **args)
+
+
+async def notify_user(
+    message: str,
+    *,
+    channel: str | None = None,
+    recipient: str | None = None,
+    audience: str | None = None,
+    media: list[Any] | None = None,
+    template: Any = None,
+    options: list[str] | None = None,
+    schema: Any = None,
+    data: dict[str, Any] | None = None,
+    pages: list[dict[str, Any]] | None = None,
+) -> Notified:
+    """Send a one-way notification and return at once: no interaction, no ticket, no wait
+    (``Client.notify_user``; docs/notifications.md). Bad arguments raise ``BadInput`` naming the
+    field before any connection is opened."""
+    from layby.notify import check_notify
+
+    args: dict[str, Any] = {
+        "channel": channel,
+        "recipient": recipient,
+        "audience": audience,
+        "media": media,
+        "template": template,
+        "options": options,
+        "schema": schema,
+        "data": data,
+        "pages": pages,
+    }
+    ctx = current_context()
+    if ctx is not None and ctx.client is not None:
+        running: Client = ctx.client
+        return await running.notify_user(message, **args)
+    loop = asyncio.get_running_loop()
+    client = _clients.get(loop)
+    if client is None:
+        check_notify(message, args)
+        client = _clients[loop] = await connect()
+    return await client.notify_user(message, **args)

@@ -71,9 +71,9 @@ class AskHandlers:
         self._clock = clock
         self.runs = RunHandlers(settings, store, auth, clock)
         self.entries = Entries(store, clock.now)
-        self._channel_abilities = abilities(
-            load_channels(settings.channels, parse_secrets(settings.webhook_secrets))
-        )
+        self.channels = load_channels(settings.channels, parse_secrets(settings.webhook_secrets))
+        """The registered channel plugins, loaded once (the notifications send through them too)."""
+        self._channel_abilities = abilities(self.channels)
 
     async def _run_of(self, cmd: Ask | ReserveTicket) -> RunStarted | None:
         """The run an async ask parks, when the command names a well-formed one (the decision

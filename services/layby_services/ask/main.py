@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import msgspec
 from nats.aio.msg import Msg
@@ -10,6 +11,7 @@ from nats.aio.msg import Msg
 from layby_contracts.commands import (
     COMMAND_DECODER,
     DOOR_COMMAND_DECODER,
+    NOTIFY_DECODER,
     Ask,
     AttachWorker,
     CancelRun,
@@ -19,6 +21,7 @@ from layby_contracts.commands import (
     DoorCommand,
     EndRun,
     ListParked,
+    Notify,
     ParkRun,
     Prune,
     PutDoor,
@@ -33,8 +36,10 @@ from layby_contracts.commands import (
 from layby_contracts.errors import BadInput, LaybyError, Unavailable
 from layby_contracts.refusals import to_refused
 from layby_domain.clock import Clock
+from layby_domain.notify import field_of
 from layby_server import tracing
 from layby_server.auth import Authenticator
+from layby_server.feed import Feed
 from layby_server.jqrun import JqRunner
 from layby_server.logs import get_logger
 from layby_server.service import open_resources, run_main
@@ -43,6 +48,7 @@ from layby_server.workers import WorkerRegistry
 from layby_services.ask.admission import CALLER_POOL, Admitter
 from layby_services.ask.doors import DoorHandlers
 from layby_services.ask.handlers import AskHandlers
+from layby_services.ask.notify import NotifyHandlers
 from layby_services.ask.visits import ToolVisits
 
 log = get_logger("layby.ask")
@@ -74,11 +80,33 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
         handlers.runs.workers = WorkerRegistry(res.pool)
         doors = DoorHandlers(settings, res.store, auth, res.clock, jq)
         tools = ToolVisits(res.store, auth, res.clock, handlers.runs, handlers.entries)
+        feed = Feed(
+            res.store.js,
+            settings.names,
+            max_entries=settings.notifications_feed_max,
+            ttl_seconds=settings.notifications_feed_ttl_seconds,
+            now=res.clock.now,
+        )
+        notifications = NotifyHandlers(
+            settings,
+            res.store,
+            auth,
+            res.clock,
+            feed,
+            handlers.channels,
+            res.metrics,
+        )
+        decoders: dict[str, msgspec.json.Decoder[Any]] = {
+            settings.names.cmd_door: DOOR_COMMAND_DECODER,
+            settings.names.cmd_notify: NOTIFY_DECODER,
+        }
         inflight: set[asyncio.Task[None]] = set()
         slots = asyncio.Semaphore(MAX_INFLIGHT)
 
-        async def dispatch(cmd: Command | DoorCommand) -> object:
+        async def dispatch(cmd: Command | DoorCommand | Notify) -> object:
             match cmd:
+                case Notify():
+                    return await notifications.notify(cmd)
                 case Ask():
                     return await handlers.ask(cmd)
                 case ReserveTicket():
@@ -116,11 +144,11 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
 
         async def handle(msg: Msg) -> None:
             # Door commands have their own subject and union (each subject's decoder knows its tags).
-            decoder = DOOR_COMMAND_DECODER if msg.subject == settings.names.cmd_door else COMMAND_DECODER
+            decoder = decoders.get(msg.subject, COMMAND_DECODER)
             try:
-                cmd: Command | DoorCommand = decoder.decode(msg.data)
+                cmd: Command | DoorCommand | Notify = decoder.decode(msg.data)
             except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                reply: object = to_refused(BadInput(f"malformed command: {exc}"))
+                reply: object = to_refused(BadInput(f"malformed command: {exc}", field=field_of(exc)))
             else:
                 # A child of the sender's span (the SDK's headers), or a new root; every event
                 # appended while deciding carries this span's context.
@@ -155,6 +183,7 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
             await res.nc.subscribe(names.cmd_prune, queue="layby-ask", cb=on_message),
             await res.nc.subscribe(names.cmd_run, queue="layby-ask", cb=on_message),
             await res.nc.subscribe(names.cmd_door, queue="layby-ask", cb=on_message),
+            await res.nc.subscribe(names.cmd_notify, queue="layby-ask", cb=on_message),
         ]
         log.info(
             "ask.ready",

@@ -47,6 +47,7 @@ from layby_services.door.routes.health import healthz, readyz
 from layby_services.door.routes.inbox import done_door, list_door
 from layby_services.door.routes.media import media_door
 from layby_services.door.routes.messages import messages_stream
+from layby_services.door.routes.notifications import notifications_door, notify_door
 from layby_services.door.routes.page import inbox_page, static_file
 from layby_services.door.routes.runs import (
     cancel_door,
@@ -247,6 +248,9 @@ def create_app(
             channel_events,
             channel_handshake,
             messages_stream,
+            _options_door(notify_door, notifications_door),
+            notify_door,
+            notifications_door,
             hook_door,
             conversation_door,
             parked_door,

@@ -6,6 +6,7 @@ No stack trace and no exception text of an unexpected failure ever reaches a cli
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from litestar import Request, Response
@@ -15,6 +16,8 @@ from msgspec import UNSET
 from layby_contracts.errors import (
     BadInput,
     CallFailedError,
+    ChannelFailedError,
+    ChannelUnavailableError,
     Conflict,
     CrossIdentityAudienceError,
     Forbidden,
@@ -30,6 +33,7 @@ from layby_contracts.errors import (
     Transient,
     Unauthorized,
     Unavailable,
+    UnsupportedError,
 )
 from layby_contracts.http import Error
 from layby_server.logs import get_logger
@@ -80,6 +84,9 @@ STATUS: dict[type[LaybyError], int] = {
     Transient: 503,
     Unavailable: 503,
     Busy: 503,
+    ChannelUnavailableError: 503,
+    UnsupportedError: 501,
+    ChannelFailedError: 502,
     InteractionTimeoutError: 504,
     Permanent: 500,
     NonDeterministicRunError: 500,
@@ -120,6 +127,13 @@ def _layby(_: Request[Any, Any, Any], exc: Exception) -> Response[Error]:
         case Busy():
             log.warning("door.busy", error=str(exc))
             return error_response(503, str(exc), retry_after=exc.retry_after)
+        case ChannelUnavailableError():
+            # A channel's failed send (docs/notifications.md#statuses): its message names the
+            # channel only, and Retry-After carries the medium's pause when it named one.
+            wait = None if exc.retry_after is None else max(1, math.ceil(exc.retry_after))
+            return error_response(503, exc.message, field=exc.field, retry_after=wait)
+        case UnsupportedError() | ChannelFailedError():
+            return error_response(status, exc.message, field=exc.field)
         case Transient():
             log.warning("door.transient", error=str(exc))
             return error_response(503, UNAVAILABLE)

@@ -34,6 +34,7 @@ _FAMILIES: tuple[tuple[str, str | None], ...] = (
     ("/api/interactions", "interactions"),
     ("/api/runs", "runs"),
     ("/api/doors", "doors"),
+    ("/api/notifications", "notifications"),
 )
 
 

@@ -149,6 +149,7 @@ TAGS: list[Json] = [
     {"name": "channels", "description": "Chat channels: providers' inbound webhooks and inbound messages."},
     {"name": "runs", "description": "The status of runs and their parks."},
     {"name": "doors", "description": "Door definitions: hooks, schedules and conversation routes."},
+    {"name": "notifications", "description": "One-way notifications: send one, read the feed."},
     {"name": "health", "description": "Probes and this document."},
 ]
 ERROR_SCHEMA: Json = {

@@ -125,6 +125,7 @@ def _sse_stream(operation_id: str, tag: str, frames: str, seq: str) -> Operation
 
 def operations() -> dict[tuple[str, str], Operation]:
     interactions, runs, doors, health = "interactions", "runs", "doors", "health"
+    notifications = "notifications"
     return {
         ("/api/interactions", "get"): Operation(
             operation_id="listInteractions",
@@ -328,6 +329,18 @@ def operations() -> dict[tuple[str, str], Operation]:
                 "description": "The message: the route's input document (any JSON).",
                 "content": {JSON: {"schema": {}}},
             },
+        ),
+        ("/api/notifications", "post"): Operation(
+            operation_id="notify",
+            tag=notifications,
+            security=BEARER,
+            request_body={"required": True, "content": {JSON: {"schema": ref("schemas", "NotifyRequest")}}},
+            responses={
+                "503": {"headers": {**ERROR_HEADERS, "Retry-After": ref("headers", "RetryAfter")}},
+            },
+        ),
+        ("/api/notifications", "get"): Operation(
+            operation_id="listNotifications", tag=notifications, security=BEARER, responses=UNAVAILABLE_503
         ),
         ("/api/subjects/{subject}/parked", "get"): Operation(
             operation_id="listParked", tag=doors, security=BEARER

@@ -5,10 +5,11 @@
 // stream.js (the SSE client), model.js (loading every pending question, frames, the open count),
 // list.js and filters.js (the virtual list, search, filters and order), question.js (the open
 // question), answer.js (sending an answer), controls.js and control-<format>.js (one control per
-// format), done.js, notify.js, media.js, keys.js, runs.js and runs-run.js (the runs dashboard);
+// format), done.js, feed.js (the notification feed), notify.js, media.js, keys.js, runs.js and runs-run.js (the runs dashboard);
 // helpers.js is what they share. Every text from the server is set as text, never parsed as HTML.
 
 import "./runs.js";
+import "./feed.js";
 import { loadOlderDone, showTab } from "./done.js";
 import { applyFilter } from "./filters.js";
 import { $ } from "./helpers.js";

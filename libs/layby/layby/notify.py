@@ -1,0 +1,89 @@
+"""``layby.notify_user``: send a one-way notification and return at once (docs/notifications.md).
+
+Nothing is asked: no interaction, no ticket, no wait. The arguments are checked here first (the
+same rules the ask service applies, ``layby_domain.notify``), so a bad call fails before anything
+leaves the process; then one ``cmd.notify.v1`` request goes to the ask service, which sends it on
+the channel (one attempt) and records it to the feed. A request that reached no ask service is
+tried again (nothing was done); one that got no answer in time is not, since the notification may
+have been sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+import nats.errors
+
+from layby.tracecontext import command_headers
+from layby_contracts.commands import REPLY_DECODER, Notified, Notify, Refused
+from layby_contracts.errors import BadInput, Unavailable
+from layby_contracts.refusals import from_refused
+from layby_domain.notify import NotifySpec, validate_notify
+
+if TYPE_CHECKING:
+    from layby.sdk import Client
+
+REQUEST_TIMEOUT = 20.0
+"""Longer than the ask service's bound on its one send attempt."""
+NO_RESPONDER_TRIES = 5
+_enc = msgspec.json.Encoder()
+
+
+def check_notify(message: Any, args: dict[str, Any]) -> NotifySpec:
+    """The rules that need no registry, before anything leaves the process (``BadInput``); a
+    ``schema`` may be a msgspec Struct type, as on a form ask."""
+    schema = args.get("schema")
+    if isinstance(schema, type) and issubclass(schema, msgspec.Struct):
+        args = {**args, "schema": msgspec.json.schema(schema)}
+    return validate_notify(message, **args)
+
+
+async def send_notification(client: Client, message: Any, args: dict[str, Any]) -> Notified:
+    """Check, then one request to the ask service; its refusal raised as the error it raised."""
+    spec = check_notify(message, args)
+    cmd = Notify(
+        token=client.token,
+        notification_id=str(uuid.uuid4()),
+        message=spec.message,
+        channel=spec.channel,
+        recipient=spec.recipient,
+        audience=spec.audience,
+        media=spec.media,
+        template=spec.template,
+        options=spec.options,
+        schema=spec.schema,
+        data=spec.data,
+        pages=spec.pages,
+    )
+    try:
+        payload = _enc.encode(cmd)
+    except (TypeError, msgspec.EncodeError) as exc:
+        raise BadInput(f"the notification is not JSON-serializable: {exc}") from None
+    subject = client.names.cmd_notify
+    for attempt in range(NO_RESPONDER_TRIES):
+        try:
+            msg = await client.nc.request(
+                subject, payload, timeout=REQUEST_TIMEOUT, headers=command_headers()
+            )
+            break
+        except nats.errors.MaxPayloadError:
+            raise BadInput("the notification is larger than the NATS server's max payload") from None
+        except nats.errors.NoRespondersError:
+            if attempt == NO_RESPONDER_TRIES - 1:
+                raise Unavailable(
+                    f"no ask service answers on {subject}: start Layby with `layby up`"
+                ) from None
+            await asyncio.sleep(0.5 * (attempt + 1))
+        except nats.errors.TimeoutError:
+            raise Unavailable(
+                f"the ask service did not answer on {subject}; the notification may have been sent"
+            ) from None
+    reply = REPLY_DECODER.decode(msg.data)
+    if isinstance(reply, Refused):
+        raise from_refused(reply)
+    if not isinstance(reply, Notified):
+        raise Unavailable("the ask service answered a notification with something else")
+    return reply
