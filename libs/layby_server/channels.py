@@ -20,6 +20,7 @@ The ticket inside the URL is minted per delivery and stored only as a hash.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -82,6 +83,16 @@ def load_channels(raw: str | None, secrets: Mapping[str, bytes]) -> dict[str, Ch
             )
         loaded[name] = channel
     return loaded
+
+
+async def close_channels(channels: Mapping[str, Channel]) -> None:
+    """Close every plugin that holds connections (``aclose``), when its service stops; a plugin
+    failing to close does not keep the others open."""
+    for channel in channels.values():
+        close = getattr(channel, "aclose", None)
+        if close is not None:
+            with contextlib.suppress(Exception):
+                await close()
 
 
 def abilities(channels: Mapping[str, Channel]) -> dict[str, ChannelAbilities]:

@@ -478,3 +478,92 @@ async def test_a_message_to_no_question_is_a_conversation_and_the_reply_is_a_wha
         await wa.type(PERSON, "ping")
         [reply] = await _texts(wa, "got: ping")
     assert reply.text == f"wa:{PERSON} got: ping"
+
+
+# -- notify_user on WhatsApp (docs/notifications.md#on-a-channel) --------------------------------
+
+
+async def _notify(system: System, body: dict[str, Any]) -> httpx.Response:
+    async with system.http() as http:
+        return await http.post("/api/notifications", json=body)
+
+
+async def _feed(system: System) -> list[dict[str, Any]]:
+    async with system.http() as http:
+        response = await http.get("/api/notifications")
+    assert response.status_code == 200, response.text
+    notes: list[dict[str, Any]] = response.json()["data"]["notifications"]
+    return notes
+
+
+async def test_notify_user_sends_an_approved_template_on_whatsapp_and_returns_its_id_at_once(
+    chat: Chat, sdk: Client
+) -> None:
+    """One send, no question, no ticket: the template reaches the person and its wamid comes
+    back; with no audience nothing is recorded to the feed."""
+    chat.wa.approve_template("deploy_done", "en_US", placeholders=1)
+    before = await _feed(chat.system)
+    reply = await sdk.notify_user(
+        "The deploy finished.",
+        channel="wa",
+        template={"name": "deploy_done", "language": "en_US", "parameters": ["v2.4"]},
+    )
+    assert reply.outcome == "sent" and reply.channel == "wa"
+    [sent] = chat.wa.sent(PERSON)
+    assert reply.message_ids == [sent.wamid] and sent.type == "template"
+    assert sent.body["template"]["name"] == "deploy_done"
+    assert await _feed(chat.system) == before
+
+
+async def test_a_media_notification_over_the_door_sends_each_item_then_the_text(chat: Chat) -> None:
+    response = await _notify(
+        chat.system,
+        {
+            "message": "Latency graph attached.",
+            "channel": "wa",
+            "media": [{"kind": "image", "url": "https://files.example/graph.png", "caption": "p99"}],
+        },
+    )
+    assert response.status_code == 200, response.text
+    assert response.json() == {"data": "notification sent via 'wa'"}
+    assert [m.type for m in chat.wa.sent(PERSON)] == ["image", "text"]
+    assert chat.wa.sent(PERSON)[1].text == "Latency graph attached."
+
+
+async def test_quick_replies_on_whatsapp_are_501_before_anything_is_sent_or_recorded(chat: Chat) -> None:
+    """WhatsApp does not advertise interactive notifications: refused before any send or record."""
+    before = await _feed(chat.system)
+    response = await _notify(
+        chat.system, {"message": "Rate us", "channel": "wa", "options": ["Good", "Bad"], "audience": "ops"}
+    )
+    assert response.status_code == 501, response.text
+    assert "does not support" in response.text
+    assert chat.wa.sent(PERSON) == [] and await _feed(chat.system) == before
+
+
+async def test_an_unknown_template_is_a_final_refusal_naming_it_and_nothing_is_recorded(chat: Chat) -> None:
+    before = await _feed(chat.system)
+    response = await _notify(
+        chat.system,
+        {
+            "message": "x",
+            "channel": "wa",
+            "audience": "ops",
+            "template": {"name": "no_such_template", "language": "en_US"},
+        },
+    )
+    assert response.status_code in (400, 502), response.text
+    assert chat.wa.sent(PERSON) == [] and await _feed(chat.system) == before
+
+
+async def test_a_notification_form_is_a_flow_whose_submission_is_the_persons_message(chat: Chat) -> None:
+    """An ask-less form: the Flow goes out, no question waits, and the person's submission is an
+    inbound message naming the notification."""
+    response = await _notify(chat.system, {"message": "Book your seats", "channel": "wa", "schema": FORM})
+    assert response.status_code == 200, response.text
+    [flow] = [m for m in chat.wa.sent(PERSON) if m.interactive == "flow"]
+    submitted = await chat.wa.submit(flow.wamid, {"seats": 3})
+    assert submitted.status_code == 200
+    [message] = await _inbound(chat.system, 1)
+    assert message["reason"] == "unmatched" and message["value"] == {"seats": 3}
+    assert "notification_id" in message and "interaction_id" not in message

@@ -39,6 +39,7 @@ from layby_domain.clock import Clock
 from layby_domain.notify import field_of
 from layby_server import tracing
 from layby_server.auth import Authenticator
+from layby_server.channels import close_channels
 from layby_server.feed import Feed
 from layby_server.jqrun import JqRunner
 from layby_server.logs import get_logger
@@ -201,6 +202,7 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
                 await sub.unsubscribe()
             if inflight:
                 await asyncio.wait(inflight, timeout=5)
+            await close_channels(handlers.channels)
 
 
 def main() -> None:

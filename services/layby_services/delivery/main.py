@@ -14,7 +14,6 @@ A second consumer posts conversation replies into the chats their messages came 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 
 from layby_contracts.events import (
     ConversationReplied,
@@ -26,7 +25,7 @@ from layby_contracts.events import (
 from layby_domain.clock import Clock
 from layby_domain.interaction import of_caller_ask
 from layby_domain.verifiers import parse_secrets
-from layby_server.channels import load_channels
+from layby_server.channels import close_channels, load_channels
 from layby_server.consumer import consume
 from layby_server.eventstore import Stored
 from layby_server.gauges import ConsumerGauges
@@ -108,11 +107,7 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
                     )
                 )
         finally:
-            for channel in channels.values():
-                close = getattr(channel, "aclose", None)
-                if close is not None:
-                    with contextlib.suppress(Exception):
-                        await close()
+            await close_channels(channels)
 
 
 def _sends(event: Event) -> bool:

@@ -21,7 +21,7 @@ from layby_contracts.channels import ChatChannel
 from layby_domain.clock import Clock, SystemClock
 from layby_domain.verifiers import parse_secrets
 from layby_server.auth import Authenticator
-from layby_server.channels import chat_channels, load_channels
+from layby_server.channels import chat_channels, close_channels, load_channels
 from layby_server.chat.inbound import ChatInbound
 from layby_server.gauges import ConsumerGauges
 from layby_server.jqrun import LazyJq
@@ -214,11 +214,7 @@ def create_app(
                 if app.state.door.chat is not None:
                     registering.cancel()
                     await app.state.door.chat.aclose()
-                for plugin in channels.values():
-                    close = getattr(plugin, "aclose", None)
-                    if close is not None:
-                        with contextlib.suppress(Exception):
-                            await close()
+                await close_channels(channels)
 
     return Litestar(
         route_handlers=[
