@@ -36,6 +36,7 @@ BUILTIN: dict[str, str] = {
     "webhook": "layby_server.channel_webhook:WebhookChannel",
     "slack": "layby_server.chat.slack:SlackChannel",
     "telegram": "layby_server.chat.telegram:TelegramChannel",
+    "twilio": "layby_server.chat.twilio:TwilioChannel",
 }
 
 
