@@ -87,6 +87,15 @@ class Call:
 
 
 @dataclass
+class Webhook:
+    """A number's webhook: ``public_url`` is the URL Twilio is configured with (and signs);
+    ``target`` is where the request really goes (the door, behind a proxy in production)."""
+
+    public_url: str
+    target: str
+
+
+@dataclass
 class _Failure:
     code: int
     status: int
@@ -103,10 +112,8 @@ class TwilioStandin:
     numbers: set[str] = field(default_factory=lambda: {NUMBER, f"whatsapp:{NUMBER}"})
     service_sid: str = SERVICE_SID
     url: str = ""
-    public_url: str = ""
-    """The URL Twilio signs (the channel's ``public_url``)."""
-    target: str = ""
-    """Where Twilio POSTs (the door's inbound URL; differs from ``public_url`` behind a proxy)."""
+    webhooks: dict[str, Webhook] = field(default_factory=dict)
+    """Each of our addresses' incoming-message webhook, as set in Twilio's console."""
     people: dict[str, dict[str, Any]] = field(default_factory=dict)
     calls: list[Call] = field(default_factory=list)
     now: datetime = field(default_factory=lambda: datetime.now(UTC))
@@ -125,6 +132,10 @@ class TwilioStandin:
         24-hour window opened now as if the person had written first); its address."""
         self.people[number] = {"name": name, "stopped": False, "last_inbound": self.now if whatsapp else None}
         return f"whatsapp:{number}" if whatsapp else number
+
+    def point(self, ours: str, public_url: str, target: str | None = None) -> None:
+        """Set our address's webhook (``target`` defaults to ``public_url``)."""
+        self.webhooks[ours] = Webhook(public_url, target or public_url)
 
     def stop(self, number: str) -> None:
         """The person replied STOP: Twilio refuses every later send to them (21610)."""
@@ -185,12 +196,21 @@ class TwilioStandin:
             fields += [("ProfileName", self.people.get(number, {}).get("name", "")), ("WaId", number[1:])]
         return fields
 
+    def _hook(self, fields: Sequence[tuple[str, str]]) -> Webhook:
+        ours = dict(fields).get("To", "")
+        if ours not in self.webhooks:
+            raise AssertionError(f"no webhook set for {ours!r}: point it first")
+        return self.webhooks[ours]
+
     def sign(self, fields: Sequence[tuple[str, str]], url: str | None = None) -> str:
-        """Twilio's X-Twilio-Signature for ``fields`` POSTed to ``url`` (the public URL)."""
+        """Twilio's X-Twilio-Signature for ``fields`` POSTed to ``url`` (the webhook's public URL
+        unless given)."""
         values: dict[str, set[str]] = {}
         for name, value in fields:
             values.setdefault(name, set()).add(value)
-        text = (url or self.public_url) + "".join(n + v for n in sorted(values) for v in sorted(values[n]))
+        text = (url or self._hook(fields).public_url) + "".join(
+            n + v for n in sorted(values) for v in sorted(values[n])
+        )
         digest = hmac.new(self.auth_token.encode(), text.encode(), hashlib.sha1).digest()
         return base64.b64encode(digest).decode()
 
@@ -210,11 +230,13 @@ class TwilioStandin:
         if sig:
             headers[SIGNATURE_HEADER] = sig
         async with httpx.AsyncClient(timeout=10, trust_env=False) as http:
-            return await http.post(target or self.target, content=urlencode(fields).encode(), headers=headers)
+            return await http.post(
+                target or self._hook(fields).target, content=urlencode(fields).encode(), headers=headers
+            )
 
-    async def text(self, address: str, body: str, **kwargs: Any) -> httpx.Response:
-        """The person at ``address`` texts ``body`` to our number; the door's response."""
-        return await self.post(self.form(address, body))
+    async def text(self, address: str, body: str, *, to: str | None = None) -> httpx.Response:
+        """The person at ``address`` texts ``body`` to our number (``to``); the door's response."""
+        return await self.post(self.form(address, body, to=to))
 
     async def status_callback(self, sid: str, status: str = "delivered") -> httpx.Response:
         """Twilio reports a message's status (signed like every webhook)."""
@@ -229,7 +251,8 @@ class TwilioStandin:
             ("SmsStatus", status),
             ("ApiVersion", "2010-04-01"),
         ]
-        return await self.post(fields)
+        hook = self.webhooks[sent.sender]  # sent to the sender's webhook, as a service's callback is
+        return await self.post(fields, signed_url=hook.public_url, target=hook.target)
 
     # -- the provider -------------------------------------------------------------------------
 
@@ -322,7 +345,8 @@ class TwilioStandin:
 
 def app(standin: TwilioStandin) -> Litestar:
     @post("/2010-04-01/Accounts/{account:str}/Messages.json", status_code=201)
-    async def create(request: Request[Any, Any, Any], account: str) -> Response[dict[str, Any]]:
+    async def create(request: Request[Any, Any, Any]) -> Response[dict[str, Any]]:
+        account = str(request.path_params["account"])
         params = parse_qsl((await request.body()).decode(), keep_blank_values=True)
         call = Call(params=params)
         try:
