@@ -104,6 +104,7 @@ async def test_many_sends_at_once_share_the_event_loop(
 async def test_twilios_error_envelopes_say_whether_to_retry(
     standin: TwilioStandin, make: Callable[..., TwilioChannel], code: int, status: int, retryable: bool
 ) -> None:
+    """Twilio's envelopes through the SDK: 429 and 5xx are retried, a recipient's or account's refusal is final; no credential in the message."""
     standin.fail_next(code, status=status, message=f"Error {code}")
     with pytest.raises(ChannelDeliveryError) as err:
         await make().deliver(ask())
@@ -115,6 +116,7 @@ async def test_twilios_error_envelopes_say_whether_to_retry(
 async def test_a_wrong_token_an_unknown_number_and_an_unsubscribed_person_are_final(
     standin: TwilioStandin, make: Callable[..., TwilioChannel]
 ) -> None:
+    """Bad credentials (20003), a number Twilio does not know (21211) and a person who replied STOP (21610) are final."""
     with pytest.raises(ChannelInputError, match=r"error 20003 \(401\): Authenticate — authentication failed"):
         await make(token="wrong").deliver(ask(recipient=PERSON))
     with pytest.raises(ChannelInputError, match="error 21211"):
@@ -158,6 +160,7 @@ async def test_an_attachment_twilio_refuses_becomes_a_link_and_mms_attaches(
 async def test_a_messaging_service_sends_and_long_text_is_cut(
     standin: TwilioStandin, make: Callable[..., TwilioChannel]
 ) -> None:
+    """A Messaging Service sends by its SID and is our side of the pair; a question over 1,600 characters is cut, keeping the options."""
     posted = await make(**{"from": SERVICE_SID}).deliver(ask("select", question="x" * 5000, options=["a"]))
     [sent] = standin.received(PERSON)
     assert posted.chat == f"{PERSON}|{SERVICE_SID}"
@@ -183,6 +186,7 @@ async def test_a_notification_is_one_text_and_returns_its_sid(
 async def test_retract_and_say_send_follow_up_texts(
     standin: TwilioStandin, make: Callable[..., TwilioChannel]
 ) -> None:
+    """Retraction and a conversation's reply are each one more text to the person."""
     plugin = make()
     posted = await plugin.deliver(ask())
     await plugin.retract(posted, Retraction(interaction_id="i", question="Deploy now?", outcome="removed"))

@@ -197,6 +197,7 @@ def test_a_missing_or_wrong_signature_is_refused(
 
 
 def test_a_status_callback_or_another_accounts_message_is_acknowledged_and_ignored() -> None:
+    """A signed status callback, or a message for another account, carries no reply: empty TwiML."""
     for params in (
         [*INCOMING, ("MessageStatus", "delivered")],
         [(k, "AC" + "0" * 32 if k == "AccountSid" else v) for k, v in INCOMING],
@@ -287,6 +288,7 @@ def test_sms_segments_follow_gsm7_and_ucs2() -> None:
 
 
 def test_a_retraction_is_a_short_follow_up_quoting_the_question() -> None:
+    """A text cannot be edited: its retraction is a follow-up quoting the question (cut to 60) and how it ended."""
     answered = Retraction(
         interaction_id=ID,
         question="Ship the release to every region now?",
@@ -302,6 +304,7 @@ def test_a_retraction_is_a_short_follow_up_quoting_the_question() -> None:
 
 
 def test_a_form_or_a_whatsapp_address_on_an_sms_number_is_refused_before_sending() -> None:
+    """A form, a WhatsApp address from an SMS number, or no recipient at all fails before any call, for good."""
     sms = channel(default_recipient="+15551230001")
     with pytest.raises(ChannelInputError, match=r"^twilio 'sms': a form cannot be sent as a text message$"):
         asyncio.run(sms.deliver(delivery("form", schema={"type": "object"})))
@@ -342,6 +345,7 @@ def test_twilio_errors_are_retryable_or_final(status: int, code: int, retryable:
 
 
 def test_an_error_names_twilios_reason_and_its_meaning() -> None:
+    """The error names Twilio's code, status and message and what the code means; the problem-details shape maps the same way."""
     exc = TwilioRestException(
         400, "/x", "Unable to create record: Attempt to send to unsubscribed recipient", 21610, "POST"
     )
@@ -354,6 +358,7 @@ def test_an_error_names_twilios_reason_and_its_meaning() -> None:
 
 
 def test_network_faults_are_retryable() -> None:
+    """A refused connection, a timeout or a reset is worth another attempt."""
     for exc in (aiohttp.ClientConnectionError("refused"), TimeoutError(), ConnectionResetError("reset")):
         error = delivery_error("sms", exc)
         assert type(error) is ChannelDeliveryError and error.retryable is True
