@@ -15,11 +15,13 @@ import msgspec
 import pytest
 from httpx_sse import aconnect_sse
 
+import layby
 from layby.sdk import Client
 from layby_server.eventstore import EventStore
 from layby_server.settings import Settings
 from tests.conftest import System, start_system, stop_system
-from tests.helpers import eventually
+from tests.helpers import eventually, serving
+from tests.integration.test_hooks import save_door
 from tests.standins.twilio import ACCOUNT_SID, AUTH_TOKEN, NUMBER, Sent, TwilioStandin, serve_twilio_standin
 
 pytestmark = pytest.mark.timeout(90)
@@ -321,3 +323,77 @@ async def test_whatsapp_sends_the_image_as_an_attachment_and_the_reply_answers(
     await tw.text(WA, "yes, now")
     details = await asyncio.wait_for(ask, 10)
     assert details.answer == "yes, now" and details.answered_by == f"wa:{WA}"
+
+
+async def test_a_signed_body_too_long_is_400_and_one_over_the_doors_cap_is_413(
+    phones: Phones, sdk: Client
+) -> None:
+    """A signed message whose Body is over Twilio's 1,600 characters is refused naming it, and a
+    request over the door's body cap never reaches the plugin; neither answers the question."""
+    tw = phones.tw
+    ask = asyncio.create_task(sdk.ask_user("Sure?", answer_format="confirm", channel="sms", timeout=30))
+    await _texts(tw, PERSON, 1)
+    long = await tw.post(tw.form(PERSON, "y" * 1601))
+    assert (long.status_code, long.json()) == (
+        400,
+        {"error": "unreadable sms request: Body is longer than 1600 characters"},
+    )
+    huge = await tw.post(tw.form(PERSON, "y" * 70_000))
+    assert (huge.status_code, huge.json()) == (413, {"error": "payload too large"})
+    assert not ask.done()
+    await tw.text(PERSON, "yes")
+    assert await asyncio.wait_for(ask, 10) is True
+
+
+async def test_one_question_by_sms_and_whatsapp_the_first_reply_wins_and_both_get_the_follow_up(
+    phones: Phones, sdk: Client
+) -> None:
+    """One question on both senders: replies on both at once, exactly one answers; the other is
+    late; each phone gets the follow-up saying how the question ended."""
+    tw = phones.tw
+    ask = asyncio.create_task(
+        sdk.ask_user(
+            "Roll back?",
+            answer_format="confirm",
+            channel=["sms", "wa"],
+            recipient={"sms": PERSON, "wa": WA_PERSON},
+            timeout=30,
+        )
+    )
+    await _texts(tw, PERSON, 1)
+    await _texts(tw, WA, 1)
+    await asyncio.gather(tw.text(PERSON, "yes"), tw.text(WA, "no"))
+    answer = await asyncio.wait_for(ask, 10)
+    for address in (PERSON, WA):
+        follow_up = await _line(tw, address, "Answered by")
+        winner = f"sms:{PERSON}" if answer is True else f"wa:{WA}"
+        assert follow_up.body == f"“Roll back?”: Answered by {winner} via channel."
+    [late] = await _inbound_messages(phones.system, 1)
+    assert late["reason"] == "late" and late["channel"] == ("wa" if answer is True else "sms")
+
+
+async def test_a_text_with_no_question_is_a_conversation_and_the_reply_is_a_text(
+    phones: Phones, sdk: Client, store: EventStore
+) -> None:
+    """A text when no question was sent to the number visits the conversation route naming the
+    channel (subject ``sms:<pair>``) and its result comes back as a text
+    (docs/doors/hooks.md#conversations-on-a-chat-channel)."""
+    system, tw = phones.system, phones.tw
+    worker = layby.Worker(sdk, settings=system.settings)
+
+    @worker.flow("echo")
+    async def echo(inp: dict[str, Any]) -> str:
+        return f"{inp['subject']} got: {inp['text']}"
+
+    start = '{text, subject: "\\(.channel):\\(.chat)"}'
+    await save_door(store, "sms-chat", kind="conversation", target="echo", channel="sms", start_expr=start)
+    async with system.http() as http:
+        await eventually(
+            lambda: http.get("/api/doors"),
+            "the route listed",
+            until=lambda r: [d["name"] for d in r.json()["data"]["items"]] == ["sms-chat"],
+        )
+    async with serving(worker):
+        await tw.text(PERSON, "ping")
+        reply = await _line(tw, PERSON, "got:")
+    assert reply.body == f"sms:{PERSON}|{NUMBER} got: ping"
