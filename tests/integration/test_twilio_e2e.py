@@ -311,7 +311,7 @@ async def test_whatsapp_sends_the_image_as_an_attachment_and_the_reply_answers(
     image, question = await eventually(both, "the image and the question on WhatsApp", timeout=10)
     assert (image.media, image.body, image.sender) == (
         ["https://cdn.example/chart.png"],
-        None,
+        "Chart",
         f"whatsapp:{NUMBER}",
     )
     assert question.body == (

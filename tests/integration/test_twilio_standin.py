@@ -151,7 +151,7 @@ async def test_an_attachment_twilio_refuses_becomes_a_link_and_mms_attaches(
     media = [MediaItem(kind="image", url="https://cdn.example/a.png", caption="Chart")]
     await make(mms=True).deliver(ask(media=media))
     image, question = standin.received(PERSON)
-    assert (image.media, question.body) == (["https://cdn.example/a.png"], "Deploy now?")
+    assert (image.media, image.body, question.body) == (["https://cdn.example/a.png"], "Chart", "Deploy now?")
     standin.fail_next(21620, status=400, message="Invalid media URL(s)")
     await make(mms=True).deliver(ask(media=media))
     assert standin.received(PERSON)[-1].body == "Deploy now?\n\nChart: https://cdn.example/a.png"

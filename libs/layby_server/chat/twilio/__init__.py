@@ -305,7 +305,7 @@ class TwilioChannel:
         unsent: list[MediaItem] = []
         for item in render(delivery, attach=self._attaches(to)).media:
             try:
-                await self._send(to, media=[item.url])
+                await self._send(to, body=cut(item.caption) if item.caption else None, media=[item.url])
             except ChannelInputError as exc:
                 # An attachment Twilio refuses still reaches the person, as a link in the text;
                 # a recipient that cannot be written to fails below, on the question itself.
