@@ -135,7 +135,7 @@ class _HttpClient(AsyncTwilioHttpClient):  # type: ignore[misc] # the SDK ships 
         sent = dict(headers or {})
         if auth is not None:
             sent["Authorization"] = "Basic " + base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
-        body = urlencode(_pairs(data), doseq=True).encode() if data is not None else None
+        body = urlencode(_pairs(data)).encode() if data is not None else None
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self._seconds))
         async with self._session.request(
