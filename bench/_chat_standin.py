@@ -4,7 +4,8 @@
 (``multiprocessing``, spawn). It serves the stand-in from ``tests/standins``, every API call
 validated as in the tests, and for each question message it stores (Slack: ``chat.postMessage``
 without ``thread_ts`` with buttons; Telegram: ``sendMessage`` with an inline keyboard; WhatsApp:
-an interactive message with reply buttons) records
+an interactive message with reply buttons;
+Twilio: a message ending "Reply yes or no.", answered by texting "yes") records
 the wall-clock time and queues a tap on "Yes", at once or ``think`` seconds later: the signed
 request is built exactly as the tests build it and one of ``people`` workers POSTs it to
 ``target`` (the door's inbound webhook) on a keep-alive connection (``client``: ``lean``, a raw
@@ -40,6 +41,15 @@ if str(ROOT) not in sys.path:
 PERSON = 424242
 WA_PERSON = "491512345678"
 HOOK = "bench-hook_secret"
+PHONES = 1000
+"""Twilio: the people (one number per conversation; a text answers the last question sent to its
+number, so two conversations must not share one)."""
+
+
+def phone(n: int) -> str:
+    """The number of Twilio person ``n``."""
+    return f"+1555{n:07d}"
+
 
 Tap = tuple[str, bytes, dict[str, str]]
 
@@ -112,6 +122,33 @@ def _whatsapp(records: dict[str, dict[str, Any]], taps: asyncio.Queue[Tap], thin
 
     standin = Standin()
     standin.add_person(WA_PERSON)
+
+
+def _twilio(records: dict[str, dict[str, Any]], taps: asyncio.Queue[Tap], think: float, target: str) -> Any:
+    from urllib.parse import urlencode
+
+    from tests.standins import twilio as tw
+
+    class Standin(tw.TwilioStandin):
+        def create(
+            self, authorization: str | None, account: str, params: list[tuple[str, str]]
+        ) -> dict[str, Any]:
+            result = super().create(authorization, account, params)
+            body = str(result["body"])
+            if body.endswith("Reply yes or no."):
+                text = body.partition("\n\n")[0]
+                records[text] = {"posted": time.time()}
+                form = self.form(str(result["to"]), "yes")
+                headers = {
+                    "Content-Type": "application/x-www-form-urlencoded",
+                    tw.SIGNATURE_HEADER: self.sign(form, url=target),
+                }
+                _queue(taps, (text, urlencode(form).encode(), headers), think)
+            return result
+
+    standin = Standin()
+    for n in range(PHONES):
+        standin.add_person(phone(n))
     return standin
 
 
@@ -130,6 +167,11 @@ async def _main(channel: str, target: str, people: int, client: str, think: floa
 
         standin = _whatsapp(records, taps, think)
         app = wa.app(standin)
+    elif channel == "twilio":
+        from tests.standins import twilio as tw
+
+        standin = _twilio(records, taps, think, target)
+        app = tw.app(standin)
     else:
         from tests.standins import telegram as tg
 

@@ -1,7 +1,7 @@
-"""Benchmark: Slack, Telegram and WhatsApp channels over their provider stand-ins (docs/channels.md).
+"""Benchmark: Slack, Telegram, WhatsApp and Twilio channels over their provider stand-ins (docs/channels.md).
 
-    python bench/chat_channels.py [--channel slack telegram whatsapp] [--questions 1000] [--conversations 50]
-                                  [--people N]
+    python bench/chat_channels.py [--channel slack telegram whatsapp twilio] [--questions 1000]
+                                  [--conversations 50] [--people N]
 
 For each channel: starts the provider's stand-in (the one the tests use, from ``tests/standins``)
 in a process of its own (bench/_chat_standin.py) and `layby up` with the channel's plugin pointed
@@ -48,8 +48,13 @@ from layby_server.settings import load_settings
 from tests.standins import slack as sl
 from tests.standins import telegram as tg
 from tests.standins import whatsapp as wa
+from tests.standins import twilio as tw
 
 WARM_UP = 10
+TWILIO_THINK = 100
+"""ms a Twilio person waits at least before texting back: a text answers the last question the
+delivery service has recorded for its number, which it records right after Twilio accepts the
+send; a reply faster than that record answers the question before (a person cannot text that fast)."""
 EXTRA = {  # the machine's CPU outside the processes measured one by one
     "interrupts": "kernel: irq + softirq (loopback TCP among it)",
     "other": "rest of the machine (other processes, kernel threads)",
@@ -136,7 +141,7 @@ async def run_channel(name: str, args: argparse.Namespace) -> dict[str, Any]:
             target,
             args.people or args.conversations,
             args.person_client,
-            args.think / 1000,
+            max(args.think, TWILIO_THINK if name == "twilio" else 0) / 1000,
             child_conn,
         ),
     )
@@ -167,6 +172,16 @@ async def run_channel(name: str, args: argparse.Namespace) -> dict[str, Any]:
                 "default_recipient": _chat_standin.WA_PERSON,
             }
             secrets = f"token:{wa.TOKEN},app:{wa.APP_SECRET},verify:{wa.VERIFY_TOKEN}"
+        elif name == "twilio":
+            config = {
+                "plugin": "twilio",
+                "account_sid": tw.ACCOUNT_SID,
+                "auth_token": "token",
+                "from": tw.NUMBER,
+                "public_url": target,
+                "api_url": api_url,
+            }
+            secrets = f"token:{tw.AUTH_TOKEN}"
         else:
             config = {
                 "plugin": "telegram",
@@ -194,19 +209,24 @@ async def run_channel(name: str, args: argparse.Namespace) -> dict[str, Any]:
         )
         settings = load_settings({}, max_concurrent=None, public_base_url=door)
         client = await connect(nats_url=up.nats_url, token=up.token, settings=settings)
+        # Twilio: one person's number per conversation (a text answers the last question sent to
+        # its number); the others take the channel's default recipient.
+        to = {"recipient": _chat_standin.phone(0)} if name == "twilio" else {}
         for i in range(WARM_UP):
-            await client.ask_user(f"warm {i}?", answer_format="confirm", channel=name, timeout=60)
+            await client.ask_user(f"warm {i}?", answer_format="confirm", channel=name, timeout=60, **to)
         asked: dict[str, float] = {}
         returned: dict[str, float] = {}
         todo: asyncio.Queue[int] = asyncio.Queue()
         for i in range(args.questions):
             todo.put_nowait(i)
 
-        async def conversation() -> None:
+        async def conversation(n: int) -> None:
+            to = {"recipient": _chat_standin.phone(n)} if name == "twilio" else {}
             while not todo.empty():
                 q = f"Deploy build {todo.get_nowait()}?"
                 asked[q] = time.time()
-                assert await client.ask_user(q, answer_format="confirm", channel=name, timeout=600) is True
+                answer = await client.ask_user(q, answer_format="confirm", channel=name, timeout=600, **to)
+                assert answer is True
                 returned[q] = time.time()
 
         cpu = Cpu({"bench (askers)": os.getpid(), "stand-in + person": child.pid or 0}, up.proc.pid)
@@ -215,7 +235,7 @@ async def run_channel(name: str, args: argparse.Namespace) -> dict[str, Any]:
         lagging = asyncio.create_task(_chat_standin._lag(lags))
         cpu.start()
         t0 = time.time()
-        await asyncio.gather(*(conversation() for _ in range(args.conversations)))
+        await asyncio.gather(*(conversation(n) for n in range(args.conversations)))
         elapsed = time.time() - t0
         used = cpu.stop()
         lagging.cancel()
@@ -272,7 +292,7 @@ def main() -> None:
         "--channel",
         nargs="+",
         default=["slack", "telegram", "whatsapp"],
-        choices=["slack", "telegram", "whatsapp"],
+        choices=["slack", "telegram", "whatsapp", "twilio"],
     )
     parser.add_argument("--questions", type=int, default=1000)
     parser.add_argument("--conversations", type=int, default=50)
@@ -290,7 +310,8 @@ def main() -> None:
         "--think",
         type=float,
         default=0,
-        help="ms the person waits before tapping (0: at once, so the conversations saturate the machine)",
+        help="ms the person waits before tapping (0: at once, so the conversations saturate the machine; "
+        f"twilio: at least {TWILIO_THINK})",
     )
     parser.add_argument(
         "--profile",
@@ -300,6 +321,8 @@ def main() -> None:
         "and print its top functions",
     )
     args = parser.parse_args()
+    if "twilio" in args.channel and args.conversations > _chat_standin.PHONES:
+        parser.error(f"twilio: at most {_chat_standin.PHONES} conversations (one person's number each)")
     logging.getLogger("httpx").setLevel(logging.WARNING)
     rows = {name: asyncio.run(run_channel(name, args)) for name in args.channel}
     if args.profile:

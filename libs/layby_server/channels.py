@@ -38,6 +38,7 @@ BUILTIN: dict[str, str] = {
     "slack": "layby_server.chat.slack:SlackChannel",
     "telegram": "layby_server.chat.telegram:TelegramChannel",
     "whatsapp": "layby_server.chat.whatsapp:WhatsAppChannel",
+    "twilio": "layby_server.chat.twilio:TwilioChannel",
 }
 
 
