@@ -397,3 +397,51 @@ async def test_a_text_with_no_question_is_a_conversation_and_the_reply_is_a_text
         await tw.text(PERSON, "ping")
         reply = await _line(tw, PERSON, "got:")
     assert reply.body == f"sms:{PERSON}|{NUMBER} got: ping"
+
+
+# -- notify_user on Twilio (docs/notifications.md#on-a-channel) ----------------------------------
+
+
+async def _notify(system: System, body: dict[str, Any]) -> httpx.Response:
+    async with system.http() as http:
+        return await http.post("/api/notifications", json=body)
+
+
+async def test_notify_user_texts_the_person_once_and_returns_the_sid(phones: Phones, sdk: Client) -> None:
+    reply = await sdk.notify_user("The deploy finished.", channel="sms")
+    assert reply.outcome == "sent" and reply.channel == "sms"
+    [text] = await _texts(phones.tw, PERSON, 1)
+    assert text.body == "The deploy finished." and reply.message_ids == [text.sid]
+
+
+async def test_a_notification_with_media_or_options_is_501_on_twilio_and_nothing_is_sent(
+    phones: Phones,
+) -> None:
+    """Twilio advertises no notification capability: refused before any send or record."""
+    for extra in ({"options": ["OK"]}, {"media": [{"kind": "link", "url": "https://x.example/a"}]}):
+        response = await _notify(phones.system, {"message": "hi", "channel": "sms", **extra})
+        assert response.status_code == 501, response.text
+    assert phones.tw.received(PERSON) == []
+
+
+async def test_twilios_code_decides_between_400_502_and_503_and_nothing_is_recorded(phones: Phones) -> None:
+    """An unsubscribed recipient (21610) is a final refusal of the input (400, naming it), an
+    account that cannot authenticate (20003) a final failure of the medium (502), a rate limit
+    (20429) worth another try later (503); nothing is recorded either way."""
+    phones.tw.stop(PERSON)
+    refused = await _notify(phones.system, {"message": "hi", "channel": "sms", "audience": "ops"})
+    assert refused.status_code == 400, refused.text
+    assert "unsubscribed" in refused.text
+    phones.tw.fail_next(20003, status=401)
+    final = await _notify(
+        phones.system, {"message": "hi", "channel": "wa", "recipient": WA_PERSON, "audience": "ops"}
+    )
+    assert final.status_code == 502, final.text
+    phones.tw.fail_next(20429, status=429)
+    later = await _notify(
+        phones.system, {"message": "hi", "channel": "wa", "recipient": WA_PERSON, "audience": "ops"}
+    )
+    assert later.status_code == 503, later.text
+    async with phones.system.http() as http:
+        feed = (await http.get("/api/notifications")).json()["data"]["notifications"]
+    assert feed == []

@@ -31,6 +31,10 @@ FINAL_CODES: dict[int, str] = {
     63016: "outside the 24-hour WhatsApp window: the person must write first",
 }
 """Refusals another attempt cannot change, with what they mean in our words."""
+ACCOUNT_CODES = frozenset({20003, 21408, 21606, 21608, 63007})
+"""Final refusals caused by the account's own set-up (credentials, permissions, the sender), not
+by what was sent or to whom: a plain final failure, never an input refusal (so a notification
+gets 502, not 400)."""
 
 
 def delivery_error(channel: str, exc: BaseException) -> ChannelDeliveryError:
@@ -48,6 +52,8 @@ def delivery_error(channel: str, exc: BaseException) -> ChannelDeliveryError:
         text = f"{where}: error {code} ({status}): {reason}" + (f" — {meaning}" if meaning else "")
         if status == 429 or status >= 500 or code in RETRYABLE_CODES:
             return ChannelDeliveryError(text, retryable=True)
+        if code in ACCOUNT_CODES or status in (401, 403):
+            return ChannelDeliveryError(text)
         return ChannelInputError(text)
     if isinstance(exc, aiohttp.ClientError | asyncio.TimeoutError | OSError):
         return ChannelDeliveryError(f"{where}: {type(exc).__name__}: {exc}"[:500], retryable=True)
