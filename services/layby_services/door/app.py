@@ -241,6 +241,7 @@ def create_app(
             _options_door(callback_post, callback_get),
             callback_post,
             callback_get,
+            _options_door(channel_events, channel_handshake),
             channel_events,
             channel_handshake,
             messages_stream,
