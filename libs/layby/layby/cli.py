@@ -545,6 +545,19 @@ def cmd_worker(settings: ClientSettings, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_mcp(settings: ClientSettings, args: argparse.Namespace) -> int:
+    """``layby mcp``: the MCP server (docs/mcp.md); needs the ``mcp`` extra."""
+    try:
+        from layby.mcp import serve_http, serve_stdio
+    except ImportError as exc:
+        raise CliError(f"`layby mcp` needs the mcp extra (pip install 'layby-server[mcp]'): {exc}") from None
+    if args.http:
+        asyncio.run(serve_http(settings, host=args.host, port=args.port))
+    else:
+        asyncio.run(serve_stdio(settings))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="layby", description="Human-in-the-loop interactions for AI runs.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -654,6 +667,11 @@ def build_parser() -> argparse.ArgumentParser:
     nsend.add_argument("--options", help="quick replies, as a JSON list of strings")
     nsend.add_argument("--json", action=argparse.BooleanOptionalAction, default=False)
 
+    mcp = sub.add_parser("mcp", help="serve Layby's tools to MCP clients (stdio; --http for streamable HTTP)")
+    mcp.add_argument("--http", action="store_true", help="streamable HTTP with bearer tokens, not stdio")
+    mcp.add_argument("--host", default="127.0.0.1", help="--http: the address to listen on")
+    mcp.add_argument("--port", type=int, default=8765, help="--http: the port to listen on")
+
     wrk = sub.add_parser("worker", help="execute the flows of a layby.Worker (MODULE:ATTRIBUTE)")
     wrk.add_argument("target", help="e.g. myapp.flows:worker")
     return parser
@@ -677,6 +695,7 @@ COMMANDS = {
     ("notifications", "notify"): cmd_notifications_notify,
     ("workers", None): cmd_workers,
     ("worker", None): cmd_worker,
+    ("mcp", None): cmd_mcp,
 }
 
 

@@ -1,0 +1,198 @@
+"""``layby mcp``: a real MCP client session (the SDK's ``ClientSession``) over stdio (``layby mcp``
+spawned against the test stack's NATS) and over streamable HTTP, calling each tool against the
+running system (docs/mcp.md)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import httpx2
+import mcp_types as types
+import pytest
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from layby_contracts.events import InteractionRemoved
+from layby_server.embedded import free_port
+from layby_server.eventstore import EventStore
+from tests.conftest import OPERATOR, System
+from tests.helpers import eventually, wait_total
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@asynccontextmanager
+async def stdio_session(system: System, token: str = OPERATOR) -> AsyncIterator[ClientSession]:
+    s = system.settings
+    env = {
+        **os.environ,
+        "LAYBY_NATS_URL": s.nats_url or "",
+        "LAYBY_TOKEN": token,
+        "LAYBY_NAMESPACE": s.namespace,
+    }
+    params = StdioServerParameters(command=sys.executable, args=["-m", "layby.cli", "mcp"], env=env)
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        yield session
+
+
+@asynccontextmanager
+async def http_server(system: System) -> AsyncIterator[str]:
+    from layby.mcp.app import serve_http
+
+    port = free_port()
+    task = asyncio.create_task(serve_http(system.settings, host="127.0.0.1", port=port))
+    url = f"http://127.0.0.1:{port}/mcp"
+    async with httpx.AsyncClient() as http:
+        await eventually(lambda: http.get(url), "the MCP HTTP server to listen", retry=httpx.HTTPError)
+    try:
+        yield url
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+@asynccontextmanager
+async def http_session(url: str, token: str = OPERATOR) -> AsyncIterator[ClientSession]:
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30) as http,
+        streamable_http_client(url, http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+async def pending_id(system: System, question: str) -> str:
+    data = await wait_total(system, 1)
+    item = data["items"][0]
+    assert item["question"] == question
+    return str(item["interaction_id"])
+
+
+async def test_the_tools_are_listed_with_schemas_from_the_contracts(system: System) -> None:
+    """Every tool is listed, its input schema generated from its contract Struct and closed to
+    unknown arguments."""
+    async with stdio_session(system) as session:
+        listed = await session.list_tools()
+    tools = {t.name: t for t in listed.tools}
+    assert set(tools) == {"ask_user", "notify_user", "list_parked", "resume_parked", "cancel_parked"}
+    ask = tools["ask_user"].input_schema
+    assert ask["type"] == "object" and ask["required"] == ["question"]
+    assert ask["additionalProperties"] is False
+    assert {
+        "answer_format",
+        "options",
+        "schema",
+        "media",
+        "audience",
+        "channel",
+        "recipient",
+        "timeout",
+        "sensitive",
+    } <= set(ask["properties"])
+    assert all(t.input_schema["additionalProperties"] is False for t in tools.values())
+
+
+async def test_ask_user_blocks_until_answered_at_the_answer_door_and_reports_progress(system: System) -> None:
+    """ask_user waits while the question is pending, sends progress, and returns the answer as
+    structured content and text."""
+    progress: list[float] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append(value)
+
+    async with stdio_session(system) as session:
+        call = asyncio.create_task(
+            session.call_tool(
+                "ask_user",
+                {"question": "ship it?", "answer_format": "select", "options": ["yes", "no"], "timeout": 30},
+                progress_callback=on_progress,
+            )
+        )
+        iid = await pending_id(system, "ship it?")
+        async with system.http() as http:
+            resp = await http.post(f"/api/interactions/{iid}/answer", json={"answer": "yes"})
+            assert resp.status_code == 200, resp.text
+        result = await call
+    assert not result.is_error
+    assert result.structured_content["answer"] == "yes"
+    assert result.content[0].text == "yes"
+    assert progress, "no progress notification while waiting"
+
+
+async def test_ask_user_past_its_deadline_is_a_tool_error_naming_the_deadline(system: System) -> None:
+    async with stdio_session(system) as session:
+        result = await session.call_tool("ask_user", {"question": "quick?", "timeout": 0.5})
+    assert result.is_error
+    assert "deadline" in result.content[0].text
+    assert result.structured_content["deadline"]
+
+
+async def test_a_cancelled_call_withdraws_the_question(system: System, store: EventStore) -> None:
+    """The client cancels the call (notifications/cancelled): the question is pruned, gone from
+    the inbox, and the log records its removal."""
+    async with stdio_session(system) as session:
+        call = asyncio.create_task(session.call_tool("ask_user", {"question": "cancel me", "timeout": 30}))
+        iid = await pending_id(system, "cancel me")
+        call.cancel()
+        await asyncio.gather(call, return_exceptions=True)
+        await wait_total(system, 0)
+
+        async def removed() -> Any:
+            last = await store.last(store.names.ix(iid))
+            return last is not None and isinstance(last.event, InteractionRemoved)
+
+        await eventually(removed, "the interaction removed on the log")
+
+
+async def test_an_unknown_argument_is_refused_naming_it(system: System) -> None:
+    async with stdio_session(system) as session:
+        with pytest.raises(MCPError) as raised:
+            await session.call_tool("ask_user", {"question": "x", "colour": "red"})
+    assert raised.value.error.code == types.INVALID_PARAMS
+    assert "colour" in raised.value.error.message
+    await wait_total(system, 0)
+
+
+async def test_notify_user_is_recorded_to_the_feed(system: System) -> None:
+    async with stdio_session(system) as session:
+        result = await session.call_tool("notify_user", {"message": "deploy finished"})
+    assert not result.is_error, result.content
+    async with system.http() as http:
+        feed = (await http.get("/api/notifications")).json()["data"]["notifications"]
+    assert [n["message"] for n in feed] == ["deploy finished"]
+
+
+async def test_http_sessions_act_with_their_own_bearer_token(system: System) -> None:
+    """Over streamable HTTP each session acts with its bearer token's identity; ask_user is
+    answered at the answer door."""
+    async with http_server(system) as url, http_session(url) as session:
+        listed = await session.list_tools()
+        assert len(listed.tools) == 5
+        call = asyncio.create_task(session.call_tool("ask_user", {"question": "over http?", "timeout": 30}))
+        iid = await pending_id(system, "over http?")
+        async with system.http() as http:
+            assert (
+                await http.post(f"/api/interactions/{iid}/answer", json={"answer": "yes"})
+            ).status_code == 200
+        result = await call
+    assert result.structured_content["answer"] == "yes"
+    assert result.structured_content["answered_by"] == "ops"
+
+
+async def test_http_without_or_with_a_wrong_bearer_token_is_401(system: System) -> None:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    async with http_server(system) as url, httpx.AsyncClient() as http:
+        missing = await http.post(url, json=body)
+        wrong = await http.post(url, json=body, headers={"Authorization": "Bearer not-a-token-0123456789"})
+    assert missing.status_code == 401
+    assert wrong.status_code == 401
