@@ -9,6 +9,7 @@ import os
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -20,11 +21,12 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+import layby
 from layby_contracts.events import InteractionRemoved
 from layby_server.embedded import free_port
 from layby_server.eventstore import EventStore
 from tests.conftest import OPERATOR, System
-from tests.helpers import eventually, wait_total
+from tests.helpers import eventually, finished_run, serving, wait_total
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -196,3 +198,58 @@ async def test_http_without_or_with_a_wrong_bearer_token_is_401(system: System) 
         wrong = await http.post(url, json=body, headers={"Authorization": "Bearer not-a-token-0123456789"})
     assert missing.status_code == 401
     assert wrong.status_code == 401
+
+
+@pytest.fixture
+async def parking(system: System) -> AsyncIterator[layby.Worker]:
+    """``tool`` asks its caller; ``agent`` calls it and ends, leaving the caller ask parked on its
+    subject (docs/caller-asks.md)."""
+    client = await system.sdk()
+    w = layby.Worker(client, settings=system.settings)
+
+    @w.flow("tool")
+    async def tool(inp: dict[str, Any]) -> dict[str, Any]:
+        expiry = datetime.now(UTC) + timedelta(hours=1)
+        answer = await layby.ask_user("proceed?", answer_format="confirm", to="caller", expiry_at=expiry)
+        return {"tool_got": answer}
+
+    @w.flow("agent")
+    async def agent(inp: dict[str, Any]) -> Any:
+        return await layby.call("tool", {})
+
+    async with serving(w):
+        yield w
+
+
+async def parked_entry(session: ClientSession, run_id: str) -> dict[str, Any]:
+    async def listed() -> Any:
+        result = await session.call_tool("list_parked", {"run_id": run_id})
+        assert not result.is_error, result.content
+        return result.structured_content["entries"]
+
+    entries = await eventually(listed, "a parked caller ask", until=lambda e: len(e) == 1)
+    return dict(entries[0])
+
+
+async def test_parked_entries_are_listed_resumed_and_cancelled(system: System, parking: layby.Worker) -> None:
+    """list_parked shows a caller ask parked on a run's subject; resume_parked answers it and
+    returns the chain's outcome; cancel_parked ends another one."""
+    first = await parking.start("agent", {})
+    second = await parking.start("agent", {})
+    await finished_run(system, first)
+    await finished_run(system, second)
+    async with http_server(system) as url, http_session(url) as session:
+        entry = await parked_entry(session, first)
+        assert entry["question"] == "proceed?"
+        resumed = await session.call_tool(
+            "resume_parked", {"run_id": first, "id": entry["id"], "payload": True}
+        )
+        assert not resumed.is_error, resumed.content
+        assert resumed.structured_content["status"] == "finished"
+        assert resumed.structured_content["result"] == {"tool_got": True}
+        other = await parked_entry(session, second)
+        cancelled = await session.call_tool("cancel_parked", {"run_id": second, "ids": [other["id"]]})
+        assert not cancelled.is_error, cancelled.content
+        assert cancelled.structured_content["cancelled"] == [other["id"]]
+        after = await session.call_tool("list_parked", {"run_id": second})
+        assert after.structured_content["entries"] == []
