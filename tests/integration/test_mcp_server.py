@@ -10,7 +10,8 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from pathlib import Path
+from typing import Any, TextIO
 
 import httpx
 import httpx2
@@ -32,16 +33,19 @@ pytestmark = pytest.mark.timeout(60)
 
 
 @asynccontextmanager
-async def stdio_session(system: System, token: str = OPERATOR) -> AsyncIterator[ClientSession]:
+async def stdio_session(
+    system: System, token: str = OPERATOR, *, errlog: TextIO = sys.stderr, **extra_env: str
+) -> AsyncIterator[ClientSession]:
     s = system.settings
     env = {
+        **extra_env,
         **os.environ,
         "LAYBY_NATS_URL": s.nats_url or "",
         "LAYBY_TOKEN": token,
         "LAYBY_NAMESPACE": s.namespace,
     }
     params = StdioServerParameters(command=sys.executable, args=["-m", "layby.cli", "mcp"], env=env)
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+    async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         yield session
 
@@ -129,6 +133,27 @@ async def test_ask_user_blocks_until_answered_at_the_answer_door_and_reports_pro
     assert result.structured_content["answer"] == "yes"
     assert result.content[0].text == "yes"
     assert progress, "no progress notification while waiting"
+
+
+async def test_a_sensitive_answer_is_returned_but_never_logged(system: System, tmp_path: Path) -> None:
+    """The answer of a sensitive question reaches the MCP client; the server's log (its standard
+    error, at debug) never shows it."""
+    secret = "hunter2-do-not-log"
+    with (tmp_path / "stderr.log").open("w+") as errlog:
+        async with stdio_session(system, errlog=errlog, LAYBY_LOG_LEVEL="debug") as session:
+            call = asyncio.create_task(
+                session.call_tool("ask_user", {"question": "password?", "sensitive": True, "timeout": 30})
+            )
+            iid = await pending_id(system, "password?")
+            async with system.http() as http:
+                resp = await http.post(f"/api/interactions/{iid}/answer", json={"answer": secret})
+                assert resp.status_code == 200, resp.text
+            result = await call
+        errlog.seek(0)
+        logged = errlog.read()
+    assert result.structured_content["answer"] == secret
+    assert iid in logged, "the server logged nothing at debug: the check below would prove nothing"
+    assert secret not in logged
 
 
 async def test_ask_user_past_its_deadline_is_a_tool_error_naming_the_deadline(system: System) -> None:

@@ -551,6 +551,8 @@ def cmd_mcp(settings: ClientSettings, args: argparse.Namespace) -> int:
         from layby.mcp import serve_http, serve_stdio
     except ImportError as exc:
         raise CliError(f"`layby mcp` needs the mcp extra (pip install 'layby-server[mcp]'): {exc}") from None
+    # Standard error is an MCP client's log of this server: the SDK's waits stay at debug there.
+    configure_logging(settings.log_format, settings.log_level)
     if args.http:
         asyncio.run(serve_http(settings, host=args.host, port=args.port))
     else:
