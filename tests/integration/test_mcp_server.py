@@ -194,6 +194,7 @@ async def test_notify_user_is_recorded_to_the_feed(system: System) -> None:
     async with stdio_session(system) as session:
         result = await session.call_tool("notify_user", {"message": "deploy finished"})
     assert not result.is_error, result.content
+    assert result.structured_content["outcome"] == "recorded"
     async with system.http() as http:
         feed = (await http.get("/api/notifications")).json()["data"]["notifications"]
     assert [n["message"] for n in feed] == ["deploy finished"]

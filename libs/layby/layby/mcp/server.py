@@ -209,7 +209,7 @@ class LaybyTools:
         kwargs.pop("sender_identity", None)
         message = kwargs.pop("message")
         notified = await client.notify_user(message, **kwargs)
-        return _result(notified)
+        return _result(msgspec.structs.asdict(notified))
 
     async def list_parked(self, client: Client, args: ListParkedArgs) -> types.CallToolResult:
         reply = await client.request_door(ListParked(token=client.token, run_id=args.run_id))
