@@ -10,6 +10,9 @@ connection per token.
 from __future__ import annotations
 
 import asyncio
+import os
+import stat
+import sys
 from typing import Any
 
 import msgspec
@@ -40,10 +43,67 @@ async def serve_stdio(settings: ClientSettings, *, progress_seconds: float = PRO
     )
     server = tools.server()
     try:
-        async with stdio_server() as (read, write):
+        pipes = await _stdio_pipes()
+        async with stdio_server(*pipes) as (read, write):
             await server.run(read, write, server.create_initialization_options())
     finally:
         await client.close()
+
+
+MAX_LINE = 64 * 1024 * 1024
+"""The longest JSON-RPC line read from standard input (a form with inline media is long)."""
+
+
+class _Lines:
+    """Standard input's lines, read by the event loop (no thread per line)."""
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self._reader = reader
+
+    def __aiter__(self) -> _Lines:
+        return self
+
+    async def __anext__(self) -> str:
+        line = await self._reader.readline()
+        if not line:
+            raise StopAsyncIteration
+        return line.decode("utf-8", errors="replace")
+
+
+class _Out:
+    """Standard output, written by the event loop (no thread per message)."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self._writer = writer
+
+    async def write(self, text: str) -> None:
+        self._writer.write(text.encode("utf-8"))
+
+    async def flush(self) -> None:
+        await self._writer.drain()
+
+
+async def _stdio_pipes() -> tuple[Any, Any] | tuple[()]:
+    """Standard input and output as event-loop pipes, when both are pipes (as an MCP client
+    starts a server): the SDK's default reads and writes each message in a worker thread, which
+    costs a thread hop per message. The wire keeps private copies of the descriptors; fd 0 then
+    reads the null device and fd 1 writes to standard error, so nothing stray reaches the wire.
+    Anything else (a file, a terminal, Windows): the SDK's own streams."""
+    if sys.platform == "win32" or not all(stat.S_ISFIFO(os.fstat(fd).st_mode) for fd in (0, 1)):
+        return ()
+    loop = asyncio.get_running_loop()
+    wire_in, wire_out = os.dup(0), os.dup(1)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(2, 1)
+    reader = asyncio.StreamReader(limit=MAX_LINE)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(wire_in, "rb", 0))
+    transport, protocol = await loop.connect_write_pipe(
+        asyncio.streams.FlowControlMixin, os.fdopen(wire_out, "wb", 0)
+    )
+    writer = asyncio.StreamWriter(transport, protocol, None, loop)
+    return _Lines(reader), _Out(writer)
 
 
 class TokenClients:
