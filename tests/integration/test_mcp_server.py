@@ -1,6 +1,7 @@
 """``layby mcp``: a real MCP client session (the SDK's ``ClientSession``) over stdio (``layby mcp``
 spawned against the test stack's NATS) and over streamable HTTP, calling each tool against the
-running system (docs/mcp.md)."""
+running system (docs/mcp.md). The waits, the cancel and the log run over stdio (a process of its
+own, as a desktop client starts it); the rest over HTTP, served in this process."""
 
 from __future__ import annotations
 
@@ -87,7 +88,7 @@ async def pending_id(system: System, question: str) -> str:
 async def test_the_tools_are_listed_with_schemas_from_the_contracts(system: System) -> None:
     """Every tool is listed, its input schema generated from its contract Struct and closed to
     unknown arguments."""
-    async with stdio_session(system) as session:
+    async with http_server(system) as url, http_session(url) as session:
         listed = await session.list_tools()
     tools = {t.name: t for t in listed.tools}
     assert set(tools) == {"ask_user", "notify_user", "list_parked", "resume_parked", "cancel_parked"}
@@ -157,7 +158,7 @@ async def test_a_sensitive_answer_is_returned_but_never_logged(system: System, t
 
 
 async def test_ask_user_past_its_deadline_is_a_tool_error_naming_the_deadline(system: System) -> None:
-    async with stdio_session(system) as session:
+    async with http_server(system) as url, http_session(url) as session:
         result = await session.call_tool("ask_user", {"question": "quick?", "timeout": 0.5})
     assert result.is_error
     assert "deadline" in result.content[0].text
@@ -182,7 +183,7 @@ async def test_a_cancelled_call_withdraws_the_question(system: System, store: Ev
 
 
 async def test_an_unknown_argument_is_refused_naming_it(system: System) -> None:
-    async with stdio_session(system) as session:
+    async with http_server(system) as url, http_session(url) as session:
         with pytest.raises(MCPError) as raised:
             await session.call_tool("ask_user", {"question": "x", "colour": "red"})
     assert raised.value.error.code == types.INVALID_PARAMS
@@ -191,7 +192,7 @@ async def test_an_unknown_argument_is_refused_naming_it(system: System) -> None:
 
 
 async def test_notify_user_is_recorded_to_the_feed(system: System) -> None:
-    async with stdio_session(system) as session:
+    async with http_server(system) as url, http_session(url) as session:
         result = await session.call_tool("notify_user", {"message": "deploy finished"})
     assert not result.is_error, result.content
     assert result.structured_content["outcome"] == "recorded"
