@@ -24,10 +24,10 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 import layby
-from layby_contracts.events import InteractionRemoved
+from layby_contracts.events import InteractionAsked, InteractionRemoved
 from layby_server.embedded import free_port
 from layby_server.eventstore import EventStore
-from tests.conftest import OPERATOR, System
+from tests.conftest import ALICE, OPERATOR, System
 from tests.helpers import eventually, finished_run, serving, wait_total
 
 pytestmark = pytest.mark.timeout(60)
@@ -201,21 +201,27 @@ async def test_notify_user_is_recorded_to_the_feed(system: System) -> None:
     assert [n["message"] for n in feed] == ["deploy finished"]
 
 
-async def test_http_sessions_act_with_their_own_bearer_token(system: System) -> None:
-    """Over streamable HTTP each session acts with its bearer token's identity; ask_user is
-    answered at the answer door."""
-    async with http_server(system) as url, http_session(url) as session:
-        listed = await session.list_tools()
-        assert len(listed.tools) == 5
-        call = asyncio.create_task(session.call_tool("ask_user", {"question": "over http?", "timeout": 30}))
-        iid = await pending_id(system, "over http?")
-        async with system.http() as http:
-            assert (
-                await http.post(f"/api/interactions/{iid}/answer", json={"answer": "yes"})
-            ).status_code == 200
-        result = await call
-    assert result.structured_content["answer"] == "yes"
-    assert result.structured_content["answered_by"] == "ops"
+async def test_http_sessions_act_with_their_own_bearer_token(system: System, store: EventStore) -> None:
+    """Over streamable HTTP each session acts with its own bearer token's identity: alice's
+    question is asked by alice, the operator's by the operator, on one server; each is answered
+    at the answer door while its call waits."""
+    async with (
+        http_server(system) as url,
+        http_session(url, ALICE) as alice,
+        http_session(url, OPERATOR) as operator,
+    ):
+        for session, question, identity in ((alice, "from alice?", "alice"), (operator, "from ops?", "ops")):
+            call = asyncio.create_task(session.call_tool("ask_user", {"question": question, "timeout": 30}))
+            iid = await pending_id(system, question)
+            asked = await store.last(store.names.ix(iid))
+            assert asked is not None and isinstance(asked.event, InteractionAsked)
+            assert asked.event.asked_by == identity
+            async with system.http() as http:
+                answered = await http.post(f"/api/interactions/{iid}/answer", json={"answer": "yes"})
+                assert answered.status_code == 200, answered.text
+            result = await call
+            assert not result.is_error, result.content
+            assert result.structured_content == {"answer": "yes", "answered_by": "ops"}
 
 
 async def test_http_without_or_with_a_wrong_bearer_token_is_401(system: System) -> None:
