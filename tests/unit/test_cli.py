@@ -111,3 +111,15 @@ def test_ask_takes_one_channel_or_several_with_channel_equals_recipient_pairs() 
     for channels, recipients in ((None, ["x"]), (["slack", "tg"], ["C1"]), (["slack"], ["a", "b"])):
         with pytest.raises(ValueError):
             _channel_options(channels, recipients)
+
+
+def test_layby_mcp_without_a_nats_url_says_so_and_serves_nothing(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: object, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``layby mcp`` connects before it claims standard input and output: with no NATS URL it
+    exits naming LAYBY_NATS_URL (docs/mcp.md#stdio-a-desktop-mcp-client)."""
+    for var in ("LAYBY_NATS_URL", "LAYBY_TOKEN"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("LAYBY_DATA_DIR", str(tmp_path))
+    assert cli.main(["mcp"]) == 1
+    assert "LAYBY_NATS_URL" in capsys.readouterr().err

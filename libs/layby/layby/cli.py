@@ -553,10 +553,15 @@ def cmd_mcp(settings: ClientSettings, args: argparse.Namespace) -> int:
         raise CliError(f"`layby mcp` needs the mcp extra (pip install 'layby-server[mcp]'): {exc}") from None
     # Standard error is an MCP client's log of this server: the SDK's waits stay at debug there.
     configure_logging(settings.log_format, settings.log_level)
-    if args.http:
-        asyncio.run(serve_http(settings, host=args.host, port=args.port))
-    else:
-        asyncio.run(serve_stdio(settings))
+    try:
+        if args.http:
+            asyncio.run(serve_http(settings, host=args.host, port=args.port))
+        else:
+            asyncio.run(serve_stdio(settings))
+    except (RuntimeError, LaybyError) as exc:  # no NATS URL or token, NATS unreachable
+        raise CliError(str(exc)) from None
+    except KeyboardInterrupt:
+        pass
     return 0
 
 

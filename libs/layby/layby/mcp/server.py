@@ -26,6 +26,7 @@ from mcp.shared.exceptions import MCPError
 
 from layby.logs import get_logger
 from layby.sdk import AnswerDetails, Client, SecretValue
+from layby_contracts.channels import ChannelDeliveryError
 from layby_contracts.commands import Explicit, Listed, ListParked, Refused, Visit, Visited, VisitStatus
 from layby_contracts.errors import InteractionTimeoutError, LaybyError, Transient
 from layby_contracts.http.notifications import NotifyRequest
@@ -152,6 +153,8 @@ class LaybyTools:
                     return await self.cancel_parked(client, args)
         except LaybyError as exc:
             return _refusal(exc)
+        except ChannelDeliveryError as exc:
+            return _error(str(exc), kind="ChannelDeliveryError")
         raise MCPError(types.INTERNAL_ERROR, f"no handler for {params.name!r}")  # pragma: no cover
 
     async def ask_user(
