@@ -280,6 +280,8 @@ async def test_parked_entries_are_listed_resumed_and_cancelled(system: System, p
         assert not resumed.is_error, resumed.content
         assert resumed.structured_content["status"] == "finished"
         assert resumed.structured_content["result"] == {"tool_got": True}
+        taken = await session.call_tool("list_parked", {"run_id": first})
+        assert taken.structured_content["entries"] == [], "the outcome was taken, not left waiting"
         other = await parked_entry(session, second)
         cancelled = await session.call_tool("cancel_parked", {"run_id": second, "ids": [other["id"]]})
         assert not cancelled.is_error, cancelled.content

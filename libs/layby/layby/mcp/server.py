@@ -242,7 +242,16 @@ class LaybyTools:
                 result = reply.result
         if result.outcome is None:
             return _result({"id": args.id, "status": "running"})
-        return _result({"id": args.id, **msgspec.to_builtins(result.outcome)})
+        outcome = result.outcome
+        if outcome.status == "parked":
+            return _result({"id": args.id, **msgspec.to_builtins(outcome)})
+        # The caller receives the outcome inline: take it, so it does not also wait on the subject
+        # (as layby.resume_parked does inside a flow).
+        took = await self._visit(client, str(uuid.uuid4()), args.run_id, Explicit(takes=[args.id]))
+        taken = msgspec.to_builtins(took.result.taken[0])
+        if taken.get("status") == "failed":
+            return _error(f"entry {args.id} failed: {taken.get('error') or ''}", **taken)
+        return _result(taken)
 
     async def cancel_parked(self, client: Client, args: CancelParkedArgs) -> types.CallToolResult:
         visited = await self._visit(client, str(uuid.uuid4()), args.run_id, Explicit(cancels=args.ids))
