@@ -120,7 +120,14 @@ class TokenClients:
         async with self._lock:
             client = self._clients.get(token)
             if client is None:
-                client = await connect(settings=self._settings, token=token)
+                try:
+                    client = await connect(settings=self._settings, token=token)
+                except Unavailable as exc:
+                    # Under NATS authorization a token's derived key is admitted only for a
+                    # known token (docs/security.md#nats-identities): a refusal is the token's.
+                    if "Authorization Violation" in str(exc):
+                        raise Unauthorized("the bearer token was not accepted") from None
+                    raise
                 self._clients[token] = client
         reply = await client.request_door(VisitStatus(token=token, visit_id=_PROBE_VISIT))
         error = from_refused(reply) if isinstance(reply, Refused) else None
