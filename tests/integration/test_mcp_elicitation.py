@@ -1,0 +1,169 @@
+"""MCP elicitation answered by people (docs/mcp-elicitation.md): a real MCP tool server over stdio
+elicits, a real ClientSession runs Layby's handler, and a person answers through the answer door."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("mcp")
+
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.types import ElicitRequestFormParams
+
+from layby.mcp import elicitation_handler
+from layby.mcp.elicitation import ElicitationCallback
+from mcp import ClientSession
+from tests.conftest import OPERATOR, System
+from tests.helpers import eventually
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@asynccontextmanager
+async def tool_server(handler: ElicitationCallback) -> AsyncIterator[ClientSession]:
+    """The elicitation test server (tests/mcp/elicit_server.py) as a subprocess over stdio."""
+    params = StdioServerParameters(command=sys.executable, args=["-m", "tests.mcp.elicit_server"], cwd=ROOT)
+    async with (
+        stdio_client(params) as (read, write),
+        ClientSession(read, write, elicitation_callback=handler) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+async def call(session: ClientSession, tool: str) -> dict[str, Any]:
+    result = await session.call_tool(tool, {})
+    assert not result.is_error, result.content
+    text = result.content[0].text  # type: ignore[union-attr]
+    return json.loads(text)  # type: ignore[no-any-return]
+
+
+async def pending(system: System, token: str = OPERATOR) -> list[dict[str, Any]]:
+    async with system.http(token) as http:
+
+        async def listed() -> dict[str, Any]:
+            return (await http.get("/api/interactions")).json()["data"]  # type: ignore[no-any-return]
+
+        data = await eventually(listed, "the elicitation in the inbox", until=lambda d: d["total"] >= 1)
+    return data["items"]  # type: ignore[no-any-return]
+
+
+async def answer(system: System, interaction_id: str, value: Any) -> None:
+    async with system.http() as http:
+        resp = await http.post(f"/api/interactions/{interaction_id}/answer", json={"answer": value})
+    assert resp.status_code == 200, resp.text
+
+
+async def total(system: System) -> int:
+    async with system.http() as http:
+        return (await http.get("/api/interactions")).json()["data"]["total"]  # type: ignore[no-any-return]
+
+
+async def test_an_elicitation_is_a_form_question_and_the_answer_is_accept_with_typed_content(
+    system: System,
+) -> None:
+    """The request's message is the question, its schema the form; the person's values come back
+    as accept, typed as requested (docs/mcp-elicitation.md#accept-decline-cancel)."""
+    handler = elicitation_handler(await system.sdk(), timeout=30)
+    async with tool_server(handler) as session:
+        task = asyncio.create_task(call(session, "book_table"))
+        [item] = await pending(system)
+        assert item["question"] == "Book a table for the team dinner?"
+        assert item["answer_format"] == "form"
+        await answer(
+            system,
+            item["interaction_id"],
+            {"guests": 4, "day": "Friday", "vegetarian": True, "seating": "terrace", "budget": 35},
+        )
+        result = await asyncio.wait_for(task, 20)
+    assert result == {
+        "action": "accept",
+        "data": {"guests": 4, "day": "Friday", "vegetarian": True, "seating": "terrace", "budget": 35.0},
+    }
+
+
+async def test_the_form_carries_titles_constraints_defaults_and_the_decline_box(system: System) -> None:
+    """Titles, bounds and enums carry over; defaults prefill data.values; required holds unless
+    declined (docs/mcp-elicitation.md#schema-mapping)."""
+    handler = elicitation_handler(await system.sdk(), timeout=30)
+    async with tool_server(handler) as session:
+        task = asyncio.create_task(call(session, "book_table"))
+        [item] = await pending(system)
+        schema, data = item["format_payload"]["schema"], item["format_payload"]["data"]
+        assert schema["properties"]["guests"] == {
+            "type": "integer",
+            "title": "Guests",
+            "description": "How many people",
+            "minimum": 1,
+            "maximum": 12,
+        }
+        assert schema["properties"]["seating"]["enum"] == ["inside", "terrace"]
+        assert schema["properties"]["layby_decline"]["type"] == "boolean"
+        assert schema["else"] == {"required": ["guests", "day"]}
+        assert data["values"] == {"vegetarian": False, "seating": "inside"}
+        async with system.http() as http:
+            missing = await http.post(
+                f"/api/interactions/{item['interaction_id']}/answer", json={"answer": {"guests": 2}}
+            )
+        assert missing.status_code == 400, missing.text
+        await answer(system, item["interaction_id"], {"guests": 2, "day": "Monday"})
+        result = await asyncio.wait_for(task, 20)
+    assert result["action"] == "accept"
+
+
+async def test_ticking_decline_answers_decline(system: System) -> None:
+    """A person's refusal is the decline box; the required fields may stay empty
+    (docs/mcp-elicitation.md#accept-decline-cancel)."""
+    handler = elicitation_handler(await system.sdk(), timeout=30)
+    async with tool_server(handler) as session:
+        task = asyncio.create_task(call(session, "book_table"))
+        [item] = await pending(system)
+        await answer(system, item["interaction_id"], {"layby_decline": True})
+        assert await asyncio.wait_for(task, 20) == {"action": "decline"}
+
+
+async def test_the_deadline_answers_cancel_and_removes_the_question(system: System) -> None:
+    """No answer within the timeout: cancel, and the question is pruned
+    (docs/mcp-elicitation.md#accept-decline-cancel)."""
+    handler = elicitation_handler(await system.sdk(), timeout=0.5)
+    async with tool_server(handler) as session:
+        assert await call(session, "book_table") == {"action": "cancel"}
+    assert await total(system) == 0
+
+
+async def test_a_nested_object_is_refused_naming_the_property_and_nothing_is_asked(system: System) -> None:
+    """A property outside the form subset is an MCP error naming it, before anything is recorded
+    (docs/mcp-elicitation.md#schema-mapping)."""
+    handler = elicitation_handler(await system.sdk(), timeout=30)
+    async with tool_server(handler) as session:
+        result = await call(session, "ship_parcel")
+    assert result["code"] == -32602
+    assert "requestedSchema.properties.address" in result["error"]
+    assert result["data"] == {"field": "requestedSchema.properties.address"}
+    assert await total(system) == 0
+
+
+async def test_a_cancelled_elicitation_prunes_its_question(system: System) -> None:
+    """When the session cancels the request, the handler's wait is cancelled and the question is
+    pruned (docs/mcp-elicitation.md#accept-decline-cancel)."""
+    handler = elicitation_handler(await system.sdk(), timeout=30)
+    params = ElicitRequestFormParams(
+        message="Still there?",
+        requested_schema={"type": "object", "properties": {"ok": {"type": "boolean"}}},
+    )
+    task = asyncio.create_task(handler(None, params))  # type: ignore[arg-type]
+    await pending(system)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await eventually(lambda: total(system), "the question pruned", until=lambda n: n == 0)
