@@ -167,3 +167,16 @@ async def test_a_cancelled_elicitation_prunes_its_question(system: System) -> No
     with pytest.raises(asyncio.CancelledError):
         await task
     await eventually(lambda: total(system), "the question pruned", until=lambda n: n == 0)
+
+
+async def test_a_tool_call_cancelled_by_the_client_prunes_the_elicitation_question(system: System) -> None:
+    """The client gives up on the tool call; the server cancels its elicitation, the handler's
+    wait is cancelled and the question pruned (docs/mcp-elicitation.md#accept-decline-cancel)."""
+    handler = elicitation_handler(await system.sdk(), timeout=30)
+    async with tool_server(handler) as session:
+        task = asyncio.create_task(call(session, "book_table"))
+        await pending(system)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await eventually(lambda: total(system), "the question pruned", until=lambda n: n == 0)
