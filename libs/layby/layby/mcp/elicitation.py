@@ -14,16 +14,21 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
-from mcp.client.session import ClientRequestContext
-from mcp.types import (
-    INTERNAL_ERROR,
-    INVALID_PARAMS,
-    ElicitRequestFormParams,
-    ElicitRequestParams,
-    ElicitRequestURLParams,
-    ElicitResult,
-    ErrorData,
-)
+try:
+    from mcp.client.session import ClientRequestContext
+    from mcp.types import (
+        INTERNAL_ERROR,
+        INVALID_PARAMS,
+        ElicitRequestFormParams,
+        ElicitRequestParams,
+        ElicitRequestURLParams,
+        ElicitResult,
+        ErrorData,
+    )
+except ImportError as exc:  # pragma: no cover - the extra is part of the test install
+    raise ImportError(
+        "layby.mcp needs the MCP SDK: pip install 'layby[mcp]' (or 'layby-server[mcp]')"
+    ) from exc
 
 from layby.sdk import Client, connect
 from layby.settings import ClientSettings
