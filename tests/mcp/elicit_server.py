@@ -1,6 +1,6 @@
 """A real MCP tool server whose tools elicit, run over stdio by the elicitation tests.
 
-``book_table`` elicits through MCPServer's typed ``ctx.elicit``; ``ship_parcel`` sends a raw
+``book_table`` elicits through MCPServer's typed ``ctx.elicit``, ``sign_in`` in URL mode; ``ship_parcel`` sends a raw
 ``requestedSchema`` with a nested object (which the SDK's typed helper would refuse to build),
 so the client's handler is what must refuse it. Each tool returns what it received as JSON.
 """
@@ -50,6 +50,12 @@ async def ship_parcel(ctx: Context) -> str:
     except MCPError as exc:
         return json.dumps({"error": exc.error.message, "code": exc.error.code, "data": exc.error.data})
     return json.dumps({"action": result.action, "content": result.content})
+
+
+@server.tool()
+async def sign_in(ctx: Context) -> str:
+    result = await ctx.elicit_url("Sign in to the booking site", "https://booking.example/sign-in", "e-1")
+    return json.dumps({"action": result.action})
 
 
 if __name__ == "__main__":
