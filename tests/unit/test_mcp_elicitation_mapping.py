@@ -12,8 +12,10 @@ from layby.mcp.elicitation import (
     DECLINE_FIELD,
     OutsideSubset,
     content_from_answer,
+    elicitation_handler,
     map_requested_schema,
 )
+from layby_contracts.errors import BadInput
 from layby_domain.formats.form import check_form_subset
 
 ALL_KINDS: dict[str, Any] = {
@@ -135,3 +137,10 @@ def test_the_content_keeps_declared_properties_typed_and_drops_the_decline_box_a
         "agree": False,
     }
     assert isinstance(content_from_answer(ALL_KINDS, answer)["age"], int)
+
+
+def test_on_timeout_is_cancel_or_decline() -> None:
+    """docs/mcp-elicitation.md#installing-the-handler"""
+    with pytest.raises(BadInput, match="on_timeout must be 'cancel' or 'decline'") as caught:
+        elicitation_handler(on_timeout="accept")  # type: ignore[arg-type]
+    assert caught.value.field == "on_timeout"

@@ -209,6 +209,7 @@ def elicitation_handler(
             "channel": channel,
             "recipient": recipient,
             "timeout": timeout,
+            "mode": "sync",  # the MCP server waits on the request: never park a run here
         }
         if isinstance(client, Client):
             return await client.ask_user(question, **address, **kwargs)
