@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import msgspec
 import pytest
 
 pytest.importorskip("mcp")
@@ -138,9 +139,13 @@ async def test_the_form_carries_titles_constraints_defaults_and_the_decline_box(
 
 async def test_ticking_decline_answers_decline(system: System) -> None:
     """A person's refusal is the decline box; the required fields may stay empty
-    (docs/mcp-elicitation.md#accept-decline-cancel)."""
-    handler = elicitation_handler(await system.sdk(), timeout=30)
-    async with tool_server(handler, stdio=True) as session:
+    (docs/mcp-elicitation.md#accept-decline-cancel). The handler connects from ClientSettings."""
+    # The settings path: the handler connects on the first elicitation.
+    settings = msgspec.structs.replace(system.settings, token=OPERATOR)
+    async with (
+        elicitation_handler(settings, timeout=30) as handler,
+        tool_server(handler, stdio=True) as session,
+    ):
         task = asyncio.create_task(call(session, "book_table"))
         [item] = await pending(system)
         await answer(system, item["interaction_id"], {"layby_decline": True})

@@ -11,6 +11,7 @@ A URL-mode elicitation becomes a ``confirm`` question showing the URL.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
@@ -183,6 +184,79 @@ def content_from_answer(requested: dict[str, Any], answer: dict[str, Any]) -> di
     return content
 
 
+class ElicitationHandler:
+    """The callback ``elicitation_handler`` returns: call it as MCP does; ``await
+    handler.aclose()`` (or ``async with handler``) closes the connection it opened from
+    ``ClientSettings``, if any (a ``Client`` passed in stays the caller's to close)."""
+
+    def __init__(
+        self,
+        client: Client | ClientSettings | None,
+        address: dict[str, Any],
+        on_timeout: Literal["cancel", "decline"],
+    ) -> None:
+        self._client = client
+        self._address = address
+        self._on_timeout = on_timeout
+        self._owned: Client | None = None
+        self._connecting = asyncio.Lock()  # concurrent elicitations share one connection
+
+    async def aclose(self) -> None:
+        owned, self._owned = self._owned, None
+        if owned is not None:
+            await owned.close()
+
+    async def __aenter__(self) -> ElicitationHandler:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.aclose()
+
+    async def __call__(
+        self, context: ClientRequestContext, params: ElicitRequestParams
+    ) -> ElicitResult | ErrorData:
+        try:
+            if isinstance(params, ElicitRequestURLParams):
+                return await self._url(params)
+            return await self._form(params)
+        except InteractionTimeoutError:
+            return ElicitResult(action=self._on_timeout)
+        except OutsideSubset as exc:
+            return ErrorData(code=INVALID_PARAMS, message=str(exc), data={"field": exc.field})
+        except BadInput as exc:
+            return ErrorData(code=INVALID_PARAMS, message=str(exc), data={"field": exc.field})
+        except (LaybyError, ChannelDeliveryError) as exc:
+            return ErrorData(code=INTERNAL_ERROR, message=f"Layby could not ask: {exc}")
+
+    async def _ask(self, question: str, **kwargs: Any) -> Any:
+        # mode: the MCP server waits on the request, so a run never parks here.
+        args = {**self._address, "mode": "sync", **kwargs}
+        if isinstance(self._client, Client):
+            return await self._client.ask_user(question, **args)
+        if isinstance(self._client, ClientSettings):
+            async with self._connecting:
+                if self._owned is None:
+                    self._owned = await connect(settings=self._client)
+            return await self._owned.ask_user(question, **args)
+        from layby.sdk import ask_user
+
+        return await ask_user(question, **args)
+
+    async def _form(self, params: ElicitRequestFormParams) -> ElicitResult:
+        requested = params.requested_schema
+        schema, data = map_requested_schema(requested)
+        answer = await self._ask(params.message, answer_format="form", schema=schema, data=data or None)
+        if not isinstance(answer, dict):
+            raise LaybyError("the form answer is not an object")
+        if answer.get(DECLINE_FIELD) is True:
+            return ElicitResult(action="decline")
+        return ElicitResult(action="accept", content=content_from_answer(requested, answer))
+
+    async def _url(self, params: ElicitRequestURLParams) -> ElicitResult:
+        agreed = await self._ask(f"{params.message}\n\n{params.url}", answer_format="confirm")
+        return ElicitResult(action="accept" if agreed is True else "decline")
+
+
 def elicitation_handler(
     client: Client | ClientSettings | None = None,
     *,
@@ -191,64 +265,16 @@ def elicitation_handler(
     recipient: str | dict[str, str] | None = None,
     timeout: float | None = None,
     on_timeout: Literal["cancel", "decline"] = "cancel",
-) -> ElicitationCallback:
+) -> ElicitationHandler:
     """An ``elicitation_callback`` for ``mcp.ClientSession`` that asks people through Layby.
 
-    ``client``: a ``layby.Client``, the ``ClientSettings`` to connect with on first use, or
-    ``None`` for the ambient connection (``LAYBY_NATS_URL``/``LAYBY_TOKEN``, or the run's own).
-    ``audience``, ``channel``, ``recipient`` and ``timeout`` address the question as
-    ``ask_user`` does; ``on_timeout`` is what the deadline answers (``cancel``, or ``decline``).
+    ``client``: a ``layby.Client``, the ``ClientSettings`` to connect with on first use (closed by
+    ``await handler.aclose()``), or ``None`` for the ambient connection (``LAYBY_NATS_URL``/
+    ``LAYBY_TOKEN``, or the run's own). ``audience``, ``channel``, ``recipient`` and ``timeout``
+    address the question as ``ask_user`` does; ``on_timeout`` is what the deadline answers
+    (``cancel``, or ``decline``).
     """
     if on_timeout not in ("cancel", "decline"):
         raise BadInput("on_timeout must be 'cancel' or 'decline'", field="on_timeout")
-    holder: dict[str, Client] = {}
-
-    async def _ask(question: str, **kwargs: Any) -> Any:
-        address: dict[str, Any] = {
-            "audience": audience,
-            "channel": channel,
-            "recipient": recipient,
-            "timeout": timeout,
-            "mode": "sync",  # the MCP server waits on the request: never park a run here
-        }
-        if isinstance(client, Client):
-            return await client.ask_user(question, **address, **kwargs)
-        if isinstance(client, ClientSettings):
-            if "client" not in holder:
-                holder["client"] = await connect(settings=client)
-            return await holder["client"].ask_user(question, **address, **kwargs)
-        from layby.sdk import ask_user
-
-        return await ask_user(question, **address, **kwargs)
-
-    async def callback(
-        context: ClientRequestContext, params: ElicitRequestParams
-    ) -> ElicitResult | ErrorData:
-        try:
-            if isinstance(params, ElicitRequestURLParams):
-                return await _url(params)
-            return await _form(params)
-        except InteractionTimeoutError:
-            return ElicitResult(action=on_timeout)
-        except OutsideSubset as exc:
-            return ErrorData(code=INVALID_PARAMS, message=str(exc), data={"field": exc.field})
-        except BadInput as exc:
-            return ErrorData(code=INVALID_PARAMS, message=str(exc), data={"field": exc.field})
-        except (LaybyError, ChannelDeliveryError) as exc:
-            return ErrorData(code=INTERNAL_ERROR, message=f"Layby could not ask: {exc}")
-
-    async def _form(params: ElicitRequestFormParams) -> ElicitResult:
-        requested = params.requested_schema
-        schema, data = map_requested_schema(requested)
-        answer = await _ask(params.message, answer_format="form", schema=schema, data=data or None)
-        if not isinstance(answer, dict):
-            raise LaybyError("the form answer is not an object")
-        if answer.get(DECLINE_FIELD) is True:
-            return ElicitResult(action="decline")
-        return ElicitResult(action="accept", content=content_from_answer(requested, answer))
-
-    async def _url(params: ElicitRequestURLParams) -> ElicitResult:
-        agreed = await _ask(f"{params.message}\n\n{params.url}", answer_format="confirm")
-        return ElicitResult(action="accept" if agreed is True else "decline")
-
-    return callback
+    address = {"audience": audience, "channel": channel, "recipient": recipient, "timeout": timeout}
+    return ElicitationHandler(client, address, on_timeout)
