@@ -56,15 +56,16 @@ async def http_server(system: System) -> AsyncIterator[str]:
     from layby.mcp.app import serve_http
 
     port = free_port()
-    task = asyncio.create_task(serve_http(system.settings, host="127.0.0.1", port=port))
+    stop = asyncio.Event()
+    task = asyncio.create_task(serve_http(system.settings, host="127.0.0.1", port=port, stop=stop))
     url = f"http://127.0.0.1:{port}/mcp"
     async with httpx.AsyncClient() as http:
         await eventually(lambda: http.get(url), "the MCP HTTP server to listen", retry=httpx.HTTPError)
     try:
         yield url
     finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+        stop.set()  # a graceful shutdown closes the listening socket; a cancel would leak it
+        await asyncio.wait_for(task, timeout=10)
 
 
 @asynccontextmanager

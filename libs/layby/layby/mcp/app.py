@@ -221,13 +221,24 @@ async def serve_http(
     host: str = "127.0.0.1",
     port: int = 8765,
     progress_seconds: float = PROGRESS_SECONDS,
+    stop: asyncio.Event | None = None,
 ) -> None:
+    """Serve MCP over streamable HTTP until interrupted, or until ``stop`` is set (then it shuts
+    down as on a signal: the listening socket and every connection are closed)."""
     import uvicorn
 
     app, clients = http_app(settings, host, progress_seconds=progress_seconds)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
     server = uvicorn.Server(config)
+
+    async def stop_when_asked(event: asyncio.Event) -> None:
+        await event.wait()
+        server.should_exit = True
+
+    watcher = asyncio.create_task(stop_when_asked(stop)) if stop is not None else None
     try:
         await server.serve()
     finally:
+        if watcher is not None:
+            watcher.cancel()
         await clients.close()
