@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 import msgspec
 import pytest
 from standardwebhooks import Webhook
+from standardwebhooks.webhooks import WebhookVerificationError
 
 from layby_contracts.commands import Ask
 from layby_contracts.errors import BadInput
@@ -251,7 +252,7 @@ def test_a_tampered_body_fails_the_reference_verifier() -> None:
         "webhook-timestamp": str(timestamp),
         "webhook-signature": sign(KEY, "m", timestamp, body),
     }
-    with pytest.raises(Exception, match="No matching signature found"):
+    with pytest.raises(WebhookVerificationError, match="No matching signature found"):
         Webhook(SECRET).verify(body.replace(b"yes", b"no!"), headers)
 
 
