@@ -24,7 +24,7 @@ from layby_contracts.errors import BadInput, InteractionTimeoutError
 from layby_server.embedded import free_port
 from layby_server.eventstore import EventStore
 from layby_server.settings import Settings
-from tests.conftest import OPERATOR, System, start_system, stop_system
+from tests.conftest import BOB, OPERATOR, System, start_system, stop_system
 from tests.helpers import eventually
 from tests.integration.test_core_loop import wait_listed
 
@@ -145,6 +145,15 @@ async def test_an_answer_is_posted_signed_retried_and_seen_once_per_id(
         (3, "delivered", 204),
     ]
     assert attempts[0].next_retry_at is not None
+    async with hooks.http() as http:
+        view = (await http.get(f"/api/interactions/{interaction_id}/webhook")).json()["data"]
+    assert (view["notify_url"], view["state"]) == (receiver.url, "delivered")
+    assert [(a["attempt"], a["result"], a.get("status")) for a in view["attempts"]] == [
+        (1, "failed", 500),
+        (2, "failed", 500),
+        (3, "delivered", 204),
+    ]
+    assert "next_retry_at" in view["attempts"][0]
 
 
 async def test_a_sensitive_answer_is_reported_without_the_answer(hooks: System, receiver: Receiver) -> None:
@@ -229,4 +238,19 @@ async def test_a_notify_url_inside_the_cluster_is_refused_and_nothing_is_recorde
     with pytest.raises(BadInput, match="notify_url must use https"):
         await client.ask_user("Where?", timeout=5, notify_url="http://example.com/hook")
     assert await store.bounds() == before
-    assert OPERATOR
+
+
+async def test_the_webhook_view_is_the_askers_own(hooks: System, receiver: Receiver) -> None:
+    """Another user identity, an unknown id and a question without a notify_url all get the
+    same 404 from the webhook view."""
+    client = await hooks.sdk()
+    task = asyncio.create_task(client.ask_user("Mine?", timeout=30, notify_url=receiver.url))
+    interaction_id = await _answer(hooks, "y")
+    await task
+    async with hooks.http(BOB) as http:
+        other = await http.get(f"/api/interactions/{interaction_id}/webhook")
+        unknown = await http.get("/api/interactions/00000000-0000-4000-8000-000000000000/webhook")
+    assert other.status_code == unknown.status_code == 404
+    assert other.json() == unknown.json()
+    async with hooks.http(OPERATOR) as http:
+        assert (await http.get(f"/api/interactions/{interaction_id}/webhook")).status_code == 200
