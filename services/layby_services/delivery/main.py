@@ -132,7 +132,7 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
                     )
                 )
         finally:
-            await webhook_client.aclose()
+            await webhook_client.close()
             await close_channels(channels)
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-import httpx
+import aiohttp
 
 from layby_contracts.errors import BadInput
 from layby_contracts.events import InteractionAnswered, InteractionAsked, InteractionRemoved
@@ -47,7 +47,7 @@ USER_AGENT = "Layby-Webhooks/1"
 
 class WebhookSender:
     def __init__(
-        self, store: EventStore, settings: Settings, clock: Clock, client: httpx.AsyncClient
+        self, store: EventStore, settings: Settings, clock: Clock, client: aiohttp.ClientSession
     ) -> None:
         self._store = store
         self._settings = settings
@@ -134,14 +134,19 @@ class WebhookSender:
             "webhook-signature": sign(key, msg_id, timestamp, body),
         }
         try:
-            response = await self._client.post(
-                url, content=body, headers=headers, timeout=settings.webhooks_timeout_seconds
-            )
-        except httpx.TimeoutException:
+            async with self._client.post(
+                url,
+                data=body,
+                headers=headers,
+                allow_redirects=False,
+                timeout=aiohttp.ClientTimeout(total=settings.webhooks_timeout_seconds),
+            ) as response:
+                await response.read()  # bounded by the timeout; frees the connection for reuse
+                return response.status, None
+        except TimeoutError:
             return None, f"timed out after {settings.webhooks_timeout_seconds:g}s"
-        except httpx.HTTPError as exc:
+        except aiohttp.ClientError as exc:
             return None, f"{type(exc).__name__}: {exc}"[:200]
-        return response.status_code, None
 
     async def _record(
         self,
@@ -168,10 +173,11 @@ class WebhookSender:
         )
 
 
-def new_client() -> httpx.AsyncClient:
-    """One client for every webhook: never follows redirects, pools connections per receiver."""
-    return httpx.AsyncClient(
-        follow_redirects=False,
-        limits=httpx.Limits(max_connections=CONCURRENCY, max_keepalive_connections=CONCURRENCY),
+def new_client() -> aiohttp.ClientSession:
+    """One session for every webhook (redirects are refused per request), pooling connections
+    per receiver; no proxy settings from the environment, no cookies kept between receivers."""
+    return aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=CONCURRENCY),
+        cookie_jar=aiohttp.DummyCookieJar(),
         trust_env=False,
     )
