@@ -57,7 +57,7 @@ class Receiver:
         msg_id = request.headers["webhook-id"]
         self.requests.append(msg_id)
         if len(self.requests) <= self.fail_first:
-            return web.Response(status=self.status)
+            return web.Response(status=self.status, headers={"Location": self.url})
         self.outcomes.setdefault(msg_id, payload)
         return web.Response(status=204)
 
@@ -203,6 +203,20 @@ async def test_a_410_stops_the_retries(hooks: System, receiver: Receiver, store:
     attempts = await eventually(lambda: store.webhook_attempts(interaction_id), "the attempt")
     assert [(a.attempt, a.result, a.status) for a in attempts] == [(1, "gone", 410)]
     assert len(receiver.requests) == 1
+
+
+async def test_a_redirect_is_never_followed(hooks: System, receiver: Receiver, store: EventStore) -> None:
+    """A 3xx is a failed attempt (retried later), never a request to the Location."""
+    receiver.fail_first, receiver.status = 1, 307
+    client = await hooks.sdk()
+    task = asyncio.create_task(client.ask_user("Moved?", timeout=30, notify_url=receiver.url))
+    interaction_id = await _answer(hooks, "x")
+    await task
+    attempts = await eventually(
+        lambda: store.webhook_attempts(interaction_id), "two attempts", until=lambda a: len(a) == 2
+    )
+    assert [(a.attempt, a.result, a.status) for a in attempts] == [(1, "failed", 307), (2, "delivered", 204)]
+    assert len(receiver.requests) == 2
 
 
 async def test_a_hard_stop_of_the_delivery_service_mid_retry_loses_nothing(

@@ -274,3 +274,26 @@ def test_the_secrets_setting_is_checked_at_start_up_without_echoing_a_secret() -
     with pytest.raises(SettingsError) as raised:
         load_settings({"LAYBY_WEBHOOKS_OUT_SECRETS": '{"bob": "nope-secret-value"}'})
     assert str(raised.value) == "LAYBY_WEBHOOKS_OUT_SECRETS secret of 'bob' must start with whsec_"
+
+
+class _NoSend:
+    """A client that fails the test if anything is sent."""
+
+    def post(self, *args: object, **kwargs: object) -> object:
+        raise AssertionError("a refused address must not be sent to")
+
+
+async def test_the_address_is_checked_again_before_each_send() -> None:
+    """At send time the host is resolved and checked again (a name re-bound inside the cluster
+    since the ask fails the attempt, which is recorded with the reason); nothing is sent."""
+    from layby_domain.clock import SystemClock
+    from layby_services.delivery.webhooks import WebhookSender
+
+    settings = load_settings({"LAYBY_WEBHOOKS_OUT_SECRETS": f'{{"alice": "{SECRET}"}}'})
+    sender = WebhookSender(None, settings, SystemClock(), _NoSend())  # type: ignore[arg-type]
+    status, error = await sender._post("https://10.0.0.7/hook", "m", KEY, b"{}", 0)
+    assert status is None
+    assert error == (
+        "notify_url host '10.0.0.7' resolves to a private, loopback, link-local, multicast or "
+        "reserved address (allowed only with LAYBY_WEBHOOKS_ALLOW_PRIVATE)"
+    )
