@@ -20,6 +20,7 @@ from aiohttp import web
 from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
+import layby
 from layby_contracts.errors import BadInput, InteractionTimeoutError
 from layby_server.embedded import free_port
 from layby_server.eventstore import EventStore
@@ -27,6 +28,7 @@ from layby_server.settings import Settings
 from tests.conftest import BOB, OPERATOR, System, start_system, stop_system
 from tests.helpers import eventually
 from tests.integration.test_core_loop import wait_listed
+from tests.integration.test_parks import Workers, answer, open_asks, soon, wait_status
 
 pytestmark = pytest.mark.integration
 
@@ -217,6 +219,35 @@ async def test_a_redirect_is_never_followed(hooks: System, receiver: Receiver, s
     )
     assert [(a.attempt, a.result, a.status) for a in attempts] == [(1, "failed", 307), (2, "delivered", 204)]
     assert len(receiver.requests) == 2
+
+
+async def test_a_parked_question_reports_its_outcome_with_its_run(
+    hooks: System, receiver: Receiver, db: asyncpg.Pool
+) -> None:
+    """An async ask (``layby.ask_user`` inside a flow) takes notify_url too; its webhook names the
+    run that parked on it."""
+    workers = Workers(hooks)
+
+    def register(w: layby.Worker) -> None:
+        @w.flow("hooked")
+        async def hooked(_: Any) -> Any:
+            return await layby.ask_user("Approve?", mode="async", expiry_at=soon(), notify_url=receiver.url)
+
+    await workers.serve(await workers.new(register))
+    try:
+        client = await hooks.sdk()
+        run_id = await client.start_run("hooked")
+        (asked,) = await open_asks(db, run_id, 1)
+        assert await answer(hooks, asked, "yes") == 200
+        [body] = (await eventually(lambda: receiver.outcomes, "the webhook")).values()
+        assert (body["type"], body["data"]["answer"], body["data"]["run_id"]) == (
+            "interaction.answered",
+            "yes",
+            run_id,
+        )
+        await wait_status(db, run_id, "finished")
+    finally:
+        await workers.stop_all()
 
 
 async def test_a_hard_stop_of_the_delivery_service_mid_retry_loses_nothing(
