@@ -93,7 +93,11 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
         async def webhooks(batch: list[Stored]) -> None:
             for stored in batch:
                 ev = stored.event
-                if isinstance(ev, InteractionAnswered | InteractionRemoved) and not of_caller_ask(ev):
+                if of_caller_ask(ev):
+                    continue
+                if isinstance(ev, InteractionAsked):
+                    sender.on_asked(ev)
+                elif isinstance(ev, InteractionAnswered | InteractionRemoved):
                     await sender.on_resolved(stored)
 
         log.info("delivery.ready", namespace=settings.namespace, channels=sorted(channels))

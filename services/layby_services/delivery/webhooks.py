@@ -43,6 +43,8 @@ log = get_logger("layby.webhooks")
 CONCURRENCY = 512
 """Webhooks sent at once (each acknowledged when its attempt is settled)."""
 USER_AGENT = "Layby-Webhooks/1"
+ASKED_CACHE = 50_000
+"""Recent questions this replica saw asked, kept so their resolution needs no read of the log."""
 
 
 class WebhookSender:
@@ -54,15 +56,37 @@ class WebhookSender:
         self._clock = clock
         self._client = client
         self._secrets = parse_webhook_secrets(settings.webhooks_out_secrets)
+        self._asked: dict[str, InteractionAsked | None] = {}
+        """interaction id -> its asked event when it names a notify_url, else None (oldest first)."""
+
+    def on_asked(self, asked: InteractionAsked) -> None:
+        """Remember where a question's outcome goes (nowhere, for most), so that its resolution,
+        later on the same consumer, needs no read. A replica that missed it reads the log."""
+        self._asked[asked.interaction_id] = asked if asked.notify_url is not None else None
+        if len(self._asked) > ASKED_CACHE:
+            del self._asked[next(iter(self._asked))]
+
+    async def _asked_of(self, interaction_id: str) -> InteractionAsked | None:
+        if interaction_id in self._asked:
+            return self._asked[interaction_id]
+        first = await self._store.first(self._store.names.ix(interaction_id))
+        if first is None or not isinstance(first.event, InteractionAsked) or first.event.notify_url is None:
+            return None
+        return first.event
 
     async def on_resolved(self, stored: Stored) -> None:
         """One attempt for one resolution; raises ``RetryLater`` when it must be tried again."""
         resolution = stored.event
         assert isinstance(resolution, InteractionAnswered | InteractionRemoved)
-        first = await self._store.first(self._store.names.ix(resolution.interaction_id))
-        if first is None or not isinstance(first.event, InteractionAsked) or first.event.notify_url is None:
+        await self._attempt(stored)
+        self._asked.pop(resolution.interaction_id, None)  # settled: its question is done with
+
+    async def _attempt(self, stored: Stored) -> None:
+        resolution = stored.event
+        assert isinstance(resolution, InteractionAnswered | InteractionRemoved)
+        asked = await self._asked_of(resolution.interaction_id)
+        if asked is None:
             return
-        asked = first.event
         assert asked.notify_url is not None
         msg_id = webhook_id(asked.interaction_id, stored.seq)
         body = body_of(asked, resolution)
