@@ -71,6 +71,9 @@ class Ask(
     """A caller ask's structured value; refused on a ``to="user"`` ask."""
     on_expiry: Literal["kill", "resume"] | None = None
     """A caller ask's deadline behaviour (default ``kill``)."""
+    notify_url: str | None = None
+    """Where the delivery service POSTs the question's outcome, signed (docs/webhooks.md;
+    protocol 9; omitted when unset, so an older ask service takes every ask that does not use it)."""
 
 
 class ReserveTicket(
@@ -358,7 +361,8 @@ class Accepted(msgspec.Struct, frozen=True, kw_only=True, tag="ok"):
     timeout_at: str
 
 
-PROTOCOL = 8
+PROTOCOL = 9
+PROTOCOL_WEBHOOKS = 9
 PROTOCOL_NOTIFY = 8
 PROTOCOL_CHAT = 6
 PROTOCOL_CALLER = 7
@@ -376,7 +380,8 @@ and the typed question (``Ask.format``); 6: chat options on the ask (``Ask.chat`
 channels, ``on_mismatch``, ``mismatch_notice``, reply ids); 7: caller asks (``Ask.to``, ``payload``,
 ``on_expiry``), ``layby.call`` (``StartRun.caller``), doors and visits (``cmd.door``); 8: one-way
 notifications (``cmd.notify.v1`` on ``<ns>.cmd.notify``, the ``notified`` reply, a refusal's
-``retry_after``) (docs/errors.md#capabilities-travel-in-the-protocol-field)."""
+``retry_after``); 9: signed webhooks out (``Ask.notify_url``, docs/webhooks.md)
+(docs/errors.md#capabilities-travel-in-the-protocol-field)."""
 
 
 class Refused(msgspec.Struct, frozen=True, kw_only=True, tag="refused"):

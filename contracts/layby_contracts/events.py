@@ -94,6 +94,9 @@ class InteractionAsked(msgspec.Struct, frozen=True, kw_only=True, tag="interacti
     resumes the run with the expiry marker."""
     chain: list[str] | None = None
     """A caller ask's ``asked_by`` as entries show it: the flows of the run chain, top first."""
+    notify_url: str | None = None
+    """Where the delivery service POSTs the outcome, signed with ``asked_by``'s secret
+    (docs/webhooks.md); never sent to clients."""
 
 
 class InteractionAnswered(msgspec.Struct, frozen=True, kw_only=True, tag="interaction.answered.v1"):

@@ -258,6 +258,18 @@ class Names(msgspec.Struct, frozen=True):
         return f"{self.namespace}.feed.id.{key}"
 
     @property
+    def webhooks_stream(self) -> str:
+        """Delivery attempts of signed webhooks out, one subject per interaction (docs/webhooks.md)."""
+        return f"{self.namespace.upper()}_WEBHOOKS"
+
+    def webhook(self, interaction_id: str) -> str:
+        return f"{self.namespace}.webhook.{interaction_id}"
+
+    @property
+    def webhooks_all(self) -> str:
+        return f"{self.namespace}.webhook.*"
+
+    @property
     def cmd_run(self) -> str:
         """Run commands (start, park, end), answered by the ask service."""
         return f"{self.namespace}.cmd.run"

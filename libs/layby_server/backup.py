@@ -91,6 +91,7 @@ def backed_up_streams(names: Names) -> list[str]:
         names.chat_stream,
         names.messages_stream,
         names.feed_stream,
+        names.webhooks_stream,
         names.continuations_stream,
         names.meta_stream,
     ]

@@ -38,6 +38,16 @@ NAK_DELAY_MAX_SECONDS = 30.0
 FETCH_BATCH = 256
 ACK_WAIT_SECONDS = 30.0
 
+
+class RetryLater(Exception):
+    """A handler's message must come back after ``delay`` seconds (a webhook whose receiver
+    failed): nakked with exactly that delay, never terminated, never counted as a failure."""
+
+    def __init__(self, delay: float) -> None:
+        super().__init__(f"retry in {delay:.3f}s")
+        self.delay = delay
+
+
 Handler = Callable[[list[Stored]], Awaitable[None]]
 Traced = Callable[[Event], bool]
 """Which events a role's handler does something with: only those get a span (docs/tracing.md#cost)."""
@@ -181,6 +191,7 @@ async def _decode(msg: Msg, role: str) -> Stored | None:
             seq=msg.metadata.sequence.stream,
             event=decode_event(msg.data),
             trace=tracing.carrier_of(msg.headers),
+            delivered=int(msg.metadata.num_delivered or 1),
         )
     except msgspec.ValidationError as exc:
         if str(exc).startswith("Invalid value") and str(exc).endswith("`$.type`"):
@@ -217,6 +228,13 @@ async def handle_and_settle(
     try:
         with _span_of(role, batch, traced):
             await handler(batch)
+    except RetryLater as exc:
+        for msg in msgs:
+            try:
+                await msg.nak(delay=exc.delay)
+            except (nats.errors.Error, nats.js.errors.Error) as nak_exc:
+                log.warning("consumer.settle_failed", error=str(nak_exc))
+        return
     except Permanent as exc:
         log.error("consumer.permanent", role=role, error=str(exc), first_seq=batch[0].seq)
         for msg in msgs:

@@ -33,6 +33,7 @@ from layby.connection import NO_MESSAGE_FOUND, WRONG_LAST_SEQUENCE
 from layby_contracts.errors import Conflict, Unavailable
 from layby_contracts.events import Event, decode_event, encode_event
 from layby_contracts.subjects import STEP_SHARDS, Names
+from layby_contracts.webhooks import ATTEMPT_DECODER, WebhookAttempt
 from layby_server import eventschema, tracing
 from layby_server.limits import Ownership, merge
 from layby_server.resolve import Resolving
@@ -49,6 +50,8 @@ CHAT_MAX_AGE = timedelta(days=90)
 reply to an older message is an unmatched inbound message (docs/channels.md#correlation)."""
 MESSAGES_MAX_AGE = timedelta(days=30)
 """How long inbound messages stay readable on the messages door (docs/channels.md#inbound-messages)."""
+WEBHOOK_ATTEMPTS_MAX_AGE = timedelta(days=30)
+"""How long the attempts of a webhook stay visible in the interaction view (docs/webhooks.md#attempts)."""
 TAKEN, FREE = b"taken", b"free"
 
 
@@ -73,6 +76,8 @@ class Stored:
     seq: int
     event: Event
     trace: tracing.Carrier | None = None
+    delivered: int = 1
+    """How many times a consumer has been handed this message (1 on the first delivery)."""
 
 
 def _ignore(event: Event) -> None:
@@ -213,6 +218,15 @@ class EventStore(Resolving):
                 # The stream is the ring (docs/notifications.md#the-feed): always rewritten, since
                 # INTERACTIONS_NOTIFICATIONS_FEED_MAX has a default every service applies.
                 max_msgs_per_subject=self._feed_max,
+                discard=DiscardPolicy.OLD,
+            )
+        )
+        await self._ensure(
+            self._stream(
+                names.webhooks_stream,
+                names.webhooks_all,
+                "Layby delivery attempts of signed webhooks out, one subject per interaction",
+                max_age=WEBHOOK_ATTEMPTS_MAX_AGE.total_seconds(),
                 discard=DiscardPolicy.OLD,
             )
         )
@@ -457,6 +471,44 @@ class EventStore(Resolving):
                 subject, encode_event(event), headers={"Nats-Msg-Id": msg_id}, timeout=10
             )
         return int(ack.seq)
+
+    async def record_webhook_attempt(self, attempt: WebhookAttempt) -> None:
+        """Record one delivery attempt (de-duplicated per webhook id and attempt number)."""
+        subject = self.names.webhook(attempt.interaction_id)
+        with unavailable_on_transport_error(f"append to {subject}"):
+            await self.js.publish(
+                subject,
+                msgspec.json.encode(attempt),
+                headers={"Nats-Msg-Id": f"{attempt.webhook_id}.{attempt.attempt}.{attempt.result}"},
+                timeout=10,
+            )
+
+    async def webhook_attempts(self, interaction_id: str, *, limit: int = 100) -> list[WebhookAttempt]:
+        """The recorded attempts of an interaction's webhooks, oldest first (at most ``limit``)."""
+        subject = self.names.webhook(interaction_id)
+        found: list[WebhookAttempt] = []
+        seq = 1
+        with unavailable_on_transport_error(f"read of {subject}"):
+            while len(found) < limit:
+                try:
+                    raw = await self.js.get_msg(
+                        self.names.webhooks_stream,
+                        seq=seq,
+                        subject=subject,
+                        next=True,
+                        direct=self._replicas == 1,
+                    )
+                except nats.js.errors.NotFoundError:
+                    break
+                except nats.js.errors.APIError as exc:
+                    if exc.err_code == NO_MESSAGE_FOUND:
+                        break
+                    raise
+                assert raw.data is not None
+                assert raw.seq is not None
+                found.append(ATTEMPT_DECODER.decode(raw.data))
+                seq = int(raw.seq) + 1
+        return found
 
     async def put_secret(self, interaction_id: str, ref: str, payload: bytes) -> None:
         """Keep a sensitive answer for its waiter (idle TTL), sealed, outside the event log."""

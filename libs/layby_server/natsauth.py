@@ -84,6 +84,7 @@ def _streams(n: Names) -> list[str]:
         n.chat_stream,
         n.messages_stream,
         n.feed_stream,
+        n.webhooks_stream,
         n.meta_stream,
         *n.steps_streams,
     ]
@@ -124,6 +125,7 @@ def _reads(role: str, n: Names) -> list[str]:
             n.chat_stream,
             n.messages_stream,
             n.feed_stream,
+            n.webhooks_stream,
             *n.steps_streams,
         ],
         "delivery": [n.events_stream, n.media_stream, n.tickets_stream, n.chat_stream],
@@ -155,6 +157,7 @@ def service_permissions(role: str, n: Names) -> dict[str, object]:
             f"{ns}.chat.latest.*",
             f"{ns}.chat.sent.>",
             f"{ns}.chat.said.*",
+            f"{ns}.webhook.*",
         ],
         "resume": [f"{ns}.ev.>", f"{ns}.cont.>", f"{ns}.wake.>", f"{ns}.step.>"],
         "sweeper": [f"{ns}.ev.>", n.cmd_door],

@@ -116,6 +116,22 @@ class Settings(ClientSettings, frozen=True, kw_only=True):
     """INTERACTIONS_DELIVERY_MAX_ATTEMPTS: send attempts per channel question (retryable faults only)."""
     delivery_backoff_seconds: float = 1.0
     """LAYBY_DELIVERY_BACKOFF_SECONDS: the first retry's pause; each later one doubles it."""
+    webhooks_out_secrets: str | None = None
+    """LAYBY_WEBHOOKS_OUT_SECRETS: JSON {"<identity>": "whsec_<base64>"}: the key each asking
+    identity's webhooks are signed with (docs/webhooks.md#secrets)."""
+    webhooks_allow_http: bool = False
+    """LAYBY_WEBHOOKS_ALLOW_HTTP: accept http:// notify URLs (tests, a trusted network)."""
+    webhooks_allow_private: bool = False
+    """LAYBY_WEBHOOKS_ALLOW_PRIVATE: accept notify URLs whose host is or resolves to a private,
+    loopback, link-local, multicast or reserved address."""
+    webhooks_deadline_seconds: float = 86400.0
+    """LAYBY_WEBHOOKS_DEADLINE_SECONDS: how long after the outcome a webhook is retried."""
+    webhooks_timeout_seconds: float = 10.0
+    """LAYBY_WEBHOOKS_TIMEOUT_SECONDS: one attempt's bound (connect, send and the response)."""
+    webhooks_backoff_seconds: float = 5.0
+    """LAYBY_WEBHOOKS_BACKOFF_SECONDS: the first retry's pause; each later one doubles it."""
+    webhooks_backoff_max_seconds: float = 3600.0
+    """LAYBY_WEBHOOKS_BACKOFF_MAX_SECONDS: the longest pause between two attempts."""
     callback_ask_wait_seconds: float = 5.0
     """LAYBY_CALLBACK_ASK_WAIT_SECONDS: how long a callback on a bound ticket waits for its
     question to be recorded (an outside system may call back before the ask lands)."""
@@ -213,6 +229,16 @@ def _channels(var: str, raw: str) -> str:
     return raw
 
 
+def _webhook_secrets(var: str, raw: str) -> str:
+    from layby_domain.webhooks import parse_webhook_secrets
+
+    try:
+        parse_webhook_secrets(raw)
+    except ValueError as exc:
+        raise SettingsError(f"{var} {exc}") from None
+    return raw
+
+
 def _max_bytes(var: str, raw: str) -> int | None:
     text = raw.strip().lower()
     if text in {"", "forever", "none"}:
@@ -250,6 +276,13 @@ SERVER_FIELDS: dict[str, tuple[str, Parser]] = {
     "INTERACTIONS_NOTIFICATIONS_FEED_MAX": ("notifications_feed_max", parse_positive_int),
     "INTERACTIONS_NOTIFICATIONS_FEED_TTL_SECONDS": ("notifications_feed_ttl_seconds", parse_positive_float),
     "LAYBY_DELIVERY_BACKOFF_SECONDS": ("delivery_backoff_seconds", parse_positive_float),
+    "LAYBY_WEBHOOKS_OUT_SECRETS": ("webhooks_out_secrets", _webhook_secrets),
+    "LAYBY_WEBHOOKS_ALLOW_HTTP": ("webhooks_allow_http", _switch),
+    "LAYBY_WEBHOOKS_ALLOW_PRIVATE": ("webhooks_allow_private", _switch),
+    "LAYBY_WEBHOOKS_DEADLINE_SECONDS": ("webhooks_deadline_seconds", parse_positive_float),
+    "LAYBY_WEBHOOKS_TIMEOUT_SECONDS": ("webhooks_timeout_seconds", parse_positive_float),
+    "LAYBY_WEBHOOKS_BACKOFF_SECONDS": ("webhooks_backoff_seconds", parse_positive_float),
+    "LAYBY_WEBHOOKS_BACKOFF_MAX_SECONDS": ("webhooks_backoff_max_seconds", parse_positive_float),
     "LAYBY_CALLBACK_ASK_WAIT_SECONDS": ("callback_ask_wait_seconds", parse_positive_float),
     "LAYBY_RATE_LIMITS": ("rate_limits", _switch),
     "LAYBY_HTTP_MAX_HEADERS": ("http_max_headers", parse_positive_int),

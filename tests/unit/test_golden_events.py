@@ -23,6 +23,7 @@ from layby_contracts.commands import (
     Wake,
 )
 from layby_contracts.events import EVENT_DECODER, Event, InteractionRemoved, decode_event
+from layby_contracts.webhooks import ATTEMPT_DECODER, WebhookAttempt
 from layby_server.feed import FeedEntry
 
 pytestmark = pytest.mark.unit
@@ -45,6 +46,7 @@ SAMPLES: dict[str, tuple[type, Any]] = {
     "cmd.notify.v1": (Notify, NOTIFY_DECODER),
     "feed.notification.v1": (FeedEntry, msgspec.json.Decoder(FeedEntry)),
     "wake": (Wake, msgspec.json.Decoder(Wake)),
+    "webhook.attempted.v1": (WebhookAttempt, ATTEMPT_DECODER),
 }
 
 

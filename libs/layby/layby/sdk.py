@@ -85,6 +85,7 @@ from layby_domain.validation import (
     new_interaction_id,
     validate_ask,
 )
+from layby_domain.webhooks import check_notify_url
 
 _enc = msgspec.json.Encoder()
 RunCommand: TypeAlias = (
@@ -312,6 +313,7 @@ class Client:
         to: str = "user",
         payload: Any = None,
         on_expiry: str | None = None,
+        notify_url: str | None = None,
     ) -> Any:
         """Ask a person. ``mode="sync"`` blocks until the answer (or the timeout);
         ``mode="async"`` parks the run executing this code (see ``layby.Worker``). ``media``:
@@ -329,7 +331,10 @@ class Client:
         ``details=True`` returns an ``AnswerDetails`` (the answer, who answered, the tap's
         ``params``) instead of the bare answer. ``to="caller"`` asks the run that called this one
         instead of a person (docs/caller-asks.md): always async, with ``payload`` and ``on_expiry``
-        (``kill``, the default, or ``resume``)."""
+        (``kill``, the default, or ``resume``). ``notify_url``: an https URL the delivery service
+        POSTs the outcome to, signed (docs/webhooks.md); checked by the ask service."""
+        if notify_url is not None:
+            check_notify_url(notify_url, allow_http=True)  # the shape; the ask service judges the rest
         mode = _mode_for(to, mode)
         channel, recipient, chat = chat_options(
             channel, recipient, on_mismatch=on_mismatch, mismatch_notice=mismatch_notice, reply_ids=reply_ids
@@ -400,6 +405,7 @@ class Client:
                     call=call,
                     ticket_hash=ticket_hash,
                     chat=chat,
+                    notify_url=notify_url,
                 )
         finally:
             if ctx is not None:
@@ -430,6 +436,7 @@ class Client:
                 deadline,
                 ticket_hash=ticket_hash,
                 chat=chat,
+                notify_url=notify_url,
             )
             server_deadline = datetime.fromisoformat(accepted.timeout_at).timestamp()
             # Routine for a library (debug); `layby ask` shows it, so a person at a terminal knows
@@ -659,6 +666,7 @@ class Client:
         call: int | None = None,
         ticket_hash: str | None = None,
         chat: ChatOptions | None = None,
+        notify_url: str | None = None,
     ) -> Accepted:
         cmd = Ask(
             token=self._token,
@@ -683,6 +691,7 @@ class Client:
             to="caller" if spec.to == "caller" else "user",
             payload=spec.payload,
             on_expiry=spec.on_expiry if spec.on_expiry == "resume" else None,
+            notify_url=notify_url,
         )
         # TimeoutError past the deadline: the caller prunes, and may find the ask recorded after all.
         reply = await self._request_ask(cmd, deadline)  # the same interaction id: idempotent
@@ -864,6 +873,7 @@ async def ask_user(
     to: str = "user",
     payload: Any = None,
     on_expiry: str | None = None,
+    notify_url: str | None = None,
 ) -> Any:
     """Ask a person and block until they answer: ``str`` for text/select, ``bool`` for confirm,
     ``dict`` for form. Raises ``InteractionTimeoutError`` when the budget runs out.
@@ -895,6 +905,7 @@ async def ask_user(
         "to": to,
         "payload": payload,
         "on_expiry": on_expiry,
+        "notify_url": notify_url,
     }
     ctx = current_context()
     if ctx is not None and ctx.client is not None:
@@ -903,7 +914,9 @@ async def ask_user(
     client = _clients.get(loop)
     if client is None:
         # Validate first so a bad call fails before any connection is opened (docs/asking.md#timeout).
-        checks = {k: v for k, v in args.items() if k not in ("link", *CHAT_ARGS)}
+        checks = {k: v for k, v in args.items() if k not in ("link", "notify_url", *CHAT_ARGS)}
+        if notify_url is not None:
+            check_notify_url(notify_url, allow_http=True)
         checks["channel"], checks["recipient"], _ = chat_options(
             channel, recipient, on_mismatch=on_mismatch, mismatch_notice=mismatch_notice, reply_ids=reply_ids
         )

@@ -40,6 +40,7 @@ from layby_domain.validation import (
     is_waiter,
     validate_ask,
 )
+from layby_domain.webhooks import check_addresses, check_notify_url, check_secret, literal_address
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +66,17 @@ class ChannelAbilities:
 
 
 @dataclass(frozen=True, slots=True)
+class WebhookPolicy:
+    """What the ask service knows for a ``notify_url``: the settings, the identities that have a
+    signing secret, and the addresses the URL's host resolved to (None: not resolved)."""
+
+    allow_http: bool = False
+    allow_private: bool = False
+    signers: frozenset[str] = frozenset()
+    addresses: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class AskFacts:
     """What the ask service knows when it decides an ask."""
 
@@ -83,6 +95,8 @@ class AskFacts:
     retention_seconds: float | None = None
     """``LAYBY_CHECKPOINT_RETENTION``: no park may expire past now + this (None: no horizon)."""
     media_retention_seconds: float = 30 * 86400.0
+    webhooks: WebhookPolicy = field(default_factory=WebhookPolicy)
+    """The notify_url rules in force and what the ask's host resolved to (docs/webhooks.md)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +114,8 @@ def decide_ask(cmd: Ask, facts: AskFacts) -> AskDecision:
     spec = _validated(cmd, facts)
     fmt = format_named(spec.answer_format)
     acting = _acting(cmd, spec, facts)
+    if cmd.notify_url is not None:
+        _check_notify_url(cmd.notify_url, spec, acting.identity, facts.webhooks)
     audience = clamp_audience(acting, spec.audience)
     now = facts.now
     parked = spec.mode == "async"
@@ -124,6 +140,7 @@ def decide_ask(cmd: Ask, facts: AskFacts) -> AskDecision:
         channel=spec.channel,
         recipient=spec.recipient,
         chat=cmd.chat,
+        notify_url=cmd.notify_url,
     )
     if spec.to == "caller":
         event = _caller_ask(event, spec, facts.run)
@@ -183,6 +200,20 @@ def _validated(cmd: Ask, facts: AskFacts) -> AskSpec:
     if format_named(spec.answer_format).needs_link(spec.channel) and not is_sha256_hex(cmd.ticket_hash):
         raise BadInput("an external question needs its ticket's SHA-256 (64 hex)", field="ticket_hash")
     return spec
+
+
+def _check_notify_url(url: str, spec: AskSpec, identity: str, policy: WebhookPolicy) -> None:
+    """docs/webhooks.md#the-notify-url: the URL's shape, its host's addresses, and the asking
+    identity's signing secret."""
+    if spec.to == "caller":
+        raise BadInput("notify_url belongs to questions for a person, not caller asks", field="notify_url")
+    host = check_notify_url(url, allow_http=policy.allow_http)
+    literal = literal_address(host)
+    addresses = (literal,) if literal is not None else policy.addresses
+    if addresses is None:
+        raise BadInput(f"notify_url host {host!r} does not resolve", field="notify_url")
+    check_addresses(host, addresses, allow_private=policy.allow_private)
+    check_secret(identity, policy.signers)
 
 
 def _check_chat(cmd: Ask, spec: AskSpec, facts: AskFacts) -> None:

@@ -41,6 +41,7 @@ from layby_server.eventstore import EventStore
 from layby_server.logs import get_logger
 from layby_server.parked import Entries
 from layby_server.settings import Settings
+from layby_server.webhooks import webhook_policy
 from layby_services.ask.admission import Admitter, caller_deadline, caller_limit_error
 from layby_services.ask.caller import identify
 from layby_services.ask.runs import RunHandlers
@@ -148,6 +149,7 @@ class AskHandlers:
             public_base_url=bool(self._settings.public_base_url),
             retention_seconds=self._settings.checkpoint_retention_seconds,
             media_retention_seconds=self._settings.media_retention_seconds,
+            webhooks=await webhook_policy(self._settings, cmd.notify_url),
         )
         decision = decide_ask(cmd, facts)
         event = decision.event

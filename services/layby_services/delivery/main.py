@@ -7,6 +7,10 @@ only after its outcome is settled â€” sent, or removed as ``delivery_failed`` â€
 holds back no other question, and a crash redelivers it (the person may then get the question
 twice; ``interaction_id`` lets a medium de-duplicate).
 
+A third consumer (``delivery-webhooks``) POSTs each resolved question's outcome to the
+``notify_url`` its ask named, signed and retried from the log (``services/delivery/webhooks.py``,
+docs/webhooks.md).
+
 A second consumer posts conversation replies into the chats their messages came from
 (``services/delivery/replies.py``); both run in one task group, so if one fails the service exits.
 """
@@ -36,6 +40,8 @@ from layby_server.settings import Settings, load_settings
 from layby_server.visits import Visitor
 from layby_services.delivery.deliver import Deliverer
 from layby_services.delivery.replies import Replier
+from layby_services.delivery.webhooks import CONCURRENCY as WEBHOOKS_CONCURRENCY
+from layby_services.delivery.webhooks import WebhookSender, new_client
 
 log = get_logger("layby.delivery")
 CONCURRENCY = 256
@@ -81,6 +87,19 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
                 if isinstance(stored.event, ConversationReplied):
                     await replier.on_replied(stored)
 
+        webhook_client = new_client()
+        sender = WebhookSender(res.store, settings, res.clock, webhook_client)
+
+        async def webhooks(batch: list[Stored]) -> None:
+            for stored in batch:
+                ev = stored.event
+                if of_caller_ask(ev):
+                    continue
+                if isinstance(ev, InteractionAsked):
+                    sender.on_asked(ev)
+                elif isinstance(ev, InteractionAnswered | InteractionRemoved):
+                    await sender.on_resolved(stored)
+
         log.info("delivery.ready", namespace=settings.namespace, channels=sorted(channels))
         try:
             async with asyncio.TaskGroup() as group:
@@ -106,7 +125,18 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
                         concurrency=REPLIES_CONCURRENCY,
                     )
                 )
+                group.create_task(
+                    consume(
+                        res.store,
+                        role="delivery-webhooks",
+                        handler=webhooks,
+                        stop=stop,
+                        filter_subject=res.store.names.ix_all,
+                        concurrency=WEBHOOKS_CONCURRENCY,
+                    )
+                )
         finally:
+            await webhook_client.close()
             await close_channels(channels)
 
 

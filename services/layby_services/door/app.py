@@ -59,6 +59,7 @@ from layby_services.door.routes.runs import (
 )
 from layby_services.door.routes.stream import stream_door
 from layby_services.door.routes.visits import conversation_door, hook_door, parked_door
+from layby_services.door.routes.webhooks import webhook_door
 from layby_services.door.spans import RequestSpans
 
 log = get_logger("layby.door")
@@ -222,6 +223,7 @@ def create_app(
             done_door,
             stream_door,
             answer_door,
+            webhook_door,
             run_door,
             runs_door,
             summary_door,

@@ -164,6 +164,9 @@ def operations() -> dict[tuple[str, str], Operation]:
             request_body={"required": True, "content": {JSON: {"schema": ref("schemas", "AnswerRequest")}}},
             responses=UNAVAILABLE_503,
         ),
+        ("/api/interactions/{interaction_id}/webhook", "get"): Operation(
+            operation_id="getInteractionWebhook", tag=interactions, security=BEARER, responses=UNAVAILABLE_503
+        ),
         ("/api/interactions/media/{media_id}", "get"): Operation(
             operation_id="getMedia",
             tag=interactions,
