@@ -24,7 +24,8 @@ class AskArgs(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
     ``data`` and ``pages``), display-only ``media``, the ``audience`` who may answer, the
     ``channel`` (one name or several) and its ``recipient``, the chat ``on_mismatch``,
     ``mismatch_notice`` and ``reply_ids``, an external question's ``link`` template and
-    ``verifier``, the ``timeout`` in seconds, and whether the answer is ``sensitive``."""
+    ``verifier``, the ``timeout`` in seconds, whether the answer is ``sensitive``, and the
+    ``notify_url`` its outcome is POSTed to."""
 
     question: str
     answer_format: AnswerFormat = "text"
@@ -45,6 +46,8 @@ class AskArgs(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
     link: str | None = None
     """An external question's link template: it must contain the literal ``{callback_url}``."""
     verifier: dict[str, Any] | None = None
+    notify_url: str | None = None
+    """An https URL the question's outcome is POSTed to, signed (docs/webhooks.md)."""
 
 
 class ListParkedArgs(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

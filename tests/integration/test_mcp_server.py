@@ -192,6 +192,20 @@ async def test_an_unknown_argument_is_refused_naming_it(system: System) -> None:
     await wait_total(system, 0)
 
 
+async def test_a_notify_url_that_is_not_https_is_a_tool_error_naming_it_and_nothing_is_asked(
+    system: System,
+) -> None:
+    """The MCP ask takes ``notify_url`` as the SDK does, and the ask service's check refuses a
+    plain-http URL naming the field (docs/webhooks.md)."""
+    async with http_server(system) as url, http_session(url) as session:
+        result = await session.call_tool(
+            "ask_user", {"question": "x", "notify_url": "http://hooks.example.com/layby", "timeout": 5}
+        )
+    assert result.is_error
+    assert "notify_url" in result.content[0].text
+    await wait_total(system, 0)
+
+
 async def test_notify_user_is_recorded_to_the_feed(system: System) -> None:
     async with http_server(system) as url, http_session(url) as session:
         result = await session.call_tool("notify_user", {"message": "deploy finished"})
