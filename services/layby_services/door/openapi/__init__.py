@@ -18,7 +18,14 @@ from typing import Any, Literal, cast
 import msgspec
 from litestar.openapi import ResponseSpec
 
-from layby_contracts.http import AnswerRequest, Error, InboundMessage, NotifyRequest
+from layby_contracts.http import (
+    AnswerRequest,
+    AskRequest,
+    Error,
+    InboundMessage,
+    NotifyRequest,
+    StartRunRequest,
+)
 from layby_services.door.openapi.components import (
     BEFORE_ANY_DOOR,
     CAPABILITY,
@@ -144,7 +151,8 @@ def finish(generated: Json) -> Json:
             paths.setdefault(path, {})[method] = finished
     schemas = dict(generated.get("components", {}).get("schemas", {}))
     _, requests = msgspec.json.schema_components(
-        [AnswerRequest, InboundMessage, NotifyRequest], ref_template="#/components/schemas/{name}"
+        [AnswerRequest, InboundMessage, NotifyRequest, AskRequest, StartRunRequest],
+        ref_template="#/components/schemas/{name}",
     )
     schemas.update(requests)
     # The save door's body is the definition the responses show, closed: an unknown key is refused.
