@@ -22,6 +22,7 @@ poll), ``DELETE /api/interactions/{id}`` withdraws it.
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from typing import Annotated, Any
 
@@ -93,6 +94,15 @@ QUESTION_NOT_FOUND = refusal(
 )
 
 
+_UNKNOWN = re.compile(r"unknown field `([^`]*)`")
+
+
+def field_named(exc: msgspec.ValidationError) -> str | None:
+    """The field a decoding error blames: the wrong one, the missing one, or the unknown key."""
+    unknown = _UNKNOWN.search(str(exc))
+    return unknown.group(1) if unknown is not None else field_of(exc)
+
+
 def parse_ask_body(raw: bytes) -> AskRequest:
     """The body as an ``AskRequest``: a JSON object of known keys with the right types."""
     body = decode_body(raw, invalid=INVALID_JSON, too_deep=TOO_DEEP)
@@ -101,7 +111,7 @@ def parse_ask_body(raw: bytes) -> AskRequest:
     try:
         return msgspec.convert(body, AskRequest)
     except msgspec.ValidationError as exc:
-        raise BadInput(f"invalid body: {exc}", field=field_of(exc)) from None
+        raise BadInput(f"invalid body: {exc}", field=field_named(exc)) from None
 
 
 def command_of(body: AskRequest, token: str, state: DoorState) -> Ask:

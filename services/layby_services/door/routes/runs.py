@@ -57,7 +57,6 @@ from layby_contracts.http import (
 )
 from layby_contracts.limits import ANSWERED_BY_EXPIRY, PAGE_SIZE_MAX
 from layby_contracts.refusals import from_refused
-from layby_domain.notify import field_of
 from layby_domain.validation import is_flow_name, is_interaction_id, new_interaction_id
 from layby_server import tracing
 from layby_server.auth import Principal
@@ -76,6 +75,7 @@ from layby_services.door.query import (
     authenticated,
     parse_status,
 )
+from layby_services.door.routes.asks import field_named
 from layby_services.door.routes.inbox import PAGING_400, next_page
 
 STATUSES = RUN_STATUSES
@@ -464,7 +464,7 @@ def parse_start_body(raw: bytes) -> StartRunRequest:
     try:
         start = msgspec.convert(body, StartRunRequest)
     except msgspec.ValidationError as exc:
-        raise BadInput(f"invalid body: {exc}", field=field_of(exc)) from None
+        raise BadInput(f"invalid body: {exc}", field=field_named(exc)) from None
     if not is_flow_name(start.flow):
         raise BadInput(INVALID_FLOW, field="flow")
     if start.run_id is not None and not is_interaction_id(start.run_id):
