@@ -9,9 +9,9 @@ import uuid
 from typing import Any
 
 import httpx
-import layby
 import pytest
 
+import layby
 from layby_domain.clock import ManualClock
 from layby_server.eventstore import EventStore
 from tests.conftest import ALICE, BOB, OPERATOR, System
