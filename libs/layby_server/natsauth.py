@@ -119,7 +119,6 @@ def _reads(role: str, n: Names) -> list[str]:
         ],
         "door": [
             n.events_stream,
-            n.secrets_stream,  # a sensitive answer's value for its asker's outcome poll
             n.media_stream,
             n.tickets_stream,
             n.chat_stream,

@@ -16,7 +16,7 @@ poll), ``DELETE /api/interactions/{id}`` withdraws it.
   (compare-and-set), so every poll — concurrent ones too — reports that one outcome.
 - **Who.** A ``user`` identity sees the questions it asked and those addressed to it; anything
   else is the same 404 as an unknown id. A sensitive answer's value goes only to the identity
-  that asked.
+  that asked, handed over by the ask service (the door reads no sealed answer itself).
 """
 
 from __future__ import annotations
@@ -250,7 +250,7 @@ async def visible_ask(state: DoorState, who: Principal, interaction_id: str) -> 
 
 
 async def outcome_of(
-    state: DoorState, who: Principal, asked: InteractionAsked, found: Interaction
+    state: DoorState, who: Principal, token: str, asked: InteractionAsked, found: Interaction
 ) -> OutcomeData | None:
     """What the log's state says became of the question; None while it is pending."""
     common: dict[str, Any] = {
@@ -259,7 +259,7 @@ async def outcome_of(
     }
     answered, removed = found.answered, found.removed
     if answered is not None:
-        return OutcomeData(status="answered", **common, **await _answer(state, who, asked, answered))
+        return OutcomeData(status="answered", **common, **await _answer(state, who, token, asked, answered))
     if removed is not None:
         if removed.detail is not None:
             common["detail"] = removed.detail
@@ -269,9 +269,12 @@ async def outcome_of(
 
 
 async def _answer(
-    state: DoorState, who: Principal, asked: InteractionAsked, answered: InteractionAnswered
+    state: DoorState, who: Principal, token: str, asked: InteractionAsked, answered: InteractionAnswered
 ) -> dict[str, Any]:
-    """The answer's fields; a sensitive answer's value only for the identity that asked."""
+    """The answer's fields; a sensitive answer's value only for the identity that asked. The door
+    never reads sealed answers itself: the ask service hands the value to its asker, as it does to
+    an SDK waiter whose wake was lost (its reply to the asker's prune of an answered question,
+    which removes nothing)."""
     out: dict[str, Any] = {
         "answered_by": answered.answered_by,
         "answered_at": answered.answered_at.isoformat(),
@@ -282,9 +285,10 @@ async def _answer(
     if not answered.sensitive:
         out["answer"] = answered.answer
     elif who.identity == asked.asked_by:
-        raw = await state.store.get_secret(answered.interaction_id, answered.secret_ref)
-        if raw is not None:
-            out["answer"] = msgspec.json.decode(raw)
+        cmd = Prune(token=token, interaction_id=answered.interaction_id, reason="cancelled")
+        reply = await send_command(state, state.store.names.cmd_prune, cmd)
+        if isinstance(reply, PruneResult) and reply.outcome == "answered" and reply.answer is not None:
+            out["answer"] = reply.answer
     return out
 
 
@@ -309,7 +313,9 @@ def hub_of(state: DoorState) -> WakeHub:
     return state.wakes
 
 
-async def long_poll(state: DoorState, who: Principal, asked: InteractionAsked, wait: float) -> OutcomeData:
+async def long_poll(
+    state: DoorState, who: Principal, token: str, asked: InteractionAsked, wait: float
+) -> OutcomeData:
     """The outcome as soon as the log holds it, or ``pending`` once ``wait`` has passed."""
     interaction_id = asked.interaction_id
     hub = hub_of(state)
@@ -322,7 +328,7 @@ async def long_poll(state: DoorState, who: Principal, asked: InteractionAsked, w
             found = await _read(state, interaction_id, leader=leader)
             if found.status == "pending" and state.clock.now() >= asked.timeout_at:
                 found = await _expire(state, interaction_id)
-            outcome = await outcome_of(state, who, asked, found)
+            outcome = await outcome_of(state, who, token, asked, found)
             if outcome is not None:
                 return outcome
             remaining = end - time.monotonic()
@@ -359,14 +365,15 @@ async def outcome_door(
     """``wait``: seconds to wait for an outcome (0 answers at once)."""
     state = door(request)
     who = principal_of(request)
+    token = bearer_token(request)
     asked = await visible_ask(state, who, interaction_id)
     if wait <= 0:
-        return Outcome(data=await long_poll(state, who, asked, 0))
+        return Outcome(data=await long_poll(state, who, token, asked, 0))
     if state.long_polls >= state.settings.http_max_long_polls:
         raise Busy(TOO_MANY_POLLS, retry_after=1)
     state.long_polls += 1
     try:
-        return Outcome(data=await long_poll(state, who, asked, wait))
+        return Outcome(data=await long_poll(state, who, token, asked, wait))
     finally:
         state.long_polls -= 1
 
