@@ -20,44 +20,53 @@ import asyncio
 import sys
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _http import Conn
 from _up import pct, start_up, tree_cpu_seconds
 
 TARGET_ASKS_PER_SECOND = 500
 
 
 async def asks_per_second(url: str, token: str, clients: int, seconds: float, server_pid: int | None) -> dict:
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-    headers = {"Authorization": f"Bearer {token}"}
-    async with httpx.AsyncClient(base_url=url, headers=headers, limits=limits, timeout=30) as http:
-        (await http.post("/api/asks", json={"question": "warm-up", "timeout": 600})).raise_for_status()
-        latencies: list[float] = []
-        stop = asyncio.Event()
-        asked = 0
+    """``clients`` keep-alive connections (the lean client: the load generator shares the cores)."""
+    where = urlsplit(url)
+    conns = [
+        await Conn(where.hostname or "127.0.0.1", where.port or 80, token).open() for _ in range(clients)
+    ]
+    status, body = await conns[0].request("POST", "/api/asks", {"question": "warm-up", "timeout": 600})
+    assert status == 201, body
+    latencies: list[float] = []
+    stop = asyncio.Event()
+    asked = 0
 
-        async def client(k: int) -> None:
-            nonlocal asked
-            i = 0
-            while not stop.is_set():
-                started = time.perf_counter()
-                r = await http.post("/api/asks", json={"question": f"bench {k}-{i}", "timeout": 600})
-                latencies.append(time.perf_counter() - started)
-                assert r.status_code == 201, r.text
-                asked += 1
-                i += 1
+    async def client(k: int, conn: Conn) -> None:
+        nonlocal asked
+        i = 0
+        while not stop.is_set():
+            started = time.perf_counter()
+            status, body = await conn.request(
+                "POST", "/api/asks", {"question": f"bench {k}-{i}", "timeout": 600}
+            )
+            latencies.append(time.perf_counter() - started)
+            assert status == 201, body
+            asked += 1
+            i += 1
 
-        cpu_before = tree_cpu_seconds(server_pid) if server_pid else float("nan")
-        started = time.perf_counter()
-        tasks = [asyncio.create_task(client(k)) for k in range(clients)]
-        await asyncio.sleep(seconds)
-        stop.set()
-        await asyncio.gather(*tasks)
-        elapsed = time.perf_counter() - started
-        cpu = tree_cpu_seconds(server_pid) - cpu_before if server_pid else float("nan")
+    cpu_before = tree_cpu_seconds(server_pid) if server_pid else float("nan")
+    started = time.perf_counter()
+    tasks = [asyncio.create_task(client(k, conn)) for k, conn in enumerate(conns)]
+    await asyncio.sleep(seconds)
+    stop.set()
+    await asyncio.gather(*tasks)
+    elapsed = time.perf_counter() - started
+    cpu = tree_cpu_seconds(server_pid) - cpu_before if server_pid else float("nan")
+    for conn in conns:
+        await conn.close()
     return {
         "clients": clients,
         "asked": asked,
