@@ -17,6 +17,7 @@ from layby_server.eventstore import EventStore
 from layby_services.door.routes.asks import TOO_MANY_POLLS
 from tests.conftest import ALICE, BOB, OPERATOR, System
 from tests.helpers import eventually
+from tests.integration.test_nats_authorization import Secured, secured  # noqa: F401 - its fixture
 from tests.integration.test_parks import Workers
 
 pytestmark = pytest.mark.integration
@@ -265,3 +266,20 @@ async def test_post_runs_starts_a_served_flow_and_warns_for_an_unserved_one(
             assert refused.json()["field"] == field, (body, refused.text)
         view = await http.get(f"/api/runs/{run_id}")
         assert view.status_code == 200
+
+
+async def test_http_asks_and_runs_need_nothing_nats_forbids_the_door(secured: Secured) -> None:  # noqa: F811 - the fixture
+    """Under NATS authorization the door sends the ask, the prune and the run start, hears the
+    wake, and hands a sensitive answer to its asker without reading a sealed answer itself (the
+    fixture fails on any permission violation)."""
+    system = secured.system
+    async with system.http(ALICE) as alice:
+        ix = (await ask(alice, question="PIN?", audience="alice", sensitive=True))["interaction_id"]
+        polling = asyncio.create_task(outcome(alice, ix, wait=20))
+        assert await answer(system, ix, "4321", token=ALICE) == 200
+        got = await polling
+        assert got["status"] == "answered" and got["answer"] == "4321"
+        other = (await ask(alice, question="Withdraw?"))["interaction_id"]
+        assert (await alice.delete(f"/api/interactions/{other}")).json()["data"]["outcome"] == "pruned"
+        started = await alice.post("/api/runs", json={"flow": "nobody-serves-this"})
+        assert started.status_code == 201 and "warning" in started.json()["data"]
