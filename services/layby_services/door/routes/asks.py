@@ -22,6 +22,7 @@ poll), ``DELETE /api/interactions/{id}`` withdraws it.
 from __future__ import annotations
 
 import asyncio
+import math
 import re
 import time
 from typing import Annotated, Any
@@ -366,6 +367,8 @@ async def outcome_door(
     state = door(request)
     who = principal_of(request)
     token = bearer_token(request)
+    if math.isnan(wait):
+        raise BadInput("wait must be a number of seconds, 0 or more", field="wait")
     asked = await visible_ask(state, who, interaction_id)
     if wait <= 0:
         return Outcome(data=await long_poll(state, who, token, asked, 0))
