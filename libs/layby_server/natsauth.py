@@ -149,6 +149,9 @@ def service_permissions(role: str, n: Names) -> dict[str, object]:
             f"{ns}.msg.*",
             n.cmd_door,
             n.cmd_notify,
+            n.cmd_ask,  # the HTTP ask doors (docs/doors/asks.md)
+            n.cmd_prune,
+            n.cmd_run,
         ],
         "delivery": [
             f"{ns}.ev.>",
@@ -169,6 +172,8 @@ def service_permissions(role: str, n: Names) -> dict[str, object]:
     if role == "door":
         # A visit's caller waits for its outcome on the visit's own subject (docs/caller-asks.md).
         subscribe.append(f"{ns}.ev.visit.*")
+        # The outcome long poll hears that a question resolved (docs/doors/asks.md#the-outcome).
+        subscribe.append(f"{ns}.wake.>")
     return {
         "publish": {
             "allow": own + _stream_api(_streams(n), _reads(role, n)),

@@ -70,6 +70,13 @@ class Settings(ClientSettings, frozen=True, kw_only=True):
     sse_max_clients: int = 500
     """LAYBY_SSE_MAX_CLIENTS: stream door clients one door process serves at once; more get 503
     with Retry-After (each client is a JetStream consumer)."""
+    http_poll_max_wait_seconds: float = 30.0
+    """LAYBY_HTTP_POLL_MAX_WAIT_SECONDS: the longest an outcome long poll waits
+    (``GET /api/interactions/{id}/outcome?wait=``; a larger ``wait`` is cut to this;
+    docs/doors/asks.md#the-outcome)."""
+    http_max_long_polls: int = 1000
+    """LAYBY_HTTP_MAX_LONG_POLLS: outcome long polls one door process holds at once; more get 503
+    with Retry-After (docs/doors/asks.md#the-bound)."""
     sse_keepalive_seconds: float = KEEPALIVE_SECONDS
     """LAYBY_SSE_KEEPALIVE_SECONDS: idle time before the stream sends ': keepalive' (spec: 15)."""
     sweep_interval_seconds: float = 1.0
@@ -259,6 +266,8 @@ SERVER_FIELDS: dict[str, tuple[str, Parser]] = {
     "LAYBY_SSE_RESUME_WINDOW": ("sse_resume_window", parse_positive_int),
     "LAYBY_SSE_KEEPALIVE_SECONDS": ("sse_keepalive_seconds", parse_positive_float),
     "LAYBY_SSE_MAX_CLIENTS": ("sse_max_clients", parse_positive_int),
+    "LAYBY_HTTP_POLL_MAX_WAIT_SECONDS": ("http_poll_max_wait_seconds", parse_positive_float),
+    "LAYBY_HTTP_MAX_LONG_POLLS": ("http_max_long_polls", parse_positive_int),
     "LAYBY_SWEEP_INTERVAL_SECONDS": ("sweep_interval_seconds", parse_positive_float),
     "INTERACTIONS_IDLE_TTL_SECONDS": ("idle_ttl_seconds", parse_positive_float),
     "INTERACTIONS_CALLBACK_MAX_BODY_BYTES": ("max_body_bytes", parse_positive_int),

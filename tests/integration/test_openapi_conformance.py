@@ -143,6 +143,12 @@ async def _seed(system: System, spare: int = 0) -> Seeded:
             "the seeded questions and run",
             until=lambda found: len(found[0]) == len(asks) and found[1],
         )
+        # A question asked over HTTP and answered: its outcome door answers at once, whatever the
+        # wait (a pending one would hold a poll for LAYBY_HTTP_POLL_MAX_WAIT_SECONDS).
+        asked = (await http.post("/api/asks", json={"question": "Outcome?", "timeout": 60})).json()["data"]
+        outcome_id = asked["interaction_id"]
+        answered = await http.post(f"/api/interactions/{outcome_id}/answer", json={"answer": "done"})
+        assert answered.status_code == 200, answered.text
     by_question = {item["question"]: item for item in items}
     tickets = [by_question[q]["format_payload"]["url"].rpartition("/")[2] for q in ("Pay", "Pay (signed)")]
     [image] = by_question["Look?"]["media"]
@@ -154,6 +160,7 @@ async def _seed(system: System, spare: int = 0) -> Seeded:
         "/api/interactions/callback/{ticket}": [{"ticket": t} for t in tickets],
         "/api/interactions/media/{media_id}": [{"media_id": image["url"].rpartition("/")[2]}],
         "/api/runs/{run_id}": [{"run_id": run_id}],
+        "/api/interactions/{interaction_id}/outcome": [{"interaction_id": outcome_id}],
         "/api/hooks/{name}": [{"name": "no-such-hook"}],
         "/api/conversations/{subject}/messages": [{"subject": "support:42"}],
         "/api/subjects/{subject}/parked": [{"subject": "support:42"}],
@@ -217,7 +224,13 @@ STATEFUL_STEPS = 6
 
 def _stateful(system: System, token: str) -> set[tuple[str, int]]:
     """Scenarios along the links; returns every (operation, status) seen."""
-    schema = _load(system).exclude(path=list(STREAMS))
+    # The doors without links (the HTTP asks, a run's start) are fuzzed by the stateless test;
+    # left in, they would take the scenarios' few steps away from the links.
+    schema = (
+        _load(system)
+        .exclude(path=list(STREAMS))
+        .exclude(operation_id=["ask", "getOutcome", "withdrawInteraction", "startRun"])
+    )
     headers = _auth(token)
     session = requests.Session()
     seen: set[tuple[str, int]] = set()

@@ -6,6 +6,19 @@ generated from them (docs/doors/common.md#the-openapi-document).
 A key that does not apply is absent (``UNSET``), never null, wherever the doors leave it out.
 """
 
+from layby_contracts.http.asks import (
+    OUTCOME_STATUSES,
+    AskCreated,
+    AskCreatedData,
+    AskRequest,
+    Outcome,
+    OutcomeData,
+    RunStart,
+    RunStartData,
+    StartRunRequest,
+    Withdrawn,
+    WithdrawnData,
+)
 from layby_contracts.http.common import Error, Health, HealthData, NotReady, Ready, ReadyChecks, ReadyData
 from layby_contracts.http.doors import (
     DoorBody,
@@ -63,12 +76,16 @@ from layby_contracts.http.runs import (
 from layby_contracts.http.visits import Parked, ParkedData, Visited
 
 __all__ = [
+    "OUTCOME_STATUSES",
     "RUN_STATUSES",
     "AlreadyAnswered",
     "AlreadyAnsweredData",
     "AnswerRequest",
     "Answered",
     "AnsweredData",
+    "AskCreated",
+    "AskCreatedData",
+    "AskRequest",
     "Cancelled",
     "CancelledData",
     "DonePage",
@@ -94,6 +111,8 @@ __all__ = [
     "NotifyRequest",
     "NotifyResult",
     "OldestOpen",
+    "Outcome",
+    "OutcomeData",
     "Parked",
     "ParkedData",
     "PendingQuestion",
@@ -109,12 +128,17 @@ __all__ = [
     "RunDetail",
     "RunPage",
     "RunPageData",
+    "RunStart",
+    "RunStartData",
     "RunStatus",
     "RunSummary",
     "RunsSummary",
     "RunsSummaryData",
+    "StartRunRequest",
     "TerminalFrame",
     "Visited",
+    "Withdrawn",
+    "WithdrawnData",
     "Worker",
     "Workers",
     "WorkersData",

@@ -40,6 +40,7 @@ from layby_services.door.openapi import finish
 from layby_services.door.query import PARAMETER_HANDLERS
 from layby_services.door.ratelimit import RateLimiter, RateLimitMiddleware
 from layby_services.door.routes.answer import answer_door
+from layby_services.door.routes.asks import ask_door, outcome_door, withdraw_door
 from layby_services.door.routes.callback import callback_get, callback_post
 from layby_services.door.routes.channels import channel_events, channel_handshake
 from layby_services.door.routes.doors import delete_door, get_door, list_doors, put_door
@@ -54,6 +55,7 @@ from layby_services.door.routes.runs import (
     retry_door,
     run_door,
     runs_door,
+    start_run_door,
     summary_door,
     workers_door,
 )
@@ -225,7 +227,12 @@ def create_app(
             answer_door,
             webhook_door,
             run_door,
+            _options_door(runs_door, start_run_door),
             runs_door,
+            start_run_door,
+            ask_door,
+            outcome_door,
+            withdraw_door,
             summary_door,
             cancel_door,
             retry_door,

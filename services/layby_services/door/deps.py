@@ -19,6 +19,7 @@ from layby_services.door.access import IDENTITY_KEY
 from layby_services.door.cache import AskedCache
 from layby_services.door.errors import PayloadTooLarge
 from layby_services.door.messages import PAYLOAD_TOO_LARGE
+from layby_services.door.wakes import WakeHub
 
 
 @dataclass
@@ -33,6 +34,10 @@ class DoorState:
     """Callbacks now waiting for their question to be recorded (the callback door bounds it)."""
     open_streams: int = 0
     """Stream door clients this process serves now (bounded by LAYBY_SSE_MAX_CLIENTS)."""
+    long_polls: int = 0
+    """Outcome long polls this process holds now (bounded by LAYBY_HTTP_MAX_LONG_POLLS)."""
+    wakes: WakeHub | None = None
+    """The shared wake subscription of the long polls (wakes.py), made by the first one."""
     chat: ChatInbound | None = None
     """The chat channels' inbound webhooks (None: no chat channel is configured)."""
     visitor: Visitor = field(init=False)

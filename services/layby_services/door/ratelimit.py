@@ -33,6 +33,7 @@ _FAMILIES: tuple[tuple[str, str | None], ...] = (
     ("/api/interactions/stream", "stream"),
     ("/api/interactions", "interactions"),
     ("/api/runs", "runs"),
+    ("/api/asks", "asks"),
     ("/api/doors", "doors"),
     ("/api/notifications", "notifications"),
 )

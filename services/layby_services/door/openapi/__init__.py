@@ -18,7 +18,14 @@ from typing import Any, Literal, cast
 import msgspec
 from litestar.openapi import ResponseSpec
 
-from layby_contracts.http import AnswerRequest, Error, InboundMessage, NotifyRequest
+from layby_contracts.http import (
+    AnswerRequest,
+    AskRequest,
+    Error,
+    InboundMessage,
+    NotifyRequest,
+    StartRunRequest,
+)
 from layby_services.door.openapi.components import (
     BEFORE_ANY_DOOR,
     CAPABILITY,
@@ -112,12 +119,16 @@ def _responses(generated: Json, own: Operation) -> Json:
         if status.startswith(("4", "5")):
             response["headers"] = ERROR_HEADERS
         out[status] = response
-    ok = dict(own.ok or out["200"])
+    created = "201" in out  # a door that records something new (an ask, a run) answers 201
+    success = "201" if created else "200"
+    ok = dict(own.ok or out[success])
+    if created:
+        ok["description"] = "Created."
     if own.ok_headers:
         ok["headers"] = own.ok_headers
     if own.links:
         ok["links"] = own.links
-    out["200"] = ok
+    out[success] = ok
     for status, response in own.responses.items():
         out[status] = {**out[status], **response} if status in out and "$ref" not in out[status] else response
     return dict(sorted(out.items()))
@@ -144,7 +155,8 @@ def finish(generated: Json) -> Json:
             paths.setdefault(path, {})[method] = finished
     schemas = dict(generated.get("components", {}).get("schemas", {}))
     _, requests = msgspec.json.schema_components(
-        [AnswerRequest, InboundMessage, NotifyRequest], ref_template="#/components/schemas/{name}"
+        [AnswerRequest, InboundMessage, NotifyRequest, AskRequest, StartRunRequest],
+        ref_template="#/components/schemas/{name}",
     )
     schemas.update(requests)
     # The save door's body is the definition the responses show, closed: an unknown key is refused.

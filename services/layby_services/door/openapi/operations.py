@@ -280,6 +280,29 @@ def operations() -> dict[tuple[str, str], Operation]:
                 }
             },
         ),
+        ("/api/runs", "post"): Operation(
+            operation_id="startRun",
+            tag=runs,
+            security=BEARER,
+            request_body={"required": True, "content": {JSON: {"schema": ref("schemas", "StartRunRequest")}}},
+        ),
+        ("/api/asks", "post"): Operation(
+            operation_id="ask",
+            tag=interactions,
+            security=BEARER,
+            request_body={"required": True, "content": {JSON: {"schema": ref("schemas", "AskRequest")}}},
+        ),
+        ("/api/interactions/{interaction_id}/outcome", "get"): Operation(
+            operation_id="getOutcome",
+            tag=interactions,
+            security=BEARER,
+            responses={
+                "503": {"headers": {**ERROR_HEADERS, "Retry-After": ref("headers", "RetryAfter")}},
+            },
+        ),
+        ("/api/interactions/{interaction_id}", "delete"): Operation(
+            operation_id="withdrawInteraction", tag=interactions, security=BEARER
+        ),
         ("/api/runs/summary", "get"): Operation(operation_id="summarizeRuns", tag=runs, security=BEARER),
         ("/api/runs/{run_id}", "get"): Operation(operation_id="getRun", tag=runs, security=BEARER),
         ("/api/runs/{run_id}/cancel", "post"): Operation(

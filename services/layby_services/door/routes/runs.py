@@ -13,10 +13,12 @@ from datetime import datetime
 from typing import Annotated, Any
 
 import msgspec
+import nats.errors
 from litestar import Request, get, post
 from litestar.params import PathParameter
 
-from layby_contracts.errors import NotFound
+from layby_contracts.commands import REPLY_DECODER, Refused, RunAccepted, StartRun
+from layby_contracts.errors import BadInput, NotFound, Unavailable
 from layby_contracts.events import (
     InteractionAnswered,
     InteractionRemoved,
@@ -45,18 +47,24 @@ from layby_contracts.http import (
     RunPageData,
     RunsSummary,
     RunsSummaryData,
+    RunStart,
+    RunStartData,
     RunSummary,
+    StartRunRequest,
     Worker,
     Workers,
     WorkersData,
 )
 from layby_contracts.limits import ANSWERED_BY_EXPIRY, PAGE_SIZE_MAX
-from layby_domain.validation import is_interaction_id
+from layby_contracts.refusals import from_refused
+from layby_domain.validation import is_flow_name, is_interaction_id, new_interaction_id
+from layby_server import tracing
 from layby_server.auth import Principal
 from layby_server.eventstore import EventStore, Stored
 from layby_server.runops import NOT_FOUND, cancel_run, load_run, retry_run
 from layby_server.workers import WorkerRegistry
-from layby_services.door.deps import door, principal_of
+from layby_services.door.bodies import decode_body
+from layby_services.door.deps import bearer_token, door, principal_of, read_capped_body
 from layby_services.door.openapi import UUID4, refusal
 from layby_services.door.query import (
     DEFAULT_PAGE_SIZE,
@@ -67,9 +75,13 @@ from layby_services.door.query import (
     authenticated,
     parse_status,
 )
+from layby_services.door.routes.asks import field_named
 from layby_services.door.routes.inbox import PAGING_400, next_page
 
 STATUSES = RUN_STATUSES
+REQUEST_TIMEOUT = 10.0
+"""How long the door waits for the ask service to record a start."""
+_enc = msgspec.json.Encoder()
 RunId = Annotated[
     str,
     PathParameter(
@@ -439,3 +451,64 @@ async def retry_door(request: Request[Any, Any, Any], run_id: RunId) -> Retried:
             run_id=run_id, status="resumed", generation=event.generation, retried_by=event.retried_by
         )
     )
+
+
+INVALID_FLOW = "flow must be 1-64 of [A-Za-z0-9_-]"
+
+
+def parse_start_body(raw: bytes) -> StartRunRequest:
+    """The body as a ``StartRunRequest``; every refusal names the field."""
+    body = decode_body(raw, invalid="invalid JSON body", too_deep="body is nested too deeply")
+    if not isinstance(body, dict):
+        raise BadInput("body must be a JSON object")
+    try:
+        start = msgspec.convert(body, StartRunRequest)
+    except msgspec.ValidationError as exc:
+        raise BadInput(f"invalid body: {exc}", field=field_named(exc)) from None
+    if not is_flow_name(start.flow):
+        raise BadInput(INVALID_FLOW, field="flow")
+    if start.run_id is not None and not is_interaction_id(start.run_id):
+        raise BadInput("run_id must be a lowercase uuid4", field="run_id")
+    return start
+
+
+@post(
+    "/api/runs",
+    status_code=201,
+    summary="Start a run of a registered flow",
+    description="Recorded as `Client.start_run` records it; a worker serving the flow executes it. When "
+    "no live worker serves the flow, the run is recorded all the same and `warning` says so "
+    "(docs/doors/runs.md#start).",
+    responses={
+        400: refusal(
+            "The body (not JSON, not an object, an unknown key, a wrong type), an invalid `flow` name, "
+            "an `input` over the size cap, or a `run_id` that is not a lowercase uuid4 or is another "
+            "start's; `field` names it. Nothing was recorded.",
+            field=True,
+        ),
+        503: refusal("The ask service is unavailable; nothing was recorded.", field=True),
+    },
+)
+async def start_run_door(request: Request[Any, Any, Any]) -> RunStart:
+    """Body: a ``StartRunRequest``; 201 with the run's id (and the unserved-flow warning)."""
+    state = door(request)
+    principal_of(request)
+    raw = await read_capped_body(request, state.settings.max_body_bytes)
+    start = parse_start_body(raw)
+    run_id = start.run_id or new_interaction_id()
+    cmd = StartRun(token=bearer_token(request), run_id=run_id, flow=start.flow, input=start.input)
+    subject = state.store.names.cmd_run
+    try:
+        msg = await state.store.nc.request(
+            subject, _enc.encode(cmd), timeout=REQUEST_TIMEOUT, headers=tracing.headers_or_none()
+        )
+    except nats.errors.NoRespondersError:
+        raise Unavailable(f"no ask service answers on {subject}") from None
+    except (nats.errors.TimeoutError, TimeoutError):
+        raise Unavailable(f"the ask service did not answer on {subject}") from None
+    reply = REPLY_DECODER.decode(msg.data)
+    if isinstance(reply, Refused):
+        raise from_refused(reply)
+    if not isinstance(reply, RunAccepted):
+        raise Unavailable("the ask service answered a run start with something else")
+    return RunStart(data=RunStartData(run_id=run_id, **({"warning": reply.warning} if reply.warning else {})))
