@@ -9,13 +9,22 @@ additive: a door that takes the same arguments may decode its body into ``AskArg
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
 from layby_contracts.events import MediaItem
+from layby_contracts.formats import FORMAT_NAMES
 
-AnswerFormat = Literal["text", "confirm", "select", "form", "external"]
+AnswerFormat = Annotated[
+    str,
+    msgspec.Meta(
+        description="the answer format (docs/asking.md#answer-formats)",
+        extra_json_schema={"enum": list(FORMAT_NAMES)},
+    ),
+]
+"""Any registered format's name: the registry names them (``FORMAT_NAMES``), so the schema an
+agent sees lists exactly the formats the ask service accepts, which checks the name again."""
 
 
 class AskArgs(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):

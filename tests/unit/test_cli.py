@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 from collections.abc import Iterator
 
 import httpx
 import pytest
+import structlog
 
 from layby import cli
 from layby.settings import load_client_settings
@@ -121,5 +123,11 @@ def test_layby_mcp_without_a_nats_url_says_so_and_serves_nothing(
     for var in ("LAYBY_NATS_URL", "LAYBY_TOKEN"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("LAYBY_DATA_DIR", str(tmp_path))
-    assert cli.main(["mcp"]) == 1
+    saved = structlog.get_config()
+    sdk_handlers = list(logging.getLogger("layby").handlers)
+    try:
+        assert cli.main(["mcp"]) == 1
+    finally:  # the command configures this process's logging: leave it as the other tests found it
+        structlog.configure(**saved)
+        logging.getLogger("layby").handlers[:] = sdk_handlers
     assert "LAYBY_NATS_URL" in capsys.readouterr().err
