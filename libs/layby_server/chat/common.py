@@ -3,17 +3,19 @@ a retracted question shows (docs/channels.md#chat-channels)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
 from layby_contracts.channels import ChannelDelivery, Retraction
+from layby_contracts.events import MediaItem
 from layby_domain.formats import format_named
 from layby_domain.formats._base import Control
 
 PICK_ONE = "Reply with the text of one option."
 YES_OR_NO = "Reply yes or no."
 TAP_SEPARATOR = ":"
+ELLIPSIS = "…"
 
 
 def check_options(config: Mapping[str, Any], plugin: str, allowed: set[str]) -> None:
@@ -92,3 +94,38 @@ def retraction_line(retraction: Retraction) -> str:
     if retraction.outcome == "expired":
         return "This question expired."
     return "This question was withdrawn."
+
+
+def utf16_units(text: str) -> int:
+    """A text's length in UTF-16 code units (an emoji counts two): how Telegram and Twilio count
+    characters, the stricter reading of a provider's "characters"."""
+    return len(text.encode("utf-16-le")) // 2
+
+
+def cut(text: str, limit: int, measure: Callable[[str], int] = utf16_units) -> str:
+    """``text`` within ``limit`` (as ``measure`` counts), an ellipsis marking a cut; a character
+    is never split (nor a surrogate pair, counted in UTF-16 units)."""
+    if measure(text) <= limit:
+        return text
+    kept, used = [], 0
+    for char in text:
+        size = measure(char)
+        if used + size > limit - 1:
+            break
+        kept.append(char)
+        used += size
+    return "".join(kept) + ELLIPSIS
+
+
+def fit(question: str, suffix: str, limit: int, measure: Callable[[str], int] = utf16_units) -> str:
+    """The question followed by ``suffix`` within ``limit``: the question is shortened first, so
+    the options and links after it survive; only when they alone are too long is the whole cut."""
+    room = limit - measure(suffix)
+    if room >= 2:
+        return cut(question, room, measure) + suffix
+    return cut(question + suffix, limit, measure)
+
+
+def link_line(item: MediaItem) -> str:
+    """A media item as a line of text (``caption: url``), for a medium that cannot show it."""
+    return f"{item.caption}: {item.url}" if item.caption else item.url

@@ -53,6 +53,7 @@ from layby_contracts.channels import (
 from layby_contracts.events import MediaItem
 from layby_domain.clock import Clock, SystemClock
 from layby_server.chat import common
+from layby_server.chat.common import ELLIPSIS, link_line
 from layby_server.chat.telegram.rendering import (
     ALREADY,
     ANSWER_TEXT_LIMIT,
@@ -60,7 +61,6 @@ from layby_server.chat.telegram.rendering import (
     BUTTON_LABEL_LIMIT,
     CALLBACK_DATA_BYTES,
     CAPTION_LIMIT,
-    ELLIPSIS,
     MAX_BUTTONS,
     NO,
     NOT_OPEN,
@@ -72,7 +72,6 @@ from layby_server.chat.telegram.rendering import (
     cut,
     fit,
     is_private,
-    link_line,
     render,
     render_notification,
     reply_parameters,

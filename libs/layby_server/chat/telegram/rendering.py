@@ -13,6 +13,7 @@ from telegram import InlineKeyboardButton, InlineKeyboardMarkup, ReplyParameters
 from layby_contracts.channels import ChannelDelivery, ChannelNotification, ReplyOutcome
 from layby_contracts.events import MediaItem
 from layby_server.chat import common
+from layby_server.chat.common import link_line
 
 TEXT_LIMIT = 4096
 CAPTION_LIMIT = 1024
@@ -21,7 +22,6 @@ ANSWER_TEXT_LIMIT = 200
 # Telegram refuses bigger inline keyboards; the numbers are observed, not documented.
 MAX_BUTTONS = 100
 BUTTON_LABEL_LIMIT = 64
-ELLIPSIS = "…"
 
 YES, NO = "y", "n"
 NOTE = "n"
@@ -31,34 +31,6 @@ ALREADY = "This question was already answered."
 NOT_OPEN = "This question is no longer open."
 # The media kinds Telegram sends as files, each with the Bot method that sends it.
 SEND = {"image": "send_photo", "document": "send_document", "video": "send_video", "audio": "send_audio"}
-
-
-def units(text: str) -> int:
-    """Telegram's length of a text: UTF-16 code units (the stricter reading of "characters")."""
-    return len(text.encode("utf-16-le")) // 2
-
-
-def cut(text: str, limit: int) -> str:
-    """``text`` within ``limit`` UTF-16 units, an ellipsis marking a cut (never splitting a pair)."""
-    if units(text) <= limit:
-        return text
-    kept, used = [], 0
-    for char in text:
-        size = units(char)
-        if used + size > limit - 1:
-            break
-        kept.append(char)
-        used += size
-    return "".join(kept) + ELLIPSIS
-
-
-def fit(question: str, suffix: str, limit: int = TEXT_LIMIT) -> str:
-    """The question followed by ``suffix`` within ``limit``: the question is shortened first, so
-    the options and links after it survive; only when they alone are too long is the whole cut."""
-    room = limit - units(suffix)
-    if room >= 2:
-        return cut(question, room) + suffix
-    return cut(question + suffix, limit)
 
 
 def yes_no_id(interaction_id: str, value: bool) -> str:
@@ -101,10 +73,6 @@ class Rendered:
     text: str
     keyboard: InlineKeyboardMarkup | None = None
     media: list[MediaItem] = field(default_factory=list)
-
-
-def link_line(item: MediaItem) -> str:
-    return f"{item.caption}: {item.url}" if item.caption else item.url
 
 
 def render(delivery: ChannelDelivery, chat_id: int | str, links: Sequence[MediaItem] = ()) -> Rendered:
@@ -198,3 +166,15 @@ def reply_parameters(message: object) -> ReplyParameters | None:
     except ValueError:
         return None
     return ReplyParameters(message_id=message_id, allow_sending_without_reply=True)
+
+
+units = common.utf16_units
+"""Telegram's length of a text: UTF-16 code units."""
+
+
+def cut(text: str, limit: int) -> str:
+    return common.cut(text, limit)
+
+
+def fit(question: str, suffix: str, limit: int = TEXT_LIMIT) -> str:
+    return common.fit(question, suffix, limit)

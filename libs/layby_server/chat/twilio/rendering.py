@@ -14,11 +14,11 @@ import msgspec
 from layby_contracts.channels import ChannelDelivery, Retraction
 from layby_contracts.events import MediaItem
 from layby_server.chat import common
+from layby_server.chat.common import link_line
 
 TEXT_LIMIT = 1600
 """Twilio refuses a ``Body`` over 1,600 characters (counted here in UTF-16 units, the stricter
 reading); a longer question is cut with an ellipsis, keeping what follows it."""
-ELLIPSIS = "…"
 NOT_OPEN = "This question is no longer open."
 SUGGESTED = "Suggested replies (or answer in your own words):"
 OPEN = "Open:"
@@ -37,34 +37,6 @@ _GSM = frozenset(_GSM_BASIC) | frozenset(_GSM_EXTENDED)
 _SPACES = re.compile(r"\s+")
 
 
-def units(text: str) -> int:
-    """A text's length in UTF-16 code units (an emoji counts two)."""
-    return len(text.encode("utf-16-le")) // 2
-
-
-def cut(text: str, limit: int = TEXT_LIMIT) -> str:
-    """``text`` within ``limit`` units, an ellipsis marking a cut (never splitting a pair)."""
-    if units(text) <= limit:
-        return text
-    kept, used = [], 0
-    for char in text:
-        size = units(char)
-        if used + size > limit - 1:
-            break
-        kept.append(char)
-        used += size
-    return "".join(kept) + ELLIPSIS
-
-
-def fit(question: str, suffix: str, limit: int = TEXT_LIMIT) -> str:
-    """The question followed by ``suffix`` within ``limit``: the question is shortened first, so
-    the options and links after it survive; only when they alone are too long is the whole cut."""
-    room = limit - units(suffix)
-    if room >= 2:
-        return cut(question, room) + suffix
-    return cut(question + suffix, limit)
-
-
 def segments(text: str) -> int:
     """How many SMS segments a text costs: 160 GSM-7 characters in one (153 each once split, an
     extension character counting two), else 70 UCS-2 units in one (67 each once split)."""
@@ -81,10 +53,6 @@ class Rendered:
 
     text: str
     media: list[MediaItem] = field(default_factory=list)
-
-
-def link_line(item: MediaItem) -> str:
-    return f"{item.caption}: {item.url}" if item.caption else item.url
 
 
 def numbered(items: Sequence[str]) -> list[str]:
@@ -117,3 +85,15 @@ def retraction_text(retraction: Retraction) -> str:
     question, quoted short, and how it ended."""
     quoted = cut(_SPACES.sub(" ", retraction.question).strip(), QUOTE_LIMIT)
     return cut(f"“{quoted}”: {common.retraction_line(retraction)}")
+
+
+units = common.utf16_units
+"""Twilio's length of a text, counted in UTF-16 units (the stricter reading)."""
+
+
+def cut(text: str, limit: int = TEXT_LIMIT) -> str:
+    return common.cut(text, limit)
+
+
+def fit(question: str, suffix: str, limit: int = TEXT_LIMIT) -> str:
+    return common.fit(question, suffix, limit)

@@ -13,6 +13,7 @@ import msgspec
 from layby_contracts.channels import ChannelDelivery, ChannelNotification, ChannelTemplate
 from layby_contracts.events import MediaItem
 from layby_server.chat import common
+from layby_server.chat.common import link_line
 
 TEXT_LIMIT = 4096
 BODY_LIMIT = 1024
@@ -30,7 +31,6 @@ ROW_ID = 200
 LIST_BUTTON = 20
 CTA_TEXT = 20
 FLOW_TOKEN = 1000
-ELLIPSIS = "…"
 
 YES, NO = "y", "n"
 FORM_MARK = "form"
@@ -46,23 +46,6 @@ NOT_OPEN = "This question is no longer open."
 # The media kinds WhatsApp sends as files (each its own message type), and which take a caption.
 MEDIA = {"image", "document", "video", "audio"}
 CAPTIONED = {"image", "document", "video"}
-
-
-def cut(text: str, limit: int) -> str:
-    """``text`` within ``limit`` characters, an ellipsis marking a cut."""
-    return text if len(text) <= limit else text[: limit - 1] + ELLIPSIS
-
-
-def fit(question: str, suffix: str, limit: int) -> str:
-    """The question followed by ``suffix`` within ``limit``: the question is shortened first."""
-    room = limit - len(suffix)
-    if room >= 2:
-        return cut(question, room) + suffix
-    return cut(question + suffix, limit)
-
-
-def link_line(item: MediaItem) -> str:
-    return f"{item.caption}: {item.url}" if item.caption else item.url
 
 
 def yes_no_id(interaction_id: str, value: bool) -> str:
@@ -302,3 +285,12 @@ def notification_messages(
     else:
         sent.append(text_message(text))
     return sent
+
+
+def cut(text: str, limit: int) -> str:
+    """``text`` within ``limit`` characters (WhatsApp counts characters), an ellipsis marking a cut."""
+    return common.cut(text, limit, len)
+
+
+def fit(question: str, suffix: str, limit: int) -> str:
+    return common.fit(question, suffix, limit, len)
