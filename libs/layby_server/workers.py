@@ -9,6 +9,10 @@ are the database's, never a service's clock.
 
 from __future__ import annotations
 
+import asyncio
+import time
+from collections.abc import Callable
+
 import asyncpg
 import msgspec
 
@@ -19,6 +23,9 @@ from layby_server.auth import Principal
 
 ALIVE_SECONDS = 30
 """A worker counts as alive this long after its last report (it reports every 10 s)."""
+SERVED_CACHE_SECONDS = 1.0
+"""How long the flows live workers serve are remembered before PostgreSQL is asked again
+(docs/parks.md#worker-visibility): a run start reads the memory, not the table."""
 MAX_FLOWS = 256
 
 _SEEN = """
@@ -65,8 +72,12 @@ def _declared(cmd: WorkerSeen) -> dict[str, list[str]]:
 
 
 class WorkerRegistry:
-    def __init__(self, pool: asyncpg.Pool) -> None:
+    def __init__(self, pool: asyncpg.Pool, *, monotonic: Callable[[], float] = time.monotonic) -> None:
         self._pool = pool
+        self._monotonic = monotonic
+        self._served: frozenset[str] | None = None
+        self._served_at = 0.0
+        self._reading: asyncio.Future[frozenset[str]] | None = None
 
     async def seen(self, cmd: WorkerSeen, principal: Principal) -> None:
         if not (1 <= len(cmd.worker_id) <= 64) or not is_flow_name(cmd.worker_id):
@@ -85,6 +96,10 @@ class WorkerRegistry:
             cmd.concurrency,
             msgspec.json.encode(extras).decode() if extras else None,
         )
+        if self._served is not None:
+            # What this replica just recorded is live now: a run started right after its worker
+            # reported in is not told that nobody serves it.
+            self._served = self._served | frozenset(cmd.flows)
 
     async def extras(self, flow: str) -> set[str]:
         """The extras keys ``flow`` declared, as workers seen in the last hour report them
@@ -92,8 +107,24 @@ class WorkerRegistry:
         return {r["key"] for r in await self._pool.fetch(_EXTRAS, flow)}
 
     async def served(self) -> list[str]:
-        """Every flow a live worker serves."""
-        return sorted(r["flow"] for r in await self._pool.fetch(_SERVED))
+        """Every flow a live worker serves, as read at most ``SERVED_CACHE_SECONDS`` ago (one
+        read at a time, however many run starts ask meanwhile)."""
+        if self._served is not None and self._monotonic() - self._served_at < SERVED_CACHE_SECONDS:
+            return sorted(self._served)
+        if self._reading is None:
+            self._reading = asyncio.ensure_future(self._read_served())
+        reading = self._reading
+        try:
+            return sorted(await asyncio.shield(reading))
+        finally:
+            if self._reading is reading and reading.done():
+                self._reading = None
+
+    async def _read_served(self) -> frozenset[str]:
+        at = self._monotonic()
+        flows = frozenset(r["flow"] for r in await self._pool.fetch(_SERVED))
+        self._served, self._served_at = flows, at
+        return flows
 
     async def serves(self, flow: str) -> bool:
         """Whether a live worker serves ``flow``."""

@@ -261,11 +261,12 @@ async def _events_of(store: EventStore, iid: str) -> list[str]:
     ]
 
 
-async def test_a_prune_that_overtakes_its_ask_leaves_a_tombstone_so_the_ask_cannot_land(
-    system: System,
+async def test_a_prune_that_overtakes_its_ask_leaves_a_tombstone_so_the_ask_is_refused_and_removed(
+    system: System, store: EventStore
 ) -> None:
-    """Cancelled while recording: the prune arrives first and the late ask is refused, so no orphan
-    question waits in the inbox for a caller that is gone (docs/aggregates/interaction.md#cancellation)."""
+    """Cancelled while recording: the prune arrives first and the late ask is refused (its question
+    removed as cancelled the moment it is recorded), so no orphan question waits in the inbox for a
+    caller that is gone (docs/aggregates/interaction.md#states-and-events)."""
     from layby_contracts.commands import Prune
 
     client = await system.sdk()
@@ -279,6 +280,11 @@ async def test_a_prune_that_overtakes_its_ask_leaves_a_tombstone_so_the_ask_cann
     assert isinstance(reply, Refused)
     assert (reply.kind, reply.field) == ("invalid", "interaction_id")
     await wait_total(system, 0)
+    assert await _events_of(store, iid) == [
+        "interaction.withdrawn.v1",
+        "interaction.asked.v1",
+        "interaction.removed.v1",
+    ]
 
 
 async def test_a_prune_of_a_guessed_id_by_another_identity_cannot_pre_empt_the_question(

@@ -299,3 +299,23 @@ async def test_the_webhook_view_is_the_askers_own(hooks: System, receiver: Recei
     assert other.json() == unknown.json()
     async with hooks.http(OPERATOR) as http:
         assert (await http.get(f"/api/interactions/{interaction_id}/webhook")).status_code == 200
+
+
+async def test_without_signing_secrets_no_question_passes_through_a_webhook_consumer(
+    system: System, store: EventStore
+) -> None:
+    """No secret, no notify_url: the delivery service runs no `delivery-webhooks` consumer, so a
+    question costs no delivery to it (docs/webhooks.md#secrets)."""
+    import nats.js.errors
+
+    client = await system.sdk()
+    task = asyncio.create_task(client.ask_user("Ship it?", timeout=30))
+    await wait_listed(system, 1)
+    await eventually(
+        functools.partial(store.js.consumer_info, store.names.events_stream, store.names.durable("delivery")),
+        "the delivery consumer to exist",
+    )
+    with pytest.raises(nats.js.errors.NotFoundError):
+        await store.js.consumer_info(store.names.events_stream, store.names.durable("delivery-webhooks"))
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)

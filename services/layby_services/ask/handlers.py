@@ -232,9 +232,8 @@ class AskHandlers:
         """Append the asked event; the slot is released only when the log surely lacks it."""
         slots = self.caller_admitter if event.to == "caller" else self._admitter
         subject = self._store.names.ix(event.interaction_id)
-        if await self._withdrawn_by(event.interaction_id, event.asked_by):
-            await slots.release(event.interaction_id)
-            raise BadInput("interaction_id is already in use", field="interaction_id")
+        # Whether the asker withdrew the id first is read once, after the append (one read per
+        # ask on the hot path): a withdrawal that came before is found there just the same.
         for attempt in range(3):
             try:
                 # The same Nats-Msg-Id on every attempt: a retry of an append that did land
@@ -242,7 +241,7 @@ class AskHandlers:
                 await self._store.append(
                     subject, event, msg_id=f"asked-{event.interaction_id}", expected_seq=0
                 )
-                await self._unless_withdrawn(event)
+                await self._unless_withdrawn(event, slots)
                 return event
             except Conflict:
                 break
@@ -327,15 +326,16 @@ class AskHandlers:
         )
         return PruneResult(outcome="pruned" if resolved.appended is not None else "gone")
 
-    async def _unless_withdrawn(self, event: InteractionAsked) -> None:
-        """Just recorded: if its asker's prune overtook it, remove it again and refuse."""
+    async def _unless_withdrawn(self, event: InteractionAsked, slots: Admitter) -> None:
+        """Just recorded: if its asker's prune overtook it (before or while it was appended),
+        remove it again and refuse."""
         if not await self._withdrawn_by(event.interaction_id, event.asked_by):
             return
         await self._store.resolve(
             event.interaction_id,
             lambda s: decide_withdrawn(s, by=event.asked_by, reason="cancelled", now=self._clock.now()),
         )
-        await self._admitter.release(event.interaction_id)
+        await slots.release(event.interaction_id)
         raise BadInput("interaction_id is already in use", field="interaction_id")
 
     async def _withdrawn_by(self, interaction_id: str, identity: str) -> bool:

@@ -9,7 +9,9 @@ twice; ``interaction_id`` lets a medium de-duplicate).
 
 A third consumer (``delivery-webhooks``) POSTs each resolved question's outcome to the
 ``notify_url`` its ask named, signed and retried from the log (``services/delivery/webhooks.py``,
-docs/webhooks.md).
+docs/webhooks.md). It runs only where signing secrets are configured: without one no ask can
+name a ``notify_url`` (docs/webhooks.md#signing-secrets), and every question would pass through
+it for nothing.
 
 A second consumer posts conversation replies into the chats their messages came from
 (``services/delivery/replies.py``); both run in one task group, so if one fails the service exits.
@@ -125,16 +127,17 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
                         concurrency=REPLIES_CONCURRENCY,
                     )
                 )
-                group.create_task(
-                    consume(
-                        res.store,
-                        role="delivery-webhooks",
-                        handler=webhooks,
-                        stop=stop,
-                        filter_subject=res.store.names.ix_all,
-                        concurrency=WEBHOOKS_CONCURRENCY,
+                if settings.webhooks_out_secrets:
+                    group.create_task(
+                        consume(
+                            res.store,
+                            role="delivery-webhooks",
+                            handler=webhooks,
+                            stop=stop,
+                            filter_subject=res.store.names.ix_all,
+                            concurrency=WEBHOOKS_CONCURRENCY,
+                        )
                     )
-                )
         finally:
             await webhook_client.close()
             await close_channels(channels)
