@@ -206,6 +206,7 @@ def create_app(
             try:
                 yield
             finally:
+                await app.state.door.drain()
                 stop.set()
                 for task in (projector, lagging):
                     if task is not None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +44,19 @@ class DoorState:
     """The chat channels' inbound webhooks (None: no chat channel is configured)."""
     visitor: Visitor = field(init=False)
     """Runs hook and conversation visits (docs/doors/hooks.md)."""
+    pending: set[asyncio.Task[None]] = field(default_factory=set)
+    """Best-effort work a request left behind after its response (``background``)."""
+
+    def background(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` after the response; it is awaited (briefly) when the door stops."""
+        task = asyncio.ensure_future(work)
+        self.pending.add(task)
+        task.add_done_callback(self.pending.discard)
+
+    async def drain(self, timeout: float = 5.0) -> None:
+        """Let what ``background`` started finish, for at most ``timeout`` seconds."""
+        if self.pending:
+            await asyncio.wait(list(self.pending), timeout=timeout)
 
 
 def door(request: ASGIConnection[Any, Any, Any, Any]) -> DoorState:

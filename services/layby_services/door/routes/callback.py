@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Annotated, Any, cast
 
 import msgspec
@@ -130,9 +130,14 @@ _PAGES: dict[Page, Callable[[InteractionAsked], Response[bytes]]] = {
 
 
 async def _resolve(
-    state: DoorState, ticket: str, leader: bool = False
+    state: DoorState, ticket: str, leader: bool = False, *, cached: bool = False
 ) -> tuple[InteractionAsked, Stored] | None:
-    """The question behind a live ticket and its last event; None for the uniform 404."""
+    """The question behind a live ticket and its last event; None for the uniform 404.
+
+    ``cached``: a pending question the door's asked cache holds stands in for the read of its
+    last event (docs/doors/callback.md#what-a-callback-costs); the caller decides any refusal
+    again without it.
+    """
     if not TICKET_RE.match(ticket):
         return None
     found = await state.store.get_ticket(ticket_hash(ticket))
@@ -142,7 +147,9 @@ async def _resolve(
     if expires_at <= state.clock.now():
         return None
     subject = state.store.names.ix(interaction_id)
-    last = await state.store.last(subject, leader=leader)
+    last = state.asked.get(interaction_id) if cached else None
+    if last is None:
+        last = await state.store.last(subject, leader=leader)
     if last is None:
         last = await _await_ask(state, subject)
     if last is None or isinstance(last.event, InteractionRemoved):
@@ -248,7 +255,19 @@ async def callback_post(request: Request[Any, Any, Any], ticket: Ticket) -> Resp
     if len(request.scope.get("query_string", b"")) > limit:
         raise PayloadTooLarge(PAYLOAD_TOO_LARGE)
     raw = await read_capped_body(request, limit)
-    resolved = await _resolve(state, ticket)
+    response = await _callback(state, request, ticket, raw, cached=True)
+    if response.status_code != 200:
+        # Decided on the asked cache, which may lag the log by a moment: a refusal is decided
+        # again on the log's own reads, so every outcome is the one the log holds. A refusal
+        # recorded nothing, so deciding twice changes nothing.
+        response = await _callback(state, request, ticket, raw, cached=False)
+    return response
+
+
+async def _callback(
+    state: DoorState, request: Request[Any, Any, Any], ticket: str, raw: bytes, *, cached: bool
+) -> Response[bytes]:
+    resolved = await _resolve(state, ticket, cached=cached)
     if resolved is None:
         return _json(*NOT_FOUND_JSON)
     asked, last = resolved
@@ -368,13 +387,18 @@ async def _claim(
         if resolved.state.status == "answered":
             return _json(200, ALREADY_ANSWERED)
         return _json(*NOT_FOUND_JSON)
-    # Provider retries keep getting the idempotent 200 for the idle TTL.
+    # Provider retries keep getting the idempotent 200 for the idle TTL. The answer is recorded
+    # already: the refresh goes on after the response (docs/doors/callback.md#what-a-callback-costs).
     expires = state.clock.now() + timedelta(seconds=state.settings.idle_ttl_seconds)
+    state.background(_refresh_ticket(state, ticket_hash(ticket), asked.interaction_id, expires))
+    return _json(200, Answered(data=AnsweredData(interaction_id=asked.interaction_id)))
+
+
+async def _refresh_ticket(state: DoorState, hashed: str, interaction_id: str, expires: datetime) -> None:
     try:
-        await state.store.put_ticket(ticket_hash(ticket), asked.interaction_id, expires, new=False)
+        await state.store.put_ticket(hashed, interaction_id, expires, new=False)
     except Transient:
         pass  # the answer is recorded; only the retry window keeps its original length
-    return _json(200, Answered(data=AnsweredData(interaction_id=asked.interaction_id)))
 
 
 @get(
