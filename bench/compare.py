@@ -7,12 +7,13 @@ Builds REF (any commit-ish) once into bench/.compare/<sha>/ (its files from `git
 with `pip install -e '.[embedded]' psutil`) and reuses that build afterwards. Then runs the bench
 ``--rounds`` times on each side, alternating and reversing the order every round (before, after,
 after, before, ...) so a machine that drifts during the run favours neither side. Every run is its
-own process that starts its own `layby up`: the ref's build for "before", the working tree's venv
-for "after". The bench script is the working tree's for both sides unless ``--bench-from each``,
-so the way of measuring is the same and only the system under test differs. ``--client each``
-(default) runs the bench client with the side's own interpreter (its SDK too: what a user of that
-version gets); ``--client worktree`` runs it with the working tree's for both and takes only
-`layby up` from the ref (``BENCH_LAYBY_PYTHON``, bench/_up.py).
+own process that starts its own `layby up`: the ref's build for "before", a venv of the working
+tree made the same way (bench/.compare/worktree/, editable) for "after". The bench script is the
+working tree's for both sides unless ``--bench-from each``, so the way of measuring is the same
+and only the system under test differs. ``--client each`` (default) runs the bench client with
+the side's own interpreter (its SDK too: what a user of that version gets); ``--client worktree``
+runs it with the working tree's for both and takes only `layby up` from the ref
+(``BENCH_LAYBY_PYTHON``, bench/_up.py).
 
 Prints a table: each metric's value in every round on both sides, the medians and after/before.
 See docs/performance.md#before-and-after-in-one-run-benchcomparepy.
@@ -21,6 +22,7 @@ See docs/performance.md#before-and-after-in-one-run-benchcomparepy.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import shutil
 import statistics
@@ -59,7 +61,20 @@ def venv_python(venv: Path) -> Path:
     return venv / "bin" / "python"
 
 
-def build(sha: str, cache: Path) -> Path:
+def make_venv(venv: Path, src: Path, log: Path) -> None:
+    """A venv with ``src`` installed the way every side of a comparison is: editable, with the
+    `embedded` extra and psutil (the benches measure memory and CPU with it), and nothing else, so
+    both sides carry the same packages (what is installed can change what a process does, e.g.
+    the plugins a library enables when it finds a package)."""
+    pip = [str(venv_python(venv)), "-m", "pip", "install"]
+    steps = [[sys.executable, "-m", "venv", str(venv)], [*pip, "-e", f"{src}[embedded]", "psutil"]]
+    with log.open("a") as out:
+        for step in steps:
+            if subprocess.run(step, stdout=out, stderr=subprocess.STDOUT, check=False).returncode != 0:
+                sys.exit(f"compare: building {venv} failed at {' '.join(step[:4])}…; see {log}")
+
+
+def build_ref(sha: str, cache: Path) -> Path:
     """The ref's tree and venv under ``cache/<sha>``, built once; returns the tree's directory.
 
     A build that did not finish (no ``ready`` file) is thrown away and made again."""
@@ -70,29 +85,36 @@ def build(sha: str, cache: Path) -> Path:
     shutil.rmtree(where, ignore_errors=True)
     (where / "src").mkdir(parents=True)
     log = where / "build.log"
-    print(f"compare: building {sha[:12]} in {where} (a few minutes; log: {log})", flush=True)
+    print(f"compare: building {sha[:12]} in {where} (log: {log})", flush=True)
     t0 = time.perf_counter()
-    with log.open("w") as out:
-        archive = subprocess.Popen(
-            ["git", "-C", str(ROOT), "archive", "--format=tar", sha], stdout=subprocess.PIPE
-        )
-        assert archive.stdout is not None
-        subprocess.run(["tar", "-x", "-C", str(where / "src")], stdin=archive.stdout, check=True)
-        archive.stdout.close()
-        if archive.wait() != 0:
-            sys.exit(f"compare: git archive {sha} failed")
-        pip = [str(venv_python(where / "venv")), "-m", "pip", "install"]
-        steps = [
-            [sys.executable, "-m", "venv", str(where / "venv")],
-            # psutil: the benches measure memory and CPU with it; it is not a dependency of Layby.
-            [*pip, "-e", f"{where / 'src'}[embedded]", "psutil"],
-        ]
-        for step in steps:
-            if subprocess.run(step, stdout=out, stderr=subprocess.STDOUT, check=False).returncode != 0:
-                sys.exit(f"compare: building {sha[:12]} failed at {' '.join(step[:4])}…; see {log}")
+    archive = subprocess.Popen(
+        ["git", "-C", str(ROOT), "archive", "--format=tar", sha], stdout=subprocess.PIPE
+    )
+    assert archive.stdout is not None
+    subprocess.run(["tar", "-x", "-C", str(where / "src")], stdin=archive.stdout, check=True)
+    archive.stdout.close()
+    if archive.wait() != 0:
+        sys.exit(f"compare: git archive {sha} failed")
+    make_venv(where / "venv", where / "src", log)
     (where / "ready").write_text(sha + "\n")
     print(f"compare: built {sha[:12]} in {time.perf_counter() - t0:.0f} s", flush=True)
     return where
+
+
+def build_worktree(cache: Path) -> Path:
+    """A venv of the working tree made like the ref's (editable, so it follows every edit);
+    made again when pyproject.toml changes. Returns its interpreter."""
+    where = cache / "worktree"
+    key = hashlib.sha256(f"{ROOT}\n".encode() + (ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    ready = where / "ready"
+    if ready.exists() and ready.read_text().strip() == key:
+        return venv_python(where / "venv")
+    shutil.rmtree(where, ignore_errors=True)
+    where.mkdir(parents=True)
+    print(f"compare: building a venv of the working tree in {where}", flush=True)
+    make_venv(where / "venv", ROOT, where / "build.log")
+    ready.write_text(key + "\n")
+    return venv_python(where / "venv")
 
 
 def run_order(rounds: int) -> list[tuple[int, str]]:
@@ -182,8 +204,7 @@ def main() -> None:
     )
     parser.add_argument(
         "--python",
-        default=str(ROOT / ".venv" / "bin" / "python"),
-        help="the working tree's interpreter (default .venv/bin/python)",
+        help="the working tree's interpreter (default: a venv made like the ref's, under --cache)",
     )
     parser.add_argument("--cache", default=str(CACHE), help="where builds of refs are kept")
     argv = sys.argv[1:]
@@ -198,10 +219,12 @@ def main() -> None:
     sha = resolve(args.ref)
     head = resolve("HEAD")
     dirty = is_dirty()
-    after_python = Path(args.python)
-    if not after_python.exists():
-        parser.error(f"--python {after_python} does not exist")
-    where = build(sha, Path(args.cache))
+    if args.python and not Path(args.python).exists():
+        parser.error(f"--python {args.python} does not exist")
+    cache = Path(args.cache).absolute()
+    where = build_ref(sha, cache)
+    # absolute, not resolved: a venv's python is a symlink that must keep its venv's name
+    after_python = Path(args.python).absolute() if args.python else build_worktree(cache)
     python = {"before": venv_python(where / "venv"), "after": after_python}
     script_name = f"{args.bench}.py"
     script = {"before": HERE / script_name, "after": HERE / script_name}
@@ -213,7 +236,7 @@ def main() -> None:
         if "add_json_option" not in path.read_text():
             sys.exit(f"compare: {path} ({side}) has no --json option to report its figures")
 
-    logs = Path(args.cache) / "logs"
+    logs = cache / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     results: dict[str, list[Result]] = {"before": [], "after": []}
