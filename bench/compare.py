@@ -103,9 +103,17 @@ def build_ref(sha: str, cache: Path) -> Path:
 
 def build_worktree(cache: Path) -> Path:
     """A venv of the working tree made like the ref's (editable, so it follows every edit);
-    made again when pyproject.toml changes. Returns its interpreter."""
+    made again when pyproject.toml or the set of packages changes. Returns its interpreter."""
     where = cache / "worktree"
-    key = hashlib.sha256(f"{ROOT}\n".encode() + (ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    # An editable install maps each top-level package it found; a new one needs a new install.
+    packages = sorted(
+        str(p.relative_to(ROOT))
+        for d in ("libs/layby", "libs", "contracts", "services")  # pyproject's package folders
+        for p in (ROOT / d).glob("*/__init__.py")
+    )
+    key = hashlib.sha256(
+        "\n".join([str(ROOT), *packages]).encode() + (ROOT / "pyproject.toml").read_bytes()
+    ).hexdigest()
     ready = where / "ready"
     if ready.exists() and ready.read_text().strip() == key:
         return venv_python(where / "venv")
@@ -234,7 +242,9 @@ def main() -> None:
         if not path.exists():
             sys.exit(f"compare: {path} does not exist ({side}); try --bench-from worktree")
         if "add_json_option" not in path.read_text():
-            sys.exit(f"compare: {path} ({side}) has no --json option to report its figures")
+            sys.exit(
+                f"compare: {path} ({side}) has no --json to report its figures; use --bench-from worktree"
+            )
 
     logs = cache / "logs"
     logs.mkdir(parents=True, exist_ok=True)
@@ -260,13 +270,13 @@ def main() -> None:
                 sys.exit(f"compare: the {side} run exited with {done.returncode}{hint}")
             results[side].append(parse_result(out.read_text()))
 
+    whose = {"each": "each side's own", "worktree": "the working tree's"}
     print()
     print(f"before: {args.ref} = {sha}")
     print(f"after:  working tree at {head}{' + uncommitted changes (dirty)' if dirty else ''}")
     print(
-        f"bench:  {script_name} ({'each side its own' if args.bench_from == 'each' else 'the working tree'}'s"
-        f" script, {'each side' if args.client == 'each' else 'the working tree'}'s client)"
-        f" {' '.join(bench_args)}; {args.rounds} round(s), order alternating"
+        f"bench:  {script_name}, script: {whose[args.bench_from]}, client: {whose[args.client]};"
+        f" {args.rounds} round(s), order alternating; bench args: {' '.join(bench_args) or 'none'}"
     )
     print()
     print(table(results["before"], results["after"]))
