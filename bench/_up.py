@@ -68,6 +68,13 @@ class Up:
         self.tmp.cleanup()
 
 
+def layby_python() -> str:
+    """The interpreter whose `layby up` a bench starts: its own, unless ``BENCH_LAYBY_PYTHON``
+    names another build's (bench/compare.py runs the same bench client against an older build,
+    docs/performance.md#before-and-after-in-one-run-benchcomparepy)."""
+    return os.environ.get("BENCH_LAYBY_PYTHON") or sys.executable
+
+
 def start_up(**extra_env: str) -> Up:
     """`layby up` on embedded NATS and PostgreSQL in a temporary data dir, ready to use."""
     tmp = tempfile.TemporaryDirectory(prefix="layby-bench-")
@@ -82,7 +89,7 @@ def start_up(**extra_env: str) -> Up:
         }
     )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "layby.cli", "up"], env=env, stdout=subprocess.PIPE, text=True
+        [layby_python(), "-m", "layby.cli", "up"], env=env, stdout=subprocess.PIPE, text=True
     )
     assert proc.stdout is not None
     token = url = ""

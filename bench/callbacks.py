@@ -1,6 +1,6 @@
 """Benchmark: the public callback door ("How fast").
 
-    python bench/callbacks.py [--questions 2000] [--callers 50]
+    python bench/callbacks.py [--questions 2000] [--callers 50] [--json PATH]
 
 Starts `layby up` with a public base URL and a webhook secret, asks ``--questions`` external
 questions without a verifier and as many bound to the `stripe` verifier (the SDK's `ask_user`,
@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _http import Conn
+from _result import Result, add_json_option
 from _up import free_port, pct, start_up
 
 from layby.sdk import connect
@@ -149,15 +150,21 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=2000)
     parser.add_argument("--callers", type=int, default=50)
     parser.add_argument("--rate", type=float, default=500.0, help="callbacks/s of the paced half")
+    add_json_option(parser)
     args = parser.parse_args()
     r = asyncio.run(run(args))
     print()
     print(f"| callbacks ({args.questions} each, {args.callers} concurrent callers) | answers/s | p50 | p99 |")
     print("|---|---:|---:|---:|")
+    out = Result("callbacks")
     for kind, label in (("plain", "unsigned"), ("stripe", "Stripe-signed (verified)")):
         for key, how in ((kind, "full speed"), (kind + "@rate", f"at {args.rate:.0f}/s")):
             rate, p50, p99 = r[key]
             print(f"| {label}, {how} | {rate:.0f} | {p50:.1f} ms | {p99:.1f} ms |")
+            out.higher(f"{label}, {how}: answers/s", rate)
+            out.lower(f"{label}, {how}: p50, ms", p50)
+            out.lower(f"{label}, {how}: p99, ms", p99)
+    out.write(args.json)
 
 
 if __name__ == "__main__":

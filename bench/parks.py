@@ -1,6 +1,6 @@
 """Benchmark: durable async parks through `layby up` ("How fast").
 
-    python bench/parks.py [--runs 10000] [--expiries 1000] [--fanout 1000] [--answerers 16]
+    python bench/parks.py [--runs 10000] [--expiries 1000] [--fanout 1000] [--answerers 16] [--json PATH]
 
 Starts `layby up` (embedded NATS and PostgreSQL, a temporary data dir) and one worker process
 (`layby worker park_flows:worker`), then:
@@ -35,6 +35,7 @@ import uvloop
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _http import Conn, sse
+from _result import Result, add_json_option
 from _up import Up, free_port, pct, start_up, tree_rss_mb
 
 from layby.sdk import connect
@@ -253,6 +254,7 @@ def main() -> None:
     parser.add_argument("--answerers", type=int, default=16)
     parser.add_argument("--paced", type=int, default=2000, help="runs answered at a steady --rate")
     parser.add_argument("--rate", type=float, default=300.0, help="answers/s of the paced phase")
+    add_json_option(parser)
     args = parser.parse_args()
 
     os.environ["BENCH_REPORT_PORT"] = str(free_port())
@@ -311,6 +313,24 @@ def main() -> None:
     print("|---|---:|")
     for label, value in rows:
         print(f"| {label} | {value} |")
+    out = Result("parks")
+    out.higher("parks/s", r["parks_per_s"])
+    out.higher("resumes/s", r["resumes_per_s"])
+    out.higher("park+resume cycles/s", r["cycles_per_s"])
+    out.lower("answer→continuation p50, full speed, ms", r["cont_p50"])
+    out.lower("answer→continuation p99, full speed, ms", r["cont_p99"])
+    out.lower(f"answer→continuation p50, {args.rate:.0f}/s, ms", r["paced_p50"])
+    out.lower(f"answer→continuation p99, {args.rate:.0f}/s, ms", r["paced_p99"])
+    out.lower("expiry lateness p50, ms", r["late_p50"])
+    out.lower("expiry lateness p99, ms", r["late_p99"])
+    out.higher("fan-out of 3, runs/s", r["fan_runs_per_s"])
+    cpu = r["cpu_ms_per_cycle"]
+    system = sum(ms for name, ms in cpu.items() if name not in ("worker", "benchmark client"))
+    out.lower("system CPU per park+resume cycle, ms", system)
+    out.lower("worker CPU per park+resume cycle, ms", cpu.get("worker", float("nan")))
+    out.lower(f"system memory, {n} parked, MB", r["parked_system_mb"])
+    out.lower(f"worker memory, {n} parked, MB", r["parked_worker_mb"])
+    out.write(args.json)
 
 
 if __name__ == "__main__":

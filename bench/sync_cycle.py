@@ -1,7 +1,7 @@
 """Benchmark: the sync ask→answer cycle through `layby up` ("How fast").
 
     python bench/sync_cycle.py [--seconds 10] [--concurrency 1 10 100] [--url URL --token T --nats URL]
-                               [--without-nats-auth] [--tracing]
+                               [--without-nats-auth] [--tracing] [--json PATH]
 
 Without --url it starts `layby up` itself (embedded NATS and PostgreSQL, a temporary data dir),
 measures its idle resident memory, then for each N runs N concurrent askers (the SDK's ask_user)
@@ -27,6 +27,7 @@ import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _http import Conn, sse
+from _result import Result, add_json_option
 from _up import pct, start_up, tree_cpu_seconds, tree_rss_mb
 
 from layby.sdk import connect
@@ -127,6 +128,7 @@ def main() -> None:
     parser.add_argument("--answerers", type=int, default=8, help="keep-alive connections answering")
     parser.add_argument("--without-nats-auth", action="store_true", help="NATS without authorization")
     parser.add_argument("--tracing", action="store_true", help="tracing on, spans sent to a discarding sink")
+    add_json_option(parser)
     args = parser.parse_args()
 
     up = None
@@ -181,6 +183,17 @@ def main() -> None:
             f"| {r['n']} | {r['cycles']} | {r['rate']:.0f} | {r['add_p50']:.1f} ms | {r['add_p99']:.1f} ms "
             f"| {r['ret_p50']:.1f} ms | {r['ret_p99']:.1f} ms | {r['cpu_ms']:.2f} ms |"
         )
+    out = Result("sync_cycle")
+    out.lower("idle memory, MB", idle_mb)
+    for r in results:
+        n = r["n"]
+        out.higher(f"N={n} cycles/s", r["rate"])
+        out.lower(f"N={n} ask→add p50, ms", r["add_p50"])
+        out.lower(f"N={n} ask→add p99, ms", r["add_p99"])
+        out.lower(f"N={n} answer→return p50, ms", r["ret_p50"])
+        out.lower(f"N={n} answer→return p99, ms", r["ret_p99"])
+        out.lower(f"N={n} server CPU per cycle, ms", r["cpu_ms"])
+    out.write(args.json)
 
 
 if __name__ == "__main__":
