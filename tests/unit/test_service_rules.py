@@ -137,8 +137,26 @@ async def test_an_ask_overtaken_by_its_own_prune_is_removed_again() -> None:
         expected_seq=None,
     )
     with pytest.raises(BadInput, match="interaction_id is already in use"):
-        await world.ask_service._unless_withdrawn(asked)
+        await world.ask_service._unless_withdrawn(asked, world.ask_service._admitter)
     assert isinstance((await world.events(ix))[-1], InteractionRemoved)
+
+
+async def test_an_ask_whose_prune_came_first_is_removed_at_once_and_refused() -> None:
+    """The withdrawal is on the log before the ask arrives: the ask's one check, after its
+    append, finds it, so the question is removed as cancelled and the ask refused."""
+    world = World()
+    ix = new_interaction_id()
+    await world.store.append(
+        world.store.names.withdrawn(ix),
+        withdrawal(ix, by="alice", reason="cancelled", now=T0),
+        msg_id="w",
+        expected_seq=None,
+    )
+    with pytest.raises(BadInput, match="interaction_id is already in use"):
+        await world.ask(ALICE, interaction_id=ix)
+    events = await world.events(ix)
+    assert [type(e) for e in events] == [InteractionAsked, InteractionRemoved]
+    assert events[-1].reason == "cancelled"
 
 
 async def test_only_the_asker_prunes_its_question() -> None:

@@ -105,45 +105,67 @@ def status_of(exc: LaybyError) -> int:
     return 500
 
 
+def _error_headers(status: int, retry_after: int | None) -> dict[str, str]:
+    """The headers a failure carries beyond ``NO_STORE``."""
+    headers: dict[str, str] = {}
+    if status == 401:
+        headers["WWW-Authenticate"] = 'Bearer realm="layby"'
+    if retry_after is not None:
+        headers["Retry-After"] = str(retry_after)
+    return headers
+
+
 def error_response(
     status: int, message: str, *, field: str | None = None, retry_after: int | None = None
 ) -> Response[Error]:
     """The failure body of every JSON door (``Error``): the message, and the field to blame."""
     body = Error(error=message, field=UNSET if field is None else field)
-    headers = dict(NO_STORE)
-    if status == 401:
-        headers["WWW-Authenticate"] = 'Bearer realm="layby"'
-    if retry_after is not None:
-        headers["Retry-After"] = str(retry_after)
-    return Response(body, status_code=status, headers=headers)
+    return Response(body, status_code=status, headers={**NO_STORE, **_error_headers(status, retry_after)})
 
 
-def _layby(_: Request[Any, Any, Any], exc: Exception) -> Response[Error]:
-    assert isinstance(exc, LaybyError)
+def _refusal(exc: LaybyError) -> tuple[int, str, str | None, int | None]:
+    """(status, message, field, Retry-After) of an error, logging what a client is not told."""
     status = status_of(exc)
     match exc:
         case PayloadTooLarge():
-            return error_response(413, PAYLOAD_TOO_LARGE)
+            return 413, PAYLOAD_TOO_LARGE, None, None
         case Busy():
             log.warning("door.busy", error=str(exc))
-            return error_response(503, str(exc), retry_after=exc.retry_after)
+            return 503, str(exc), None, exc.retry_after
         case ChannelUnavailableError():
             # A channel's failed send (docs/notifications.md#statuses): its message names the
             # channel only, and Retry-After carries the medium's pause when it named one.
             wait = None if exc.retry_after is None else max(1, math.ceil(exc.retry_after))
-            return error_response(503, exc.message, field=exc.field, retry_after=wait)
+            return 503, exc.message, exc.field, wait
         case UnsupportedError() | ChannelFailedError():
-            return error_response(status, exc.message, field=exc.field)
+            return status, exc.message, exc.field, None
         case Transient():
             log.warning("door.transient", error=str(exc))
-            return error_response(503, UNAVAILABLE)
+            return 503, UNAVAILABLE, None, None
     if status >= 500:
         # Never the text of a failure the client cannot act on: it is logged instead.
         log.error("door.unexpected", error=repr(exc))
-        return error_response(status, INTERNAL_ERROR)
+        return status, INTERNAL_ERROR, None, None
     if status == 400:
-        return error_response(400, exc.message, field=exc.field)
-    return error_response(status, str(exc))
+        return 400, exc.message, exc.field, None
+    return status, str(exc), None, None
+
+
+def layby_error(exc: LaybyError) -> tuple[int, list[tuple[bytes, bytes]], Error]:
+    """An error as the raw parts of its response (the answer door's fast path, fast.py): its
+    status, the headers beyond ``NO_STORE`` and the body — what ``_layby`` makes a Response of."""
+    status, message, field, retry_after = _refusal(exc)
+    headers = [
+        (k.lower().encode("latin-1"), v.encode("latin-1"))
+        for k, v in _error_headers(status, retry_after).items()
+    ]
+    return status, headers, Error(error=message, field=UNSET if field is None else field)
+
+
+def _layby(_: Request[Any, Any, Any], exc: Exception) -> Response[Error]:
+    assert isinstance(exc, LaybyError)
+    status, message, field, retry_after = _refusal(exc)
+    return error_response(status, message, field=field, retry_after=retry_after)
 
 
 def _http(_: Request[Any, Any, Any], exc: Exception) -> Response[Error]:

@@ -12,15 +12,21 @@ from layby_server.service import run_main
 from layby_server.settings import Settings, load_settings
 from layby_services.door.access import AccessMiddleware
 from layby_services.door.app import create_app
+from layby_services.door.fast import FastAnswers
 from layby_services.door.paths import EncodedSlashMiddleware
 from layby_services.door.protocol import Limits, protocol_with
 
 
 def server_config(
-    settings: Settings, *, clock: Clock | None = None, metrics: ServiceMetrics | None = None
+    settings: Settings,
+    *,
+    clock: Clock | None = None,
+    metrics: ServiceMetrics | None = None,
+    fast_answers: bool = True,
 ) -> uvicorn.Config:
     """The door's HTTP server: our connection limits (protocol.py), no banner, our own access log
-    (access.py) instead of the server's, and the metrics the health port serves."""
+    (access.py) instead of the server's, and the metrics the health port serves. ``fast_answers``
+    off routes the answer door through the application too (fast.py; its tests compare the two)."""
     limits = Limits(
         header_timeout=settings.http_header_timeout_seconds,
         max_headers=settings.http_max_headers,
@@ -28,7 +34,10 @@ def server_config(
         max_query_bytes=settings.max_body_bytes,
     )
     metrics = metrics or ServiceMetrics()
-    app = EncodedSlashMiddleware(create_app(settings, clock=clock, metrics=metrics))  # before routing
+    application = create_app(settings, clock=clock, metrics=metrics)
+    # The answer door's fast path sees the path as routing would (encoded slashes kept).
+    fast = FastAnswers(application, application, enabled=fast_answers and not settings.rate_limits)
+    app = EncodedSlashMiddleware(fast)  # before routing
     return uvicorn.Config(
         AccessMiddleware(app, metrics, access_log=settings.access_log),
         host=settings.http_host,

@@ -1,0 +1,92 @@
+"""Benchmark: run starts through `layby up` (docs/performance.md#run-starts-benchrun_startspy).
+
+    python bench/run_starts.py [--seconds 10] [--concurrency 1 10 100] [--json PATH]
+
+Starts `layby up`, then for each N runs N concurrent starters, each calling the SDK's
+``start_run`` in a loop for ``--seconds``: one ``cmd.run.start.v1`` request to the ask service,
+which appends the run's start and checks whether a live worker serves the flow (none does here,
+so every start carries the warning: the check runs on every start). Prints starts/s, start
+latency p50/p99 and the CPU `layby up`'s processes spent per start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from pathlib import Path
+
+import uvloop
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _result import Result, add_json_option
+from _up import pct, start_up, tree_cpu_seconds
+
+from layby.sdk import connect
+from layby_server.settings import load_settings
+
+
+async def run_level(nats_url: str, token: str, n: int, seconds: float, server_pid: int) -> dict[str, float]:
+    client = await connect(nats_url=nats_url, token=token, settings=load_settings({}, max_concurrent=None))
+    latencies: list[float] = []
+    stop = asyncio.Event()
+
+    async def starter(k: int) -> None:
+        i = 0
+        while not stop.is_set():
+            t = time.perf_counter()
+            await client.start_run("bench-unserved", {"k": k, "i": i})
+            latencies.append(time.perf_counter() - t)
+            i += 1
+
+    await client.start_run("bench-unserved", {"warmup": True})
+    cpu0, t0 = tree_cpu_seconds(server_pid), time.perf_counter()
+    tasks = [asyncio.create_task(starter(k)) for k in range(n)]
+    await asyncio.sleep(seconds)
+    stop.set()
+    await asyncio.gather(*tasks)
+    elapsed, cpu = time.perf_counter() - t0, tree_cpu_seconds(server_pid) - cpu0
+    await client.close()
+    return {
+        "n": n,
+        "starts": len(latencies),
+        "rate": len(latencies) / elapsed,
+        "p50": pct(latencies, 0.5),
+        "p99": pct(latencies, 0.99),
+        "cpu_ms": cpu * 1000 / max(len(latencies), 1),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 10, 100])
+    add_json_option(parser)
+    args = parser.parse_args()
+    up = start_up()
+    try:
+        results = [
+            uvloop.run(run_level(up.nats_url, up.token, n, args.seconds, up.proc.pid))
+            for n in args.concurrency
+        ]
+    finally:
+        up.stop()
+    print()
+    print("| starters N | starts | starts/s | start p50 | start p99 | server CPU per start |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    out = Result("run_starts")
+    for r in results:
+        print(
+            f"| {r['n']} | {r['starts']:.0f} | {r['rate']:.0f} | {r['p50']:.1f} ms | {r['p99']:.1f} ms "
+            f"| {r['cpu_ms']:.2f} ms |"
+        )
+        out.higher(f"N={r['n']} starts/s", r["rate"])
+        out.lower(f"N={r['n']} start p50, ms", r["p50"])
+        out.lower(f"N={r['n']} start p99, ms", r["p99"])
+        out.lower(f"N={r['n']} server CPU per start, ms", r["cpu_ms"])
+    out.write(args.json)
+
+
+if __name__ == "__main__":
+    main()
