@@ -45,6 +45,42 @@ def tree_cpu_seconds(pid: int) -> float:
     return total
 
 
+def _label(proc: psutil.Process) -> str:
+    """Which part of `layby up` a process is: a service's name, NATS, PostgreSQL, or `up` itself."""
+    try:
+        cmd = proc.cmdline()
+    except psutil.Error:
+        return "gone"
+    if "serve" in cmd and cmd.index("serve") + 1 < len(cmd):
+        return cmd[cmd.index("serve") + 1]
+    text = " ".join(cmd[:2])
+    if "nats-server" in text:
+        return "nats"
+    if "postgres" in text or proc.name().startswith("postgres"):
+        return "postgres"
+    if "jqchild" in " ".join(cmd):
+        return "jq"
+    return "up"
+
+
+def tree_cpu_by_process(pid: int) -> dict[str, float]:
+    """User + system CPU seconds used so far by each part of `layby up` (its services by name,
+    NATS, PostgreSQL with all its backends, the supervisor): where a cycle's CPU goes."""
+    root = psutil.Process(pid)
+    out: dict[str, float] = {}
+    for p in [root, *root.children(recursive=True)]:
+        with contextlib.suppress(psutil.Error):
+            times = p.cpu_times()
+            label = _label(p)
+            out[label] = out.get(label, 0.0) + times.user + times.system
+    return out
+
+
+def cpu_split(before: dict[str, float], after: dict[str, float], cycles: int) -> dict[str, float]:
+    """Milliseconds of CPU per cycle by part, between two ``tree_cpu_by_process`` readings."""
+    return {k: (after[k] - before.get(k, 0.0)) * 1000 / max(cycles, 1) for k in after}
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -28,7 +28,7 @@ import uvloop
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _http import Conn, sse
 from _result import Result, add_json_option
-from _up import pct, start_up, tree_cpu_seconds, tree_rss_mb
+from _up import cpu_split, pct, start_up, tree_cpu_by_process, tree_cpu_seconds, tree_rss_mb
 
 from layby.sdk import connect
 from layby_server.settings import load_settings
@@ -96,12 +96,14 @@ async def run_level(
     answer_to_return.clear()
     started = time.perf_counter()
     cpu_before = tree_cpu_seconds(server_pid) if server_pid else float("nan")
+    split_before = tree_cpu_by_process(server_pid) if server_pid else {}
     askers = [asyncio.create_task(asker(k)) for k in range(n)]
     await asyncio.sleep(seconds)
     stop.set()
     await asyncio.gather(*askers)
     elapsed = time.perf_counter() - started
     cpu = tree_cpu_seconds(server_pid) - cpu_before if server_pid else float("nan")
+    split = cpu_split(split_before, tree_cpu_by_process(server_pid), cycles) if server_pid else {}
     for t in tasks:
         t.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
@@ -115,6 +117,7 @@ async def run_level(
         "ret_p50": pct(answer_to_return, 0.5),
         "ret_p99": pct(answer_to_return, 0.99),
         "cpu_ms": cpu * 1000 / max(cycles, 1),
+        "split": split,
     }
 
 
@@ -183,6 +186,15 @@ def main() -> None:
             f"| {r['n']} | {r['cycles']} | {r['rate']:.0f} | {r['add_p50']:.1f} ms | {r['add_p99']:.1f} ms "
             f"| {r['ret_p50']:.1f} ms | {r['ret_p99']:.1f} ms | {r['cpu_ms']:.2f} ms |"
         )
+    parts = ["door", "ask", "delivery", "resume", "sweeper", "nats", "postgres"]
+    if any(r["split"] for r in results):
+        print()
+        print("CPU per cycle by process (ms):")
+        print()
+        print("| askers N | " + " | ".join(parts) + " |")
+        print("|---:|" + "---:|" * len(parts))
+        for r in results:
+            print(f"| {r['n']} | " + " | ".join(f"{r['split'].get(p, 0.0):.3f}" for p in parts) + " |")
     out = Result("sync_cycle")
     out.lower("idle memory, MB", idle_mb)
     for r in results:
@@ -193,6 +205,9 @@ def main() -> None:
         out.lower(f"N={n} answer→return p50, ms", r["ret_p50"])
         out.lower(f"N={n} answer→return p99, ms", r["ret_p99"])
         out.lower(f"N={n} server CPU per cycle, ms", r["cpu_ms"])
+        for part in parts:
+            if part in r["split"]:
+                out.lower(f"N={n} CPU per cycle: {part}, ms", r["split"][part])
     out.write(args.json)
 
 
