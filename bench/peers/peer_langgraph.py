@@ -146,5 +146,7 @@ if __name__ == "__main__":
         SYSTEM,
         missing,
         run_all,
-        lambda p: p.add_argument("--database-url", help="an existing PostgreSQL (default: an embedded one)"),
+        lambda p: p.add_argument(
+            "--database-url", help="an existing PostgreSQL (default: an embedded one); implies --no-netns"
+        ),
     )
