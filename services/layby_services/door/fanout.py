@@ -179,6 +179,8 @@ class SharedTail:
         self._clock = clock
         self._progress = clock.monotonic()
         self._delivered = 0
+        self.heartbeats = 0
+        """Control messages received (heartbeats and flow-control requests)."""
         self._sub: Subscription | None = None
         self._consumer: str | None = None
         self._timer: asyncio.TimerHandle | None = None
@@ -237,6 +239,7 @@ class SharedTail:
     async def _control(self, msg: Msg, headers: dict[str, str]) -> None:
         """A heartbeat or a flow-control request. Every earlier message has been handed out (the
         callback runs them in order), so a flow-control request is answered at once."""
+        self.heartbeats += 1
         nc = self._store.nc
         if msg.reply:
             await nc.publish(msg.reply)
@@ -519,8 +522,8 @@ async def frames(
                 yield KEEPALIVE
                 deadline = loop.time() + keepalive
                 continue
-            if listener.replay < listener.live_from:
-                continue  # more of the gap to read
+            if listener.replay < listener.live_from or listener.queue or listener.ended is not None:
+                continue  # more of the gap to read, entries queued meanwhile, or the end to send
             waiter = loop.create_future()
             listener.waiter = waiter
             try:
