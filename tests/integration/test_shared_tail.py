@@ -226,6 +226,28 @@ async def test_a_slow_client_is_evicted_with_a_final_frame_and_its_resume_loses_
         await tails.aclose()
 
 
+async def test_an_evicted_client_that_does_not_take_its_last_frame_is_dropped(store: EventStore) -> None:
+    """An evicted client that does not read even its final frame within the keepalive plus the
+    grace loses its connection and its slot (docs/doors/stream.md#slow-clients)."""
+    log = Log(store)
+    tails = _tails(store, buffer=2, window=0.4)
+    names = store.names
+    _, last = await store.bounds()
+    await tails.attach(
+        stream=names.events_stream,
+        subject=names.ix_all,
+        feed=InteractionFeed(),
+        start=last + 1,
+        audience=None,
+    )
+    try:
+        for _ in range(3):
+            await log.ask(None)
+        await eventually(lambda: tails.clients == 0, "the stuck client's slot to be freed")
+    finally:
+        await tails.aclose()
+
+
 async def test_a_stalled_tail_ends_every_stream_it_feeds_and_the_next_client_starts_a_new_one(
     store: EventStore,
 ) -> None:

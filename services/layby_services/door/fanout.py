@@ -52,11 +52,13 @@ class Entry:
     """One log message as every client of a tail sees it: its sequence, who may see it, and its
     frame, encoded once."""
 
-    __slots__ = ("audience", "frame", "seq", "topic")
+    __slots__ = ("audience", "chunk", "frame", "seq", "topic")
 
     def __init__(self, seq: int, frame: bytes, audience: str | None, topic: str | None = None) -> None:
         self.seq = seq
         self.frame = frame
+        self.chunk = b"%x\r\n%s\r\n" % (len(frame), frame)
+        """The frame as one HTTP/1.1 chunk, for clients written to directly (``Writer``)."""
         self.audience = audience
         """A restricted client sees the entry only when this is its own identity."""
         self.topic = topic
@@ -75,6 +77,17 @@ class Feed(Protocol):
         ...
 
 
+class Writer(Protocol):
+    """Writes a chunk straight to a client's connection, or refuses (False) when the response's
+    own ``send`` must do it (the door's ``protocol.DirectBody``)."""
+
+    def write(self, chunk: bytes) -> bool: ...
+
+    def abort(self) -> None:
+        """Drop the connection."""
+        ...
+
+
 def sees(entry: Entry, audience: str | None, topic: str | None) -> bool:
     """Whether a client (``audience`` None: unrestricted; ``topic`` None: every topic) gets ``entry``."""
     return (audience is None or entry.audience == audience) and (topic is None or entry.topic == topic)
@@ -87,6 +100,8 @@ class Listener:
 
     __slots__ = (
         "audience",
+        "delivered_at",
+        "direct",
         "ended",
         "live_from",
         "queue",
@@ -115,6 +130,10 @@ class Listener:
         evicted in the middle of its gap, which it has up to ``replay``)."""
         self.released = False
         self.watchdog: asyncio.TimerHandle | None = None
+        self.direct: Writer | None = None
+        """Where the tail writes an entry itself while the response waits with nothing queued."""
+        self.delivered_at = 0.0
+        """When the tail last wrote a frame itself (loop time): it re-arms the keepalive too."""
 
     def wake(self) -> None:
         waiter = self.waiter
@@ -130,8 +149,16 @@ class Listener:
             return queue.popleft().frame
         return b"".join([queue.popleft().frame for _ in range(min(len(queue), CHUNK))])
 
+    def abandon(self) -> None:
+        """An evicted client that has not taken its last frame: close its connection, free its slot."""
+        self.watchdog = None
+        if not self.released:
+            if self.direct is not None:
+                self.direct.abort()
+            self.release()
+
     def started(self) -> None:
-        if self.watchdog is not None:
+        if self.watchdog is not None and self.ended is None:  # an evicted client keeps its deadline
             self.watchdog.cancel()
             self.watchdog = None
 
@@ -140,7 +167,9 @@ class Listener:
         if self.released:
             return
         self.released = True
-        self.started()
+        if self.watchdog is not None:
+            self.watchdog.cancel()
+            self.watchdog = None
         self.queue.clear()
         self.tail.leave(self)
 
@@ -175,7 +204,7 @@ class SharedTail:
         self.listeners: set[Listener] = set()
         self.window = window
         """No message and no heartbeat for this long is a stall."""
-        self.heartbeat = min(5.0, window / 4)
+        self.heartbeat = max(0.1, min(5.0, window / 4))  # JetStream takes no shorter heartbeat
         self._clock = clock
         self._progress = clock.monotonic()
         self._delivered = 0
@@ -279,7 +308,8 @@ class SharedTail:
             self._ring_from = ring[0].seq + 1
         ring.append(entry)
         full: list[Listener] | None = None
-        audience, topic, buffer = entry.audience, entry.topic, self._buffer
+        audience, topic, buffer, chunk = entry.audience, entry.topic, self._buffer, entry.chunk
+        now = asyncio.get_running_loop().time()
         for listener in self.listeners:
             if seq < listener.live_from:
                 continue
@@ -288,13 +318,20 @@ class SharedTail:
             if listener.topic is not None and listener.topic != topic:
                 continue
             queue = listener.queue
+            waiter = listener.waiter
+            if waiter is not None and not waiter.done():
+                # The response waits with nothing queued: every earlier frame is on the socket.
+                direct = listener.direct
+                if direct is not None and direct.write(chunk):
+                    listener.delivered_at = now
+                    continue
+                queue.append(entry)
+                waiter.set_result(None)
+                continue
             if len(queue) >= buffer:
                 full = [listener] if full is None else [*full, listener]
                 continue
             queue.append(entry)
-            waiter = listener.waiter
-            if waiter is not None and not waiter.done():
-                waiter.set_result(None)
         for listener in full or ():
             self._evict(listener, entry)
 
@@ -307,6 +344,10 @@ class SharedTail:
         self.listeners.discard(listener)
         log.info(f"{self.name}.client_evicted", buffer=self._buffer, through=listener.through)
         listener.wake()
+        # A client that does not take even its last frame within the window is dropped.
+        if listener.watchdog is not None:
+            listener.watchdog.cancel()
+        listener.watchdog = asyncio.get_running_loop().call_later(self.window, listener.abandon)
 
     # -- clients ----------------------------------------------------------------------------
 
@@ -517,6 +558,7 @@ async def frames(
                 yield chunk
                 deadline = loop.time() + keepalive  # only a delivered frame re-arms the keepalive
                 continue
+            deadline = max(deadline, listener.delivered_at + keepalive)  # frames the tail wrote itself
             remaining = deadline - loop.time()
             if remaining <= 0:
                 yield KEEPALIVE

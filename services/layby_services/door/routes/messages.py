@@ -27,7 +27,7 @@ from layby_services.door.deps import door, principal_of
 from layby_services.door.fanout import Entry, sees
 from layby_services.door.openapi import refusal
 from layby_services.door.query import LastEventId, LastEventIdHeader, authenticated
-from layby_services.door.routes.stream import audience_of, tail
+from layby_services.door.routes.stream import audience_of, tail, writer_of
 
 log = get_logger("layby.door.messages")
 _enc = msgspec.json.Encoder()
@@ -115,6 +115,7 @@ async def messages_stream(
         feed=_FEED,
         logger=log,
         topic=channel,
+        direct=writer_of(request),
     )
 
 

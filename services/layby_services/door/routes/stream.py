@@ -31,8 +31,9 @@ from layby_server.logs import get_logger
 from layby_services.door.cache import AskedCache
 from layby_services.door.deps import DoorState, door, principal_of
 from layby_services.door.errors import Busy
-from layby_services.door.fanout import UNSTARTED_STREAM_SECONDS, Entry, Feed, frames, sees
+from layby_services.door.fanout import UNSTARTED_STREAM_SECONDS, Entry, Feed, Writer, frames, sees
 from layby_services.door.messages import STREAM_UNAVAILABLE, TOO_MANY_STREAMS
+from layby_services.door.protocol import SSE_WRITER, DirectBody
 from layby_services.door.query import LastEventId, LastEventIdHeader
 
 log = get_logger("layby.door.stream")
@@ -109,6 +110,12 @@ def frame(seq: int, data: bytes, who: Principal) -> bytes | None:
     return entry.frame if entry is not None and sees(entry, audience_of(who), None) else None
 
 
+def writer_of(request: Request[Any, Any, Any]) -> Writer | None:
+    """The connection's direct writer (the door's own HTTP server offers one; another does not)."""
+    writer = request.scope.get(SSE_WRITER)
+    return writer if isinstance(writer, DirectBody) else None
+
+
 def evicted_frame(through: int) -> bytes:
     """The last frame of a client too slow for its queue (docs/doors/stream.md#slow-clients)."""
     return b"id: %d\nevent: stream.evicted\ndata: {}\n\n" % through
@@ -137,6 +144,7 @@ async def stream_door(
         subject=names.ix_all,
         feed=InteractionFeed(state.asked),
         logger=log,
+        direct=writer_of(request),
     )
 
 
@@ -150,11 +158,13 @@ async def tail(
     feed: Feed,
     logger: FilteringBoundLogger,
     topic: str | None = None,
+    direct: Writer | None = None,
 ) -> Stream:
     """An SSE response following ``subject`` of ``stream`` from the client's last seen id
     (``raw``), or from the live end (docs/doors/stream.md#resume-with-last-event-id), served by
     the process's shared tail (docs/doors/stream.md#one-shared-tail); a fallback to the live end
-    is logged on the door's own ``logger``. ``topic``: only the entries of this topic."""
+    is logged on the door's own ``logger``. ``topic``: only the entries of this topic; ``direct``:
+    the connection's writer, when the server offers one (``writer_of``)."""
     tails = state.tails
     # Counted before the response starts: a client the door cannot serve gets 503, never a 200
     # that goes silent (docs/doors/stream.md#capacity).
@@ -177,6 +187,7 @@ async def tail(
     except Unavailable as exc:
         log.warning("stream.subscribe_failed", error=str(exc))
         raise Busy(STREAM_UNAVAILABLE, retry_after=STREAM_RETRY_AFTER) from exc
+    listener.direct = direct
     listener.watchdog = asyncio.get_running_loop().call_later(UNSTARTED_STREAM_SECONDS, listener.release)
     return Stream(
         frames(listener, state.settings.sse_keepalive_seconds, evicted_frame),
