@@ -8,10 +8,10 @@ raised above N, then opens N `GET /api/interactions/stream` connections over raw
 ``--processes`` client processes (a lean reader each, so the clients cost little). With every
 subscriber connected it reads the door process's resident memory, then asks ``--events``
 questions ``--gap`` seconds apart and measures, per question, the time from the ask to its
-``interaction.add`` frame at the first and at the last of the N subscribers. A third of the way
-through, ``--reconnect`` of the subscribers drop their connection and reconnect with
-``Last-Event-ID`` while questions keep coming; at the end every subscriber must hold every
-question's frame exactly once. Prints a table.
+``interaction.add`` frame at the first and at the last of the N subscribers, and the door's CPU
+time per question. Then ``--reconnect`` of the subscribers drop their connection and reconnect
+with ``Last-Event-ID`` while five more questions come 0.1 s apart; at the end every subscriber
+must hold every question's frame exactly once. Prints a table. ``--profile`` cProfiles the door.
 """
 
 from __future__ import annotations
@@ -168,37 +168,67 @@ def _rss_mb(pid: int) -> float:
     return float(psutil.Process(pid).memory_info().rss) / 1024 / 1024
 
 
-async def _ask(
-    token: str,
-    nats_url: str,
-    events: int,
-    gap: float,
-    settle: float,
-    pipes: list[Connection],
-    fraction: float,
-) -> dict[str, float]:
-    """Ask the questions (each stays pending), a third of the way through have ``fraction`` of
-    the subscribers reconnect; returns when each question was asked."""
+@dataclass
+class Phases:
+    fanout: dict[str, float]
+    """Question → when it was asked, for the fan-out phase."""
+    reconnect: dict[str, float]
+    """The same for the questions asked while subscribers reconnected."""
+    door_cpu: float
+    """Door CPU seconds during the fan-out phase."""
+    rss_after: float
+
+
+async def _ask(args: argparse.Namespace, up: Any, door: int, pipes: list[Connection]) -> Phases:
+    """The fan-out phase (questions ``gap`` apart, every subscriber connected), then the reconnect
+    phase: ``reconnect`` of the subscribers drop their connections and questions keep coming
+    while they resume. Every question stays pending until the end."""
     from layby.sdk import connect
     from layby_server.settings import load_settings
 
-    client = await connect(nats_url=nats_url, token=token, settings=load_settings({}, max_concurrent=None))
-    asked: dict[str, float] = {}
+    client = await connect(
+        nats_url=up.nats_url, token=up.token, settings=load_settings({}, max_concurrent=None)
+    )
     tasks: list[asyncio.Task[Any]] = []
-    for i in range(events):
-        if i == events // 3 and fraction > 0:
-            for pipe in pipes:
-                pipe.send(("reconnect", fraction))
-        q = f"fanout-{i}"
-        asked[q] = time.monotonic()
+
+    async def ask(q: str, into: dict[str, float]) -> None:
+        into[q] = time.monotonic()
         tasks.append(asyncio.create_task(client.ask_user(q, timeout=3600)))
-        await asyncio.sleep(gap)
-    await asyncio.sleep(settle)
+
+    fanout: dict[str, float] = {}
+    cpu_before = _cpu_seconds(door)
+    for i in range(args.events):
+        await ask(f"fanout-{i}", fanout)
+        await asyncio.sleep(args.gap)
+    door_cpu = _cpu_seconds(door) - cpu_before
+    reconnect: dict[str, float] = {}
+    if args.reconnect > 0:
+        for pipe in pipes:
+            pipe.send(("reconnect", args.reconnect))
+        for i in range(5):
+            await ask(f"reconnect-{i}", reconnect)
+            await asyncio.sleep(0.1)
+    await asyncio.sleep(args.settle)
+    rss_after = _rss_mb(door)
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
     await client.close()
-    return asked
+    return Phases(fanout, reconnect, door_cpu, rss_after)
+
+
+def _latencies(asked: dict[str, float], results: list[dict[str, Any]], n: int) -> dict[str, list[float]]:
+    """Per question: ask → first and → last subscriber (only questions every subscriber got);
+    and every single delivery."""
+    out: dict[str, list[float]] = {"first": [], "all": [], "deliveries": []}
+    for q, t0 in asked.items():
+        times = [t for r in results for t in r["times"][q]]
+        if times:
+            out["first"].append(min(times) - t0)
+            out["deliveries"] += [t - t0 for t in times]
+        if len(times) == n:
+            out["all"].append(max(times) - t0)
+    return out
 
 
 def main() -> None:
@@ -249,13 +279,8 @@ def main() -> None:
         connect_s = time.monotonic() - started
         time.sleep(1)
         rss_connected = _rss_mb(door)
-        cpu_before = _cpu_seconds(door)
-        asked = uvloop.run(
-            _ask(up.token, up.nats_url, args.events, args.gap, args.settle, pipes, args.reconnect)
-        )
-        rss_after = _rss_mb(door)
-        door_cpu = _cpu_seconds(door) - cpu_before
-        questions = list(asked)
+        phases = uvloop.run(_ask(args, up, door, pipes))
+        questions = [*phases.fanout, *phases.reconnect]
         for pipe in pipes:
             pipe.send(("stop", questions))
         for pipe in pipes:
@@ -268,16 +293,8 @@ def main() -> None:
     finally:
         up.stop()
 
-    to_all, to_first, deliveries = [], [], []
-    complete = 0
-    for q, t0 in asked.items():
-        times = [t for r in results for t in r["times"][q]]
-        if len(times) == args.subscribers:
-            complete += 1
-            to_all.append(max(times) - t0)
-        if times:
-            to_first.append(min(times) - t0)
-            deliveries += [t - t0 for t in times]
+    fan = _latencies(phases.fanout, results, args.subscribers)
+    again = _latencies(phases.reconnect, results, args.subscribers)
     missing = sum(r["missing"] for r in results)
     duplicates = sum(r["duplicates"] for r in results)
     reconnects = sum(r["reconnects"] for r in results)
@@ -285,25 +302,28 @@ def main() -> None:
     print()
     print(
         f"{args.subscribers} subscribers in {args.processes} client processes, "
-        f"connected in {connect_s:.1f} s; "
-        f"{args.events} questions {args.gap:g} s apart; {reconnects} reconnects "
-        f"({ended} streams ended by the door)"
+        f"connected in {connect_s:.1f} s; {args.events} questions {args.gap:g} s apart"
     )
     print()
     print(
-        "| subscribers | door RSS idle | door RSS connected | per subscriber | door RSS after | "
-        "ask→first p50 | ask→all p50 | ask→all p99 | delivery p99 | door CPU per event | lost | duplicated |"
+        "| subscribers | door RSS idle | door RSS connected | per subscriber | door RSS at the end "
+        "| ask→first p50 | ask→all p50 | ask→all p99 | delivery p99 | door CPU per event |"
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     print(
         f"| {args.subscribers} | {rss_idle:.0f} MB | {rss_connected:.0f} MB "
-        f"| {(rss_connected - rss_idle) * 1024 / args.subscribers:.1f} KB | {rss_after:.0f} MB "
-        f"| {pct(to_first, 0.5):.0f} ms | {pct(to_all, 0.5):.0f} ms | {pct(to_all, 0.99):.0f} ms "
-        f"| {pct(deliveries, 0.99):.0f} ms | {door_cpu * 1000 / max(len(asked), 1):.0f} ms "
-        f"| {missing} | {duplicates} |"
+        f"| {(rss_connected - rss_idle) * 1024 / args.subscribers:.1f} KB | {phases.rss_after:.0f} MB "
+        f"| {pct(fan['first'], 0.5):.0f} ms | {pct(fan['all'], 0.5):.0f} ms | {pct(fan['all'], 0.99):.0f} ms "
+        f"| {pct(fan['deliveries'], 0.99):.0f} ms | {phases.door_cpu * 1000 / max(args.events, 1):.0f} ms |"
     )
-    if complete < len(asked):
-        print(f"\n{len(asked) - complete} of {len(asked)} questions did not reach every subscriber")
+    if len(fan["all"]) < len(phases.fanout):
+        print(f"\n{len(phases.fanout) - len(fan['all'])} questions did not reach every subscriber")
+    print()
+    print(
+        f"Reconnect under load: {reconnects} reconnects with Last-Event-ID while {len(phases.reconnect)} "
+        f"questions were asked ({ended} streams ended by the door); ask→all of those: "
+        f"{pct(again['all'], 1.0):.0f} ms at most. Frames lost: {missing}; duplicated: {duplicates}."
+    )
 
 
 if __name__ == "__main__":
