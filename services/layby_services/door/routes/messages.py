@@ -24,7 +24,7 @@ from layby_contracts.http import InboundMessage
 from layby_server.auth import Principal
 from layby_server.logs import get_logger
 from layby_services.door.deps import door, principal_of
-from layby_services.door.fanout import Entry, sees
+from layby_services.door.listeners import Entry, sees
 from layby_services.door.openapi import refusal
 from layby_services.door.query import LastEventId, LastEventIdHeader, authenticated
 from layby_services.door.routes.stream import audience_of, tail, writer_of

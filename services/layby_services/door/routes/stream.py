@@ -31,7 +31,7 @@ from layby_server.logs import get_logger
 from layby_services.door.cache import AskedCache
 from layby_services.door.deps import DoorState, door, principal_of
 from layby_services.door.errors import Busy
-from layby_services.door.fanout import UNSTARTED_STREAM_SECONDS, Entry, Feed, Writer, frames, sees
+from layby_services.door.listeners import UNSTARTED_STREAM_SECONDS, Entry, Feed, Writer, frames, sees
 from layby_services.door.messages import STREAM_UNAVAILABLE, TOO_MANY_STREAMS
 from layby_services.door.protocol import SSE_WRITER, DirectBody
 from layby_services.door.query import LastEventId, LastEventIdHeader
