@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 import pytest
 import structlog
 
+from layby_contracts.errors import Unavailable
 from layby_contracts.events import InteractionAsked, encode_event
 from layby_domain.clock import Clock, ManualClock, SystemClock
 from layby_server.eventstore import EventStore
@@ -318,3 +319,15 @@ async def test_a_tail_whose_consumer_vanishes_fails_every_stream(store: EventSto
     finally:
         await _finish(readers, tasks)
         await tails.aclose()
+
+
+async def test_a_tail_whose_consumer_cannot_be_created_refuses_its_clients(store: EventStore) -> None:
+    """When the tail's consumer cannot be created the client is refused before any response (the
+    door's 503) and nothing is left behind: no tail, no slot (docs/doors/stream.md#capacity)."""
+    tails = _tails(store)
+    with pytest.raises(Unavailable):
+        await tails.attach(
+            stream="NO_SUCH_STREAM", subject="nothing.>", feed=InteractionFeed(), start=1, audience=None
+        )
+    assert tails.get("NO_SUCH_STREAM", "nothing.>") is None
+    assert tails.clients == 0
