@@ -24,6 +24,7 @@ from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 from nats.js.api import (
     DiscardPolicy,
+    RawStreamMsg,
     RetentionPolicy,
     StorageType,
     StreamConfig,
@@ -328,6 +329,23 @@ class EventStore(Resolving):
         assert raw.data is not None
         assert raw.seq is not None
         return Stored(seq=int(raw.seq), event=decode_event(raw.data), trace=tracing.carrier_of(raw.headers))
+
+    async def next_message(self, stream: str, subject: str, seq: int) -> RawStreamMsg | None:
+        """The first message of ``stream`` on ``subject`` (wildcards allowed) at or after ``seq``,
+        or ``None`` when there is none. A replicated stream answers from its leader: a follower
+        may not hold yet a message a consumer already delivered."""
+        with unavailable_on_transport_error(f"read of {stream}"):
+            try:
+                raw = await self.js.get_msg(
+                    stream, seq=seq, subject=subject, next=True, direct=self._replicas == 1
+                )
+            except nats.js.errors.NotFoundError:
+                return None
+            except nats.js.errors.APIError as exc:
+                if exc.err_code == NO_MESSAGE_FOUND:
+                    return None
+                raise
+        return raw
 
     async def detect_replicas(self) -> None:
         """Read the event log's replica count (a client that did not provision the streams)."""

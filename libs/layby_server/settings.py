@@ -67,9 +67,13 @@ class Settings(ClientSettings, frozen=True, kw_only=True):
     """LAYBY_STREAM_REPLICAS: JetStream replicas of the event log (3 on a clustered deployment)."""
     sse_resume_window: int = 10000
     """LAYBY_SSE_RESUME_WINDOW: how many recent events a Last-Event-ID may reach back over."""
-    sse_max_clients: int = 500
+    sse_max_clients: int = 20000
     """LAYBY_SSE_MAX_CLIENTS: stream door clients one door process serves at once; more get 503
-    with Retry-After (each client is a JetStream consumer)."""
+    with Retry-After (docs/doors/stream.md#capacity)."""
+    sse_client_buffer: int = 1000
+    """LAYBY_SSE_CLIENT_BUFFER: frames a stream client may have waiting; a client further behind
+    is dropped with a final ``stream.evicted`` frame and resumes (docs/doors/stream.md#slow-clients).
+    The shared tail also keeps this many recent frames for resuming clients."""
     http_poll_max_wait_seconds: float = 30.0
     """LAYBY_HTTP_POLL_MAX_WAIT_SECONDS: the longest an outcome long poll waits
     (``GET /api/interactions/{id}/outcome?wait=``; a larger ``wait`` is cut to this;
@@ -266,6 +270,7 @@ SERVER_FIELDS: dict[str, tuple[str, Parser]] = {
     "LAYBY_SSE_RESUME_WINDOW": ("sse_resume_window", parse_positive_int),
     "LAYBY_SSE_KEEPALIVE_SECONDS": ("sse_keepalive_seconds", parse_positive_float),
     "LAYBY_SSE_MAX_CLIENTS": ("sse_max_clients", parse_positive_int),
+    "LAYBY_SSE_CLIENT_BUFFER": ("sse_client_buffer", parse_positive_int),
     "LAYBY_HTTP_POLL_MAX_WAIT_SECONDS": ("http_poll_max_wait_seconds", parse_positive_float),
     "LAYBY_HTTP_MAX_LONG_POLLS": ("http_max_long_polls", parse_positive_int),
     "LAYBY_SWEEP_INTERVAL_SECONDS": ("sweep_interval_seconds", parse_positive_float),

@@ -207,7 +207,7 @@ async def test_a_stream_client_past_the_cap_gets_503_with_retry_after_and_a_free
     system: System,
 ) -> None:
     """LAYBY_SSE_MAX_CLIENTS: a client the door cannot serve is told so before any 200; when a
-    client leaves, its slot (and its JetStream consumer) is released."""
+    client leaves, its slot is released (docs/doors/stream.md#capacity)."""
     headers = {"Authorization": f"Bearer {OPERATOR}"}
     async with httpx.AsyncClient(base_url=system.url, timeout=10) as http:
         first = await http.send(

@@ -131,3 +131,31 @@ def test_layby_mcp_without_a_nats_url_says_so_and_serves_nothing(
         structlog.configure(**saved)
         logging.getLogger("layby").handlers[:] = sdk_handlers
     assert "LAYBY_NATS_URL" in capsys.readouterr().err
+
+
+def test_the_stream_resumes_from_an_eviction_frame_without_printing_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A ``stream.evicted`` frame is not printed; the stream that it ends is resumed with
+    ``Last-Event-ID`` set to its id (docs/cli.md#following-the-stream, docs/doors/stream.md#slow-clients)."""
+    frame = {"interaction_id": "ix-1", "question": "Ship it?"}
+    seen: list[str | None] = []
+
+    def door(request: httpx.Request) -> httpx.Response:
+        seen.append(request.headers.get("Last-Event-ID"))
+        if len(seen) > 1:
+            raise KeyboardInterrupt
+        body = f"id: 7\nevent: interaction.add\ndata: {json.dumps(frame)}\n\nid: 9\nevent: stream.evicted\ndata: {{}}\n\n"
+        return httpx.Response(200, headers={"Content-Type": "text/event-stream"}, content=body.encode())
+
+    monkeypatch.setenv("LAYBY_URL", "http://layby.test")
+    monkeypatch.setenv("LAYBY_TOKEN", "tok")
+    monkeypatch.setattr(
+        cli,
+        "_client",
+        lambda url, token, timeout: httpx.Client(base_url=url, transport=httpx.MockTransport(door)),
+    )
+    assert cli.cmd_stream(load_client_settings(), argparse.Namespace(json=True)) == 0
+    assert seen == [None, "9"]
+    out, _ = capsys.readouterr()
+    assert [json.loads(line)["event"] for line in out.splitlines()] == ["interaction.add"]

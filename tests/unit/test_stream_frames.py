@@ -8,7 +8,7 @@ import pytest
 
 from layby_contracts.events import InteractionAnswered, InteractionAsked, encode_event
 from layby_server.auth import Principal
-from layby_services.door.routes.stream import frame, resume_point
+from layby_services.door.routes.stream import evicted_frame, frame, resume_point
 
 pytestmark = pytest.mark.unit
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -86,3 +86,8 @@ def test_restricted_callers_see_only_frames_addressed_to_them() -> None:
 def test_malformed_log_messages_are_skipped() -> None:
     """Malformed events are skipped without breaking the stream (docs/doors/stream.md#skipped-events)."""
     assert frame(1, b"{not json", Principal("ops", "operator")) is None
+
+
+def test_an_evicted_client_gets_a_final_frame_with_the_id_it_has_everything_up_to() -> None:
+    """A client too slow for its queue gets ``stream.evicted`` whose id is where it resumes from (docs/doors/stream.md#slow-clients)."""
+    assert evicted_frame(41) == b"id: 41\nevent: stream.evicted\ndata: {}\n\n"

@@ -192,6 +192,8 @@ def cmd_stream(settings: ClientSettings, args: argparse.Namespace) -> int:
                         if not sse.data:
                             continue  # a keepalive: nothing to print, nothing to resume from
                         last_id = sse.id or last_id
+                        if sse.event == "stream.evicted":
+                            continue  # too slow for the door: the stream ends; resume from last_id
                         print(_frame_line(sse, json.loads(sse.data), args.json), flush=True)
             except _Unreachable:
                 print("stream interrupted; reconnecting...", file=sys.stderr)

@@ -59,6 +59,8 @@ async def messages(
                         raise BadInput(f"the messages door refused: {body.decode(errors='replace')[:300]}")
                     source.response.raise_for_status()
                     async for sse in source.aiter_sse():
+                        if sse.event == "stream.evicted":
+                            last_event_id = sse.id or last_event_id  # the stream ends; resume there
                         if sse.event != "message" or not sse.data:
                             continue
                         last_event_id = sse.id or last_event_id

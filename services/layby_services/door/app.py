@@ -36,6 +36,7 @@ from layby_server.workers import WorkerRegistry
 from layby_services.door.conversations import ChatConversations
 from layby_services.door.deps import DoorState
 from layby_services.door.errors import EXCEPTION_HANDLERS
+from layby_services.door.fanout import Tails
 from layby_services.door.openapi import finish
 from layby_services.door.query import PARAMETER_HANDLERS
 from layby_services.door.ratelimit import RateLimiter, RateLimitMiddleware
@@ -166,6 +167,12 @@ def create_app(
             app.state.door = DoorState(
                 settings, res.store, res.pool, Authenticator(settings.api_tokens), res.clock
             )
+            app.state.door.tails = Tails(
+                res.store,
+                buffer=settings.sse_client_buffer,
+                window=settings.sse_keepalive_seconds + settings.blocking_grace_seconds,
+                clock=res.clock,
+            )
             programs = LazyJq(processes=settings.jq_processes, timeout_seconds=settings.jq_timeout_seconds)
             app.state.door.visitor = Visitor(
                 res.store,
@@ -208,6 +215,7 @@ def create_app(
             finally:
                 await app.state.door.drain()
                 stop.set()
+                await app.state.door.tails.aclose()  # the shared tails' consumers go with the door
                 for task in (projector, lagging):
                     if task is not None:
                         try:

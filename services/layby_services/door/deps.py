@@ -20,6 +20,7 @@ from layby_server.visits import Visitor
 from layby_services.door.access import IDENTITY_KEY
 from layby_services.door.cache import AskedCache
 from layby_services.door.errors import PayloadTooLarge
+from layby_services.door.fanout import Tails
 from layby_services.door.messages import PAYLOAD_TOO_LARGE
 from layby_services.door.wakes import WakeHub
 
@@ -34,8 +35,6 @@ class DoorState:
     asked: AskedCache = field(default_factory=AskedCache)
     ask_waits: int = 0
     """Callbacks now waiting for their question to be recorded (the callback door bounds it)."""
-    open_streams: int = 0
-    """Stream door clients this process serves now (bounded by LAYBY_SSE_MAX_CLIENTS)."""
     long_polls: int = 0
     """Outcome long polls this process holds now (bounded by LAYBY_HTTP_MAX_LONG_POLLS)."""
     wakes: WakeHub | None = None
@@ -44,6 +43,8 @@ class DoorState:
     """The chat channels' inbound webhooks (None: no chat channel is configured)."""
     visitor: Visitor = field(init=False)
     """Runs hook and conversation visits (docs/doors/hooks.md)."""
+    tails: Tails = field(init=False)
+    """The shared tails of the stream doors and their clients (docs/doors/stream.md#one-shared-tail)."""
     pending: set[asyncio.Task[None]] = field(default_factory=set)
     """Best-effort work a request left behind after its response (``background``)."""
 

@@ -22,7 +22,7 @@ import asyncio
 from typing import Any
 
 import msgspec
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
 from layby_contracts.limits import MAX_BODY_BYTES_DEFAULT
 from layby_services.door.messages import HEADER_TIMEOUT, HEADERS_TOO_LARGE, MALFORMED, PAYLOAD_TOO_LARGE
@@ -56,6 +56,46 @@ def error_response(status: int, message: str) -> bytes:
             body,
         ]
     )
+
+
+SSE_WRITER = "layby.sse_writer"
+"""The scope key of a request's ``DirectBody`` (the stream doors use it)."""
+
+
+class DirectBody:
+    """Writes already chunk-encoded body bytes straight to a streaming response's connection.
+
+    A stream door's shared tail hands one event to thousands of clients; going through each
+    response's ASGI ``send`` would wake a task per client per event. For a client whose response
+    is waiting for its next frame, with nothing queued and a socket that accepts more, the tail
+    writes the event's pre-encoded chunk here instead (docs/doors/stream.md#one-shared-tail).
+    ``write`` refuses (False) whenever that would not be what ``send`` does: before the headers
+    went out, without chunked encoding, after the end, on a closed connection, or while the
+    socket's buffer is over its high-water mark — the caller then queues the frame for the
+    response's own ``send``, which waits for the socket."""
+
+    __slots__ = ("_cycle",)
+
+    def __init__(self, cycle: RequestResponseCycle) -> None:
+        self._cycle = cycle
+
+    def write(self, chunk: bytes) -> bool:
+        cycle = self._cycle
+        if (
+            cycle.disconnected
+            or cycle.response_complete
+            or not cycle.response_started
+            or not cycle.chunked_encoding
+            or cycle.flow.write_paused
+            or cycle.transport.is_closing()
+        ):
+            return False
+        cycle.transport.write(chunk)
+        return True
+
+    def abort(self) -> None:
+        """Drop the connection (a client that does not even take its last frame)."""
+        self._cycle.transport.abort()
 
 
 class Limits(msgspec.Struct, frozen=True):
@@ -126,6 +166,9 @@ def protocol_with(limits: Limits) -> type[HttpToolsProtocol]:
         def on_headers_complete(self) -> None:
             self._disarm_head_timer()
             super().on_headers_complete()
+            cycle = self.cycle
+            if cycle is not None and cycle.scope is self.scope:
+                self.scope[SSE_WRITER] = DirectBody(cycle)  # type: ignore[literal-required]
 
         def on_response_complete(self) -> None:
             super().on_response_complete()

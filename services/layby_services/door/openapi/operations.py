@@ -110,8 +110,8 @@ def _sse_stream(operation_id: str, tag: str, frames: str, seq: str) -> Operation
         },
         responses={
             "503": error(
-                "This door process serves `LAYBY_SSE_MAX_CLIENTS` streams already, or NATS did not "
-                "grant the subscription (docs/doors/stream.md#capacity).",
+                "This door process serves `LAYBY_SSE_MAX_CLIENTS` streams already, or the consumer of "
+                "the stream's shared tail could not be created (docs/doors/stream.md#capacity).",
                 (TOO_MANY_STREAMS, STREAM_UNAVAILABLE),
                 headers={
                     "Retry-After": header(

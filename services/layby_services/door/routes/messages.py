@@ -24,43 +24,53 @@ from layby_contracts.http import InboundMessage
 from layby_server.auth import Principal
 from layby_server.logs import get_logger
 from layby_services.door.deps import door, principal_of
+from layby_services.door.listeners import Entry, sees
 from layby_services.door.openapi import refusal
 from layby_services.door.query import LastEventId, LastEventIdHeader, authenticated
-from layby_services.door.routes.stream import tail
+from layby_services.door.routes.stream import audience_of, tail, writer_of
 
 log = get_logger("layby.door.messages")
 _enc = msgspec.json.Encoder()
 CHANNEL = "^[A-Za-z0-9_-]{1,64}$"
 
 
+class MessageFeed:
+    """How an inbound message on the messages stream becomes an entry: its audience is the
+    question's (none for a message about no question), its topic its channel."""
+
+    name = "messages"
+
+    def entry(self, seq: int, data: bytes, headers: dict[str, str] | None, *, live: bool) -> Entry | None:
+        try:
+            ev = decode_event(data)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            log.warning("messages.skip_malformed", seq=seq)
+            return None
+        if not isinstance(ev, ChannelMessageReceived):
+            return None
+        body = _enc.encode(
+            InboundMessage(
+                message_id=ev.message_id,
+                channel=ev.channel,
+                sender=ev.sender,
+                sender_name=_given(ev.sender_name),
+                chat=ev.chat,
+                received_at=ev.received_at,
+                reason=ev.reason,
+                text=_given(ev.text),
+                value=_given(ev.value),
+                interaction_id=_given(ev.interaction_id),
+                notification_id=_given(ev.notification_id),
+                params=_given(ev.params),
+            )
+        )
+        return Entry(seq, b"id: %d\nevent: message\ndata: %s\n\n" % (seq, body), ev.audience, ev.channel)
+
+
 def message_frame(seq: int, data: bytes, who: Principal) -> bytes | None:
     """The SSE frame of one inbound message for this caller, or None when it is not theirs."""
-    try:
-        ev = decode_event(data)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        log.warning("messages.skip_malformed", seq=seq)
-        return None
-    if not isinstance(ev, ChannelMessageReceived):
-        return None
-    if who.restricted and ev.audience != who.identity:
-        return None
-    body = _enc.encode(
-        InboundMessage(
-            message_id=ev.message_id,
-            channel=ev.channel,
-            sender=ev.sender,
-            sender_name=_given(ev.sender_name),
-            chat=ev.chat,
-            received_at=ev.received_at,
-            reason=ev.reason,
-            text=_given(ev.text),
-            value=_given(ev.value),
-            interaction_id=_given(ev.interaction_id),
-            notification_id=_given(ev.notification_id),
-            params=_given(ev.params),
-        )
-    )
-    return b"id: %d\nevent: message\ndata: %s\n\n" % (seq, body)
+    entry = MessageFeed().entry(seq, data, None, live=False)
+    return entry.frame if entry is not None and sees(entry, audience_of(who), None) else None
 
 
 def _given(value: Any) -> Any:
@@ -94,13 +104,19 @@ async def messages_stream(
     who = principal_of(request)
     names = state.store.names
     raw = last_event_id_header or last_event_id or None
+    # One shared tail follows every channel; a client asking for one channel filters on it
+    # (docs/doors/stream.md#one-shared-tail).
     return await tail(
         state,
         who,
         raw,
         stream=names.messages_stream,
-        subject=names.messages(channel) if channel else names.messages_all,
+        subject=names.messages_all,
+        feed=_FEED,
         logger=log,
-        logger_name="messages",
-        framer=message_frame,
+        topic=channel,
+        direct=writer_of(request),
     )
+
+
+_FEED = MessageFeed()

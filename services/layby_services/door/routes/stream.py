@@ -12,18 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import msgspec
-import nats.errors
-import nats.js.errors
 from litestar import Request, get
 from litestar.response import Stream
-from nats.aio.msg import Msg
-from nats.js.api import ConsumerConfig, DeliverPolicy
 from structlog.typing import FilteringBoundLogger
 
+from layby_contracts.errors import Unavailable
 from layby_contracts.events import InteractionAnswered, InteractionAsked, InteractionRemoved, decode_event
 from layby_contracts.http import TerminalFrame
 from layby_domain.frames import add_frame
@@ -35,17 +31,16 @@ from layby_server.logs import get_logger
 from layby_services.door.cache import AskedCache
 from layby_services.door.deps import DoorState, door, principal_of
 from layby_services.door.errors import Busy
+from layby_services.door.listeners import UNSTARTED_STREAM_SECONDS, Entry, Feed, Writer, frames, sees
 from layby_services.door.messages import STREAM_UNAVAILABLE, TOO_MANY_STREAMS
+from layby_services.door.protocol import SSE_WRITER, DirectBody
 from layby_services.door.query import LastEventId, LastEventIdHeader
 
 log = get_logger("layby.door.stream")
 _enc = msgspec.json.Encoder()
-KEEPALIVE = b": keepalive\n\n"
 _SEQ = re.compile(r"[0-9]{1,19}")
 STREAM_RETRY_AFTER = 5
 """Seconds a client refused for capacity is told to wait (Retry-After)."""
-UNSTARTED_STREAM_SECONDS = 30.0
-"""A subscription whose response never started iterating is released after this long."""
 
 
 def resume_point(raw: str | None, first: int, last: int, window: int) -> tuple[int, str | None]:
@@ -63,135 +58,67 @@ def resume_point(raw: str | None, first: int, last: int, window: int) -> tuple[i
     return seen + 1, None
 
 
-def frame(
-    seq: int,
-    data: bytes,
-    who: Principal,
-    asked: AskedCache | None = None,
-    headers: dict[str, str] | None = None,
-) -> bytes | None:
-    """The SSE frame of one log message for this caller, or None when it is not theirs to see.
+class InteractionFeed:
+    """How an event of the log becomes a stream door entry (docs/doors/stream.md#frames). Live
+    events passing by also feed the door's asked-event cache, which then often holds a question
+    before the projector has applied it."""
 
-    Events passing by also feed the door's asked-event cache, which then often holds a question
-    before the projector has applied it.
-    """
-    try:
-        ev = decode_event(data)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        log.warning("stream.skip_malformed", seq=seq)
-        return None
-    if not isinstance(ev, InteractionAsked | InteractionAnswered | InteractionRemoved):
-        return None  # run, caller-outcome, door and visit events are not part of the interactions stream
-    if of_caller_ask(ev):
-        return None  # a caller ask is no person's question (docs/caller-asks.md#hidden-from-the-inbox)
-    if asked is not None:
-        asked.observe([Stored(seq=seq, event=ev, trace=tracing.carrier_of(headers))])
-    if who.restricted and ev.audience != who.identity:
-        return None
-    if isinstance(ev, InteractionRemoved) and not ev.group_id:
-        return None  # the removal of a question that was never asked (older logs): no client knows it
-    match ev:
-        case InteractionAsked():
-            name, body = b"interaction.add", _enc.encode(add_frame(ev))
-        case InteractionAnswered():
-            name, body = (
-                b"interaction.answered",
-                _enc.encode(TerminalFrame(interaction_id=ev.interaction_id, group_id=ev.group_id)),
-            )
-        case InteractionRemoved():
-            name, body = (
-                b"interaction.removed",
-                _enc.encode(TerminalFrame(interaction_id=ev.interaction_id, group_id=ev.group_id)),
-            )
-    return b"id: %d\nevent: %s\ndata: %s\n\n" % (seq, name, body)
+    name = "stream"
 
+    def __init__(self, asked: AskedCache | None = None) -> None:
+        self._asked = asked
 
-class _Subscription:
-    """One client's JetStream subscription and its slot under the stream cap, released exactly
-    once: when the client's frames end, or — if the response never starts iterating them (the
-    client left before the first byte) — by a watchdog, so nothing is left behind."""
-
-    def __init__(self, state: DoorState, subject: str) -> None:
-        self._state = state
-        self._subject = subject
-        self.inbox: asyncio.Queue[Msg] = asyncio.Queue()
-        self.sub: Any = None
-        self._released = False
-        self._watchdog: asyncio.TimerHandle | None = None
-
-    async def open(self, start: int) -> None:
-        state = self._state
-        if state.open_streams >= state.settings.sse_max_clients:
-            raise Busy(TOO_MANY_STREAMS, retry_after=STREAM_RETRY_AFTER)
-        state.open_streams += 1
+    def entry(self, seq: int, data: bytes, headers: dict[str, str] | None, *, live: bool) -> Entry | None:
         try:
-            self.sub = await state.store.js.subscribe(
-                self._subject,
-                ordered_consumer=True,
-                config=ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start),
-                cb=self._deliver,
-            )
-        except (nats.errors.Error, nats.js.errors.Error, OSError) as exc:
-            await self.release()
-            log.warning("stream.subscribe_failed", error=f"{type(exc).__name__}: {exc}")
-            raise Busy(STREAM_UNAVAILABLE, retry_after=STREAM_RETRY_AFTER) from exc
-        loop = asyncio.get_running_loop()
-        self._watchdog = loop.call_later(
-            UNSTARTED_STREAM_SECONDS, lambda: asyncio.ensure_future(self.release())
-        )
-
-    async def _deliver(self, msg: Msg) -> None:
-        self.inbox.put_nowait(msg)
-
-    def started(self) -> None:
-        if self._watchdog is not None:
-            self._watchdog.cancel()
-            self._watchdog = None
-
-    async def release(self) -> None:
-        if self._released:
-            return
-        self._released = True
-        self.started()
-        self._state.open_streams -= 1
-        if self.sub is not None:
-            try:
-                await self.sub.unsubscribe()
-            except (nats.errors.Error, RuntimeError):
-                pass
+            ev = decode_event(data)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            log.warning("stream.skip_malformed", seq=seq)
+            return None
+        if not isinstance(ev, InteractionAsked | InteractionAnswered | InteractionRemoved):
+            return None  # run, caller-outcome, door and visit events are not part of the interactions stream
+        if of_caller_ask(ev):
+            return None  # a caller ask is no person's question (docs/caller-asks.md#hidden-from-the-inbox)
+        if live and self._asked is not None:
+            self._asked.observe([Stored(seq=seq, event=ev, trace=tracing.carrier_of(headers))])
+        if isinstance(ev, InteractionRemoved) and not ev.group_id:
+            return None  # the removal of a question that was never asked (older logs): no client knows it
+        match ev:
+            case InteractionAsked():
+                name, body = b"interaction.add", _enc.encode(add_frame(ev))
+            case InteractionAnswered():
+                name, body = (
+                    b"interaction.answered",
+                    _enc.encode(TerminalFrame(interaction_id=ev.interaction_id, group_id=ev.group_id)),
+                )
+            case InteractionRemoved():
+                name, body = (
+                    b"interaction.removed",
+                    _enc.encode(TerminalFrame(interaction_id=ev.interaction_id, group_id=ev.group_id)),
+                )
+        return Entry(seq, b"id: %d\nevent: %s\ndata: %s\n\n" % (seq, name, body), ev.audience)
 
 
-Framer = Callable[[int, bytes, Principal], bytes | None]
+def audience_of(who: Principal) -> str | None:
+    """The audience filter of a caller: its own identity when restricted, none for an operator
+    (docs/doors/stream.md#audience-filter)."""
+    return who.identity if who.restricted else None
 
 
-async def _frames(
-    state: DoorState, who: Principal, opened: _Subscription, keepalive: float, framer: Framer | None = None
-) -> AsyncIterator[bytes]:
-    """The frames of an open subscription; ending (or a client that leaves) releases it."""
-    opened.started()
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + keepalive
-    try:
-        while True:
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                yield KEEPALIVE
-                deadline = loop.time() + keepalive
-                continue
-            try:
-                async with asyncio.timeout(remaining):  # no task per message, unlike wait_for
-                    msg = await opened.inbox.get()
-            except TimeoutError:
-                continue
-            seq = msg.metadata.sequence.stream
-            out = (
-                framer(seq, msg.data, who) if framer else frame(seq, msg.data, who, state.asked, msg.headers)
-            )
-            if out is not None:
-                yield out
-                deadline = loop.time() + keepalive  # only a delivered frame re-arms the keepalive
-    finally:
-        await opened.release()
+def frame(seq: int, data: bytes, who: Principal) -> bytes | None:
+    """The SSE frame of one log message for this caller, or None when it is not theirs to see."""
+    entry = InteractionFeed().entry(seq, data, None, live=False)
+    return entry.frame if entry is not None and sees(entry, audience_of(who), None) else None
+
+
+def writer_of(request: Request[Any, Any, Any]) -> Writer | None:
+    """The connection's direct writer (the door's own HTTP server offers one; another does not)."""
+    writer = request.scope.get(SSE_WRITER)
+    return writer if isinstance(writer, DirectBody) else None
+
+
+def evicted_frame(through: int) -> bytes:
+    """The last frame of a client too slow for its queue (docs/doors/stream.md#slow-clients)."""
+    return b"id: %d\nevent: stream.evicted\ndata: {}\n\n" % through
 
 
 @get(
@@ -210,7 +137,14 @@ async def stream_door(
     raw = last_event_id_header or last_event_id or None  # an empty value is no value; the header wins
     names = state.store.names
     return await tail(
-        state, who, raw, stream=names.events_stream, subject=names.ix_all, logger=log, logger_name="stream"
+        state,
+        who,
+        raw,
+        stream=names.events_stream,
+        subject=names.ix_all,
+        feed=InteractionFeed(state.asked),
+        logger=log,
+        direct=writer_of(request),
     )
 
 
@@ -221,29 +155,42 @@ async def tail(
     *,
     stream: str,
     subject: str,
+    feed: Feed,
     logger: FilteringBoundLogger,
-    logger_name: str,
-    framer: Framer | None = None,
+    topic: str | None = None,
+    direct: Writer | None = None,
 ) -> Stream:
     """An SSE response following ``subject`` of ``stream`` from the client's last seen id
-    (``raw``), or from the live end (docs/doors/stream.md#resume-with-last-event-id); a fallback
-    to the live end is logged on the door's own ``logger``."""
+    (``raw``), or from the live end (docs/doors/stream.md#resume-with-last-event-id), served by
+    the process's shared tail (docs/doors/stream.md#one-shared-tail); a fallback to the live end
+    is logged on the door's own ``logger``. ``topic``: only the entries of this topic; ``direct``:
+    the connection's writer, when the server offers one (``writer_of``)."""
+    tails = state.tails
+    # Counted before the response starts: a client the door cannot serve gets 503, never a 200
+    # that goes silent (docs/doors/stream.md#capacity).
+    if tails.clients >= state.settings.sse_max_clients:
+        raise Busy(TOO_MANY_STREAMS, retry_after=STREAM_RETRY_AFTER)
     first, last = await state.store.bounds(stream)
     start, fallback = resume_point(raw, first, last, state.settings.sse_resume_window)
     if fallback is not None:
         logger.warning(
-            f"{logger_name}.resume_fallback",
+            f"{feed.name}.resume_fallback",
             reason=fallback,
             first_seq=first,
             last_seq=last,
             identity=who.identity,
         )
-    # Subscribed before the response starts: a client the door cannot serve gets 503, never a
-    # 200 that goes silent (docs/doors/stream.md#capacity).
-    opened = _Subscription(state, subject)
-    await opened.open(start)
+    try:
+        listener = await tails.attach(
+            stream=stream, subject=subject, feed=feed, start=start, audience=audience_of(who), topic=topic
+        )
+    except Unavailable as exc:
+        log.warning("stream.subscribe_failed", error=str(exc))
+        raise Busy(STREAM_UNAVAILABLE, retry_after=STREAM_RETRY_AFTER) from exc
+    listener.direct = direct
+    listener.watchdog = asyncio.get_running_loop().call_later(UNSTARTED_STREAM_SECONDS, listener.release)
     return Stream(
-        _frames(state, who, opened, state.settings.sse_keepalive_seconds, framer),
+        frames(listener, state.settings.sse_keepalive_seconds, evicted_frame),
         media_type="text/event-stream",
         headers={
             "Cache-Control": "no-cache",
