@@ -81,15 +81,18 @@ class DirectBody:
 
     def write(self, chunk: bytes) -> bool:
         cycle = self._cycle
-        if (
-            cycle.disconnected
-            or cycle.response_complete
-            or not cycle.response_started
-            or not cycle.chunked_encoding
-            or cycle.flow.write_paused
-            or cycle.transport.is_closing()
-        ):
-            return False
+        try:
+            if (
+                cycle.disconnected
+                or cycle.response_complete
+                or not cycle.response_started
+                or not cycle.chunked_encoding
+                or cycle.flow.write_paused
+                or cycle.transport.is_closing()
+            ):
+                return False
+        except AttributeError:
+            return False  # a server release that keeps its state otherwise: ASGI's send, as before
         cycle.transport.write(chunk)
         return True
 
