@@ -15,19 +15,20 @@ import argparse
 import asyncio
 import sys
 import time
+from typing import Any
 from pathlib import Path
 
 import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _result import Result, add_json_option
-from _up import pct, start_up, tree_cpu_seconds
+from _up import cpu_split, pct, start_up, tree_cpu_by_process, tree_cpu_seconds
 
 from layby.sdk import connect
 from layby_server.settings import load_settings
 
 
-async def run_level(nats_url: str, token: str, n: int, seconds: float, server_pid: int) -> dict[str, float]:
+async def run_level(nats_url: str, token: str, n: int, seconds: float, server_pid: int) -> dict[str, Any]:
     client = await connect(nats_url=nats_url, token=token, settings=load_settings({}, max_concurrent=None))
     latencies: list[float] = []
     stop = asyncio.Event()
@@ -42,11 +43,13 @@ async def run_level(nats_url: str, token: str, n: int, seconds: float, server_pi
 
     await client.start_run("bench-unserved", {"warmup": True})
     cpu0, t0 = tree_cpu_seconds(server_pid), time.perf_counter()
+    split0 = tree_cpu_by_process(server_pid)
     tasks = [asyncio.create_task(starter(k)) for k in range(n)]
     await asyncio.sleep(seconds)
     stop.set()
     await asyncio.gather(*tasks)
     elapsed, cpu = time.perf_counter() - t0, tree_cpu_seconds(server_pid) - cpu0
+    split = cpu_split(split0, tree_cpu_by_process(server_pid), len(latencies))
     await client.close()
     return {
         "n": n,
@@ -55,6 +58,7 @@ async def run_level(nats_url: str, token: str, n: int, seconds: float, server_pi
         "p50": pct(latencies, 0.5),
         "p99": pct(latencies, 0.99),
         "cpu_ms": cpu * 1000 / max(len(latencies), 1),
+        "split": split,
     }
 
 
@@ -85,6 +89,9 @@ def main() -> None:
         out.lower(f"N={r['n']} start p50, ms", r["p50"])
         out.lower(f"N={r['n']} start p99, ms", r["p99"])
         out.lower(f"N={r['n']} server CPU per start, ms", r["cpu_ms"])
+        for part in ("ask", "nats", "resume", "door", "postgres", "delivery"):
+            if part in r["split"]:
+                out.lower(f"N={r['n']} CPU per start: {part}, ms", r["split"][part])
     out.write(args.json)
 
 
