@@ -319,13 +319,9 @@ class EventStore(Resolving):
 
     async def first(self, subject: str) -> Stored | None:
         """The first event on a subject (for an interaction: its ``asked`` event), from the leader."""
-        with unavailable_on_transport_error(f"read of {subject}"):
-            try:
-                raw = await self.js.get_msg(
-                    self.names.events_stream, seq=1, subject=subject, next=True, direct=self._replicas == 1
-                )
-            except nats.js.errors.NotFoundError:
-                return None
+        raw = await self.next_message(self.names.events_stream, subject, 1)
+        if raw is None:
+            return None
         assert raw.data is not None
         assert raw.seq is not None
         return Stored(seq=int(raw.seq), event=decode_event(raw.data), trace=tracing.carrier_of(raw.headers))
