@@ -18,7 +18,8 @@ import pytest
 
 from tests.e2e.sources import ROOT, copy_sources
 
-pytestmark = pytest.mark.e2e
+# One worker builds the module's venv once and runs every test on it (docs/engineering.md#testing).
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("image")]
 
 
 INSTALL = ROOT / "deploy" / "image" / "install.sh"

