@@ -33,17 +33,30 @@ from layby_contracts.channels import (
 
 class HangingChannel:
     """A medium that never answers: the delivery service must cut it at the remaining budget.
-    Records the question of every send it has started."""
+    Records the question of every send it has started; a test that is done with a hung send may
+    end it (``release``), so the service's shutdown does not wait on it."""
 
     started: ClassVar[list[str]] = []
+    hangs: ClassVar[dict[str, asyncio.Event]] = {}
 
     def __init__(self, *, name: str, config: dict[str, Any], secrets: Mapping[str, bytes]) -> None:
         self.calls = 0
 
     async def deliver(self, delivery: ChannelDelivery) -> None:
         self.calls += 1
+        hang = HangingChannel.hangs.setdefault(delivery.interaction_id, asyncio.Event())
         HangingChannel.started.append(delivery.interaction_id)
-        await asyncio.Event().wait()
+        try:
+            await hang.wait()
+        finally:
+            HangingChannel.hangs.pop(delivery.interaction_id, None)
+        raise ChannelDeliveryError("the hung send was released by the test")
+
+    @classmethod
+    def release(cls, interaction_id: str) -> None:
+        """End the hung send of ``interaction_id`` (it fails, as a medium that gave up would)."""
+        if hang := cls.hangs.get(interaction_id):
+            hang.set()
 
 
 class LeakyChannel:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import ssl
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
@@ -32,6 +33,20 @@ ALICE = "alice-token-0123456789abcd"
 BOB = "bob-token-0123456789abcdef"
 SECRETS_KEY = new_key()
 TOKENS = f"{OPERATOR}:ops:operator,{ALICE}:alice:user,{BOB}:bob:user"
+TLS = ssl.create_default_context()
+"""One TLS context for the test clients of the doors: httpx builds a new one for each client
+otherwise (about 20 ms of CPU reading the CA bundle), and the doors here are plain HTTP."""
+
+
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
+    """pyproject's ``addopts`` name pytest-xdist's ``-n``; without xdist (``-p no:xdist``, or an
+    environment without it) it is accepted and means nothing, and the suite runs in this process
+    (docs/engineering.md#testing)."""
+    if pluginmanager.has_plugin("xdist"):
+        return
+    group = parser.getgroup("xdist", "distributed testing (pytest-xdist is not loaded: ignored)")
+    # ``_addoption``: a lowercase short option is reserved to pytest's own plugins, as xdist is.
+    group._addoption("-n", "--numprocesses", dest="numprocesses", default=None, help="ignored")
 
 
 @pytest.fixture(scope="session")
@@ -103,7 +118,7 @@ class System:
 
     def http(self, token: str | None = OPERATOR) -> httpx.AsyncClient:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        return httpx.AsyncClient(base_url=self.url, headers=headers, timeout=10)
+        return httpx.AsyncClient(base_url=self.url, headers=headers, timeout=10, verify=TLS)
 
     async def sdk(self, token: str = OPERATOR, *, public_base_url: str | None = None) -> Client:
         """An SDK client (closed with the system); ``public_base_url`` replaces the settings' own."""
@@ -127,7 +142,7 @@ class System:
         if name == "door":
             from tests.helpers import eventually
 
-            async with httpx.AsyncClient() as http:
+            async with httpx.AsyncClient(verify=TLS) as http:
 
                 async def ready() -> bool:
                     return (await http.get(f"{self.url}/readyz")).status_code == 200
@@ -184,7 +199,7 @@ async def start_system(
     for name, run in runners.items():
         system.stops[name] = asyncio.Event()
         system.tasks[name] = asyncio.create_task(run(system.stops[name]), name=name)
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient(verify=TLS) as http:
 
         async def ready() -> bool:
             for name, task in system.tasks.items():

@@ -44,8 +44,10 @@ def expect(locator: Any) -> Any:
     return pw_expect(locator)
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 async def browser() -> AsyncIterator[Any]:
+    """One Chromium per worker process; each test gets a fresh context of it (``page``), which
+    shares no cookies, storage, permissions or cache with any other."""
     if not HAVE_CHROMIUM:
         if os.environ.get("CI"):
             pytest.fail("CI must install Debian's chromium for the browser tests (see .ci/run)")

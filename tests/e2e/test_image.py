@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.sources import ROOT, copy_sources
+from tests.e2e.sources import ROOT, built_once, copy_sources
 
 pytestmark = pytest.mark.e2e
 
@@ -44,15 +44,18 @@ def _size(path: Path) -> int:
 
 @pytest.fixture(scope="module")
 def image_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The Dockerfile's builder steps: ``install.sh deps``, our wheel, ``install.sh app``."""
-    src = copy_sources(tmp_path_factory.mktemp("src"))
-    wheels = tmp_path_factory.mktemp("wheels")
-    venv = tmp_path_factory.mktemp("image") / "layby"
-    env = {**os.environ, "PYTHON": sys.executable}
-    _run(INSTALL, "deps", venv, env=env, timeout=600)
-    _run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", wheels, src, timeout=300)
-    _run(INSTALL, "app", venv, wheels, env=env, timeout=300)
-    return venv
+    """The Dockerfile's builder steps: ``install.sh deps``, our wheel, ``install.sh app`` (once per
+    test run, whichever worker runs these tests)."""
+
+    def build(dest: Path) -> None:
+        src = copy_sources(dest / "src")
+        wheels = dest / "wheels"
+        env = {**os.environ, "PYTHON": sys.executable}
+        _run(INSTALL, "deps", dest / "image" / "layby", env=env, timeout=600)
+        _run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", wheels, src, timeout=300)
+        _run(INSTALL, "app", dest / "image" / "layby", wheels, env=env, timeout=300)
+
+    return built_once(tmp_path_factory, "image-venv", build) / "image" / "layby"
 
 
 def test_the_installed_set_is_consistent(image_venv: Path) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from tests.e2e.sources import copy_sources
+from tests.e2e.sources import built_once, copy_sources
 
 pytestmark = pytest.mark.e2e
 
@@ -38,12 +38,15 @@ def _top_level(wheel: Path) -> set[str]:
 
 @pytest.fixture(scope="module")
 def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The three wheels, built from a copy of the sources (a build leaves files behind)."""
-    src = copy_sources(tmp_path_factory.mktemp("src"))
-    out = tmp_path_factory.mktemp("wheels")
-    for source in (src, src / "contracts", src / "libs" / "layby"):
-        _wheel(source, out)
-    return out
+    """The three wheels, built from a copy of the sources (a build leaves files behind), once per
+    test run whichever worker runs these tests."""
+
+    def build(dest: Path) -> None:
+        src = copy_sources(dest / "src")
+        for source in (src, src / "contracts", src / "libs" / "layby"):
+            _wheel(source, dest / "wheels")
+
+    return built_once(tmp_path_factory, "wheels", build) / "wheels"
 
 
 def test_every_distribution_installs_only_layby_top_level_modules(wheels: Path) -> None:

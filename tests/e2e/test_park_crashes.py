@@ -19,6 +19,7 @@ from pathlib import Path
 import asyncpg
 import httpx
 import msgspec
+import nats.js.errors
 import pytest
 
 from layby_contracts.events import RunFinished, RunResumed
@@ -138,6 +139,28 @@ async def test_a_worker_killed_between_receiving_and_acking_a_continuation_resum
         stop_processes(procs)
 
 
+RESUME_ACK_WAIT_SECONDS = 5.0
+"""The resume consumer's ack wait in these tests: the killed service's message comes back after
+it (the service's own 30 s would only make the test wait longer for the same redelivery)."""
+
+
+async def shorten_resume_ack_wait(store: EventStore) -> None:
+    """Once the resume service has created its durable consumer, lower its ack wait (an editable
+    field: the same config sent again updates it). A restarted service binds to the consumer as
+    it finds it."""
+    durable = store.names.durable("resume")
+    info = await eventually(
+        lambda: store.js.consumer_info(store.names.events_stream, durable),
+        f"the resume consumer {durable} to exist",
+        timeout=30,
+        retry=nats.js.errors.NotFoundError,
+    )
+    config = info.config
+    config.ack_wait = RESUME_ACK_WAIT_SECONDS
+    updated = await store.js.add_consumer(store.names.events_stream, config)
+    assert updated.config.ack_wait == RESUME_ACK_WAIT_SECONDS
+
+
 @pytest.mark.parametrize("failpoint", ["resume.after_claim", "resume.after_publish"])
 async def test_the_resume_service_killed_around_its_publish_resumes_each_run_once(
     settings: Settings, store: EventStore, effects: asyncpg.Pool, failpoint: str
@@ -147,6 +170,7 @@ async def test_the_resume_service_killed_around_its_publish_resumes_each_run_onc
     procs["resume"] = spawn("resume", {**env, "LAYBY_FAILPOINTS": failpoint})
     try:
         await wait_ready(f"http://127.0.0.1:{settings.http_port}")
+        await shorten_resume_ack_wait(store)
         procs["worker"] = spawn_worker(worker_env(settings))
         asks = await start_and_park(settings, effects)
         await answer_all(settings, asks)

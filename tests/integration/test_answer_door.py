@@ -136,7 +136,10 @@ async def test_deeply_nested_answer_is_400_not_500(system: System) -> None:
     assert await asyncio.wait_for(task, 10) == {}
 
 
-@pytest.mark.parametrize("iid", [str(uuid.uuid4()), "not-a-uuid", "a.b.c", "*", ">"])
+# The fresh uuid has a fixed test id: pytest-xdist's workers must collect the same names.
+@pytest.mark.parametrize(
+    "iid", [pytest.param(str(uuid.uuid4()), id="a-fresh-uuid"), "not-a-uuid", "a.b.c", "*", ">"]
+)
 async def test_unknown_id_is_404(system: System, iid: str) -> None:
     """Unknown ids get 404 'Interaction not found', whatever their shape (docs/doors/answer.md#unknown-questions)."""
     async with system.http() as http:

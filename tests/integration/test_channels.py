@@ -305,6 +305,8 @@ async def test_a_hung_channel_holds_back_no_other_question(
     assert await asyncio.wait_for(ask, 10) == "fine"
     assert not stuck.done()
     stuck.cancel()
+    # Done with it: the delivery service's shutdown would otherwise wait for it (up to 10 s).
+    HangingChannel.release(HangingChannel.started[hung])
 
 
 async def test_a_plugin_error_that_quotes_the_callback_url_never_carries_the_ticket(
