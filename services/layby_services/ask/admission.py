@@ -109,25 +109,37 @@ class Admitter:
             await conn.execute(self._sql.release, interaction_id)
 
     async def run(self, stop: asyncio.Event) -> None:
-        while not stop.is_set():
-            try:
-                first = await asyncio.wait_for(self._queue.get(), timeout=0.5)
-            except TimeoutError:
-                continue
-            batch = [first]
-            while len(batch) < BATCH_MAX and not self._queue.empty():
-                batch.append(self._queue.get_nowait())
-            try:
-                results = await self._decide(batch)
-            except Exception as exc:  # noqa: BLE001 - every waiter must hear back, whatever failed
-                log.error("admission.failed", error=repr(exc), size=len(batch))
-                for _, _, fut in batch:
-                    if not fut.done():
-                        fut.set_exception(exc)
-                continue
-            for (_, _, fut), ok in zip(batch, results, strict=True):
+        """Decide queued admissions in batches until ``stop`` (which ends the wait at once)."""
+        stopping = asyncio.ensure_future(stop.wait())
+        getting: asyncio.Future[tuple[str, datetime, asyncio.Future[bool]]] | None = None
+        try:
+            while not stop.is_set():
+                getting = asyncio.ensure_future(self._queue.get())
+                await asyncio.wait({getting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+                if not getting.done():
+                    break  # stopping: the cancelled get below takes nothing off the queue
+                await self._admit(getting.result())
+        finally:
+            stopping.cancel()
+            if getting is not None and not getting.done():
+                getting.cancel()
+
+    async def _admit(self, first: tuple[str, datetime, asyncio.Future[bool]]) -> None:
+        """Decide ``first`` and whatever else is queued, in one transaction."""
+        batch = [first]
+        while len(batch) < BATCH_MAX and not self._queue.empty():
+            batch.append(self._queue.get_nowait())
+        try:
+            results = await self._decide(batch)
+        except Exception as exc:  # noqa: BLE001 - every waiter must hear back, whatever failed
+            log.error("admission.failed", error=repr(exc), size=len(batch))
+            for _, _, fut in batch:
                 if not fut.done():
-                    fut.set_result(ok)
+                    fut.set_exception(exc)
+            return
+        for (_, _, fut), ok in zip(batch, results, strict=True):
+            if not fut.done():
+                fut.set_result(ok)
 
     async def _decide(self, batch: list[tuple[str, datetime, asyncio.Future[bool]]]) -> list[bool]:
         assert self._cap is not None
