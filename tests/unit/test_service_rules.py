@@ -57,6 +57,15 @@ class World:
         await self.ask_service.ask(Ask(token=token, interaction_id=interaction_id, **fields))
         return interaction_id
 
+    async def withdraw(self, interaction_id: str, *, by: str) -> None:
+        """``by``'s prune of an id its ask has not recorded: the withdrawal on the log."""
+        await self.store.append(
+            self.store.names.withdrawn(interaction_id),
+            withdrawal(interaction_id, by=by, reason="cancelled", now=T0),
+            msg_id=f"w-{interaction_id}",
+            expected_seq=None,
+        )
+
     async def events(self, interaction_id: str) -> list[Any]:
         first = await self.store.first(self.store.names.ix(interaction_id))
         last = await self.store.last(self.store.names.ix(interaction_id))
@@ -130,12 +139,7 @@ async def test_an_ask_overtaken_by_its_own_prune_is_removed_again() -> None:
         asked_by="alice",
     )
     await world.store.append(world.store.names.ix(ix), asked, msg_id="a", expected_seq=0)
-    await world.store.append(
-        world.store.names.withdrawn(ix),
-        withdrawal(ix, by="alice", reason="cancelled", now=T0),
-        msg_id="w",
-        expected_seq=None,
-    )
+    await world.withdraw(ix, by="alice")
     with pytest.raises(BadInput, match="interaction_id is already in use"):
         await world.ask_service._unless_withdrawn(asked, world.ask_service._admitter)
     assert isinstance((await world.events(ix))[-1], InteractionRemoved)
@@ -146,12 +150,7 @@ async def test_an_ask_whose_prune_came_first_is_removed_at_once_and_refused() ->
     append, finds it, so the question is removed as cancelled and the ask refused."""
     world = World()
     ix = new_interaction_id()
-    await world.store.append(
-        world.store.names.withdrawn(ix),
-        withdrawal(ix, by="alice", reason="cancelled", now=T0),
-        msg_id="w",
-        expected_seq=None,
-    )
+    await world.withdraw(ix, by="alice")
     with pytest.raises(BadInput, match="interaction_id is already in use"):
         await world.ask(ALICE, interaction_id=ix)
     events = await world.events(ix)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,11 +82,16 @@ def bearer_token(request: ASGIConnection[Any, Any, Any, Any]) -> str:
 async def read_capped_body(request: Request[Any, Any, Any], limit: int) -> bytes:
     """Read the body counting actual bytes, never trusting Content-Length
     (docs/doors/common.md#body-size-cap)."""
-    chunks: list[bytes] = []
+    return await capped(request.stream(), limit)
+
+
+async def capped(chunks: AsyncIterator[bytes], limit: int) -> bytes:
+    """The chunks joined, refused (413) as soon as their actual bytes pass ``limit``."""
+    parts: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
+    async for chunk in chunks:
         size += len(chunk)
         if size > limit:
             raise PayloadTooLarge(PAYLOAD_TOO_LARGE)
-        chunks.append(chunk)
-    return b"".join(chunks)
+        parts.append(chunk)
+    return b"".join(parts)

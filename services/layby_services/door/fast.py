@@ -13,6 +13,7 @@ status, headers and body for every outcome.
 from __future__ import annotations
 
 import re
+from collections.abc import AsyncIterator
 from typing import Any
 
 import msgspec
@@ -24,10 +25,10 @@ from layby_contracts.errors import LaybyError
 from layby_contracts.http import Answered, AnsweredData, Error
 from layby_server.logs import get_logger
 from layby_services.door.access import IDENTITY_KEY
-from layby_services.door.deps import DoorState
-from layby_services.door.errors import NO_STORE, PayloadTooLarge, layby_error
-from layby_services.door.messages import INTERNAL_ERROR, PAYLOAD_TOO_LARGE
-from layby_services.door.routes.answer import CLIENT_HEADER, CLIENTS, parse_answer_body, submit_answer
+from layby_services.door.deps import DoorState, capped
+from layby_services.door.errors import NO_STORE, layby_error
+from layby_services.door.messages import INTERNAL_ERROR
+from layby_services.door.routes.answer import CLIENT_HEADER, client_named, parse_answer_body, submit_answer
 from layby_services.door.spans import request_trace
 
 log = get_logger("layby.door")
@@ -87,17 +88,10 @@ async def _answer(
     authorization = _header(scope, b"authorization")
     who = state.auth.from_header(authorization)
     scope.setdefault("state", {})[IDENTITY_KEY] = who.identity
-    raw = await _body(receive, state.settings.max_body_bytes)
+    raw = await capped(_chunks(receive), state.settings.max_body_bytes)  # docs/doors/common.md#body-size-cap
     answer = parse_answer_body(raw)
-    said = (_header(scope, CLIENT_HEADER.lower().encode()) or "").strip().lower()
-    await submit_answer(
-        state,
-        who,
-        interaction_id,
-        answer,
-        via=said if said in CLIENTS else "api",
-        request=request_trace(scope),
-    )
+    via = client_named(_header(scope, CLIENT_HEADER.lower().encode()))
+    await submit_answer(state, who, interaction_id, answer, via=via, request=request_trace(scope))
     return 200, [], _enc.encode(Answered(data=AnsweredData(interaction_id=interaction_id)))
 
 
@@ -108,18 +102,12 @@ def _header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
-async def _body(receive: Receive, limit: int) -> bytes:
-    """The body, counting actual bytes (docs/doors/common.md#body-size-cap)."""
-    chunks: list[bytes] = []
-    size = 0
+async def _chunks(receive: Receive) -> AsyncIterator[bytes]:
+    """The request body's chunks as the server hands them over."""
     while True:
         message: Any = await receive()
         if message["type"] == "http.disconnect":
             raise _Disconnected
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise PayloadTooLarge(PAYLOAD_TOO_LARGE)
-        chunks.append(chunk)
+        yield message.get("body", b"")
         if not message.get("more_body", False):
-            return b"".join(chunks)
+            return

@@ -60,8 +60,13 @@ CLIENTS = frozenset({"inbox", "cli"})
 
 
 def client_of(request: Request[Any, Any, Any]) -> str:
-    said = request.headers.get(CLIENT_HEADER, "").strip().lower()
-    return said if said in CLIENTS else "api"
+    return client_named(request.headers.get(CLIENT_HEADER))
+
+
+def client_named(said: str | None) -> str:
+    """The client a ``Layby-Client`` header names: ``inbox``, ``cli``, or else ``api``."""
+    name = (said or "").strip().lower()
+    return name if name in CLIENTS else "api"
 
 
 async def submit_answer(
