@@ -10,6 +10,7 @@ import asyncio
 from typing import Any
 
 import pytest
+from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
 from tests.browser.conftest import expect
 from tests.conftest import OPERATOR, System, _serve_door
@@ -444,8 +445,15 @@ async def test_every_pending_question_loads_past_the_first_page_and_only_rows_in
     await expect(page.locator("#count")).to_have_text("(203 open)")
     assert await page.locator("#rows .row").count() < 100  # virtualized
     await page.locator("#sort").select_option("oldest")
-    await page.locator("#rows").evaluate("r => { r.scrollTop = r.scrollHeight; }")
-    await row(page, "Bulk 202?").wait_for()  # from the second page
+    # Scrolled to the end, as a person does again when the next page is slow to come.
+    for attempt in range(6):
+        await page.locator("#rows").evaluate("r => { r.scrollTop = r.scrollHeight; }")
+        try:
+            await row(page, "Bulk 202?").wait_for(timeout=5000)  # from the second page
+            break
+        except PlaywrightTimeoutError:
+            if attempt == 5:
+                raise
     await page.fill("#search", "bulk 201")
     await expect(page.locator("#rows .row")).to_have_count(1)
     await expect(page.locator("#shown")).to_have_text("1 match")

@@ -262,9 +262,19 @@ async def test_a_rebuild_from_the_log_keeps_the_doors(
     assert (await put(system, "b", {"kind": "schedule", "target": "nightly", "every_seconds": 60}))[0] == 200
     async with system.http() as http:
         assert (await http.delete("/api/doors/c")).status_code == 200
-    await listed(system, ["a", "b"])
+    await listed(system, ["a", "b"])  # also true before "c" is projected at all: wait for its deletion
     snapshot = "SELECT * FROM doors ORDER BY name"
-    before = [dict(r) for r in await db.fetch(snapshot)]
+
+    async def rows() -> list[dict[str, Any]]:
+        return [dict(r) for r in await db.fetch(snapshot)]
+
+    before = await eventually(
+        rows,
+        "every save and the delete projected",
+        until=lambda found: (
+            len(found) == 3 and found[2]["deleted"] and json.loads(found[1]["spec"])["kind"] == "schedule"
+        ),
+    )
     assert [(r["name"], r["deleted"]) for r in before] == [("a", False), ("b", False), ("c", True)]
     await rebuild(db, store)
     after = [dict(r) for r in await db.fetch(snapshot)]
