@@ -83,3 +83,35 @@ async def test_a_service_still_connecting_stops_on_sigterm(settings: Settings) -
     assert "Traceback" not in output, output
     assert output.count("nats.connection_error") == 1, output
     assert "LAYBY_NATS_URL" in output
+
+
+async def test_several_nats_urls_separated_by_commas_connect_to_the_one_that_answers(
+    settings: Settings, nats_server: tuple[str, object]
+) -> None:
+    """A cluster's seeds are named as one comma-separated value (docs/reliability.md#naming-a-cluster):
+    the client tries each, so a first seed that is down does not stop it from connecting."""
+    down = f"nats://127.0.0.1:{free_port()}"
+    client = await connect(nats_url=f"{down}, {settings.nats_url}", token=OPERATOR, settings=settings)
+    await client.close()
+
+
+async def test_a_failed_first_connect_to_several_servers_names_every_address_and_the_reason(
+    settings: Settings,
+) -> None:
+    """With every seed down the error names each address and why, never a TypeError; a service
+    (no first-connect budget) reports the same way when a URL cannot even be read."""
+    from layby.connection import connect_nats
+
+    urls = [f"nats://127.0.0.1:{free_port()}" for _ in range(3)]
+    with pytest.raises(Unavailable) as caught:
+        await connect(nats_url=",".join(urls), token=OPERATOR, settings=settings)
+    message = str(caught.value)
+    assert f"cannot reach NATS at {', '.join(urls)} (LAYBY_NATS_URL): " in message
+    assert "Error" in message.split("(LAYBY_NATS_URL): ")[1], message
+    with pytest.raises(Unavailable) as caught:
+        await connect_nats(f"{urls[0]},,{urls[1]}", name="t")
+    assert "LAYBY_NATS_URL is not a usable NATS URL" in str(caught.value)
+    assert "empty entry" in str(caught.value)
+    with pytest.raises(Unavailable) as caught:
+        await connect_nats("nats://127.0.0.1:notaport", name="t")
+    assert "cannot reach NATS at nats://127.0.0.1:notaport (LAYBY_NATS_URL): " in str(caught.value)

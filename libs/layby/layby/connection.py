@@ -32,8 +32,21 @@ REPEAT_LOG_SECONDS = 30.0
 log = get_logger("layby.connection")
 
 
+def servers(url: str) -> list[str]:
+    """The servers a NATS URL names: one URL, or several separated by commas (a cluster's seeds,
+    as NATS clients write them; docs/reliability.md#naming-a-cluster). Blanks around each are
+    ignored; an empty entry is an error naming the variable's value."""
+    found = [part.strip() for part in url.split(",")]
+    if not url.strip() or any(not part for part in found):
+        raise ValueError(f"a NATS URL list has an empty entry: {url!r}")
+    return found
+
+
 def redacted(url: str) -> str:
-    """The URL without a password, fit for a log line or an error message."""
+    """The URL (or each of a comma-separated list) without a password, fit for a log line or an
+    error message."""
+    if "," in url:
+        return ", ".join(redacted(part.strip()) for part in url.split(","))
     parts = urlsplit(url)
     if parts.password is None:
         return url
@@ -48,8 +61,12 @@ class _ErrorLog:
     """nats-py reports every failed attempt; log the first of each kind, then at most one line per
     ``REPEAT_LOG_SECONDS`` with how many were skipped."""
 
-    def __init__(self, name: str, url: str, variable: str) -> None:
+    def __init__(self, name: str, url: str, variable: str, *, servers: int = 1) -> None:
         self._where = {"client": name, "address": redacted(url), "variable": variable}
+        self._servers = servers
+        self._attempts = 0
+        self.reasons: list[str] = []
+        """The distinct reasons first attempts failed, in order (for the error naming them)."""
         self._last: dict[str, float] = {}
         self._skipped: dict[str, int] = {}
         self.latest: BaseException | None = None
@@ -62,7 +79,12 @@ class _ErrorLog:
             self.refused = exc  # the reason worth naming; the reset that follows is its echo
             self.denied.set()
         self.latest = exc
-        self.failed.set()
+        self._attempts += 1
+        reason = _describe(exc)
+        if reason not in self.reasons:
+            self.reasons.append(reason)
+        if self._attempts >= self._servers:
+            self.failed.set()  # every server named has failed once: a client gives up here
         kind = type(exc).__name__
         now = time.monotonic()
         if now - self._last.get(kind, -REPEAT_LOG_SECONDS) < REPEAT_LOG_SECONDS:
@@ -91,7 +113,11 @@ async def connect_nats(
     ``inbox_prefix``: where its request replies arrive (only its own key may read there);
     ``ca_file``: the CA that signs a ``tls://`` server's certificate (LAYBY_NATS_CA_FILE).
     """
-    errors = _ErrorLog(name, url, variable)
+    try:
+        addresses = servers(url)
+    except ValueError as exc:
+        raise Unavailable(f"{variable} is not a usable NATS URL: {exc}") from None
+    errors = _ErrorLog(name, url, variable, servers=len(addresses))
     nc = NATS()
     options: dict[str, Any] = {}
     if seed is not None:
@@ -101,7 +127,7 @@ async def connect_nats(
     if ca_file is not None:
         options["tls"] = ssl.create_default_context(cafile=ca_file)
     attempt = nc.connect(
-        url,
+        addresses,
         **options,
         name=name,
         max_reconnect_attempts=-1,
@@ -112,7 +138,8 @@ async def connect_nats(
     )
     # A service waits for NATS as long as it takes (cancellable), unless NATS refuses its key:
     # that does not heal by waiting. A client fails fast: on the first failed attempt, or when
-    # the first connection takes too long.
+    # the first connection takes too long. With several servers named, a client tries each once
+    # before it gives up (the first may be the one that is down).
     connecting = asyncio.ensure_future(attempt)
     failing = asyncio.ensure_future((errors.failed if first_connect_timeout else errors.denied).wait())
     try:
@@ -137,12 +164,23 @@ async def connect_nats(
             "it admits only Layby's keys; an SDK client signs in with its LAYBY_TOKEN, a service "
             "with LAYBY_NATS_SEED (docs/security.md#nats-identities)"
         )
-    reason = (
-        f"{type(errors.latest).__name__}: {errors.latest}"
-        if errors.latest
-        else (f"no answer within {first_connect_timeout:g}s")
-    )
+    reason = _reason(errors, connecting, first_connect_timeout)
     raise Unavailable(f"cannot reach NATS at {redacted(url)} ({variable}): {reason}")
+
+
+def _describe(failure: BaseException) -> str:
+    text = str(failure).strip()
+    return f"{type(failure).__name__}: {text}" if text else type(failure).__name__
+
+
+def _reason(errors: _ErrorLog, connecting: asyncio.Future[Any], timeout: float | None) -> str:
+    """Why a first connection failed: each distinct error the attempts met, else the attempt's
+    own exception (a URL the client could not parse), else how long it waited."""
+    if errors.reasons:
+        return "; ".join(errors.reasons)
+    if connecting.done() and not connecting.cancelled() and connecting.exception() is not None:
+        return _describe(connecting.exception())  # type: ignore[arg-type]
+    return f"no answer within {timeout:g}s" if timeout is not None else "no answer"
 
 
 async def until_stopped(pull: Awaitable[list[Any]], stop: asyncio.Event) -> list[Any] | None:
