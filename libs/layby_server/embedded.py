@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import importlib.util
+import json
 import os
 import pwd
 import secrets
@@ -27,6 +28,7 @@ import sys
 import sysconfig
 import tempfile
 import time
+import urllib.request
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -104,25 +106,58 @@ def missing_embedded(*, nats: bool, postgres: bool) -> str | None:
 
 
 class EmbeddedNats:
-    def __init__(self, store_dir: Path, port: int | None = None, *, authorization: str | None = None) -> None:
+    """One nats-server process. With ``cluster_port`` and ``routes`` it is a node of a JetStream
+    cluster (``EmbeddedNatsCluster``), named ``server_name``."""
+
+    def __init__(
+        self,
+        store_dir: Path,
+        port: int | None = None,
+        *,
+        authorization: str | None = None,
+        server_name: str | None = None,
+        cluster_port: int | None = None,
+        routes: tuple[int, ...] = (),
+        monitor_port: int | None = None,
+    ) -> None:
         self.store_dir = store_dir
+        self.monitor_port = monitor_port
+        """NATS's monitoring endpoint on loopback (``/jsz`` names the meta leader); None: off."""
         self.port = port or free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         self.authorization = authorization
         """A NATS ``authorization`` block (layby_server.natsauth); None runs without auth (tests)."""
+        self.server_name = server_name
+        self.cluster_port = cluster_port
+        self.routes = routes
 
     @property
     def url(self) -> str:
         return f"nats://127.0.0.1:{self.port}"
 
-    def start(self) -> EmbeddedNats:
-        self.store_dir.mkdir(parents=True, exist_ok=True)
-        conf = self.store_dir / "nats.conf"
-        text = (
+    def _config(self) -> str:
+        text = ""
+        if self.server_name is not None:
+            text += f'server_name: "{self.server_name}"\n'
+        text += (
             f'listen: "127.0.0.1:{self.port}"\n'
             f'jetstream {{\n  store_dir: "{self.store_dir / "jetstream"}"\n  sync_interval: always\n}}\n'
             "max_payload: 4MB\n"
         )
+        if self.monitor_port is not None:
+            text += f'http: "127.0.0.1:{self.monitor_port}"\n'
+        if self.cluster_port is not None:
+            routes = ", ".join(f'"nats-route://127.0.0.1:{p}"' for p in self.routes)
+            text += (
+                f'cluster {{\n  name: "layby"\n  listen: "127.0.0.1:{self.cluster_port}"\n'
+                f"  routes: [{routes}]\n}}\n"
+            )
+        return text
+
+    def start(self) -> EmbeddedNats:
+        self.store_dir.mkdir(parents=True, exist_ok=True)
+        conf = self.store_dir / "nats.conf"
+        text = self._config()
         if self.authorization is not None:
             auth = self.store_dir / "auth.conf"
             auth.touch(mode=0o600)
@@ -143,12 +178,93 @@ class EmbeddedNats:
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)  # a paused server cannot stop
             self.proc.terminate()
             try:
                 self.proc.wait(10)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+    def kill(self) -> None:
+        """SIGKILL: no goodbye to clients or peers, nothing flushed that was not already."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def pause(self) -> None:
+        """SIGSTOP: the process is frozen with its sockets open (a partition, as its peers see it)."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+class EmbeddedNatsCluster:
+    """``size`` nats-server processes clustered on loopback, JetStream on every node: the shape a
+    production deployment runs (docs/reliability.md#the-cluster), on one machine. Each node keeps
+    its ports and data across restarts, so a restarted node rejoins as itself."""
+
+    def __init__(self, store_dir: Path, size: int = 3, *, authorization: str | None = None) -> None:
+        if size < 1:
+            raise ValueError(f"a cluster needs at least one node, got {size}")
+        cluster_ports = tuple(free_port() for _ in range(size))
+        self.nodes = [
+            EmbeddedNats(
+                store_dir / f"n{i}",
+                authorization=authorization,
+                server_name=f"layby-n{i}",
+                cluster_port=cluster_ports[i],
+                routes=tuple(p for j, p in enumerate(cluster_ports) if j != i),
+                monitor_port=free_port(),
+            )
+            for i in range(size)
+        ]
+
+    @property
+    def url(self) -> str:
+        """Every node's URL, comma-separated: how clients name a cluster's seeds."""
+        return ",".join(node.url for node in self.nodes)
+
+    @property
+    def size(self) -> int:
+        return len(self.nodes)
+
+    def start(self) -> EmbeddedNatsCluster:
+        for node in self.nodes:
+            node.start()
+        return self
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+    def meta_leader(self) -> EmbeddedNats | None:
+        """The node that leads JetStream's meta group (it places streams and consumers), as the
+        running nodes' monitoring endpoints report it; None while there is none."""
+        for node in self.nodes:
+            if not node.running or node.monitor_port is None:
+                continue
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{node.monitor_port}/jsz", timeout=1) as resp:
+                    leader = json.loads(resp.read()).get("meta_cluster", {}).get("leader")
+            except (OSError, ValueError):
+                continue
+            if leader:
+                return self.node_named(leader)
+        return None
+
+    def node_named(self, server_name: str) -> EmbeddedNats:
+        for node in self.nodes:
+            if node.server_name == server_name:
+                return node
+        raise KeyError(f"no node named {server_name!r} in this cluster")
 
 
 def _pg_bin() -> Path:
