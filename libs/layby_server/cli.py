@@ -26,10 +26,20 @@ def cmd_serve(_client: ClientSettings, args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_up(_client: ClientSettings, _args: argparse.Namespace) -> int:
-    from layby_server.up import up
+def cmd_up(_client: ClientSettings, args: argparse.Namespace) -> int:
+    from layby_server.up import Shape, up
 
-    return up(load_settings())
+    return up(load_settings(), shape=Shape(nats_nodes=args.nats_cluster, replicas=args.replicas))
+
+
+def _at_least_one(raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {raw!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def cmd_rebuild(_client: ClientSettings, _args: argparse.Namespace) -> int:
@@ -218,7 +228,22 @@ def cmd_secrets_key(_client: ClientSettings, _args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> dict[tuple[str, str | None], Any]:
     """Add the server's sub-commands to the CLI's parser; return their handlers."""
-    sub.add_parser("up", help="run the whole system (embedded NATS and PostgreSQL when no URLs are set)")
+    up = sub.add_parser("up", help="run the whole system (embedded NATS and PostgreSQL when no URLs are set)")
+    up.add_argument(
+        "--nats-cluster",
+        type=_at_least_one,
+        default=1,
+        metavar="N",
+        help="run N embedded NATS nodes as one JetStream cluster, every stream on 3 of them "
+        "(docs/reliability.md#the-cluster-on-one-machine)",
+    )
+    up.add_argument(
+        "--replicas",
+        type=_at_least_one,
+        default=1,
+        metavar="K",
+        help="run K processes of each service (the door's share the HTTP port)",
+    )
     serve = sub.add_parser("serve", help="run one service")
     serve.add_argument("service", choices=SERVICES)
     sub.add_parser("migrate", help="apply the SQL migrations to the PostgreSQL schema and exit")

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Iterator
+import dataclasses
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 import nats
@@ -43,6 +45,7 @@ if TYPE_CHECKING:
     from layby_server.eventlog import EventLog
 from layby_server.sealing import Sealer, open_secret, sealer_of
 
+T = TypeVar("T")
 STREAM_NOT_FOUND = 10059
 DUPLICATE_WINDOW = timedelta(minutes=2)
 CONTINUATION_MAX_AGE = timedelta(days=30)
@@ -54,6 +57,25 @@ MESSAGES_MAX_AGE = timedelta(days=30)
 WEBHOOK_ATTEMPTS_MAX_AGE = timedelta(days=30)
 """How long the attempts of a webhook stay visible in the interaction view (docs/webhooks.md#attempts)."""
 TAKEN, FREE = b"taken", b"free"
+ATTEMPT_SECONDS = 2.0
+"""One try of a JetStream request: far past a healthy reply (milliseconds), short enough that a
+request lost with a node (its leader killed, or paused) is sent again soon after a new leader is
+elected (docs/reliability.md#leader-changes)."""
+PATIENCE_SECONDS = 15.0
+"""How long one store operation keeps trying across a leader election or a lost node before it
+gives up with ``Unavailable`` (an election takes a few seconds)."""
+PAUSE_SECONDS = (0.05, 0.5)
+"""The first and the longest pause between two tries."""
+TRIED_AGAIN = (
+    nats.errors.TimeoutError,
+    TimeoutError,
+    nats.errors.NoRespondersError,
+    nats.js.errors.NoStreamResponseError,
+    nats.js.errors.ServiceUnavailableError,
+)
+"""What a try can meet while a stream has no leader or a node is gone: nothing was decided, the
+same request may be sent again (an append carries its ``Nats-Msg-Id``, so a try that landed
+unseen is recognised; see ``EventStore.append``)."""
 
 
 @contextlib.contextmanager
@@ -67,6 +89,23 @@ def unavailable_on_transport_error(what: str) -> Iterator[None]:
     except (nats.errors.Error, TimeoutError) as exc:
         detail = f"{exc}" if isinstance(exc, nats.js.errors.APIError) else type(exc).__name__
         raise Unavailable(f"{what} failed: {detail}") from exc
+
+
+def changes(wanted: StreamConfig, existing: StreamConfig) -> list[str]:
+    """The fields ``wanted`` sets that ``existing`` holds otherwise (metadata: the keys it sets;
+    the server adds keys of its own)."""
+    differ = []
+    for item in dataclasses.fields(wanted):
+        value = getattr(wanted, item.name)
+        if value is None:
+            continue
+        held = getattr(existing, item.name)
+        if item.name == "metadata":
+            if any((held or {}).get(key) != v for key, v in value.items()):
+                differ.append(item.name)
+        elif value != held:
+            differ.append(item.name)
+    return differ
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +144,9 @@ class EventStore(Resolving):
         """Seals sensitive answers at rest (LAYBY_SECRETS_KEY); None: this process keeps none."""
         self.nc = nc
         self.js: JetStreamContext = nc.jetstream(timeout=10)
+        self._jt: JetStreamContext = nc.jetstream(timeout=ATTEMPT_SECONDS)
+        """For the requests this store tries again: each try waits ``ATTEMPT_SECONDS``."""
+        self.patience = PATIENCE_SECONDS
         self.names = names
         self._replicas = replicas
         self._idle_ttl = idle_ttl_seconds
@@ -261,6 +303,10 @@ class EventStore(Resolving):
             except nats.js.errors.BadRequestError:
                 info = await self.js.stream_info(config.name)  # another replica created it meanwhile
         config = merge(config, info.config, self._owns.owned(role))
+        if not changes(config, info.config):
+            # Every replica provisions at every start; on a cluster each update is a proposal
+            # to the meta group, so one that changes nothing is not sent.
+            return config
         await self.js.update_stream(config)
         return config
 
@@ -269,25 +315,91 @@ class EventStore(Resolving):
 
         Raises ``Conflict`` when ``expected_seq`` is no longer the subject's last sequence (a
         lost race: re-read and re-decide) and ``Unavailable`` when the server is unreachable.
+        A try whose acknowledgement was lost (a leader killed, a timeout) is sent again with the
+        same ``Nats-Msg-Id``; when the log then answers "duplicate" or "moved on", the subject
+        is read from the leader, and an append found there with this id and these bytes is this
+        one: it landed once, and is reported as appended, not as a lost race.
         """
         headers = {"Nats-Msg-Id": msg_id}
         if expected_seq is not None:
             headers["Nats-Expected-Last-Subject-Sequence"] = str(expected_seq)
         tracing.inject(headers)  # the appending span's context, for whoever reads the event
+        data = encode_event(event)
+        tries = 0
+
+        async def publish() -> Any:
+            nonlocal tries
+            tries += 1
+            return await self._jt.publish(subject, data, headers=headers, timeout=ATTEMPT_SECONDS)
+
         with unavailable_on_transport_error(f"append to {subject}"):
             try:
-                ack = await self.js.publish(subject, encode_event(event), headers=headers, timeout=10)
+                ack = await self.patiently(publish)
             except nats.js.errors.APIError as exc:
-                if exc.err_code == WRONG_LAST_SEQUENCE:
-                    raise Conflict(f"{subject} moved on past sequence {expected_seq}") from None
-                raise
-        if ack.duplicate and expected_seq:
-            # The server de-duplicated on Nats-Msg-Id before checking the expected sequence: an
-            # identical append already landed, so this one did not decide anything.
-            raise Conflict(f"{subject}: duplicate of an earlier append")
+                if exc.err_code != WRONG_LAST_SEQUENCE:
+                    raise
+                if tries > 1 and (seq := await self._landed(subject, msg_id, data, expected_seq)):
+                    self.on_appended(event)
+                    return seq
+                raise Conflict(f"{subject} moved on past sequence {expected_seq}") from None
+            if ack.duplicate and expected_seq:
+                # The server de-duplicated on Nats-Msg-Id before checking the expected sequence:
+                # an identical append already landed. Ours, when an earlier try of this call
+                # landed unseen; otherwise this one did not decide anything.
+                if tries > 1 and await self._landed(subject, msg_id, data, int(ack.seq) - 1):
+                    self.on_appended(event)
+                    return int(ack.seq)
+                raise Conflict(f"{subject}: duplicate of an earlier append")
         if not ack.duplicate:
             self.on_appended(event)  # durable now; a de-duplicated retry recorded nothing new
         return int(ack.seq)
+
+    async def patiently(self, attempt: Callable[[], Awaitable[T]]) -> T:
+        """``attempt()``, tried again on ``TRIED_AGAIN`` (no leader, a lost node) with growing
+        pauses, for at most ``patience`` seconds; the last failure is raised after that."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.patience
+        pause, longest = PAUSE_SECONDS
+        while True:
+            try:
+                return await attempt()
+            except TRIED_AGAIN:
+                if loop.time() + pause >= deadline:
+                    raise
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, longest)
+
+    def stream_of(self, subject: str) -> str | None:
+        """The stream that holds an appended subject (the event log, or a run's step shard)."""
+        names = self.names
+        if subject.startswith(f"{names.namespace}.ev."):
+            return names.events_stream
+        prefix = f"{names.namespace}.step."
+        if subject.startswith(prefix):
+            return names.steps_stream(int(subject[len(prefix) :].split(".", 1)[0]))
+        return None
+
+    async def _landed(self, subject: str, msg_id: str, data: bytes, after: int | None) -> int | None:
+        """The sequence of this append if the leader holds it (its id and bytes, the first
+        message of ``subject`` after ``after``); None when what is there is another's."""
+        stream = self.stream_of(subject)
+        if stream is None:
+            return None
+
+        async def read() -> RawStreamMsg:
+            return await self._jt.get_msg(stream, seq=(after or 0) + 1, subject=subject, next=True)
+
+        try:
+            raw = await self.patiently(read)
+        except nats.js.errors.NotFoundError:
+            return None
+        except nats.js.errors.APIError as exc:
+            if exc.err_code == NO_MESSAGE_FOUND:
+                return None
+            raise
+        if (raw.headers or {}).get("Nats-Msg-Id") == msg_id and raw.data == data:
+            return int(raw.seq or 0) or None
+        return None
 
     async def last_steps(self, run_id: str, generation: int, *, leader: bool = False) -> Stored | None:
         """The last ``StepRecorded`` of a run's generation (it holds all the generation's steps)."""
@@ -306,7 +418,9 @@ class EventStore(Resolving):
         direct = not leader or self._replicas == 1
         with unavailable_on_transport_error(f"read of {subject}"):
             try:
-                raw = await self.js.get_last_msg(stream or self.names.events_stream, subject, direct=direct)
+                raw = await self.patiently(
+                    lambda: self._jt.get_last_msg(stream or self.names.events_stream, subject, direct=direct)
+                )
             except nats.js.errors.NotFoundError:
                 return None
             except nats.js.errors.APIError as exc:
@@ -332,8 +446,10 @@ class EventStore(Resolving):
         may not hold yet a message a consumer already delivered."""
         with unavailable_on_transport_error(f"read of {stream}"):
             try:
-                raw = await self.js.get_msg(
-                    stream, seq=seq, subject=subject, next=True, direct=self._replicas == 1
+                raw = await self.patiently(
+                    lambda: self._jt.get_msg(
+                        stream, seq=seq, subject=subject, next=True, direct=self._replicas == 1
+                    )
                 )
             except nats.js.errors.NotFoundError:
                 return None
@@ -345,13 +461,42 @@ class EventStore(Resolving):
 
     async def detect_replicas(self) -> None:
         """Read the event log's replica count (a client that did not provision the streams)."""
-        info = await self.js.stream_info(self.names.events_stream)
+        info = await self.patiently(lambda: self._jt.stream_info(self.names.events_stream))
         self._replicas = int(info.config.num_replicas or 1)
 
     async def bounds(self, stream: str | None = None) -> tuple[int, int]:
         """(first, last) sequence of the event log (or of ``stream``)."""
-        info = await self.js.stream_info(stream or self.names.events_stream)
+        info = await self.patiently(lambda: self._jt.stream_info(stream or self.names.events_stream))
         return int(info.state.first_seq), int(info.state.last_seq)
+
+    async def _put_if(
+        self, stream: str, subject: str, payload: bytes, headers: dict[str, str], expected: str
+    ) -> bool:
+        """Publish ``payload`` only while ``subject``'s last sequence is ``expected``; False when it
+        moved on. ``headers`` carry this call's own ``Nats-Msg-Id``: a try that landed unseen and
+        was sent again comes back as a duplicate (NATS 2.9) or as "moved on" (2.15), and is told
+        apart from another writer's by that id on the subject's last message, read from the leader."""
+        headers = {**headers, "Nats-Expected-Last-Subject-Sequence": expected}
+        tries = 0
+
+        async def publish() -> Any:
+            nonlocal tries
+            tries += 1
+            return await self._jt.publish(subject, payload, headers=headers, timeout=ATTEMPT_SECONDS)
+
+        try:
+            ack = await self.patiently(publish)
+        except nats.js.errors.APIError as exc:
+            if exc.err_code != WRONG_LAST_SEQUENCE:
+                raise
+            if tries == 1:
+                return False
+            try:
+                raw = await self.patiently(lambda: self._jt.get_last_msg(stream, subject))
+            except nats.js.errors.NotFoundError:
+                return False
+            return (raw.headers or {}).get("Nats-Msg-Id") == headers["Nats-Msg-Id"]
+        return not ack.duplicate or tries > 1
 
     async def publish_once(self, subject: str, payload: bytes, *, msg_id: str) -> bool:
         """Publish to an empty subject of the continuations stream, at most once.
@@ -359,33 +504,31 @@ class EventStore(Resolving):
         ``Nats-Msg-Id`` absorbs a retry within the duplicate window, and the expected last
         subject sequence 0 absorbs one after it. Returns False when it was already there.
         """
-        headers = {"Nats-Msg-Id": msg_id, "Nats-Expected-Last-Subject-Sequence": "0"}
+        headers = {"Nats-Msg-Id": msg_id}
         tracing.inject(headers)
         with unavailable_on_transport_error(f"publish to {subject}"):
-            try:
-                ack = await self.js.publish(subject, payload, headers=headers, timeout=10)
-            except nats.js.errors.APIError as exc:
-                if exc.err_code == WRONG_LAST_SEQUENCE:
-                    return False
-                raise
-        return not ack.duplicate
+            return await self._put_if(self.names.continuations_stream, subject, payload, headers, "0")
 
     async def put_media(self, media_id: str, mime: str, payload: bytes) -> None:
         """Keep an inline image of a question, by reference (docs/asking.md#inline-images)."""
         with unavailable_on_transport_error("storing an inline image"):
-            await self.js.publish(
-                self.names.media(media_id),
-                payload,
-                headers={"Content-Type": mime, "Nats-Msg-Id": f"media-{media_id}"},
-                timeout=10,
+            await self.patiently(
+                lambda: self._jt.publish(
+                    self.names.media(media_id),
+                    payload,
+                    headers={"Content-Type": mime, "Nats-Msg-Id": f"media-{media_id}"},
+                    timeout=ATTEMPT_SECONDS,
+                )
             )
 
     async def get_media(self, media_id: str) -> tuple[str, bytes, datetime] | None:
         """(MIME type, bytes, stored at) of an inline image, or None when unknown or expired."""
         with unavailable_on_transport_error("read of an inline image"):
             try:
-                raw = await self.js.get_last_msg(
-                    self.names.media_stream, self.names.media(media_id), direct=True
+                raw = await self.patiently(
+                    lambda: self._jt.get_last_msg(
+                        self.names.media_stream, self.names.media(media_id), direct=True
+                    )
                 )
             except nats.js.errors.NotFoundError:
                 return None
@@ -397,25 +540,26 @@ class EventStore(Resolving):
         self, ticket_hash: str, interaction_id: str, expires_at: datetime, *, new: bool
     ) -> bool:
         """Record (``new``: only if the hash is unused) or refresh a ticket; False if it was taken."""
-        headers = {"Nats-Expected-Last-Subject-Sequence": "0"} if new else {}
+        # Each call's own id: a try that landed unseen is told from a hash in use (``_put_if``).
+        headers = {"Nats-Msg-Id": f"ticket-{uuid.uuid4().hex}"}
+        subject = self.names.ticket(ticket_hash)
         payload = f'{{"interaction_id":"{interaction_id}","expires_at":"{expires_at.isoformat()}"}}'.encode()
         with unavailable_on_transport_error("storing a ticket"):
-            try:
-                await self.js.publish(
-                    self.names.ticket(ticket_hash), payload, headers=headers or None, timeout=10
-                )
-            except nats.js.errors.APIError as exc:
-                if exc.err_code == WRONG_LAST_SEQUENCE:
-                    return False
-                raise
+            if new:
+                return await self._put_if(self.names.tickets_stream, subject, payload, headers, "0")
+            await self.patiently(
+                lambda: self._jt.publish(subject, payload, headers=headers, timeout=ATTEMPT_SECONDS)
+            )
         return True
 
     async def get_ticket(self, ticket_hash: str) -> tuple[str, datetime] | None:
         """(interaction id, expires at) of a ticket hash, or None."""
         with unavailable_on_transport_error("read of a ticket"):
             try:
-                raw = await self.js.get_last_msg(
-                    self.names.tickets_stream, self.names.ticket(ticket_hash), direct=True
+                raw = await self.patiently(
+                    lambda: self._jt.get_last_msg(
+                        self.names.tickets_stream, self.names.ticket(ticket_hash), direct=True
+                    )
                 )
             except nats.js.errors.NotFoundError:
                 return None
@@ -425,7 +569,8 @@ class EventStore(Resolving):
     async def put_chat(self, subject: str, value: dict[str, Any]) -> None:
         """Remember one chat correlation fact (a posted message, a chat's latest question)."""
         with unavailable_on_transport_error("storing a chat correlation"):
-            await self.js.publish(subject, msgspec.json.encode(value), timeout=10)
+            data = msgspec.json.encode(value)
+            await self.patiently(lambda: self._jt.publish(subject, data, timeout=ATTEMPT_SECONDS))
 
     async def get_chat(self, subject: str) -> dict[str, Any] | None:
         """A chat correlation fact, from a replica and then the leader (a fact just written may
@@ -440,7 +585,9 @@ class EventStore(Resolving):
         for direct in (True, False):
             with unavailable_on_transport_error(what):
                 try:
-                    raw = await self.js.get_last_msg(stream, subject, direct=direct)
+                    raw = await self.patiently(
+                        lambda direct=direct: self._jt.get_last_msg(stream, subject, direct=direct)  # type: ignore[misc]
+                    )
                 except nats.js.errors.NotFoundError:
                     continue
             return raw.data or b""
@@ -453,18 +600,14 @@ class EventStore(Resolving):
         expected = "0"
         with unavailable_on_transport_error("taking an inbound event"):
             for _ in range(2):
-                try:
-                    await self.js.publish(
-                        subject, TAKEN, headers={"Nats-Expected-Last-Subject-Sequence": expected}, timeout=10
-                    )
+                # This claim's own id: a try that landed unseen is taken by us (``_put_if``).
+                mine = {"Nats-Msg-Id": f"claim-{uuid.uuid4().hex}"}
+                if await self._put_if(self.names.chat_stream, subject, TAKEN, mine, expected):
                     return True
-                except nats.js.errors.APIError as exc:
-                    if exc.err_code != WRONG_LAST_SEQUENCE:
-                        raise
                 if expected != "0":
                     return False  # released and taken again meanwhile
                 try:
-                    raw = await self.js.get_last_msg(self.names.chat_stream, subject)
+                    raw = await self.patiently(lambda: self._jt.get_last_msg(self.names.chat_stream, subject))
                 except nats.js.errors.NotFoundError:
                     continue  # purged by age meanwhile: try the empty subject again
                 if raw.data != FREE:
@@ -475,14 +618,17 @@ class EventStore(Resolving):
     async def release(self, subject: str) -> None:
         """Give back a claim whose work failed, so the provider's redelivery is taken."""
         with unavailable_on_transport_error("releasing an inbound event"):
-            await self.js.publish(subject, FREE, timeout=10)
+            await self.patiently(lambda: self._jt.publish(subject, FREE, timeout=ATTEMPT_SECONDS))
 
     async def append_message(self, subject: str, event: Event, *, msg_id: str) -> int:
         """Record an inbound chat message on the messages stream (``msg_id`` de-duplicates a
         redelivery); returns its sequence, the messages door's event id."""
         with unavailable_on_transport_error("recording an inbound message"):
-            ack = await self.js.publish(
-                subject, encode_event(event), headers={"Nats-Msg-Id": msg_id}, timeout=10
+            data = encode_event(event)
+            ack = await self.patiently(
+                lambda: self._jt.publish(
+                    subject, data, headers={"Nats-Msg-Id": msg_id}, timeout=ATTEMPT_SECONDS
+                )
             )
         return int(ack.seq)
 
@@ -490,11 +636,10 @@ class EventStore(Resolving):
         """Record one delivery attempt (de-duplicated per webhook id and attempt number)."""
         subject = self.names.webhook(attempt.interaction_id)
         with unavailable_on_transport_error(f"append to {subject}"):
-            await self.js.publish(
-                subject,
-                msgspec.json.encode(attempt),
-                headers={"Nats-Msg-Id": f"{attempt.webhook_id}.{attempt.attempt}.{attempt.result}"},
-                timeout=10,
+            data = msgspec.json.encode(attempt)
+            headers = {"Nats-Msg-Id": f"{attempt.webhook_id}.{attempt.attempt}.{attempt.result}"}
+            await self.patiently(
+                lambda: self._jt.publish(subject, data, headers=headers, timeout=ATTEMPT_SECONDS)
             )
 
     async def webhook_attempts(self, interaction_id: str, *, limit: int = 100) -> list[WebhookAttempt]:
@@ -505,12 +650,14 @@ class EventStore(Resolving):
         with unavailable_on_transport_error(f"read of {subject}"):
             while len(found) < limit:
                 try:
-                    raw = await self.js.get_msg(
-                        self.names.webhooks_stream,
-                        seq=seq,
-                        subject=subject,
-                        next=True,
-                        direct=self._replicas == 1,
+                    raw = await self.patiently(
+                        lambda seq=seq: self._jt.get_msg(  # type: ignore[misc]
+                            self.names.webhooks_stream,
+                            seq=seq,
+                            subject=subject,
+                            next=True,
+                            direct=self._replicas == 1,
+                        )
                     )
                 except nats.js.errors.NotFoundError:
                     break
@@ -529,7 +676,7 @@ class EventStore(Resolving):
         subject = self.names.secret(interaction_id, ref)
         sealed = sealer_of(self).seal(payload, bound_to=subject)
         with unavailable_on_transport_error("storing the sensitive answer"):
-            await self.js.publish(subject, sealed, timeout=10)
+            await self.patiently(lambda: self._jt.publish(subject, sealed, timeout=ATTEMPT_SECONDS))
 
     async def get_secret(self, interaction_id: str, ref: str | None) -> bytes | None:
         """A sensitive answer; a direct get first, the leader when a replica has not caught up."""

@@ -11,12 +11,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
 import asyncpg
+import nats.errors
+import nats.js.errors
 from nats.aio.client import Client as NATS
 
 from layby.connection import connect_nats, redacted
 from layby.natskeys import service_inbox
 from layby.settings import SettingsError
-from layby_contracts.errors import Permanent
+from layby_contracts.errors import Permanent, Transient
 from layby_contracts.http import ReadyChecks
 from layby_domain.clock import Clock, SystemClock
 from layby_server import tracing
@@ -110,7 +112,7 @@ async def open_resources(
                 sealer=Sealer(settings.secrets_key) if settings.secrets_key else None,
                 feed_max=settings.notifications_feed_max,
             )
-            await store.provision()
+            await provision_patiently(store)
             if database:
                 assert db_url is not None
                 pool = await open_pool(db_url, settings.db_schema)
@@ -132,6 +134,37 @@ async def open_resources(
         except Exception:  # noqa: BLE001 - a pull subscription can stall drain; close regardless
             with contextlib.suppress(Exception):
                 await nc.close()
+
+
+_PROVISION_RETRY = (
+    Transient,
+    TimeoutError,
+    nats.errors.TimeoutError,
+    nats.errors.NoRespondersError,
+    nats.errors.ConnectionClosedError,
+    nats.js.errors.ServiceUnavailableError,
+)
+
+
+async def provision_patiently(store: EventStore, *, pause_max: float = 2.0) -> None:
+    """Provision the streams, trying again while JetStream cannot answer yet: a cluster that is
+    starting has no meta leader for a few seconds, and many replicas provisioning at once can
+    outlast a request's timeout (docs/reliability.md#starting-on-a-cluster). A refusal that
+    waiting cannot heal (a log a newer build wrote, a bad configuration) is raised at once."""
+    pause = 0.2
+    while True:
+        try:
+            await store.provision()
+            return
+        except _PROVISION_RETRY as exc:
+            failure: Exception = exc
+        except nats.js.errors.APIError as exc:
+            if (exc.code or 0) < 500:
+                raise
+            failure = exc
+        log.warning("jetstream.provision_retry", error=f"{type(failure).__name__}: {failure}", pause=pause)
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, pause_max)
 
 
 async def _checks(res: Resources) -> ReadyChecks:

@@ -53,6 +53,9 @@ class Settings(ClientSettings, frozen=True, kw_only=True):
     """LAYBY_HTTP_HOST: address the door binds."""
     http_port: int = 8000
     """LAYBY_HTTP_PORT: port the door binds."""
+    http_reuse_port: bool = False
+    """LAYBY_HTTP_REUSE_PORT: on lets several door processes on one host share the port, the
+    kernel spreading connections among them (``layby up --replicas``; Linux's SO_REUSEPORT)."""
     health_port: int | None = None
     """LAYBY_HEALTH_PORT: where every service serves /metrics, and a service without a door
     /healthz and /readyz too (on LAYBY_HTTP_HOST); unset serves nothing (docs/kubernetes.md#probes,
@@ -265,6 +268,7 @@ SERVER_FIELDS: dict[str, tuple[str, Parser]] = {
     "LAYBY_HTTP_PORT": ("http_port", parse_port),
     "LAYBY_HEALTH_PORT": ("health_port", parse_port),
     "LAYBY_ACCESS_LOG": ("access_log", _switch),
+    "LAYBY_HTTP_REUSE_PORT": ("http_reuse_port", _switch),
     "LAYBY_METRICS_INTERVAL_SECONDS": ("metrics_interval_seconds", parse_positive_float),
     "LAYBY_STREAM_REPLICAS": ("stream_replicas", parse_positive_int),
     "LAYBY_SSE_RESUME_WINDOW": ("sse_resume_window", parse_positive_int),

@@ -24,7 +24,13 @@ from types import FrameType
 
 from layby.runtime import TOKEN_FILE, Runtime, data_dir, read_runtime
 from layby_server.auth import new_token
-from layby_server.embedded import EmbeddedNats, EmbeddedPostgres, die_with_parent, missing_embedded
+from layby_server.embedded import (
+    EmbeddedNats,
+    EmbeddedNatsCluster,
+    EmbeddedPostgres,
+    die_with_parent,
+    missing_embedded,
+)
 from layby_server.natsauth import authorization_for
 from layby_server.runtime import remove_runtime, write_runtime
 from layby_server.sealing import new_key
@@ -123,16 +129,35 @@ def _revive(label: str, server: EmbeddedNats | EmbeddedPostgres, restarts: list[
     return True
 
 
+@dataclass(frozen=True)
+class Shape:
+    """How many embedded NATS nodes and how many processes of each service ``layby up`` runs
+    (docs/reliability.md#the-cluster-on-one-machine)."""
+
+    nats_nodes: int = 1
+    replicas: int = 1
+
+    def names(self) -> list[tuple[str, str]]:
+        """(process name, service) for every service process: ``ask`` with one replica, ``ask-2``
+        for the second, and so on."""
+        return [
+            (name if i == 0 else f"{name}-{i + 1}", name) for name in SERVICES for i in range(self.replicas)
+        ]
+
+
 @dataclass
 class _System:
     """What `layby up` started and stops on the way out: the embedded servers (when no URL was
-    configured) and the five service processes."""
+    configured) and the service processes."""
 
+    shape: Shape = field(default_factory=Shape)
     nats: EmbeddedNats | None = None
+    cluster: EmbeddedNatsCluster | None = None
     postgres: EmbeddedPostgres | None = None
     env: dict[str, str] = field(default_factory=dict)
     seeds: dict[str, str] = field(default_factory=dict)  # each service's NATS key (embedded NATS)
     services: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    roles: dict[str, str] = field(default_factory=dict)  # process name -> service
 
     def start_embedded(self, settings: Settings, directory: Path, tokens: str) -> tuple[str, str]:
         """The NATS and PostgreSQL URLs: the configured ones, else those of servers started here."""
@@ -140,8 +165,15 @@ class _System:
         if nats_url is None:
             # Embedded NATS admits only Layby's own keys (docs/security.md#nats-authorization).
             authorization, self.seeds = authorization_for(settings.names, directory / "nats" / "keys", tokens)
-            self.nats = EmbeddedNats(directory / "nats", authorization=authorization).start()
-            nats_url = self.nats.url
+            if self.shape.nats_nodes > 1:
+                # Its own data: a single node's streams are not a cluster member's.
+                self.cluster = EmbeddedNatsCluster(
+                    directory / "nats-cluster", self.shape.nats_nodes, authorization=authorization
+                ).start()
+                nats_url = self.cluster.url
+            else:
+                self.nats = EmbeddedNats(directory / "nats", authorization=authorization).start()
+                nats_url = self.nats.url
         db_url = settings.database_url
         if db_url is None:
             self.postgres = EmbeddedPostgres(directory / "postgres").start()
@@ -149,10 +181,12 @@ class _System:
         return nats_url, db_url
 
     def spawn(self, name: str) -> None:
+        """Start the process ``name`` (a service, or one of its replicas: ``door-2``)."""
+        role = self.roles.setdefault(name, name)
         # Own session: Ctrl-C reaches `layby up` only, which stops the services in order.
-        own = {**self.env, "LAYBY_NATS_SEED": self.seeds[name]} if name in self.seeds else self.env
+        own = {**self.env, "LAYBY_NATS_SEED": self.seeds[role]} if role in self.seeds else self.env
         self.services[name] = subprocess.Popen(  # noqa: S603 - our own interpreter and module
-            [sys.executable, "-m", "layby.cli", "serve", name],
+            [sys.executable, "-m", "layby.cli", "serve", role],
             env=own,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
@@ -161,8 +195,15 @@ class _System:
 
     def supervise(self) -> int:
         """Restart whatever exits, servers first; 1 when one keeps crashing. Returns only then."""
-        restarts: dict[str, list[float]] = {n: [] for n in (*SERVICES, "NATS", "PostgreSQL")}
-        embedded = {"NATS": self.nats, "PostgreSQL": self.postgres}
+        restarts: dict[str, list[float]] = {n: [] for n in (*self.services, "PostgreSQL")}
+        embedded: dict[str, EmbeddedNats | EmbeddedPostgres | None] = {
+            "NATS": self.nats,
+            "PostgreSQL": self.postgres,
+        }
+        for node in self.cluster.nodes if self.cluster else []:
+            embedded[f"NATS ({node.server_name})"] = node
+        for label in embedded:
+            restarts.setdefault(label, [])
         while True:
             time.sleep(0.5)
             for label, server in embedded.items():
@@ -190,6 +231,8 @@ class _System:
             self.postgres.stop()
         if self.nats is not None:
             self.nats.stop()
+        if self.cluster is not None:
+            self.cluster.stop()
 
 
 def _refusal(settings: Settings, directory: Path) -> str | None:
@@ -219,7 +262,7 @@ def _tokens(settings: Settings, directory: Path) -> tuple[str | None, str]:
 
 
 def _service_env(
-    settings: Settings, directory: Path, *, nats_url: str, db_url: str, tokens: str
+    settings: Settings, directory: Path, *, nats_url: str, db_url: str, tokens: str, shape: Shape
 ) -> dict[str, str]:
     """The services' environment: ours, plus where everything is."""
     env = dict(os.environ)
@@ -236,6 +279,11 @@ def _service_env(
         LAYBY_HTTP_PORT=str(settings.http_port),
         LAYBY_HTTP_HOST=settings.http_host,
     )
+    if shape.nats_nodes > 1:
+        # Every stream on three nodes (or on each, on a smaller cluster): the shipped shape.
+        env.setdefault("LAYBY_STREAM_REPLICAS", str(min(shape.nats_nodes, 3)))
+    if shape.replicas > 1:
+        env["LAYBY_HTTP_REUSE_PORT"] = "on"  # the door replicas share the port
     return env
 
 
@@ -246,24 +294,33 @@ def _announce(out: object, url: str, token: str | None, directory: Path) -> None
     print(f"  data:   {directory}\nPress Ctrl-C to stop.", file=out, flush=True)  # type: ignore[call-overload]
 
 
-def up(settings: Settings, *, out: object = sys.stdout) -> int:
+def up(settings: Settings, *, out: object = sys.stdout, shape: Shape | None = None) -> int:
     """Start everything, print where it is, supervise until Ctrl-C (0) or a crash loop (1)."""
+    shape = shape or Shape()
     directory = data_dir(settings)
     directory.mkdir(parents=True, exist_ok=True)
     refusal = _refusal(settings, directory)
+    if refusal is None and shape.nats_nodes > 1 and settings.nats_url is not None:
+        refusal = (
+            "error: --nats-cluster runs an embedded NATS cluster, and LAYBY_NATS_URL names a NATS "
+            "already; unset LAYBY_NATS_URL, or leave out --nats-cluster"
+        )
     if refusal is not None:
         print(refusal, file=sys.stderr)
         return 1
     # Handle both explicitly: a shell that starts us in the background ignores SIGINT otherwise.
     signal.signal(signal.SIGTERM, _raise_stop)
     signal.signal(signal.SIGINT, _raise_stop)
-    system = _System()
+    system = _System(shape=shape)
     try:
         token, tokens = _tokens(settings, directory)
         nats_url, db_url = system.start_embedded(settings, directory, tokens)
-        system.env = _service_env(settings, directory, nats_url=nats_url, db_url=db_url, tokens=tokens)
+        system.env = _service_env(
+            settings, directory, nats_url=nats_url, db_url=db_url, tokens=tokens, shape=shape
+        )
         url = f"http://{settings.http_host}:{settings.http_port}"
-        for name in SERVICES:
+        for name, role in shape.names():
+            system.roles[name] = role
             system.spawn(name)
         _wait_ready(url, system.services)
         write_runtime(

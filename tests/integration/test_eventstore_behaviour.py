@@ -499,3 +499,84 @@ async def test_a_decision_to_append_nothing_appends_nothing(log: Log) -> None:
     )
     assert (outcome.decision, outcome.seq, outcome.lost) == (None, None, False)
     assert await log.last_steps("r1", 0) is None
+
+
+# -- a lost acknowledgement (a leader killed after it stored the append) --------------------
+
+
+def lose_first_acks(store: EventStore, count: int = 1) -> list[int]:
+    """The next ``count`` publishes reach JetStream and are stored, but their acknowledgements
+    are lost on the way back (as when the leader dies right after its quorum stored them). The
+    server is real; only the reply is dropped. Returns the list the tries are counted in."""
+    real = store._jt.publish
+    tries: list[int] = []
+
+    async def publish(*args: object, **kwargs: object) -> object:
+        tries.append(1)
+        ack = await real(*args, **kwargs)  # type: ignore[arg-type]
+        if len(tries) <= count:
+            raise nats.errors.TimeoutError
+        return ack
+
+    store._jt.publish = publish  # type: ignore[method-assign]
+    return tries
+
+
+@pytest.mark.parametrize("expected", [None, 0, "last"])
+async def test_an_append_whose_acknowledgement_was_lost_is_appended_once_and_reported_as_appended(
+    jetstream: EventStore, expected: int | str | None
+) -> None:
+    """A try that landed unseen is sent again with the same Nats-Msg-Id; whether the log answers
+    "duplicate" (NATS 2.9) or "moved on" (2.15), the append is this call's: one event stored,
+    its sequence returned, no Conflict (a lost race would make the caller decide again and, say,
+    refuse its own answer as already given)."""
+    store = jetstream
+    subject = store.names.run("lost-ack")
+    before = await store.append(subject, started(), msg_id="first", expected_seq=0)
+    tries = lose_first_acks(store)
+    seq = (
+        await store.append(
+            subject, started(), msg_id="second", expected_seq=before if expected == "last" else expected
+        )
+        if expected != 0
+        else await store.append(store.names.run("fresh"), started("fresh"), msg_id="fresh", expected_seq=0)
+    )
+    assert len(tries) == 2
+    assert await store.bounds() == (1, seq)
+    assert seq == before + 1
+
+
+async def test_a_duplicate_of_another_writers_append_is_still_a_lost_race_after_a_retry(
+    jetstream: EventStore,
+) -> None:
+    """Only this call's own bytes make a duplicate "ours": another writer's append under the same
+    id (two replicas deciding the same resume) stays a Conflict, even when this call had to try
+    again."""
+    store = jetstream
+    subject = store.names.run("rival")
+    first = await store.append(subject, started(), msg_id="first", expected_seq=0)
+    rival = RunStarted(run_id="rival", flow="other", identity="bob", started_at=NOW)
+    await store.append(subject, rival, msg_id="same", expected_seq=first)
+    tries = lose_first_acks(store)
+    with pytest.raises(Conflict):
+        await store.append(subject, started(), msg_id="same", expected_seq=first)
+    assert len(tries) >= 1
+    assert await store.bounds() == (1, first + 1)
+
+
+async def test_a_claim_whose_acknowledgement_was_lost_is_taken_by_its_claimer(jetstream: EventStore) -> None:
+    """claim_once's try that landed unseen is not mistaken for another's claim."""
+    store = jetstream
+    lose_first_acks(store)
+    assert await store.claim_once(store.names.chat_seen("k1")) is True
+    assert await store.claim_once(store.names.chat_seen("k1")) is False
+
+
+async def test_a_new_ticket_whose_acknowledgement_was_lost_is_not_refused_as_taken(
+    jetstream: EventStore,
+) -> None:
+    store = jetstream
+    lose_first_acks(store)
+    expires = NOW + timedelta(hours=1)
+    assert await store.put_ticket("h" * 64, "ix-1", expires, new=True) is True
+    assert await store.put_ticket("h" * 64, "ix-2", expires, new=True) is False

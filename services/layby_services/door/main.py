@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 
 import uvicorn
 
@@ -52,9 +53,22 @@ def server_config(
     )
 
 
+def shared_socket(settings: Settings) -> socket.socket:
+    """The door's listening socket bound with SO_REUSEPORT, so the replicas ``layby up
+    --replicas`` runs on one host share LAYBY_HTTP_PORT (the kernel spreads connections)."""
+    family = socket.AF_INET6 if ":" in settings.http_host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((settings.http_host, settings.http_port))
+    sock.set_inheritable(True)
+    return sock
+
+
 async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None = None) -> None:
     server = uvicorn.Server(server_config(settings, clock=clock))
-    task = asyncio.create_task(server.serve())
+    sockets = [shared_socket(settings)] if settings.http_reuse_port else None
+    task = asyncio.create_task(server.serve(sockets=sockets))
     stopper = asyncio.create_task(stop.wait())
     await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
     server.should_exit = True
