@@ -117,6 +117,10 @@ class Names(msgspec.Struct, frozen=True):
         """Where a question was posted on one channel (read to retract it)."""
         return f"{self.namespace}.chat.sent.{interaction_id}.{channel}"
 
+    def chat_retracted(self, interaction_id: str, channel: str) -> str:
+        """A question's retraction on one channel, claimed once before it is sent."""
+        return f"{self.namespace}.chat.retracted.{interaction_id}.{channel}"
+
     def chat_seen(self, key: str) -> str:
         """An inbound event taken once (``key``: the hash of channel and the provider's event id)."""
         return f"{self.namespace}.chat.seen.{key}"

@@ -594,8 +594,9 @@ class EventStore(Resolving):
         return None
 
     async def claim_once(self, subject: str) -> bool:
-        """Take an inbound event (``chat_seen``) once: False when it was taken before. A claim
-        released after a failure (``release``) can be taken again. The first attempt is one
+        """Take a claim on the chat stream once (an inbound event's ``chat_seen``, a conversation
+        reply's ``chat_said``, a retraction's ``chat_retracted``): False when it was taken before.
+        A claim released after a failure (``release``) can be taken again. The first attempt is one
         publish expecting an empty subject; only a subject already written is read."""
         expected = "0"
         with unavailable_on_transport_error("taking an inbound event"):

@@ -159,6 +159,7 @@ def service_permissions(role: str, n: Names) -> dict[str, object]:
             f"{ns}.chat.ref.*",
             f"{ns}.chat.latest.*",
             f"{ns}.chat.sent.>",
+            f"{ns}.chat.retracted.>",
             f"{ns}.chat.said.*",
             f"{ns}.webhook.*",
         ],

@@ -163,12 +163,13 @@ class Deliverer:
                 )
                 if not await self._pending(ev, asked_seq):
                     # Resolved while it was being sent: the resolution's retraction may have
-                    # found nothing to edit yet, so edit it here (an edit twice is harmless).
+                    # found nothing to retract yet, so retract it here. Both may find the message
+                    # now; the claim in ``retract`` lets only one of them send.
                     await self.retract(ev.interaction_id, [target.channel])
         return attempts, error
 
     async def on_resolved(self, stored: Stored) -> None:
-        """A delivered question was answered or removed: edit its chat messages
+        """A delivered question was answered or removed: retract its chat messages
         (docs/channels.md#retraction)."""
         ev = stored.event
         assert isinstance(ev, InteractionAnswered | InteractionRemoved)
@@ -181,6 +182,12 @@ class Deliverer:
         channels: list[str],
         resolution: InteractionAnswered | InteractionRemoved | None = None,
     ) -> None:
+        """Tell each channel's copy of a resolved question how it ended, once
+        (docs/channels.md#retraction). On SMS and WhatsApp a retraction is a new message, so
+        whoever meets the posted message (the resolution's handler, the sender that found the
+        question resolved, a redelivery, another replica) first claims the retraction on the
+        chat stream; only the claim's winner sends it. The claim is never given back: a process
+        that dies between the claim and the send leaves that copy unretracted (at most once)."""
         if resolution is None:
             last = await self._store.last(self._store.names.ix(interaction_id), leader=True)
             if last is None or not isinstance(last.event, InteractionAnswered | InteractionRemoved):
@@ -205,6 +212,9 @@ class Deliverer:
             question = asked.question if isinstance(asked, InteractionAsked) else ""
         retraction = retraction_of(resolution, question)
         for name, retract, posted in sent:
+            if not await self._store.claim_once(self._store.names.chat_retracted(interaction_id, name)):
+                log.info("delivery.retracted_already", interaction_id=interaction_id, channel=name)
+                continue
             for attempt in (1, 2):
                 try:
                     await retract(posted, retraction)
