@@ -407,6 +407,28 @@ async def rebuild(
     return len(events)
 
 
+SETTLE_SECONDS = 5.0
+"""How long a would-be refusal at a cap waits for the projector to apply what the log holds."""
+
+
+async def projected_through(
+    pool: asyncpg.Pool, store: EventStore, *, within: float = SETTLE_SECONDS, poll: float = 0.02
+) -> bool:
+    """Whether the read models hold every event the log held when this was asked, waiting up to
+    ``within`` seconds for the live projector to get there (its checkpoint is a true watermark:
+    one projector applies the log in order)."""
+    _, last = await store.bounds()
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while True:
+        seq = await pool.fetchval("SELECT seq FROM projector_checkpoints WHERE name = $1", INBOX)
+        if int(seq or 0) >= last:
+            return True
+        if loop.time() >= deadline:
+            return False
+        await asyncio.sleep(poll)
+
+
 PROJECTOR_LOCK = 0x1A7B7
 """The advisory lock class one live projector per schema holds (the other key is the schema)."""
 STANDBY_SECONDS = 2.0

@@ -28,6 +28,10 @@ NO_MESSAGE_FOUND = 10037
 WRONG_LAST_SEQUENCE = 10071
 """JetStream's error code for an append whose expected last subject sequence moved on (a lost race)."""
 REPEAT_LOG_SECONDS = 30.0
+PING_SECONDS = 2
+MAX_OUTSTANDING_PINGS = 2
+"""A connection whose server misses this many pings in a row is closed and made again to another
+server (docs/reliability.md#clients-and-failover)."""
 
 log = get_logger("layby.connection")
 
@@ -133,6 +137,10 @@ async def connect_nats(
         max_reconnect_attempts=-1,
         reconnect_time_wait=0.5,  # type: ignore[arg-type]  # seconds; fractions work
         connect_timeout=5,
+        # A server that stops answering (paused, partitioned) is left within a few seconds for
+        # another of the servers named, instead of the client default's four minutes.
+        ping_interval=PING_SECONDS,
+        max_outstanding_pings=MAX_OUTSTANDING_PINGS,
         allow_reconnect=True,
         error_cb=errors.on_error,
     )

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import zlib
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
 import asyncpg
 
-from layby_contracts.errors import InteractionLimitError
+from layby_contracts.errors import InteractionLimitError, Unavailable
 from layby_domain.clock import Clock
 from layby_domain.tickets import ASYNC_MARGIN_SECONDS
 from layby_server.caller_slots import CALLER_POOL
@@ -71,11 +72,30 @@ def _statements(table: str) -> _Statements:
     )
 
 
+Settled = Callable[[], Awaitable[bool]]
+"""Whether the read models hold every event the log held when asked (waiting a bounded time for
+the projector): then the reservations are exactly the open questions, and a refusal is true."""
+
+
 class Admitter:
-    """One pool: reservations in ``table`` (one of ``POOLS``), at most ``cap`` live at once."""
+    """One pool: reservations in ``table`` (one of ``POOLS``), at most ``cap`` live at once.
+
+    ``settled``: asked before any refusal. The projector frees a slot when it applies the
+    question's resolution, so reservations can outlive their questions while it is behind (a
+    leader change, a hand-over, a PostgreSQL restart). An ask is refused only when the
+    reservations are current; when they cannot be made current in time it gets ``Unavailable``
+    (try again), never a refusal the state does not justify (docs/asking.md#concurrency-cap).
+    """
 
     def __init__(
-        self, pool: asyncpg.Pool, *, cap: int | None, clock: Clock, namespace: str, table: str = USER_POOL
+        self,
+        pool: asyncpg.Pool,
+        *,
+        cap: int | None,
+        clock: Clock,
+        namespace: str,
+        table: str = USER_POOL,
+        settled: Settled | None = None,
     ) -> None:
         if table not in POOLS:
             raise ValueError(f"table must be one of {', '.join(POOLS)}, got {table!r}")
@@ -88,6 +108,7 @@ class Admitter:
         suffix = "" if table == USER_POOL else f"-{table}"
         self._lock_key = zlib.crc32(f"layby-admission-{namespace}{suffix}".encode())
         self._queue: asyncio.Queue[tuple[str, datetime, asyncio.Future[bool]]] = asyncio.Queue()
+        self._settled = settled
 
     @property
     def cap(self) -> int | None:
@@ -130,7 +151,9 @@ class Admitter:
         while len(batch) < BATCH_MAX and not self._queue.empty():
             batch.append(self._queue.get_nowait())
         try:
-            results = await self._decide(batch)
+            results: list[bool | Exception] = list(await self._decide(batch))
+            if self._settled is not None and not all(results):
+                results = await self._decide_settled(batch, results, self._settled)
         except Exception as exc:  # noqa: BLE001 - every waiter must hear back, whatever failed
             log.error("admission.failed", error=repr(exc), size=len(batch))
             for _, _, fut in batch:
@@ -138,8 +161,34 @@ class Admitter:
                     fut.set_exception(exc)
             return
         for (_, _, fut), ok in zip(batch, results, strict=True):
-            if not fut.done():
+            if fut.done():
+                continue
+            if isinstance(ok, Exception):
+                fut.set_exception(ok)
+            else:
                 fut.set_result(ok)
+
+    async def _decide_settled(
+        self,
+        batch: list[tuple[str, datetime, asyncio.Future[bool]]],
+        results: list[bool | Exception],
+        settled: Settled,
+    ) -> list[bool | Exception]:
+        """Decide the refused asks of ``batch`` again once the reservations are current."""
+        refused = [i for i, ok in enumerate(results) if ok is False]
+        if not await settled():
+            log.warning("admission.projection_behind", refused=len(refused))
+            behind = Unavailable(
+                "the count of open questions is behind the event log (the projector is catching "
+                "up); nothing was recorded, try again"
+            )
+            for i in refused:
+                results[i] = behind
+            return results
+        again = await self._decide([batch[i] for i in refused])
+        for i, ok in zip(refused, again, strict=True):
+            results[i] = ok
+        return results
 
     async def _decide(self, batch: list[tuple[str, datetime, asyncio.Future[bool]]]) -> list[bool]:
         assert self._cap is not None

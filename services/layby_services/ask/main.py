@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import Any
 
 import msgspec
@@ -43,6 +44,7 @@ from layby_server.channels import close_channels
 from layby_server.feed import Feed
 from layby_server.jqrun import JqRunner
 from layby_server.logs import get_logger
+from layby_server.projector import projected_through
 from layby_server.service import open_resources, run_main
 from layby_server.settings import Settings, load_settings
 from layby_server.workers import WorkerRegistry
@@ -63,8 +65,14 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
         JqRunner() as jq,
     ):
         assert res.pool is not None
+        # A refusal at a cap waits until the projector has freed the slots of what resolved.
+        settled = functools.partial(projected_through, res.pool, res.store)
         admitter = Admitter(
-            res.pool, cap=settings.max_concurrent, clock=res.clock, namespace=settings.namespace
+            res.pool,
+            cap=settings.max_concurrent,
+            clock=res.clock,
+            namespace=settings.namespace,
+            settled=settled,
         )
         # Caller asks have a pool of their own: neither cap counts the other's entries.
         caller_admitter = Admitter(
@@ -73,6 +81,7 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
             clock=res.clock,
             namespace=settings.namespace,
             table=CALLER_POOL,
+            settled=settled,
         )
         auth = Authenticator(settings.api_tokens)
         handlers = AskHandlers(
