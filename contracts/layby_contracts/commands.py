@@ -101,6 +101,16 @@ class Prune(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     reason: Literal["timeout", "cancelled"] = "timeout"
 
 
+class Look(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag="cmd.ask.look.v1"):
+    """How a sync question stands, changing nothing: a waiter whose wake may have been lost (its
+    connection failed over, or the wake's server was lost) looks instead of waiting out its
+    deadline. Answered with a ``PruneResult``: ``pending``, ``answered`` (with the answer) or
+    ``gone`` (protocol 10; docs/reliability.md#lost-wakes)."""
+
+    token: str
+    interaction_id: str
+
+
 class StartRun(
     msgspec.Struct,
     frozen=True,
@@ -342,6 +352,7 @@ Command = (
     Ask
     | ReserveTicket
     | Prune
+    | Look
     | StartRun
     | ParkRun
     | EndRun
@@ -361,7 +372,8 @@ class Accepted(msgspec.Struct, frozen=True, kw_only=True, tag="ok"):
     timeout_at: str
 
 
-PROTOCOL = 9
+PROTOCOL = 10
+PROTOCOL_LOOK = 10
 PROTOCOL_WEBHOOKS = 9
 PROTOCOL_NOTIFY = 8
 PROTOCOL_CHAT = 6
@@ -380,7 +392,8 @@ and the typed question (``Ask.format``); 6: chat options on the ask (``Ask.chat`
 channels, ``on_mismatch``, ``mismatch_notice``, reply ids); 7: caller asks (``Ask.to``, ``payload``,
 ``on_expiry``), ``layby.call`` (``StartRun.caller``), doors and visits (``cmd.door``); 8: one-way
 notifications (``cmd.notify.v1`` on ``<ns>.cmd.notify``, the ``notified`` reply, a refusal's
-``retry_after``); 9: signed webhooks out (``Ask.notify_url``, docs/webhooks.md)
+``retry_after``); 9: signed webhooks out (``Ask.notify_url``, docs/webhooks.md); 10: a waiter's
+look at its question (``cmd.ask.look.v1``, docs/reliability.md#lost-wakes)
 (docs/errors.md#capabilities-travel-in-the-protocol-field)."""
 
 
@@ -399,9 +412,10 @@ class Refused(msgspec.Struct, frozen=True, kw_only=True, tag="refused"):
 
 
 class PruneResult(msgspec.Struct, frozen=True, kw_only=True, tag="pruned"):
-    """``outcome``: pruned now, already answered (answer attached when recorded), or gone."""
+    """``outcome``: pruned now, already answered (answer attached when recorded), or gone; to a
+    ``Look``, ``pending`` while the question is open."""
 
-    outcome: Literal["pruned", "answered", "gone"]
+    outcome: Literal["pruned", "answered", "gone", "pending"]
     answer: Any = None
     answered_at: str | None = None
     sensitive: bool = False

@@ -21,6 +21,7 @@ import asyncpg
 import msgspec
 import nats.errors
 import nats.js.errors
+from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
@@ -434,3 +435,47 @@ async def consume_push(
             pass
         if running:
             await asyncio.wait(running, timeout=5)
+
+
+class Flusher:
+    """Waits until the server has what a connection published, with one PING for many waiters:
+    ``flushed()`` returns once a flush that started after the call completed, and raises what
+    that flush raised (the server was lost or froze before it answered)."""
+
+    def __init__(self, nc: NATS, timeout: float) -> None:
+        self._nc = nc
+        self._timeout = timeout
+        self._next: asyncio.Future[None] | None = None
+        """The round that starts after the one in flight; every caller meanwhile joins it."""
+        self._busy = False
+
+    async def flushed(self) -> None:
+        if self._next is None:
+            self._next = asyncio.get_running_loop().create_future()
+            self._next.add_done_callback(_retrieved)
+            if not self._busy:
+                self._busy = True
+                _ROUNDS.add(task := asyncio.create_task(self._run()))
+                task.add_done_callback(_ROUNDS.discard)
+        await asyncio.shield(self._next)  # a cancelled caller does not cancel the round
+
+    async def _run(self) -> None:
+        try:
+            while self._next is not None:
+                round_, self._next = self._next, None
+                try:
+                    await self._nc.flush(timeout=self._timeout)  # type: ignore[arg-type]  # seconds; fractions work
+                except Exception as exc:  # noqa: BLE001 - handed to every caller of the round
+                    round_.set_exception(exc)
+                else:
+                    round_.set_result(None)
+        finally:
+            self._busy = False
+
+
+_ROUNDS: set[asyncio.Task[None]] = set()
+
+
+def _retrieved(round_: asyncio.Future[None]) -> None:
+    if not round_.cancelled():
+        round_.exception()  # a round whose callers all left is not an unretrieved error

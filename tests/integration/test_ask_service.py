@@ -197,6 +197,53 @@ async def test_an_answer_recorded_in_time_is_returned_even_when_its_wake_is_lost
     assert await asyncio.wait_for(task, 10) is True
 
 
+async def test_a_waiter_whose_connection_failed_over_gets_an_answer_its_lost_wake_carried_at_once(
+    system: System,
+) -> None:
+    """A wake published while the asker's connection was away is lost; when the connection comes
+    back the waiter looks at its question and returns the answer then, not at its deadline
+    (docs/reliability.md#lost-wakes)."""
+    await system.stop_service("resume")  # no wake will come
+    client = await system.sdk()
+    task = asyncio.create_task(client.ask_user("Still on?", answer_format="confirm", timeout=60))
+    item = (await wait_total(system, 1))["items"][0]
+    async with system.http() as http:
+        resp = await http.post(f"/api/interactions/{item['interaction_id']}/answer", json={"answer": True})
+    assert resp.status_code == 200
+    assert not task.done()
+    client.look_again()  # what the connection's reconnect does
+    assert await asyncio.wait_for(task, 5) is True
+
+
+async def test_a_look_tells_pending_answered_and_gone_apart_and_only_to_the_asker(system: System) -> None:
+    """``cmd.ask.look.v1`` changes nothing: pending while open, the answer once answered, gone
+    when removed; a user token may look only at its own question."""
+    from layby_contracts.commands import REPLY_DECODER, Look, PruneResult, Refused
+
+    client = await system.sdk(ALICE)
+    task = asyncio.create_task(client.ask_user("Look at me?", answer_format="confirm", timeout=60))
+    item = (await wait_total(system, 1))["items"][0]
+    ix = item["interaction_id"]
+
+    async def look(token: str) -> object:
+        msg = await client.nc.request(
+            system.settings.names.cmd_ask, msgspec.json.encode(Look(token=token, interaction_id=ix)), timeout=5
+        )
+        return REPLY_DECODER.decode(msg.data)
+
+    assert await look(ALICE) == PruneResult(outcome="pending")
+    refused = await look(BOB)
+    assert isinstance(refused, Refused)
+    assert refused.kind == "audience"  # Forbidden: not the asker
+    async with system.http() as http:
+        resp = await http.post(f"/api/interactions/{ix}/answer", json={"answer": False})
+    assert resp.status_code == 200
+    answered = await look(ALICE)
+    assert isinstance(answered, PruneResult)
+    assert (answered.outcome, answered.answer) == ("answered", False)
+    assert await asyncio.wait_for(task, 10) is False
+
+
 @pytest.mark.parametrize(
     "payload",
     [

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import ssl
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -108,6 +108,7 @@ async def connect_nats(
     seed: str | None = None,
     inbox_prefix: str | None = None,
     ca_file: str | None = None,
+    reconnected: Callable[[], Awaitable[None]] | None = None,
 ) -> NATS:
     """Connect to NATS and reconnect forever once connected.
 
@@ -115,7 +116,9 @@ async def connect_nats(
     naming ``variable`` and the address (None: wait until connected, or until cancelled).
     ``seed``: the NATS key this connection signs in with (docs/security.md#nats-identities);
     ``inbox_prefix``: where its request replies arrive (only its own key may read there);
-    ``ca_file``: the CA that signs a ``tls://`` server's certificate (LAYBY_NATS_CA_FILE).
+    ``ca_file``: the CA that signs a ``tls://`` server's certificate (LAYBY_NATS_CA_FILE);
+    ``reconnected``: called each time the connection is made again (to the same server or
+    another of those named): what was published to this client meanwhile is lost.
     """
     try:
         addresses = servers(url)
@@ -130,6 +133,8 @@ async def connect_nats(
         options["inbox_prefix"] = inbox_prefix
     if ca_file is not None:
         options["tls"] = ssl.create_default_context(cafile=ca_file)
+    if reconnected is not None:
+        options["reconnected_cb"] = reconnected
     attempt = nc.connect(
         addresses,
         **options,

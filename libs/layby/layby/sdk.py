@@ -48,6 +48,7 @@ from layby_contracts.commands import (
     CheckCurrent,
     DoorCommand,
     EndRun,
+    Look,
     Notified,
     ParkRun,
     Prune,
@@ -97,6 +98,9 @@ PARK_RECORD_BUDGET = 60.0
 FIRST_CONNECT_SECONDS = 10.0
 NO_RESPONDER_PAUSE = 0.2
 """How long ``connect`` tries to reach NATS before ``Unavailable`` naming LAYBY_NATS_URL."""
+LOOK_SECONDS = 10.0
+"""A waiter that has heard nothing for this long looks whether its wake was lost (at once after
+its connection failed over; docs/reliability.md#lost-wakes)."""
 PRUNE_SECONDS = 1.0
 """How long a timed-out ask may spend withdrawing its question before it raises anyway."""
 
@@ -275,6 +279,14 @@ class Client:
         self._wake_prefix = f"{key_id(token)}.{self._waiter}"
         self._waiting: dict[str, asyncio.Future[Wake]] = {}
         self._wake_sub: Subscription | None = None
+        self._nudges: dict[str, asyncio.Event] = {}
+        """One per waiting ask, from before it is recorded: set when the connection came back (a
+        wake may have been lost meanwhile)."""
+
+    def look_again(self) -> None:
+        """The connection failed over: every waiting ask looks whether its wake was lost."""
+        for nudge in self._nudges.values():
+            nudge.set()
 
     async def close(self) -> None:
         if self._owns and not self._nc.is_closed:
@@ -426,6 +438,7 @@ class Client:
         # Listen before recording, so an instant answer is never lost.
         woken: asyncio.Future[Wake] = asyncio.get_running_loop().create_future()
         self._waiting[interaction_id] = woken
+        self._nudges[interaction_id] = asyncio.Event()
         try:
             await self._ensure_wake_subscription(deadline)
             accepted = await self._record(
@@ -460,6 +473,7 @@ class Client:
             raise
         finally:
             self._waiting.pop(interaction_id, None)
+            self._nudges.pop(interaction_id, None)
 
     async def notify_user(
         self,
@@ -735,13 +749,23 @@ class Client:
         sensitive: bool,
         details: bool = False,
     ) -> Any:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise TimeoutError
-        # asyncio.wait neither swallows a cancel (wait_for on 3.11 can) nor cancels the task.
-        await asyncio.wait({woken}, timeout=remaining)
-        if not woken.done():
-            raise TimeoutError
+        nudge = self._nudges.setdefault(interaction_id, asyncio.Event())
+        while not woken.done():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError
+            nudged: asyncio.Future[Any] = asyncio.ensure_future(nudge.wait())
+            try:
+                # asyncio.wait neither swallows a cancel (wait_for on 3.11 can) nor cancels the task.
+                either: set[asyncio.Future[Any]] = {woken, nudged}
+                await asyncio.wait(
+                    either, timeout=min(remaining, LOOK_SECONDS), return_when=asyncio.FIRST_COMPLETED
+                )
+            finally:
+                nudged.cancel()
+            if not woken.done():
+                nudge.clear()
+                await self._look(interaction_id, woken, deadline)
         wake = woken.result()
         if wake.outcome == "answered":
             answer = SecretValue(wake.answer) if sensitive else wake.answer
@@ -756,6 +780,43 @@ class Client:
             f"interaction {interaction_id} was removed before it was answered ({wake.reason})",
             interaction_id=interaction_id,
         )
+
+    async def _look(self, interaction_id: str, woken: asyncio.Future[Wake], deadline: float) -> None:
+        """Look whether the question resolved while its wake was lost; if so, wake the waiter as
+        the wake would have. Anything else (still pending, no answer in time, an ask service
+        from before the look) leaves it waiting."""
+        cmd = Look(token=self._token, interaction_id=interaction_id)
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return
+        try:
+            msg = await self._nc.request(
+                self._names.cmd_ask, _enc.encode(cmd), timeout=min(remaining, REQUEST_TIMEOUT)
+            )
+            reply = REPLY_DECODER.decode(msg.data)
+        except (nats.errors.Error, TimeoutError, msgspec.DecodeError, msgspec.ValidationError):
+            return
+        if not isinstance(reply, PruneResult) or woken.done():
+            return
+        if reply.outcome == "answered":
+            log.info("sdk.wake_recovered", interaction_id=interaction_id)
+            woken.set_result(
+                Wake(
+                    interaction_id=interaction_id,
+                    outcome="answered",
+                    answer=reply.answer,
+                    answered_by=reply.answered_by,
+                    answered_at=reply.answered_at,
+                    params=reply.params,
+                )
+            )
+        elif reply.outcome == "gone" and reply.reason is not None:
+            log.info("sdk.wake_recovered", interaction_id=interaction_id)
+            woken.set_result(
+                Wake(
+                    interaction_id=interaction_id, outcome="removed", reason=reply.reason, detail=reply.detail
+                )
+            )
 
     async def _prune(self, interaction_id: str, reason: str, timeout: float = REQUEST_TIMEOUT) -> PruneResult:
         cmd = Prune(token=self._token, interaction_id=interaction_id, reason=reason)  # type: ignore[arg-type]
@@ -826,6 +887,12 @@ async def connect(
         raise RuntimeError("no NATS URL: set LAYBY_NATS_URL, pass nats_url=, or run `layby up`")
     if not tok:
         raise RuntimeError("no token: set LAYBY_TOKEN, pass token=, or run `layby up`")
+    made: list[Client] = []
+
+    async def reconnected() -> None:
+        for client in made:
+            client.look_again()
+
     nc = await connect_nats(
         url,
         name="layby-sdk",
@@ -833,8 +900,9 @@ async def connect(
         seed=settings.nats_seed or client_seed(tok),
         inbox_prefix=client_inbox(tok),
         ca_file=settings.nats_ca_file,
+        reconnected=reconnected,
     )
-    return Client(
+    client = Client(
         nc,
         names=settings.names,
         token=tok,
@@ -842,6 +910,8 @@ async def connect(
         owns=True,
         public_base_url=settings.public_base_url,
     )
+    made.append(client)
+    return client
 
 
 _clients: dict[asyncio.AbstractEventLoop, Client] = {}

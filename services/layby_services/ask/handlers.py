@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 import msgspec
 
 from layby.natskeys import key_id
-from layby_contracts.commands import Accepted, Ask, Prune, PruneResult, Reserved, ReserveTicket
+from layby_contracts.commands import Accepted, Ask, Look, Prune, PruneResult, Reserved, ReserveTicket
 from layby_contracts.errors import (
     BadInput,
     Conflict,
@@ -25,7 +25,7 @@ from layby_contracts.events import InteractionAsked, InteractionWithdrawn, Media
 from layby_contracts.limits import MEDIA_ROUTE_PREFIX
 from layby_domain.ask import AskFacts, check_retention, decide_ask, park_identity
 from layby_domain.clock import Clock
-from layby_domain.interaction import decide_prune, decide_withdrawn, withdrawal
+from layby_domain.interaction import Interaction, decide_prune, decide_withdrawn, withdrawal
 from layby_domain.media import decode_data_image
 from layby_domain.tickets import ticket_expires_at
 from layby_domain.validation import (
@@ -40,6 +40,7 @@ from layby_server.channels import abilities, load_channels
 from layby_server.eventstore import EventStore
 from layby_server.logs import get_logger
 from layby_server.parked import Entries
+from layby_server.resolve import state_of
 from layby_server.settings import Settings
 from layby_server.webhooks import webhook_policy
 from layby_services.ask.admission import Admitter, caller_deadline, caller_limit_error
@@ -285,15 +286,44 @@ class AskHandlers:
             return PruneResult(outcome="pruned")
         if resolved.kept == "absent":
             return await self._withdraw(cmd, principal.identity)
-        removed, answered = resolved.state.removed, resolved.state.answered
+        return await self._outcome(cmd.interaction_id, resolved.state, restricted_to, "prune")
+
+    async def look(self, cmd: Look) -> PruneResult:
+        """How a sync question stands, changing nothing (a waiter whose wake may have been lost;
+        docs/reliability.md#lost-wakes). Read from the stream leader: an answer acknowledged
+        before the look is seen."""
+        try:
+            principal = self._auth.principal(cmd.token)
+        except Unauthorized as exc:
+            raise Unauthorized(str(exc), field="token") from None
+        if not is_interaction_id(cmd.interaction_id):
+            return PruneResult(outcome="gone")
+        restricted_to = principal.identity if principal.restricted else None
+        last = await self._store.last(self._store.names.ix(cmd.interaction_id), leader=True)
+        state = state_of(last)
+        if state.status == "pending":
+            if restricted_to is not None:
+                await self._asker_only(cmd.interaction_id, restricted_to, "look at")
+            return PruneResult(outcome="pending")
+        return await self._outcome(cmd.interaction_id, state, restricted_to, "look at")
+
+    async def _asker_only(self, interaction_id: str, restricted_to: str, verb: str) -> None:
+        asked_event = await self._store.first(self._store.names.ix(interaction_id))
+        if asked_event is None or getattr(asked_event.event, "asked_by", None) != restricted_to:
+            raise Forbidden(f"only the asker may {verb} its question")
+
+    async def _outcome(
+        self, interaction_id: str, state: Interaction, restricted_to: str | None, verb: str
+    ) -> PruneResult:
+        """A question that is no longer pending: gone (removed, or never recorded) or answered,
+        with the answer for its asker."""
+        removed, answered = state.removed, state.answered
         if removed is not None:
             return PruneResult(outcome="gone", reason=removed.reason, detail=removed.detail)
         if answered is None:
             return PruneResult(outcome="gone")
         if restricted_to is not None:
-            asked_event = await self._store.first(self._store.names.ix(cmd.interaction_id))
-            if asked_event is None or getattr(asked_event.event, "asked_by", None) != restricted_to:
-                raise Forbidden("only the asker may prune its question")
+            await self._asker_only(interaction_id, restricted_to, verb)
         answer = answered.answer
         if answered.sensitive:
             raw = await self._store.get_secret(answered.interaction_id, answered.secret_ref)

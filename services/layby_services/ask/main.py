@@ -22,6 +22,7 @@ from layby_contracts.commands import (
     DoorCommand,
     EndRun,
     ListParked,
+    Look,
     Notify,
     ParkRun,
     Prune,
@@ -123,6 +124,8 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
                     return await handlers.reserve(cmd)
                 case Prune():
                     return await handlers.prune(cmd)
+                case Look():
+                    return await handlers.look(cmd)
                 case StartRun():
                     return await handlers.runs.start(cmd)
                 case ParkRun():

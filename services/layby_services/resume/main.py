@@ -15,11 +15,13 @@ from __future__ import annotations
 import asyncio
 
 import msgspec
+import nats.errors
 
 from layby_contracts.commands import Wake
+from layby_contracts.errors import Transient
 from layby_contracts.events import Event, InteractionAnswered, InteractionAsked, InteractionRemoved
 from layby_domain.clock import Clock
-from layby_server.consumer import consume_push
+from layby_server.consumer import Flusher, consume_push
 from layby_server.eventstore import EventStore, Stored
 from layby_server.gauges import ConsumerGauges
 from layby_server.logs import get_logger
@@ -30,6 +32,9 @@ from layby_services.resume.parks import Resumer
 log = get_logger("layby.resume")
 _enc = msgspec.json.Encoder()
 CONCURRENCY = 64
+WAKE_FLUSH_SECONDS = 2.0
+"""How long the server may take to confirm it holds a batch's wakes before the batch is
+redelivered (the wakes published again, by this replica or another)."""
 
 
 async def wake_for(store: EventStore, stored: Stored) -> Wake | None:
@@ -57,15 +62,26 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
     async with open_resources(settings, name="resume", clock=clock, database=False, secrets=True) as res:
         store = res.store
         resumer = Resumer(store, res.clock)
+        flusher = Flusher(res.nc, WAKE_FLUSH_SECONDS)
 
         async def handle(batch: list[Stored]) -> None:
+            woke = False
             for stored in batch:
                 wake = await wake_for(store, stored)
                 if wake is not None:
                     waiter = getattr(stored.event, "waiter", None)
                     await res.nc.publish(settings.names.wake(wake.interaction_id, waiter), _enc.encode(wake))
+                    woke = True
                 else:
                     await resumer.on_event(stored)
+            if woke:
+                # The batch is acknowledged only once the server has its wakes: a wake written
+                # to a server that died or froze is published again by the redelivery
+                # (docs/reliability.md#lost-wakes).
+                try:
+                    await flusher.flushed()
+                except (nats.errors.Error, TimeoutError) as exc:
+                    raise Transient(f"the wakes did not reach NATS: {type(exc).__name__}") from None
 
         lag = ConsumerGauges(
             store, res.metrics.registry, res.clock, settings.metrics_interval_seconds, ("resume",)

@@ -402,7 +402,7 @@ async def withdraw_door(request: Request[Any, Any, Any], interaction_id: Interac
     await visible_ask(state, who, interaction_id)
     cmd = Prune(token=bearer_token(request), interaction_id=interaction_id, reason="cancelled")
     reply = await send_command(state, state.store.names.cmd_prune, cmd)
-    if not isinstance(reply, PruneResult):
+    if not isinstance(reply, PruneResult) or reply.outcome == "pending":
         raise Unavailable("the ask service answered a prune with something else")
     return Withdrawn(
         data=WithdrawnData(
