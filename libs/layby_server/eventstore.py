@@ -411,25 +411,41 @@ class EventStore(Resolving):
 
         By default this is a direct get, which any replica may serve (fast, possibly a moment
         stale on a cluster). Decisions never rest on it alone: they append with the read
-        sequence expected, and after a lost race they re-read with ``leader=True``.
+        sequence expected, and after a lost race they re-read with ``leader=True``. An empty
+        answer from a replica is asked of the leader again: a replica may not hold yet what was
+        just acknowledged, and "not found" is not a stale answer any decision can correct
+        (docs/reliability.md#reads-after-writes).
         """
         # A single-replica stream has no followers: its direct get is the leader's answer, and
         # it costs the server far less than the JetStream API's JSON form.
         direct = not leader or self._replicas == 1
+        raw = await self._last_raw(stream or self.names.events_stream, subject, direct)
+        if raw is None and direct and self._replicas > 1:
+            raw = await self._last_raw(stream or self.names.events_stream, subject, False)
+        if raw is None:
+            return None
+        assert raw.data is not None
+        assert raw.seq is not None
+        return Stored(seq=int(raw.seq), event=decode_event(raw.data), trace=tracing.carrier_of(raw.headers))
+
+    async def _last_seen(self, stream: str, subject: str) -> RawStreamMsg | None:
+        """A subject's last message by direct get, asked of the leader again when a replica has
+        none (it may not hold yet what was just acknowledged)."""
+        raw = await self._last_raw(stream, subject, True)
+        if raw is None and self._replicas > 1:
+            raw = await self._last_raw(stream, subject, False)
+        return raw
+
+    async def _last_raw(self, stream: str, subject: str, direct: bool) -> RawStreamMsg | None:
         with unavailable_on_transport_error(f"read of {subject}"):
             try:
-                raw = await self.patiently(
-                    lambda: self._jt.get_last_msg(stream or self.names.events_stream, subject, direct=direct)
-                )
+                return await self.patiently(lambda: self._jt.get_last_msg(stream, subject, direct=direct))
             except nats.js.errors.NotFoundError:
                 return None
             except nats.js.errors.APIError as exc:
                 if exc.err_code == NO_MESSAGE_FOUND:
                     return None
                 raise
-        assert raw.data is not None
-        assert raw.seq is not None
-        return Stored(seq=int(raw.seq), event=decode_event(raw.data), trace=tracing.carrier_of(raw.headers))
 
     async def first(self, subject: str) -> Stored | None:
         """The first event on a subject (for an interaction: its ``asked`` event), from the leader."""
@@ -523,15 +539,9 @@ class EventStore(Resolving):
 
     async def get_media(self, media_id: str) -> tuple[str, bytes, datetime] | None:
         """(MIME type, bytes, stored at) of an inline image, or None when unknown or expired."""
-        with unavailable_on_transport_error("read of an inline image"):
-            try:
-                raw = await self.patiently(
-                    lambda: self._jt.get_last_msg(
-                        self.names.media_stream, self.names.media(media_id), direct=True
-                    )
-                )
-            except nats.js.errors.NotFoundError:
-                return None
+        raw = await self._last_seen(self.names.media_stream, self.names.media(media_id))
+        if raw is None:
+            return None
         mime = (raw.headers or {}).get("Content-Type", "application/octet-stream")
         stored = raw.time or datetime.now(UTC)
         return mime, raw.data or b"", stored
@@ -554,15 +564,9 @@ class EventStore(Resolving):
 
     async def get_ticket(self, ticket_hash: str) -> tuple[str, datetime] | None:
         """(interaction id, expires at) of a ticket hash, or None."""
-        with unavailable_on_transport_error("read of a ticket"):
-            try:
-                raw = await self.patiently(
-                    lambda: self._jt.get_last_msg(
-                        self.names.tickets_stream, self.names.ticket(ticket_hash), direct=True
-                    )
-                )
-            except nats.js.errors.NotFoundError:
-                return None
+        raw = await self._last_seen(self.names.tickets_stream, self.names.ticket(ticket_hash))
+        if raw is None:
+            return None
         body = msgspec.json.decode(raw.data or b"{}")
         return body["interaction_id"], datetime.fromisoformat(body["expires_at"])
 
