@@ -161,6 +161,11 @@ class EventStore(Resolving):
         self.on_appended: Callable[[Event], None] = _ignore
         """Called once for each event this store appended (the service's metrics count it)."""
 
+    @property
+    def replicated(self) -> bool:
+        """Whether the event log has followers (a direct get may then lag its leader)."""
+        return self._replicas > 1
+
     async def provision(self) -> None:
         """Create or update the streams; safe to run from every replica at every start. A log a
         newer build wrote is refused before anything is updated

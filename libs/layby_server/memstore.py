@@ -194,6 +194,11 @@ class MemoryEventStore(Resolving):
         await _round_trip()
         self._configure()
 
+    @property
+    def replicated(self) -> bool:
+        """One copy in memory: a read is always the leader's."""
+        return False
+
     async def detect_replicas(self) -> None:
         await _round_trip()
 

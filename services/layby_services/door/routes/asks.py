@@ -335,6 +335,11 @@ async def long_poll(
                 return outcome
             remaining = end - time.monotonic()
             if woken is None or remaining <= 0:
+                if not leader and state.store.replicated:
+                    # A replica may lag an answer just acknowledged on another door: "pending"
+                    # is said only on the leader's word (docs/reliability.md#reads-after-writes).
+                    leader = True
+                    continue
                 return OutcomeData(
                     interaction_id=interaction_id, status="pending", timeout_at=asked.timeout_at.isoformat()
                 )
