@@ -281,13 +281,11 @@ class Shape:
         finally:
             await nc.close()
 
-    def check_alive(self) -> list[str]:
-        """The processes that exited on their own (a crash the suite did not cause)."""
-        return [
-            f"{name}-{i} (exit {p.returncode})" for (name, i), p in self.procs.items() if p.poll() is not None
-        ]
-
     async def stop(self) -> None:
+        if self._supervisor is not None:
+            self._supervisor.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._supervisor
         for proc in self.procs.values():
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)

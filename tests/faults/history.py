@@ -232,7 +232,8 @@ def _check_ops(history: History, idx: _Index, cap: int | None, flag: Flag) -> No
         if op.result == "cancelled":
             continue
         iid = idx.iid_of(op)
-        what = f"{op.kind} {op.ids} ({op.result} {op.error} {op.message[:160]!r})"
+        what = f"{op.kind} {op.ids} ({op.result} {op.error} {op.message[:160]!r}"
+        what += f" status {op.status} {str(op.value)[:160]!r})" if op.status is not None else ")"
         if op.kind in ("ask", "external_ask"):
             _check_ask(history, idx, op, iid, cap, what, flag)
         elif op.kind == "run_start":
