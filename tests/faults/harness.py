@@ -110,6 +110,11 @@ class Shape:
         self.root.mkdir(parents=True, exist_ok=True)
         (self.root / "logs").mkdir(exist_ok=True)
         self.cluster = EmbeddedNatsCluster(self.root / "nats", size=self.nodes)
+        if self.nodes == 1:
+            # nats-server refuses a cluster block without routes: one plain JetStream node.
+            self.cluster.nodes = [
+                EmbeddedNats(self.root / "nats" / "n0", server_name="layby-n0", monitor_port=free_port())
+            ]
         await asyncio.to_thread(self.cluster.start)
         self.pg = EmbeddedPostgres(self.root / "pg" / "data")
         await asyncio.to_thread(self.pg.start)
@@ -239,7 +244,8 @@ class Shape:
         """Every node's JetStream is current (``/healthz``) and a meta leader is elected."""
         deadline = time.monotonic() + timeout
         while True:
-            if all(_node_healthy(n) for n in self.nats.nodes) and self.nats.meta_leader() is not None:
+            led = self.nodes == 1 or self.nats.meta_leader() is not None
+            if all(_node_healthy(n) for n in self.nats.nodes) and led:
                 return
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the NATS cluster was not ready within {timeout:.0f}s")
