@@ -394,14 +394,9 @@ class EventStore(Resolving):
         async def read() -> RawStreamMsg:
             return await self._jt.get_msg(stream, seq=(after or 0) + 1, subject=subject, next=True)
 
-        try:
-            raw = await self.patiently(read)
-        except nats.js.errors.NotFoundError:
+        raw = await self.found(read)
+        if raw is None:
             return None
-        except nats.js.errors.APIError as exc:
-            if exc.err_code == NO_MESSAGE_FOUND:
-                return None
-            raise
         if (raw.headers or {}).get("Nats-Msg-Id") == msg_id and raw.data == data:
             return int(raw.seq or 0) or None
         return None
@@ -443,14 +438,18 @@ class EventStore(Resolving):
 
     async def _last_raw(self, stream: str, subject: str, direct: bool) -> RawStreamMsg | None:
         with unavailable_on_transport_error(f"read of {subject}"):
-            try:
-                return await self.patiently(lambda: self._jt.get_last_msg(stream, subject, direct=direct))
-            except nats.js.errors.NotFoundError:
+            return await self.found(lambda: self._jt.get_last_msg(stream, subject, direct=direct))
+
+    async def found(self, read: Callable[[], Awaitable[RawStreamMsg]]) -> RawStreamMsg | None:
+        """``read()`` tried ``patiently``; None when JetStream says there is no such message."""
+        try:
+            return await self.patiently(read)
+        except nats.js.errors.NotFoundError:
+            return None
+        except nats.js.errors.APIError as exc:
+            if exc.err_code == NO_MESSAGE_FOUND:
                 return None
-            except nats.js.errors.APIError as exc:
-                if exc.err_code == NO_MESSAGE_FOUND:
-                    return None
-                raise
+            raise
 
     async def first(self, subject: str) -> Stored | None:
         """The first event on a subject (for an interaction: its ``asked`` event), from the leader."""
@@ -465,20 +464,11 @@ class EventStore(Resolving):
         """The first message of ``stream`` on ``subject`` (wildcards allowed) at or after ``seq``,
         or ``None`` when there is none. A replicated stream answers from its leader: a follower
         may not hold yet a message a consumer already delivered."""
+        direct = self._replicas == 1
         with unavailable_on_transport_error(f"read of {stream}"):
-            try:
-                raw = await self.patiently(
-                    lambda: self._jt.get_msg(
-                        stream, seq=seq, subject=subject, next=True, direct=self._replicas == 1
-                    )
-                )
-            except nats.js.errors.NotFoundError:
-                return None
-            except nats.js.errors.APIError as exc:
-                if exc.err_code == NO_MESSAGE_FOUND:
-                    return None
-                raise
-        return raw
+            return await self.found(
+                lambda: self._jt.get_msg(stream, seq=seq, subject=subject, next=True, direct=direct)
+            )
 
     async def detect_replicas(self) -> None:
         """Read the event log's replica count (a client that did not provision the streams)."""

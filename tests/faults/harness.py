@@ -28,8 +28,6 @@ import httpx
 
 from layby.connection import connect_nats
 from layby_server.embedded import EmbeddedNats, EmbeddedNatsCluster, EmbeddedPostgres, free_port
-from layby_server.eventstore import EventStore
-from layby_server.sealing import Sealer
 from layby_server.settings import Settings, load_settings
 from tests.conftest import OPERATOR, SECRETS_KEY, TOKENS
 from tests.faults.flows import SCHEMA_SQL
@@ -133,7 +131,6 @@ class Shape:
             public_base_url=self.door_urls[0],
         )
         await self._wait_cluster_ready()
-        await self._provision()
         conn = await asyncpg.connect(self.pg.url)
         try:
             await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{ns}"')
@@ -149,24 +146,6 @@ class Shape:
         self._supervisor = asyncio.create_task(self._supervise())
         await self.wait_doors()
         await self._wait_services()
-
-    async def _provision(self) -> None:
-        """Create the streams once, before the services start: ten processes creating the same
-        R3 streams at once on a fresh cluster time out (see the report in soak.py's docstring)."""
-        nc = await connect_nats(self.nats.url, name="faults-provision")
-        try:
-            store = EventStore(nc, self.config.names, replicas=self.nodes, sealer=Sealer(SECRETS_KEY))
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    await store.provision()
-                    return
-                except Exception:
-                    if time.monotonic() > deadline:
-                        raise
-                    await asyncio.sleep(0.5)
-        finally:
-            await nc.close()
 
     async def _supervise(self) -> None:
         """Restart a process that exited on its own, as Kubernetes would, and record it."""

@@ -35,7 +35,7 @@ from layby_domain.validation import (
     new_interaction_id,
 )
 from layby_domain.verifiers import parse_secrets
-from layby_server.auth import Authenticator, asker_of
+from layby_server.auth import Authenticator, Principal, asker_of
 from layby_server.channels import abilities, load_channels
 from layby_server.eventstore import EventStore
 from layby_server.logs import get_logger
@@ -270,11 +270,14 @@ class AskHandlers:
         log.info("ask.prune", interaction_id=cmd.interaction_id, reason=cmd.reason, outcome=outcome)
         return result
 
-    async def _prune(self, cmd: Prune) -> PruneResult:
+    def _waiter_of(self, cmd: Prune | Look) -> Principal:
         try:
-            principal = self._auth.principal(cmd.token)
+            return self._auth.principal(cmd.token)
         except Unauthorized as exc:
             raise Unauthorized(str(exc), field="token") from None
+
+    async def _prune(self, cmd: Prune) -> PruneResult:
+        principal = self._waiter_of(cmd)
         if not is_interaction_id(cmd.interaction_id):
             return PruneResult(outcome="gone")
         restricted_to = principal.identity if principal.restricted else None
@@ -292,10 +295,7 @@ class AskHandlers:
         """How a sync question stands, changing nothing (a waiter whose wake may have been lost;
         docs/reliability.md#lost-wakes). Read from the stream leader: an answer acknowledged
         before the look is seen."""
-        try:
-            principal = self._auth.principal(cmd.token)
-        except Unauthorized as exc:
-            raise Unauthorized(str(exc), field="token") from None
+        principal = self._waiter_of(cmd)
         if not is_interaction_id(cmd.interaction_id):
             return PruneResult(outcome="gone")
         restricted_to = principal.identity if principal.restricted else None
