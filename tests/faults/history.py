@@ -522,9 +522,13 @@ def _tally(
 
 
 def recovery_seconds(cycles: list[float], start: float, end: float) -> tuple[float, float | None]:
-    """(rate before, seconds after ``start`` until the rate stays >= 80 % of it). The rate is
-    completed cycles per second in 0.5 s buckets, smoothed over 2 s; None when it never came
-    back before ``end``."""
+    """(rate before, seconds after ``start`` until the system serves at its previous rate again).
+
+    The rate is completed cycles per second in 0.5 s buckets, over a rolling 2 s. The fault's
+    disruption begins at the first window after ``start`` below 80 % of the rate before (none: it
+    cost nothing, 0.0); it ends at the first window after that, wholly past the disruption's
+    start, at 80 % again. None when that never came before ``end``. A dip later on (noise on a
+    busy machine, the next fault) is not counted against this fault."""
     before = bisect.bisect_left(cycles, start) - bisect.bisect_left(cycles, start - PRE_FAULT_SECONDS)
     rate = before / PRE_FAULT_SECONDS
     if rate == 0:
@@ -532,18 +536,20 @@ def recovery_seconds(cycles: list[float], start: float, end: float) -> tuple[flo
     n = max(1, math.ceil((end - start) / BUCKET))
     counts = [
         bisect.bisect_left(cycles, start + (i + 1) * BUCKET) - bisect.bisect_left(cycles, start + i * BUCKET)
-        for i in range(-ROLLING_BUCKETS + 1, n)
+        for i in range(n)
     ]
-    last_low: int | None = None
-    for i in range(n):
-        window = counts[i : i + ROLLING_BUCKETS]
-        if sum(window) / (ROLLING_BUCKETS * BUCKET) < RECOVERED * rate:
-            last_low = i
-    if last_low is None:
+    floor = RECOVERED * rate * ROLLING_BUCKETS * BUCKET
+
+    def served(first: int) -> bool:
+        return sum(counts[first : first + ROLLING_BUCKETS]) >= floor
+
+    disrupted = next((i for i in range(n - ROLLING_BUCKETS + 1) if not served(i)), None)
+    if disrupted is None:
         return rate, 0.0
-    if last_low >= n - 1:
+    back = next((i for i in range(disrupted + 1, n - ROLLING_BUCKETS + 1) if served(i)), None)
+    if back is None:
         return rate, None
-    return rate, (last_low + 1) * BUCKET
+    return rate, (back + ROLLING_BUCKETS) * BUCKET
 
 
 def summary(report: Report) -> list[dict[str, Any]]:

@@ -31,6 +31,9 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--faults", type=int, default=30, help="how many faults to inject (default 30)")
     parser.add_argument("--seconds", type=float, default=10.0, help="seconds of load after each fault")
     parser.add_argument("--rate-seconds", type=float, default=15.0, help="seconds each rate is measured")
+    parser.add_argument(
+        "--askers", type=int, default=40, help="blocking askers while the rates are measured (default 40)"
+    )
     parser.add_argument("--kinds", default="", help="comma-separated fault kinds (default: all, in turn)")
     parser.add_argument("--out", type=Path, default=None, help="write the report as JSON here")
     return parser.parse_args(argv)
@@ -40,10 +43,11 @@ def _say(text: str) -> None:
     print(text, flush=True)
 
 
-async def _rate(root: Path, nodes: int, seconds: float) -> tuple[float, Shape]:
-    shape = Shape(root, nodes=nodes, worker=nodes > 1)
+async def _rate(root: Path, nodes: int, seconds: float, askers: int) -> tuple[float, Shape]:
+    """The same shape but for the nodes (a worker in both: the cluster's runs the faults' parks)."""
+    shape = Shape(root, nodes=nodes, worker=True)
     await shape.start()
-    return await sync_rate(shape, seconds), shape
+    return await sync_rate(shape, seconds, askers=askers), shape
 
 
 async def soak(args: argparse.Namespace) -> int:
@@ -52,10 +56,10 @@ async def soak(args: argparse.Namespace) -> int:
     kinds = list(itertools.islice(itertools.cycle(chosen), args.faults))
     with tempfile.TemporaryDirectory(prefix="layby-soak-") as tmp:
         began = time.time()
-        single, shape = await _rate(Path(tmp) / "single", 1, args.rate_seconds)
+        single, shape = await _rate(Path(tmp) / "single", 1, args.rate_seconds, args.askers)
         await shape.stop()
         _say(f"sync cycle rate, one node (R1): {single:.1f}/s")
-        clustered, shape = await _rate(Path(tmp) / "cluster", 3, args.rate_seconds)
+        clustered, shape = await _rate(Path(tmp) / "cluster", 3, args.rate_seconds, args.askers)
         _say(f"sync cycle rate, three nodes (R3): {clustered:.1f}/s ({clustered / single:.2f} of one node)")
         try:
 

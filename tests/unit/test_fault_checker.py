@@ -247,12 +247,17 @@ def test_violations_are_counted_against_the_fault_whose_window_holds_them() -> N
     assert report.baseline.tried == len(clean_history().ops)
 
 
-def test_recovery_is_the_time_until_the_cycle_rate_stays_at_80_percent_of_before() -> None:
+def test_recovery_is_the_time_until_the_cycle_rate_is_back_at_80_percent_of_before() -> None:
     """10 cycles a second, none for 3 s after the fault's start, then 10 a second again: the
-    rate is back (over 2 s) about 4.5 s after the start; a rate that never returns is None."""
+    rate is back (over 2 s) 5 s after the start; a rate that never returns is None; a fault that
+    costs nothing recovers at 0; a later dip (the next fault) does not count against this one."""
     steady = [T0 - 10 + i / 10 for i in range(100)]
     after = [T0 + 3 + i / 10 for i in range(100)]
     rate, recovery = recovery_seconds([*steady, *after], T0, T0 + 13)
     assert rate == pytest.approx(10, rel=0.05)
-    assert recovery == pytest.approx(4.5, abs=0.6)
+    assert recovery == pytest.approx(5.0, abs=0.6)
     assert recovery_seconds(steady, T0, T0 + 13) == (pytest.approx(10, rel=0.05), None)
+    unbroken = [T0 - 10 + i / 10 for i in range(230)]
+    assert recovery_seconds(unbroken, T0, T0 + 13)[1] == 0.0
+    dip_later = [c for c in [*steady, *after] if not T0 + 10 <= c < T0 + 11.5]
+    assert recovery_seconds(dip_later, T0, T0 + 13)[1] == pytest.approx(5.0, abs=0.6)
