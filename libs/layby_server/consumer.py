@@ -88,6 +88,21 @@ async def _reconcile_filter(store: EventStore, durable: str, filter_subject: str
     return start
 
 
+async def _keep_ack_wait(store: EventStore, durable: str, ack_wait: float) -> None:
+    """Give an existing durable the ``ack_wait`` its role wants (binding to it would keep the one
+    it was made with); every NATS Layby supports updates it in place."""
+    try:
+        info = await store.js.consumer_info(store.names.events_stream, durable)
+    except nats.js.errors.NotFoundError:
+        return
+    if info.config.ack_wait is not None and abs(info.config.ack_wait - ack_wait) < 0.001:
+        return
+    info.config.ack_wait = ack_wait
+    with contextlib.suppress(nats.js.errors.BadRequestError):  # a sibling replica's update raced
+        await store.js.add_consumer(store.names.events_stream, info.config)
+    log.info("consumer.ack_wait", durable=durable, seconds=ack_wait)
+
+
 def _config(deliver_all: bool, start: int | None, **fields: str) -> ConsumerConfig:
     """The settings every durable of the event log shares; ``start`` resumes a recreated one."""
     config = ConsumerConfig(
@@ -390,12 +405,18 @@ async def consume_push(
     deliver_all: bool = False,
     concurrency: int = 1,
     traced: Traced | None = None,
+    ack_wait: float = ACK_WAIT_SECONDS,
 ) -> None:
     """Like ``consume``, for latency-critical roles: a durable *push* consumer with a deliver
     group shared by the role's replicas. The server sends each message as it is stored (no pull
-    round trips); each is handled as a batch of one and acknowledged after the handler returns."""
+    round trips); each is handled as a batch of one and acknowledged after the handler returns.
+
+    ``ack_wait``: how soon a message that was not acknowledged goes to a replica again (one
+    handed to a replica that died, or whose acknowledgement was lost with a consumer leader);
+    short for roles whose handling is quick and may repeat (docs/reliability.md#redelivery)."""
     durable = store.names.durable(role)
     start = await _reconcile_filter(store, durable, store.names.events_all)
+    await _keep_ack_wait(store, durable, ack_wait)
 
     slots = asyncio.Semaphore(concurrency)
     running: set[asyncio.Task[None]] = set()
@@ -417,6 +438,7 @@ async def consume_push(
         task.add_done_callback(running.discard)
 
     config = _config(deliver_all, start)
+    config.ack_wait = ack_wait
     sub = await store.js.subscribe(
         store.names.events_all,
         queue=durable,

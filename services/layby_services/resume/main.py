@@ -32,6 +32,10 @@ from layby_services.resume.parks import Resumer
 log = get_logger("layby.resume")
 _enc = msgspec.json.Encoder()
 CONCURRENCY = 64
+ACK_WAIT_SECONDS = 5.0
+"""A resume or a wake takes milliseconds and may repeat (wakes are idempotent for the asker, a
+resume is decided by the log): an event handed to a replica that died, or whose acknowledgement
+was lost with its consumer's leader, goes to another replica after 5 s, not 30 s."""
 WAKE_FLUSH_SECONDS = 2.0
 """How long the server may take to confirm it holds a batch's wakes before the batch is
 redelivered (the wakes published again, by this replica or another)."""
@@ -91,7 +95,13 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
             group.create_task(lag.run(stop))
             group.create_task(
                 consume_push(
-                    store, role="resume", handler=handle, stop=stop, concurrency=CONCURRENCY, traced=_acts_on
+                    store,
+                    role="resume",
+                    handler=handle,
+                    stop=stop,
+                    concurrency=CONCURRENCY,
+                    traced=_acts_on,
+                    ack_wait=ACK_WAIT_SECONDS,
                 )
             )
 
