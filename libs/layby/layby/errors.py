@@ -3,6 +3,7 @@
 from layby_contracts.channels import ChannelDeliveryError, ChannelInputError
 from layby_contracts.errors import (
     BadInput,
+    CallFailedError,
     ChannelFailedError,
     ChannelUnavailableError,
     Conflict,
@@ -25,6 +26,7 @@ from layby_contracts.errors import (
 
 __all__ = [
     "BadInput",
+    "CallFailedError",
     "ChannelDeliveryError",
     "ChannelFailedError",
     "ChannelInputError",
