@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import asyncpg
 import msgspec
 import nats.errors
+import nats.js.errors
 from asyncpg.pool import PoolConnectionProxy
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
@@ -415,18 +416,37 @@ async def projected_through(
     pool: asyncpg.Pool, store: EventStore, *, within: float = SETTLE_SECONDS, poll: float = 0.02
 ) -> bool:
     """Whether the read models hold every event the log held when this was asked, waiting up to
-    ``within`` seconds for the live projector to get there (its checkpoint is a true watermark:
-    one projector applies the log in order)."""
+    ``within`` seconds for the live projector to get there.
+
+    Two watermarks must both reach the log's last sequence: the projector's checkpoint (the
+    highest sequence it applied) and its consumer's acknowledgement floor (every sequence up to
+    it applied). The checkpoint alone can stand past a gap: a batch lost in flight when the
+    consumer's leader died comes back only after its ack wait, while later batches are applied
+    (docs/reliability.md#refusals-under-faults). Without a projector consumer (a rebuild, a
+    test) the checkpoint decides."""
     _, last = await store.bounds()
     loop = asyncio.get_running_loop()
     deadline = loop.time() + within
     while True:
         seq = await pool.fetchval("SELECT seq FROM projector_checkpoints WHERE name = $1", INBOX)
-        if int(seq or 0) >= last:
+        if int(seq or 0) >= last and await _acknowledged_through(store, last):
             return True
         if loop.time() >= deadline:
             return False
         await asyncio.sleep(poll)
+
+
+async def _acknowledged_through(store: EventStore, last: int) -> bool:
+    try:
+        info = await store.js.consumer_info(
+            store.names.events_stream, store.names.durable("projector"), timeout=1.0
+        )
+    except nats.js.errors.NotFoundError:
+        return True
+    except (nats.errors.Error, TimeoutError):
+        return False  # its leader is being elected: not known to be current yet
+    floor = int(info.ack_floor.stream_seq) if info.ack_floor and info.ack_floor.stream_seq else 0
+    return floor >= last
 
 
 PROJECTOR_LOCK = 0x1A7B7

@@ -120,3 +120,23 @@ async def test_a_cap_held_by_open_questions_is_refused_once_the_projection_is_cu
     )
     assert await admit_one(admitter) is True  # takes the one slot
     assert await admit_one(admitter) is False  # the pool is really full
+
+
+async def test_a_checkpoint_past_an_unacknowledged_batch_does_not_count_as_current(
+    settings: Settings, store: EventStore, db: asyncpg.Pool
+) -> None:
+    """A batch the projector was handed and never acknowledged (lost in flight with its
+    consumer's leader) comes back only after its ack wait; a checkpoint that later batches moved
+    past it is not a watermark, so the projection is not called current until the floor of the
+    projector's acknowledgements reaches the log's end."""
+    from layby_server.consumer import ensure_consumer
+
+    await answered_question(store, db)
+    durable = await ensure_consumer(store, "projector", deliver_all=True)
+    pull = await store.js.pull_subscribe_bind(durable, store.names.events_stream)
+    handed = await pull.fetch(10, timeout=5)  # handed out, never acknowledged
+    await project_everything(store, db)  # the checkpoint reaches the log's end all the same
+    assert await projected_through(db, store, within=0.1) is False
+    for msg in handed:
+        await msg.ack_sync()
+    assert await projected_through(db, store, within=5) is True
