@@ -26,6 +26,7 @@ from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 from nats.js.api import (
     DiscardPolicy,
+    PubAck,
     RawStreamMsg,
     RetentionPolicy,
     StorageType,
@@ -330,31 +331,25 @@ class EventStore(Resolving):
             headers["Nats-Expected-Last-Subject-Sequence"] = str(expected_seq)
         tracing.inject(headers)  # the appending span's context, for whoever reads the event
         data = encode_event(event)
-        tries = 0
-
-        async def publish() -> Any:
-            nonlocal tries
-            tries += 1
-            return await self._jt.publish(subject, data, headers=headers, timeout=ATTEMPT_SECONDS)
-
         with unavailable_on_transport_error(f"append to {subject}"):
-            try:
-                ack = await self.patiently(publish)
-            except nats.js.errors.APIError as exc:
-                if exc.err_code != WRONG_LAST_SEQUENCE:
-                    raise
-                if tries > 1 and (seq := await self._landed(subject, msg_id, data, expected_seq)):
-                    self.on_appended(event)
-                    return seq
-                raise Conflict(f"{subject} moved on past sequence {expected_seq}") from None
-            if ack.duplicate and expected_seq:
-                # The server de-duplicated on Nats-Msg-Id before checking the expected sequence:
-                # an identical append already landed. Ours, when an earlier try of this call
-                # landed unseen; otherwise this one did not decide anything.
-                if tries > 1 and await self._landed(subject, msg_id, data, int(ack.seq) - 1):
-                    self.on_appended(event)
-                    return int(ack.seq)
-                raise Conflict(f"{subject}: duplicate of an earlier append")
+            ack, tries = await self._publish(subject, data, headers)
+            if ack is None or (ack.duplicate and expected_seq):
+                # Moved on, or de-duplicated on Nats-Msg-Id before the expected sequence was
+                # checked (NATS 2.9): ours when an earlier try of this call landed unseen;
+                # otherwise this append decided nothing.
+                stream = self.stream_of(subject)
+                after = expected_seq if ack is None else int(ack.seq) - 1
+                seq = None
+                if tries > 1 and stream is not None:
+                    seq = await self._landed(stream, subject, msg_id, data, after)
+                if seq is None:
+                    raise Conflict(
+                        f"{subject} moved on past sequence {expected_seq}"
+                        if ack is None
+                        else f"{subject}: duplicate of an earlier append"
+                    )
+                self.on_appended(event)
+                return seq
         if not ack.duplicate:
             self.on_appended(event)  # durable now; a de-duplicated retry recorded nothing new
         return int(ack.seq)
@@ -374,6 +369,29 @@ class EventStore(Resolving):
             await asyncio.sleep(pause)
             pause = min(pause * 2, longest)
 
+    async def _put(self, subject: str, data: bytes, headers: dict[str, str] | None = None) -> PubAck:
+        """One publish, tried ``patiently``."""
+        return await self.patiently(
+            lambda: self._jt.publish(subject, data, headers=headers, timeout=ATTEMPT_SECONDS)
+        )
+
+    async def _publish(self, subject: str, data: bytes, headers: dict[str, str]) -> tuple[PubAck | None, int]:
+        """``_put``, and how many tries it took; no acknowledgement when the subject moved on
+        past the expected sequence the headers name."""
+        tries = 0
+
+        async def once() -> PubAck:
+            nonlocal tries
+            tries += 1
+            return await self._jt.publish(subject, data, headers=headers, timeout=ATTEMPT_SECONDS)
+
+        try:
+            return await self.patiently(once), tries
+        except nats.js.errors.APIError as exc:
+            if exc.err_code != WRONG_LAST_SEQUENCE:
+                raise
+            return None, tries
+
     def stream_of(self, subject: str) -> str | None:
         """The stream that holds an appended subject (the event log, or a run's step shard)."""
         names = self.names
@@ -384,20 +402,15 @@ class EventStore(Resolving):
             return names.steps_stream(int(subject[len(prefix) :].split(".", 1)[0]))
         return None
 
-    async def _landed(self, subject: str, msg_id: str, data: bytes, after: int | None) -> int | None:
-        """The sequence of this append if the leader holds it (its id and bytes, the first
+    async def _landed(
+        self, stream: str, subject: str, msg_id: str, data: bytes, after: int | None
+    ) -> int | None:
+        """The sequence of this publish if the leader holds it (its id and bytes, the first
         message of ``subject`` after ``after``); None when what is there is another's."""
-        stream = self.stream_of(subject)
-        if stream is None:
-            return None
-
-        async def read() -> RawStreamMsg:
-            return await self._jt.get_msg(stream, seq=(after or 0) + 1, subject=subject, next=True)
-
-        raw = await self.found(read)
-        if raw is None:
-            return None
-        if (raw.headers or {}).get("Nats-Msg-Id") == msg_id and raw.data == data:
+        raw = await self.found(
+            lambda: self._jt.get_msg(stream, seq=(after or 0) + 1, subject=subject, next=True)
+        )
+        if raw is not None and (raw.headers or {}).get("Nats-Msg-Id") == msg_id and raw.data == data:
             return int(raw.seq or 0) or None
         return None
 
@@ -418,10 +431,11 @@ class EventStore(Resolving):
         """
         # A single-replica stream has no followers: its direct get is the leader's answer, and
         # it costs the server far less than the JetStream API's JSON form.
-        direct = not leader or self._replicas == 1
-        raw = await self._last_raw(stream or self.names.events_stream, subject, direct)
-        if raw is None and direct and self._replicas > 1:
-            raw = await self._last_raw(stream or self.names.events_stream, subject, False)
+        stream = stream or self.names.events_stream
+        if not leader or self._replicas == 1:
+            raw = await self._last_seen(stream, subject)
+        else:
+            raw = await self._last_raw(stream, subject, direct=False)
         if raw is None:
             return None
         assert raw.data is not None
@@ -484,30 +498,16 @@ class EventStore(Resolving):
         self, stream: str, subject: str, payload: bytes, headers: dict[str, str], expected: str
     ) -> bool:
         """Publish ``payload`` only while ``subject``'s last sequence is ``expected``; False when it
-        moved on. ``headers`` carry this call's own ``Nats-Msg-Id``: a try that landed unseen and
-        was sent again comes back as a duplicate (NATS 2.9) or as "moved on" (2.15), and is told
-        apart from another writer's by that id on the subject's last message, read from the leader."""
+        moved on. ``headers`` carry a ``Nats-Msg-Id``: a try that landed unseen and was sent
+        again comes back as a duplicate (NATS 2.9) or as "moved on" (2.15), and is told apart
+        from another writer's by its id and bytes, read from the leader (``_landed``)."""
         headers = {**headers, "Nats-Expected-Last-Subject-Sequence": expected}
-        tries = 0
-
-        async def publish() -> Any:
-            nonlocal tries
-            tries += 1
-            return await self._jt.publish(subject, payload, headers=headers, timeout=ATTEMPT_SECONDS)
-
-        try:
-            ack = await self.patiently(publish)
-        except nats.js.errors.APIError as exc:
-            if exc.err_code != WRONG_LAST_SEQUENCE:
-                raise
-            if tries == 1:
-                return False
-            try:
-                raw = await self.patiently(lambda: self._jt.get_last_msg(stream, subject))
-            except nats.js.errors.NotFoundError:
-                return False
-            return (raw.headers or {}).get("Nats-Msg-Id") == headers["Nats-Msg-Id"]
-        return not ack.duplicate or tries > 1
+        ack, tries = await self._publish(subject, payload, headers)
+        if ack is not None and not ack.duplicate:
+            return True
+        if tries == 1:
+            return False
+        return await self._landed(stream, subject, headers["Nats-Msg-Id"], payload, int(expected)) is not None
 
     async def publish_once(self, subject: str, payload: bytes, *, msg_id: str) -> bool:
         """Publish to an empty subject of the continuations stream, at most once.
@@ -523,13 +523,10 @@ class EventStore(Resolving):
     async def put_media(self, media_id: str, mime: str, payload: bytes) -> None:
         """Keep an inline image of a question, by reference (docs/asking.md#inline-images)."""
         with unavailable_on_transport_error("storing an inline image"):
-            await self.patiently(
-                lambda: self._jt.publish(
-                    self.names.media(media_id),
-                    payload,
-                    headers={"Content-Type": mime, "Nats-Msg-Id": f"media-{media_id}"},
-                    timeout=ATTEMPT_SECONDS,
-                )
+            await self._put(
+                self.names.media(media_id),
+                payload,
+                {"Content-Type": mime, "Nats-Msg-Id": f"media-{media_id}"},
             )
 
     async def get_media(self, media_id: str) -> tuple[str, bytes, datetime] | None:
@@ -552,9 +549,7 @@ class EventStore(Resolving):
         with unavailable_on_transport_error("storing a ticket"):
             if new:
                 return await self._put_if(self.names.tickets_stream, subject, payload, headers, "0")
-            await self.patiently(
-                lambda: self._jt.publish(subject, payload, headers=headers, timeout=ATTEMPT_SECONDS)
-            )
+            await self._put(subject, payload, headers)
         return True
 
     async def get_ticket(self, ticket_hash: str) -> tuple[str, datetime] | None:
@@ -568,8 +563,7 @@ class EventStore(Resolving):
     async def put_chat(self, subject: str, value: dict[str, Any]) -> None:
         """Remember one chat correlation fact (a posted message, a chat's latest question)."""
         with unavailable_on_transport_error("storing a chat correlation"):
-            data = msgspec.json.encode(value)
-            await self.patiently(lambda: self._jt.publish(subject, data, timeout=ATTEMPT_SECONDS))
+            await self._put(subject, msgspec.json.encode(value))
 
     async def get_chat(self, subject: str) -> dict[str, Any] | None:
         """A chat correlation fact, from a replica and then the leader (a fact just written may
@@ -579,18 +573,10 @@ class EventStore(Resolving):
         return value if isinstance(value, dict) else None
 
     async def _last_data(self, stream: str, subject: str, what: str) -> bytes | None:
-        """The last message of ``subject``: a direct get from a replica first, then the leader
-        (what was just written may not have reached a replica yet); None when there is none."""
-        for direct in (True, False):
-            with unavailable_on_transport_error(what):
-                try:
-                    raw = await self.patiently(
-                        lambda direct=direct: self._jt.get_last_msg(stream, subject, direct=direct)  # type: ignore[misc]
-                    )
-                except nats.js.errors.NotFoundError:
-                    continue
-            return raw.data or b""
-        return None
+        """The last message's bytes of ``subject`` (``_last_seen``); None when there is none."""
+        with unavailable_on_transport_error(what):
+            raw = await self._last_seen(stream, subject)
+        return None if raw is None else raw.data or b""
 
     async def claim_once(self, subject: str) -> bool:
         """Take a claim on the chat stream once (an inbound event's ``chat_seen``, a conversation
@@ -606,9 +592,8 @@ class EventStore(Resolving):
                     return True
                 if expected != "0":
                     return False  # released and taken again meanwhile
-                try:
-                    raw = await self.patiently(lambda: self._jt.get_last_msg(self.names.chat_stream, subject))
-                except nats.js.errors.NotFoundError:
+                raw = await self.found(lambda: self._jt.get_last_msg(self.names.chat_stream, subject))
+                if raw is None:
                     continue  # purged by age meanwhile: try the empty subject again
                 if raw.data != FREE:
                     return False
@@ -618,28 +603,23 @@ class EventStore(Resolving):
     async def release(self, subject: str) -> None:
         """Give back a claim whose work failed, so the provider's redelivery is taken."""
         with unavailable_on_transport_error("releasing an inbound event"):
-            await self.patiently(lambda: self._jt.publish(subject, FREE, timeout=ATTEMPT_SECONDS))
+            await self._put(subject, FREE)
 
     async def append_message(self, subject: str, event: Event, *, msg_id: str) -> int:
         """Record an inbound chat message on the messages stream (``msg_id`` de-duplicates a
         redelivery); returns its sequence, the messages door's event id."""
         with unavailable_on_transport_error("recording an inbound message"):
-            data = encode_event(event)
-            ack = await self.patiently(
-                lambda: self._jt.publish(
-                    subject, data, headers={"Nats-Msg-Id": msg_id}, timeout=ATTEMPT_SECONDS
-                )
-            )
+            ack = await self._put(subject, encode_event(event), {"Nats-Msg-Id": msg_id})
         return int(ack.seq)
 
     async def record_webhook_attempt(self, attempt: WebhookAttempt) -> None:
         """Record one delivery attempt (de-duplicated per webhook id and attempt number)."""
         subject = self.names.webhook(attempt.interaction_id)
         with unavailable_on_transport_error(f"append to {subject}"):
-            data = msgspec.json.encode(attempt)
-            headers = {"Nats-Msg-Id": f"{attempt.webhook_id}.{attempt.attempt}.{attempt.result}"}
-            await self.patiently(
-                lambda: self._jt.publish(subject, data, headers=headers, timeout=ATTEMPT_SECONDS)
+            await self._put(
+                subject,
+                msgspec.json.encode(attempt),
+                {"Nats-Msg-Id": f"{attempt.webhook_id}.{attempt.attempt}.{attempt.result}"},
             )
 
     async def webhook_attempts(self, interaction_id: str, *, limit: int = 100) -> list[WebhookAttempt]:
@@ -647,28 +627,14 @@ class EventStore(Resolving):
         subject = self.names.webhook(interaction_id)
         found: list[WebhookAttempt] = []
         seq = 1
-        with unavailable_on_transport_error(f"read of {subject}"):
-            while len(found) < limit:
-                try:
-                    raw = await self.patiently(
-                        lambda seq=seq: self._jt.get_msg(  # type: ignore[misc]
-                            self.names.webhooks_stream,
-                            seq=seq,
-                            subject=subject,
-                            next=True,
-                            direct=self._replicas == 1,
-                        )
-                    )
-                except nats.js.errors.NotFoundError:
-                    break
-                except nats.js.errors.APIError as exc:
-                    if exc.err_code == NO_MESSAGE_FOUND:
-                        break
-                    raise
-                assert raw.data is not None
-                assert raw.seq is not None
-                found.append(ATTEMPT_DECODER.decode(raw.data))
-                seq = int(raw.seq) + 1
+        while len(found) < limit:
+            raw = await self.next_message(self.names.webhooks_stream, subject, seq)
+            if raw is None:
+                break
+            assert raw.data is not None
+            assert raw.seq is not None
+            found.append(ATTEMPT_DECODER.decode(raw.data))
+            seq = int(raw.seq) + 1
         return found
 
     async def put_secret(self, interaction_id: str, ref: str, payload: bytes) -> None:
@@ -676,7 +642,7 @@ class EventStore(Resolving):
         subject = self.names.secret(interaction_id, ref)
         sealed = sealer_of(self).seal(payload, bound_to=subject)
         with unavailable_on_transport_error("storing the sensitive answer"):
-            await self.patiently(lambda: self._jt.publish(subject, sealed, timeout=ATTEMPT_SECONDS))
+            await self._put(subject, sealed)
 
     async def get_secret(self, interaction_id: str, ref: str | None) -> bytes | None:
         """A sensitive answer; a direct get first, the leader when a replica has not caught up."""
