@@ -55,18 +55,27 @@ Traced = Callable[[Event], bool]
 Fetch = Callable[[int], Awaitable[list[Msg]]]
 
 
-async def _reconcile_filter(store: EventStore, durable: str, filter_subject: str) -> int | None:
+async def _reconcile_filter(
+    store: EventStore, durable: str, filter_subject: str, *, ack_wait: float | None = None
+) -> int | None:
     """When a durable from an earlier release filters other subjects, replace it.
 
     NATS 2.9 cannot change a consumer's filter, so the consumer is deleted and recreated from
     the old one's ack floor: nothing it had not acknowledged is skipped. Returns that start
-    sequence, or None when the consumer is absent or already right.
+    sequence, or None when the consumer is absent or already right. ``ack_wait``: the one its
+    role wants, given to a durable that is kept (binding to it would keep the one it was made
+    with); every NATS Layby supports updates it in place.
     """
     try:
         info = await store.js.consumer_info(store.names.events_stream, durable)
     except nats.js.errors.NotFoundError:
         return None
     if info.config.filter_subject == filter_subject:
+        if ack_wait is not None and abs((info.config.ack_wait or 0.0) - ack_wait) >= 0.001:
+            info.config.ack_wait = ack_wait
+            with contextlib.suppress(nats.js.errors.BadRequestError):  # a sibling's update raced
+                await store.js.add_consumer(store.names.events_stream, info.config)
+            log.info("consumer.ack_wait", durable=durable, seconds=ack_wait)
         return None
     start = int(info.ack_floor.stream_seq if info.ack_floor else 0) + 1
     # Events the old filter left out may lie below its ack floor (a rolling upgrade appends run
@@ -86,21 +95,6 @@ async def _reconcile_filter(store: EventStore, durable: str, filter_subject: str
     except nats.js.errors.NotFoundError:
         pass
     return start
-
-
-async def _keep_ack_wait(store: EventStore, durable: str, ack_wait: float) -> None:
-    """Give an existing durable the ``ack_wait`` its role wants (binding to it would keep the one
-    it was made with); every NATS Layby supports updates it in place."""
-    try:
-        info = await store.js.consumer_info(store.names.events_stream, durable)
-    except nats.js.errors.NotFoundError:
-        return
-    if info.config.ack_wait is not None and abs(info.config.ack_wait - ack_wait) < 0.001:
-        return
-    info.config.ack_wait = ack_wait
-    with contextlib.suppress(nats.js.errors.BadRequestError):  # a sibling replica's update raced
-        await store.js.add_consumer(store.names.events_stream, info.config)
-    log.info("consumer.ack_wait", durable=durable, seconds=ack_wait)
 
 
 def _config(deliver_all: bool, start: int | None, **fields: str) -> ConsumerConfig:
@@ -415,8 +409,7 @@ async def consume_push(
     handed to a replica that died, or whose acknowledgement was lost with a consumer leader);
     short for roles whose handling is quick and may repeat (docs/reliability.md#redelivery)."""
     durable = store.names.durable(role)
-    start = await _reconcile_filter(store, durable, store.names.events_all)
-    await _keep_ack_wait(store, durable, ack_wait)
+    start = await _reconcile_filter(store, durable, store.names.events_all, ack_wait=ack_wait)
 
     slots = asyncio.Semaphore(concurrency)
     running: set[asyncio.Task[None]] = set()

@@ -23,7 +23,7 @@ from layby_contracts.http import ReadyChecks
 from layby_domain.clock import Clock, SystemClock
 from layby_server import tracing
 from layby_server.db import create_pool
-from layby_server.eventstore import EventStore, wait_for_jetstream
+from layby_server.eventstore import TRIED_AGAIN, EventStore, wait_for_jetstream
 from layby_server.health import serve_health
 from layby_server.limits import ownership
 from layby_server.logs import configure_logging, get_logger
@@ -136,14 +136,7 @@ async def open_resources(
                 await nc.close()
 
 
-_PROVISION_RETRY = (
-    Transient,
-    TimeoutError,
-    nats.errors.TimeoutError,
-    nats.errors.NoRespondersError,
-    nats.errors.ConnectionClosedError,
-    nats.js.errors.ServiceUnavailableError,
-)
+_PROVISION_RETRY = (Transient, nats.errors.ConnectionClosedError, *TRIED_AGAIN)
 
 
 async def provision_patiently(store: EventStore, *, pause_max: float = 2.0) -> None:
