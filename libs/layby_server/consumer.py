@@ -457,9 +457,11 @@ class Flusher:
     ``flushed()`` returns once a flush that started after the call completed, and raises what
     that flush raised (the server was lost or froze before it answered)."""
 
-    def __init__(self, nc: NATS, timeout: float) -> None:
+    def __init__(self, nc: NATS, timeout: float, *, linger: float = 0.0) -> None:
         self._nc = nc
         self._timeout = timeout
+        self._linger = linger
+        """How long a round waits for more callers before its PING (one PING for a burst)."""
         self._next: asyncio.Future[None] | None = None
         """The round that starts after the one in flight; every caller meanwhile joins it."""
         self._busy = False
@@ -477,6 +479,8 @@ class Flusher:
     async def _run(self) -> None:
         try:
             while self._next is not None:
+                if self._linger:
+                    await asyncio.sleep(self._linger)
                 round_, self._next = self._next, None
                 try:
                     await self._nc.flush(timeout=self._timeout)  # type: ignore[arg-type]  # seconds; fractions work

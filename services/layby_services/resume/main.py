@@ -36,6 +36,9 @@ ACK_WAIT_SECONDS = 5.0
 """A resume or a wake takes milliseconds and may repeat (wakes are idempotent for the asker, a
 resume is decided by the log): an event handed to a replica that died, or whose acknowledgement
 was lost with its consumer's leader, goes to another replica after 5 s, not 30 s."""
+WAKE_FLUSH_LINGER_SECONDS = 0.01
+"""Wakes confirmed together: a round of the flush waits this long for more (the wakes went out
+already; only the acknowledgement of their events waits)."""
 WAKE_FLUSH_SECONDS = 2.0
 """How long the server may take to confirm it holds a batch's wakes before the batch is
 redelivered (the wakes published again, by this replica or another)."""
@@ -66,7 +69,7 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
     async with open_resources(settings, name="resume", clock=clock, database=False, secrets=True) as res:
         store = res.store
         resumer = Resumer(store, res.clock)
-        flusher = Flusher(res.nc, WAKE_FLUSH_SECONDS)
+        flusher = Flusher(res.nc, WAKE_FLUSH_SECONDS, linger=WAKE_FLUSH_LINGER_SECONDS)
 
         async def handle(batch: list[Stored]) -> None:
             woke = False
