@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from layby_server.embedded import EmbeddedNats, EmbeddedPostgres
+from layby_server.streams import stream_names
 
 
 def _docker_works() -> bool:
@@ -71,15 +72,6 @@ if TYPE_CHECKING:
 async def delete_streams(store: EventStore) -> None:
     """Delete every stream of a test's namespace (a session's server would otherwise carry
     thousands of leftover streams, and every later stream operation pays for them)."""
-    names = store.names
-    for stream in (
-        names.events_stream,
-        names.secrets_stream,
-        names.tickets_stream,
-        names.media_stream,
-        names.continuations_stream,
-        names.meta_stream,
-        names.feed_stream,
-    ):
+    for stream in stream_names(store.names):
         with contextlib.suppress(Exception):
             await store.js.delete_stream(stream)

@@ -29,6 +29,7 @@ from layby_contracts.events import EVENT_SCHEMA
 from layby_contracts.subjects import Names
 from layby_server.db import migrations
 from layby_server.snapshots import SnapshotError, snapshot_stream
+from layby_server.streams import stream_names
 
 __all__ = [
     "MANIFEST",
@@ -79,22 +80,8 @@ class Manifest(msgspec.Struct, frozen=True, kw_only=True):
 
 def backed_up_streams(names: Names) -> list[str]:
     """Every stream of a namespace, in the order a backup takes them: the event log first, then
-    the streams whose messages the log refers to. Those are always written before the event that
-    refers to them (a ticket, an image, a sealed answer, a step record), so each one's later
-    snapshot holds everything the log's snapshot refers to (docs/operations.md#backup-and-restore)."""
-    return [
-        names.events_stream,
-        *names.steps_streams,
-        names.secrets_stream,
-        names.tickets_stream,
-        names.media_stream,
-        names.chat_stream,
-        names.messages_stream,
-        names.feed_stream,
-        names.webhooks_stream,
-        names.continuations_stream,
-        names.meta_stream,
-    ]
+    the streams whose messages the log refers to (``layby_server.streams`` says why)."""
+    return stream_names(names)
 
 
 def _newest_migration() -> int:

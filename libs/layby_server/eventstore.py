@@ -25,7 +25,6 @@ import nats.js.errors
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 from nats.js.api import (
-    DiscardPolicy,
     PubAck,
     RawStreamMsg,
     RetentionPolicy,
@@ -36,11 +35,12 @@ from nats.js.api import (
 from layby.connection import NO_MESSAGE_FOUND, WRONG_LAST_SEQUENCE
 from layby_contracts.errors import Conflict, Unavailable
 from layby_contracts.events import Event, decode_event, encode_event
-from layby_contracts.subjects import STEP_SHARDS, Names
+from layby_contracts.subjects import Names
 from layby_contracts.webhooks import ATTEMPT_DECODER, WebhookAttempt
 from layby_server import eventschema, tracing
 from layby_server.limits import Ownership, merge
 from layby_server.resolve import Resolving
+from layby_server.streams import EVENTS, STREAMS, Limits
 
 if TYPE_CHECKING:
     from layby_server.eventlog import EventLog
@@ -49,14 +49,6 @@ from layby_server.sealing import Sealer, open_secret, sealer_of
 T = TypeVar("T")
 STREAM_NOT_FOUND = 10059
 DUPLICATE_WINDOW = timedelta(minutes=2)
-CONTINUATION_MAX_AGE = timedelta(days=30)
-CHAT_MAX_AGE = timedelta(days=90)
-"""How long where a question was posted (and which inbound events were taken) is remembered: a
-reply to an older message is an unmatched inbound message (docs/channels.md#correlation)."""
-MESSAGES_MAX_AGE = timedelta(days=30)
-"""How long inbound messages stay readable on the messages door (docs/channels.md#inbound-messages)."""
-WEBHOOK_ATTEMPTS_MAX_AGE = timedelta(days=30)
-"""How long the attempts of a webhook stay visible in the interaction view (docs/webhooks.md#attempts)."""
 TAKEN, FREE = b"taken", b"free"
 ATTEMPT_SECONDS = 2.0
 """One try of a JetStream request: far past a healthy reply (milliseconds), short enough that a
@@ -150,13 +142,15 @@ class EventStore(Resolving):
         self.patience = PATIENCE_SECONDS
         self.names = names
         self._replicas = replicas
-        self._idle_ttl = idle_ttl_seconds
         self.media_retention = media_retention_seconds
-        self._events_max_age = events_max_age_seconds or 0.0  # JetStream: 0 = no max age
-        self._events_max_bytes = events_max_bytes or -1  # JetStream: -1 = no cap
-        self._tickets_max_age = tickets_max_age_seconds or 0.0
-        self._feed_max = feed_max
-        """INTERACTIONS_NOTIFICATIONS_FEED_MAX: the feed stream's messages per subject (its ring)."""
+        self._limits = Limits(
+            events_max_age=events_max_age_seconds or 0.0,
+            events_max_bytes=events_max_bytes or -1,
+            idle_ttl=idle_ttl_seconds,
+            media_retention=media_retention_seconds,
+            tickets_max_age=tickets_max_age_seconds or 0.0,
+            feed_max=feed_max,
+        )
         self._owns = owns or Ownership()
         """Which tunable limits this store rewrites on a stream that exists (layby_server.limits)."""
         self.on_appended: Callable[[Event], None] = _ignore
@@ -173,112 +167,16 @@ class EventStore(Resolving):
         (docs/engineering.md#evolving-event-schemas). A tunable limit of a stream that exists is
         kept unless this store owns it (see ``layby_server.limits``), so an operator's change
         made by hand survives a restart."""
-        names = self.names
         await eventschema.check_before_provisioning(self)
-        events = await self._ensure(
-            self._stream(
-                names.events_stream,
-                names.events_all,
-                "Layby event log: the source of truth",
-                discard=DiscardPolicy.OLD,
-                metadata=eventschema.stream_metadata(self.nc),
-                max_age=self._events_max_age,
-                max_bytes=self._events_max_bytes,
-            ),
-            "events",
-        )
-        self._replicas = int(events.num_replicas or 1)
-        await self._ensure(
-            self._stream(
-                names.meta_stream, names.meta_all, "Layby facts about the log", max_msgs_per_subject=1
-            )
-        )
-        for shard in range(STEP_SHARDS):
-            await self._ensure(
-                self._stream(
-                    names.steps_stream(shard),
-                    names.steps_all(shard),
-                    "Layby recorded steps of runs, one subject per run generation",
-                    discard=DiscardPolicy.OLD,
+        limits = dataclasses.replace(self._limits, metadata=eventschema.stream_metadata(self.nc))
+        for stream in STREAMS:
+            for name, subjects in stream.names(self.names):
+                config = await self._ensure(
+                    self._stream(name, subjects, stream.description, **stream.limits(limits)), stream.role
                 )
-            )
-        await self._ensure(
-            self._stream(
-                names.secrets_stream,
-                names.secrets_all,
-                "Layby answers of sensitive questions, kept for the idle TTL only",
-                max_age=self._idle_ttl,
-                max_msgs_per_subject=1,
-            ),
-            "secrets",
-        )
-        await self._ensure(
-            self._stream(
-                names.continuations_stream,
-                names.continuations_all,
-                "Layby continuations: one per (run, generation), consumed by workers",
-                max_age=CONTINUATION_MAX_AGE.total_seconds(),
-                max_msgs_per_subject=1,
-            )
-        )
-        await self._ensure(
-            self._stream(
-                names.media_stream,
-                names.media_all,
-                "Layby inline images of questions, served by reference",
-                max_age=self.media_retention,
-                max_msgs_per_subject=1,
-            ),
-            "media",
-        )
-        await self._ensure(
-            self._stream(
-                names.tickets_stream,
-                names.tickets_all,
-                "Layby callback tickets by hash: interaction id and expiry",
-                max_age=self._tickets_max_age,
-                max_msgs_per_subject=1,
-            ),
-            "tickets",
-        )
-        await self._ensure(
-            self._stream(
-                names.chat_stream,
-                names.chat_all,
-                "Layby chat correlation: where each channel question was posted, inbound events taken",
-                max_age=CHAT_MAX_AGE.total_seconds(),
-                max_msgs_per_subject=1,
-            )
-        )
-        await self._ensure(
-            self._stream(
-                names.messages_stream,
-                names.messages_all,
-                "Layby inbound chat messages that answered nothing (late, bridged, unmatched)",
-                max_age=MESSAGES_MAX_AGE.total_seconds(),
-                discard=DiscardPolicy.OLD,
-            )
-        )
-        await self._ensure(
-            self._stream(
-                names.feed_stream,
-                names.feed_all,
-                "Layby notification feed: the shared feed and each identity's, newest kept",
-                # The stream is the ring (docs/notifications.md#the-feed): always rewritten, since
-                # INTERACTIONS_NOTIFICATIONS_FEED_MAX has a default every service applies.
-                max_msgs_per_subject=self._feed_max,
-                discard=DiscardPolicy.OLD,
-            )
-        )
-        await self._ensure(
-            self._stream(
-                names.webhooks_stream,
-                names.webhooks_all,
-                "Layby delivery attempts of signed webhooks out, one subject per interaction",
-                max_age=WEBHOOK_ATTEMPTS_MAX_AGE.total_seconds(),
-                discard=DiscardPolicy.OLD,
-            )
-        )
+                if stream is EVENTS:
+                    # The event log's replica count is every other stream's.
+                    self._replicas = int(config.num_replicas or 1)
         await eventschema.record(self)
 
     def _stream(self, name: str, subjects: str, description: str, **limits: Any) -> StreamConfig:

@@ -40,9 +40,10 @@ from layby_contracts.events import Event, decode_event, encode_event
 from layby_contracts.subjects import STEP_SHARDS, Names
 from layby_domain.clock import Clock, SystemClock
 from layby_server.eventlog import EventLog
-from layby_server.eventstore import CONTINUATION_MAX_AGE, DUPLICATE_WINDOW, Stored
+from layby_server.eventstore import DUPLICATE_WINDOW, Stored
 from layby_server.resolve import Resolving
 from layby_server.sealing import Sealer, new_key, open_secret, sealer_of
+from layby_server.streams import CONTINUATION_MAX_AGE
 
 
 class _WrongLastSequence(Exception):

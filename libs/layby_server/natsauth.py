@@ -27,6 +27,7 @@ import nkeys
 from layby.natskeys import client_seed, key_id, public_key, service_inbox
 from layby.settings import SettingsError
 from layby_contracts.subjects import Names
+from layby_server.streams import read_by, stream_names
 
 SERVICE_ROLES = ("ask", "door", "delivery", "resume", "sweeper", "admin")
 """``admin`` is for operators' server commands (``layby projections rebuild``, ``layby backup``,
@@ -74,28 +75,12 @@ def _stream_api(manage: Iterable[str], read: Iterable[str]) -> list[str]:
     return subjects
 
 
-def _streams(n: Names) -> list[str]:
-    return [
-        n.events_stream,
-        n.secrets_stream,
-        n.media_stream,
-        n.tickets_stream,
-        n.continuations_stream,
-        n.chat_stream,
-        n.messages_stream,
-        n.feed_stream,
-        n.webhooks_stream,
-        n.meta_stream,
-        *n.steps_streams,
-    ]
-
-
 def _backup_api(n: Names) -> list[str]:
     """Snapshots and restores of every Layby stream, their chunk subjects (flow-control answers
     going out, uploads going in), deleting a stream a restore replaces, and dropping a restored
     continuation whose resume the restored log lacks (layby_server.backup)."""
     subjects = [f"$JS.API.STREAM.MSG.DELETE.{n.continuations_stream}"]
-    for s in _streams(n):
+    for s in stream_names(n):
         subjects += [
             f"$JS.API.STREAM.SNAPSHOT.{s}",
             f"$JS.API.STREAM.RESTORE.{s}",
@@ -107,32 +92,8 @@ def _backup_api(n: Names) -> list[str]:
 
 
 def _reads(role: str, n: Names) -> list[str]:
-    """The streams a role reads. Sealed answers are read only by the services that hand them to
-    their waiter (the resume service's wake, the ask service's late-answer reply). Every role
-    reads the meta stream: each start checks and records the event-schema version."""
-    return [n.meta_stream] + {
-        "ask": [
-            n.events_stream,
-            n.secrets_stream,
-            n.tickets_stream,
-            n.continuations_stream,
-            *n.steps_streams,
-        ],
-        "door": [
-            n.events_stream,
-            n.media_stream,
-            n.tickets_stream,
-            n.chat_stream,
-            n.messages_stream,
-            n.feed_stream,
-            n.webhooks_stream,
-            *n.steps_streams,
-        ],
-        "delivery": [n.events_stream, n.media_stream, n.tickets_stream, n.chat_stream],
-        "resume": [n.events_stream, n.secrets_stream, n.continuations_stream, *n.steps_streams],
-        "sweeper": [n.events_stream],
-        "admin": [n.events_stream, n.continuations_stream],
-    }[role]
+    """The streams a role reads (the table in ``layby_server.streams`` says which and why)."""
+    return read_by(role, n)
 
 
 def service_permissions(role: str, n: Names) -> dict[str, object]:
@@ -177,7 +138,7 @@ def service_permissions(role: str, n: Names) -> dict[str, object]:
         subscribe.append(f"{ns}.wake.>")
     return {
         "publish": {
-            "allow": own + _stream_api(_streams(n), _reads(role, n)),
+            "allow": own + _stream_api(stream_names(n), _reads(role, n)),
         },
         "subscribe": {"allow": subscribe},
         "allow_responses": role == "ask",

@@ -10,7 +10,6 @@ from layby_contracts.errors import Permanent
 from layby_contracts.subjects import Names
 from layby_server.memstore import MemoryEventStore
 from layby_server.natsauth import (
-    _streams,
     new_seed,
     render_authorization,
     service_permissions,
@@ -19,6 +18,7 @@ from layby_server.natsauth import (
 )
 from layby_server.sealing import Sealer, SealError, new_key, parse_keys
 from layby_server.settings import load_settings
+from layby_server.streams import stream_names
 
 
 def test_a_sealed_answer_opens_only_for_its_own_subject() -> None:
@@ -128,7 +128,7 @@ def test_only_the_ask_service_serves_commands_and_no_service_deletes_a_stream() 
     admin = service_permissions("admin", n)["publish"]["allow"]  # type: ignore[index]
     deletes = sorted(s for s in admin if "DELETE" in s or "PURGE" in s)
     assert deletes == sorted(
-        [f"$JS.API.STREAM.DELETE.{s}" for s in _streams(n)]
+        [f"$JS.API.STREAM.DELETE.{s}" for s in stream_names(n)]
         + ["$JS.API.STREAM.MSG.DELETE.LAYBY_CONTINUATIONS"]
     )
     assert "layby.wake.>" in service_permissions("resume", n)["publish"]["allow"]  # type: ignore[index]
