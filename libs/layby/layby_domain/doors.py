@@ -18,7 +18,8 @@ import msgspec
 
 from layby_contracts.doors import COLUMNS, Column, DoorSpec, Entry
 from layby_contracts.errors import BadInput
-from layby_domain.validation import is_flow_name, is_subject, nul_path
+from layby_domain.validation import is_flow_name, is_subject
+from layby_domain.values import nul_path
 
 EXPR_MAX_CHARS = 4096
 CRON_MAX_CHARS = 120

@@ -24,7 +24,7 @@ from layby_contracts.events import MediaItem
 from layby_domain.ask import Asker
 from layby_domain.formats.form import check_form_extras, check_form_subset, check_schema
 from layby_domain.media import validate_media
-from layby_domain.validation import nul_path
+from layby_domain.values import nul_path
 
 MESSAGE_MAX_CHARS = 65536
 """A notification's text (docs/notifications.md#the-rules)."""

@@ -21,6 +21,7 @@ from layby_contracts.events import MediaItem
 from layby_contracts.limits import QUESTION_MAX_CHARS
 from layby_domain.formats import FORMATS, AskInputs, format_named
 from layby_domain.media import validate_media
+from layby_domain.values import nul_path
 
 if TYPE_CHECKING:
     pass
@@ -74,29 +75,6 @@ def check_channel(channel: object, recipient: object, link: object, verifier: ob
         raise BadInput("link is not allowed with a channel: the channel delivers the callback", field="link")
     if verifier is not None:
         raise BadInput("verifier is not allowed with a channel", field="verifier")
-
-
-def nul_path(value: object) -> str | None:
-    """Where a NUL character hides in a JSON-like value ("" for the root), or None.
-
-    PostgreSQL text and jsonb cannot hold U+0000, so such input is refused up front rather than
-    left to fail in a projection later.
-    """
-    stack: list[tuple[str, object]] = [("", value)]
-    while stack:
-        path, item = stack.pop()
-        if isinstance(item, str):
-            if "\x00" in item:
-                return path
-        elif isinstance(item, dict):
-            for key, child in item.items():
-                child_path = f"{path}.{key}" if path else str(key)
-                if isinstance(key, str) and "\x00" in key:
-                    return child_path
-                stack.append((child_path, child))
-        elif isinstance(item, list | tuple):
-            stack.extend((f"{path}[{i}]", child) for i, child in enumerate(item))
-    return None
 
 
 def is_interaction_id(value: object) -> bool:

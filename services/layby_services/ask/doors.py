@@ -27,7 +27,7 @@ from layby_contracts.errors import BadInput, Forbidden, NotFound, Unauthorized, 
 from layby_contracts.events import DoorDeleted, DoorSaved
 from layby_domain.clock import Clock
 from layby_domain.doors import check_spec, is_door_name
-from layby_domain.validation import nul_path
+from layby_domain.values import nul_path
 from layby_server.auth import Authenticator, Principal
 from layby_server.doors import DOOR_NOT_FOUND, OPERATORS_ONLY, door_of, last_door_event
 from layby_server.eventlog import as_event, decide_and_append

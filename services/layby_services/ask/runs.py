@@ -41,7 +41,8 @@ from layby_contracts.limits import CHECKPOINT_MAX_BYTES
 from layby_domain.ask import may_act_for
 from layby_domain.clock import Clock
 from layby_domain.run import Run, Steps, checkpoint, decide_end, decide_park, decide_step, is_current
-from layby_domain.validation import call_interaction_id, is_flow_name, is_interaction_id, is_subject, nul_path
+from layby_domain.validation import call_interaction_id, is_flow_name, is_interaction_id, is_subject
+from layby_domain.values import nul_path
 from layby_server.auth import Authenticator, Principal, asker_of
 from layby_server.consumer import ensure_flow_consumer
 from layby_server.eventlog import as_event, decide_and_append

@@ -17,6 +17,7 @@ import msgspec
 from layby_contracts.errors import BadInput
 from layby_contracts.formats import FormatPayload, FormPayload
 from layby_domain.formats._base import AskInputs, Format
+from layby_domain.values import nul_path
 
 if TYPE_CHECKING:
     import jsonschema
@@ -34,7 +35,7 @@ class Form(Format):
             raise BadInput("answer_format 'form' requires a schema", field="schema")
         checked = check_schema(ask.schema)
         for name, value in (("data", ask.data), ("pages", ask.pages)):
-            where = _nul_path(value)
+            where = nul_path(value)
             if where is not None:
                 raise BadInput(f"{name} must not contain NUL characters", field=name)
         payload = {"schema": checked, **check_form_extras(checked, ask.data, ask.pages)}
@@ -76,12 +77,6 @@ FORM = Form()
 
 def _dotted(path: Iterable[Any]) -> str:
     return ".".join(str(p) for p in path)
-
-
-def _nul_path(value: object) -> str | None:
-    from layby_domain.validation import nul_path  # the shared NUL rule (validation imports formats)
-
-    return nul_path(value)
 
 
 def check_schema(schema: object) -> dict[str, Any]:

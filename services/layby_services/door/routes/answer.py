@@ -27,7 +27,8 @@ from layby_domain.interaction import (
     NOT_FOUND,
     decide_answer,
 )
-from layby_domain.validation import is_interaction_id, nul_path
+from layby_domain.validation import is_interaction_id
+from layby_domain.values import nul_path
 from layby_server import tracing
 from layby_server.auth import Principal
 from layby_server.eventstore import Stored

@@ -32,7 +32,8 @@ from layby_contracts.limits import ANSWERED_BY_EXTERNAL
 from layby_domain.formats import FORMATS, Page
 from layby_domain.interaction import decide_claim, of_caller_ask
 from layby_domain.tickets import ticket_hash
-from layby_domain.validation import nul_path, validate_answer
+from layby_domain.validation import validate_answer
+from layby_domain.values import nul_path
 from layby_domain.verifiers import POST_ONLY, VerificationFailed, VerifierError, parse_secrets, verify
 from layby_domain.verifiers import Request as SignedRequest
 from layby_server import tracing
