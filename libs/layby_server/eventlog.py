@@ -24,8 +24,7 @@ from layby_contracts.events import Event
 from layby_contracts.subjects import Names
 
 if TYPE_CHECKING:
-    from layby_domain.interaction import Decision, Interaction
-    from layby_server.resolve import Resolved
+    pass
 
 ATTEMPTS = 5
 """How many lost races a writer takes before it gives up (``lost``: the caller says what then)."""
@@ -66,15 +65,6 @@ class EventLog(Protocol):
     async def get_ticket(self, ticket_hash: str) -> tuple[str, datetime] | None: ...
     async def put_secret(self, interaction_id: str, ref: str, payload: bytes) -> None: ...
     async def get_secret(self, interaction_id: str, ref: str | None) -> bytes | None: ...
-    async def resolve(
-        self,
-        interaction_id: str,
-        decide: Callable[[Interaction], Decision],
-        *,
-        seed: Interaction | None = None,
-        trusted: bool = True,
-        retry: bool = True,
-    ) -> Resolved: ...
 
 
 class Appender(Protocol):

@@ -39,7 +39,6 @@ from layby_contracts.subjects import Names
 from layby_contracts.webhooks import ATTEMPT_DECODER, WebhookAttempt
 from layby_server import eventschema, tracing
 from layby_server.limits import Ownership, merge
-from layby_server.resolve import Resolving
 from layby_server.streams import EVENTS, STREAMS, Limits
 
 if TYPE_CHECKING:
@@ -117,7 +116,7 @@ def _ignore(event: Event) -> None:
     """No one counts appends (a store opened outside a service, a test's)."""
 
 
-class EventStore(Resolving):
+class EventStore:
     def __init__(
         self,
         nc: NATS,

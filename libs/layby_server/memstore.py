@@ -41,7 +41,6 @@ from layby_contracts.subjects import STEP_SHARDS, Names
 from layby_domain.clock import Clock, SystemClock
 from layby_server.eventlog import EventLog
 from layby_server.eventstore import DUPLICATE_WINDOW, Stored
-from layby_server.resolve import Resolving
 from layby_server.sealing import Sealer, new_key, open_secret, sealer_of
 from layby_server.streams import CONTINUATION_MAX_AGE
 
@@ -148,7 +147,7 @@ async def _round_trip() -> None:
     await asyncio.sleep(0)
 
 
-class MemoryEventStore(Resolving):
+class MemoryEventStore:
     """``EventStore``'s public surface over dictionaries (see the module docstring)."""
 
     def __init__(

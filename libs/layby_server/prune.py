@@ -17,6 +17,7 @@ from layby_domain.interaction import Facts, Interaction, decide_remove
 from layby_server import tracing
 from layby_server.eventstore import EventStore
 from layby_server.logs import get_logger
+from layby_server.resolve import resolve
 
 log = get_logger("layby_server.prune")
 SWEEP_BATCH = 500
@@ -42,7 +43,8 @@ async def prune_abandoned(
         # A trace of its own (the sweeper read the row, not the question's event), which the
         # removal's readers continue.
         with tracing.span("sweeper remove abandoned", parent={}, attributes=_attributes(facts)):
-            resolved = await store.resolve(
+            resolved = await resolve(
+                store,
                 facts.interaction_id,
                 lambda s: decide_remove(s, reason="abandoned", now=clock.now()),
                 seed=Interaction.pending(facts, row["asked_seq"]),

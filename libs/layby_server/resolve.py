@@ -139,19 +139,3 @@ async def _with_secret(log: InteractionLog, decision: Append) -> InteractionEven
     ref = uuid.uuid4().hex
     await log.put_secret(event.interaction_id, ref, _enc.encode(decision.secret))
     return msgspec.structs.replace(event, secret_ref=ref)
-
-
-class Resolving:
-    """Gives an event store (JetStream's and the in-memory twin) its ``resolve`` operation."""
-
-    async def resolve(
-        self: InteractionLog,
-        interaction_id: str,
-        decide: Callable[[Interaction], Decision],
-        *,
-        seed: Interaction | None = None,
-        trusted: bool = True,
-        retry: bool = True,
-    ) -> Resolved:
-        """Read, decide, compare-and-set, re-read on a lost race (see ``resolve`` above)."""
-        return await resolve(self, interaction_id, decide, seed=seed, trusted=trusted, retry=retry)

@@ -23,6 +23,7 @@ from layby_domain.run import Run, Steps, decide_cancel, decide_close_steps, deci
 from layby_server.auth import Principal
 from layby_server.eventlog import EventLog, as_event, decide_and_append
 from layby_server.logs import get_logger
+from layby_server.resolve import resolve
 
 log = get_logger("layby.runops")
 NOT_FOUND = "Run not found"
@@ -103,7 +104,7 @@ async def remove_open_asks(store: EventLog, cancelled: RunCancelled, now: Callab
     """Remove a cancelled park's questions that are still pending (an answered one keeps its
     answer). Idempotent: the resume service repeats it from the event."""
     for interaction_id in cancelled.asks:
-        await store.resolve(interaction_id, lambda s: decide_remove(s, reason="cancelled", now=now()))
+        await resolve(store, interaction_id, lambda s: decide_remove(s, reason="cancelled", now=now()))
 
 
 async def retry_run(store: EventLog, run_id: str, who: Principal, now: Callable[[], datetime]) -> RunResumed:

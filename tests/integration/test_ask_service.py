@@ -227,7 +227,9 @@ async def test_a_look_tells_pending_answered_and_gone_apart_and_only_to_the_aske
 
     async def look(token: str) -> object:
         msg = await client.nc.request(
-            system.settings.names.cmd_ask, msgspec.json.encode(Look(token=token, interaction_id=ix)), timeout=5
+            system.settings.names.cmd_ask,
+            msgspec.json.encode(Look(token=token, interaction_id=ix)),
+            timeout=5,
         )
         return REPLY_DECODER.decode(msg.data)
 

@@ -32,6 +32,7 @@ from layby_server.embedded import EmbeddedNats
 from layby_server.eventlog import Outcome, as_event, decide_and_append
 from layby_server.eventstore import EventStore
 from layby_server.memstore import MemoryEventStore
+from layby_server.resolve import resolve
 from layby_server.sealing import Sealer, new_key
 from tests.infra import delete_streams
 
@@ -282,11 +283,11 @@ async def test_the_side_streams_have_their_own_sequences(log: Log) -> None:
 async def test_the_first_resolution_wins_and_the_second_sees_it(log: Log) -> None:
     """An answer resolves a pending question; a later removal keeps it (status answered)."""
     interaction_id, asked_seq = await ask(log)
-    won = await log.resolve(interaction_id, answer_with("yes"))
+    won = await resolve(log, interaction_id, answer_with("yes"))
     assert isinstance(won.appended, InteractionAnswered)
     assert won.appended.answer == "yes"
     assert won.state.seq == asked_seq
-    lost = await log.resolve(interaction_id, lambda s: decide_remove(s, reason="timeout", now=NOW))
+    lost = await resolve(log, interaction_id, lambda s: decide_remove(s, reason="timeout", now=NOW))
     assert lost.appended is None
     assert lost.kept == "answered"
     assert lost.state.status == "answered"
@@ -300,8 +301,8 @@ async def test_racing_resolutions_append_one_event(log: Log) -> None:
     """An answer racing a removal: one lands, the other decides again on the winner."""
     interaction_id, asked_seq = await ask(log)
     answer, remove = await asyncio.gather(
-        log.resolve(interaction_id, answer_with("yes")),
-        log.resolve(interaction_id, lambda s: decide_remove(s, reason="timeout", now=NOW)),
+        resolve(log, interaction_id, answer_with("yes")),
+        resolve(log, interaction_id, lambda s: decide_remove(s, reason="timeout", now=NOW)),
         return_exceptions=True,
     )
     last = await log.last(log.names.ix(interaction_id))
@@ -321,7 +322,7 @@ async def test_racing_resolutions_append_one_event(log: Log) -> None:
 async def test_a_sensitive_answer_goes_to_the_secret_store(log: Log) -> None:
     """A sensitive answer's value is kept under the event's secret_ref, never in the event."""
     interaction_id, _ = await ask(log, sensitive=True)
-    done = await log.resolve(interaction_id, answer_with("hunter2"))
+    done = await resolve(log, interaction_id, answer_with("hunter2"))
     last = await log.last(log.names.ix(interaction_id))
     assert last is not None
     assert isinstance(last.event, InteractionAnswered)

@@ -40,7 +40,7 @@ from layby_server.channels import abilities, load_channels
 from layby_server.eventstore import EventStore
 from layby_server.logs import get_logger
 from layby_server.parked import Entries
-from layby_server.resolve import state_of
+from layby_server.resolve import resolve, state_of
 from layby_server.settings import Settings
 from layby_server.webhooks import webhook_policy
 from layby_services.ask.admission import Admitter, caller_deadline, caller_limit_error
@@ -281,7 +281,8 @@ class AskHandlers:
         if not is_interaction_id(cmd.interaction_id):
             return PruneResult(outcome="gone")
         restricted_to = principal.identity if principal.restricted else None
-        resolved = await self._store.resolve(
+        resolved = await resolve(
+            self._store,
             cmd.interaction_id,
             lambda s: decide_prune(s, reason=cmd.reason, now=self._clock.now(), restricted_to=restricted_to),
         )
@@ -350,7 +351,8 @@ class AskHandlers:
             msg_id=f"withdrawn-{cmd.interaction_id}-{uuid.uuid4().hex}",
             expected_seq=None,
         )
-        resolved = await self._store.resolve(
+        resolved = await resolve(
+            self._store,
             cmd.interaction_id,
             lambda s: decide_withdrawn(s, by=by, reason=cmd.reason, now=self._clock.now()),
         )
@@ -361,7 +363,8 @@ class AskHandlers:
         remove it again and refuse."""
         if not await self._withdrawn_by(event.interaction_id, event.asked_by):
             return
-        await self._store.resolve(
+        await resolve(
+            self._store,
             event.interaction_id,
             lambda s: decide_withdrawn(s, by=event.asked_by, reason="cancelled", now=self._clock.now()),
         )

@@ -34,6 +34,7 @@ from layby_server.chat import correlation
 from layby_server.eventstore import EventStore, Stored
 from layby_server.logs import get_logger
 from layby_server.metrics import ServiceMetrics
+from layby_server.resolve import resolve
 from layby_server.settings import Settings
 
 log = get_logger("layby.delivery")
@@ -297,7 +298,8 @@ class Deliverer:
     async def _fail(
         self, ev: InteractionAsked, asked_seq: int, error: ChannelDeliveryError, *, attempts: int
     ) -> None:
-        resolved = await self._store.resolve(
+        resolved = await resolve(
+            self._store,
             ev.interaction_id,
             lambda s: decide_remove(
                 s, reason="delivery_failed", now=self._clock.now(), detail=str(error)[:1000]

@@ -18,6 +18,7 @@ from layby_domain.interaction import Facts, Interaction, decide_expire
 from layby_server import tracing
 from layby_server.eventstore import EventStore
 from layby_server.logs import get_logger
+from layby_server.resolve import resolve
 
 log = get_logger("layby.sweeper")
 EXPIRY_BATCH = 1000
@@ -51,7 +52,8 @@ async def expire_due(
         # of the park it expires continues it (docs/tracing.md#the-spans).
         async with slots:
             with tracing.span("sweeper expire", parent={}, attributes=_attributes(facts)):
-                resolved = await store.resolve(
+                resolved = await resolve(
+                    store,
                     facts.interaction_id,
                     lambda s: decide_expire(s, now=clock.now()),
                     seed=Interaction.pending(facts, row["asked_seq"]),

@@ -32,7 +32,7 @@ from layby_domain.values import nul_path
 from layby_server import tracing
 from layby_server.auth import Principal
 from layby_server.eventstore import Stored
-from layby_server.resolve import state_of
+from layby_server.resolve import resolve, state_of
 from layby_services.door.bodies import decode_body
 from layby_services.door.deps import DoorState, door, principal_of, read_capped_body
 from layby_services.door.openapi import UUID4, refusal
@@ -94,7 +94,8 @@ async def submit_answer(
     trace = found.trace if found is not None else None
     with tracing.joining("door answer", trace, _attributes(found, via), request=request) as span:
         try:
-            resolved = await state.store.resolve(
+            resolved = await resolve(
+                state.store,
                 interaction_id,
                 lambda s: decide_answer(
                     s,

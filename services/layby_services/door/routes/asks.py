@@ -54,7 +54,7 @@ from layby_domain.tickets import callback_url, new_ticket
 from layby_domain.validation import AskSpec, is_interaction_id, new_interaction_id, validate_ask
 from layby_server import tracing
 from layby_server.auth import Principal
-from layby_server.resolve import state_of
+from layby_server.resolve import resolve, state_of
 from layby_services.door.bodies import decode_body
 from layby_services.door.deps import DoorState, bearer_token, door, principal_of, read_capped_body
 from layby_services.door.errors import Busy
@@ -301,8 +301,8 @@ async def _read(state: DoorState, interaction_id: str, *, leader: bool) -> Inter
 async def _expire(state: DoorState, interaction_id: str) -> Interaction:
     """The deadline passed with the question pending: remove it (reason ``timeout``), as a sync
     asker does at its deadline; an answer or a removal that got there first stands."""
-    resolved = await state.store.resolve(
-        interaction_id, lambda s: decide_remove(s, reason="timeout", now=state.clock.now())
+    resolved = await resolve(
+        state.store, interaction_id, lambda s: decide_remove(s, reason="timeout", now=state.clock.now())
     )
     if resolved.appended is not None:
         return await _read(state, interaction_id, leader=True)

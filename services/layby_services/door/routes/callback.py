@@ -39,7 +39,7 @@ from layby_domain.verifiers import Request as SignedRequest
 from layby_server import tracing
 from layby_server.eventstore import Stored
 from layby_server.logs import get_logger
-from layby_server.resolve import state_of
+from layby_server.resolve import resolve, state_of
 from layby_services.door.bodies import decode_body
 from layby_services.door.callback_pages import (
     AWAITING_PAGE,
@@ -374,7 +374,8 @@ async def _claim(
     try:
         # The callback continues the question's trace, linked to this request's span.
         with tracing.joining("door callback", last.trace, _attributes(asked)):
-            resolved = await state.store.resolve(
+            resolved = await resolve(
+                state.store,
                 asked.interaction_id,
                 lambda s: decide_claim(s, by=ANSWERED_BY_EXTERNAL, answer=answer, now=state.clock.now()),
                 seed=state_of(last),
