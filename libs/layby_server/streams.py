@@ -49,36 +49,33 @@ class Limits:
 
 @dataclass(frozen=True, slots=True)
 class Stream:
-    """One kind of stream. ``names`` gives its (name, subjects) pairs in a namespace: one, or one
-    per shard. ``role`` names the limits an operator may tune by hand ("" none)."""
+    """One kind of stream, named ``<key>_stream`` and ``<key>_all`` in ``Names`` (the steps: one
+    per shard). ``role`` names the limits an operator may tune by hand ("" none)."""
 
-    names: Callable[[Names], list[tuple[str, str]]]
+    key: str
     description: str
     limits: Callable[[Limits], dict[str, Any]]
     readers: frozenset[str]
     role: str = ""
 
-
-def _one(
-    name: Callable[[Names], str], subjects: Callable[[Names], str]
-) -> Callable[[Names], list[tuple[str, str]]]:
-    return lambda n: [(name(n), subjects(n))]
-
-
-def _steps(n: Names) -> list[tuple[str, str]]:
-    return [(n.steps_stream(shard), n.steps_all(shard)) for shard in range(STEP_SHARDS)]
+    def names(self, n: Names) -> list[tuple[str, str]]:
+        """Its (name, subjects) pairs in a namespace."""
+        if self.key == "steps":
+            return [(n.steps_stream(shard), n.steps_all(shard)) for shard in range(STEP_SHARDS)]
+        return [(getattr(n, f"{self.key}_stream"), getattr(n, f"{self.key}_all"))]
 
 
+OLD = DiscardPolicy.OLD
 STREAMS: tuple[Stream, ...] = (
     # The backup takes them in this order: the event log first, then the streams whose messages
     # the log refers to. Those are always written before the event that refers to them (a ticket,
     # an image, a sealed answer, a step record), so each one's later snapshot holds everything
     # the log's snapshot refers to (docs/operations.md#backup-and-restore).
     Stream(
-        _one(lambda n: n.events_stream, lambda n: n.events_all),
+        "events",
         "Layby event log: the source of truth",
         lambda lim: {
-            "discard": DiscardPolicy.OLD,
+            "discard": OLD,
             "metadata": lim.metadata,
             "max_age": lim.events_max_age,
             "max_bytes": lim.events_max_bytes,
@@ -87,73 +84,68 @@ STREAMS: tuple[Stream, ...] = (
         role="events",
     ),
     Stream(
-        _steps,
+        "steps",
         "Layby recorded steps of runs, one subject per run generation",
-        lambda lim: {"discard": DiscardPolicy.OLD},
+        lambda lim: {"discard": OLD},
         frozenset({"ask", "door", "resume"}),
     ),
+    # Sealed answers are read only by the services that hand them to their waiter (the resume
+    # service's wake, the ask service's late-answer reply).
     Stream(
-        _one(lambda n: n.secrets_stream, lambda n: n.secrets_all),
+        "secrets",
         "Layby answers of sensitive questions, kept for the idle TTL only",
         lambda lim: {"max_age": lim.idle_ttl, "max_msgs_per_subject": 1},
-        # Sealed answers are read only by the services that hand them to their waiter (the
-        # resume service's wake, the ask service's late-answer reply).
         frozenset({"ask", "resume"}),
         role="secrets",
     ),
     Stream(
-        _one(lambda n: n.tickets_stream, lambda n: n.tickets_all),
+        "tickets",
         "Layby callback tickets by hash: interaction id and expiry",
         lambda lim: {"max_age": lim.tickets_max_age, "max_msgs_per_subject": 1},
         frozenset({"ask", "door", "delivery"}),
         role="tickets",
     ),
     Stream(
-        _one(lambda n: n.media_stream, lambda n: n.media_all),
+        "media",
         "Layby inline images of questions, served by reference",
         lambda lim: {"max_age": lim.media_retention, "max_msgs_per_subject": 1},
         frozenset({"door", "delivery"}),
         role="media",
     ),
     Stream(
-        _one(lambda n: n.chat_stream, lambda n: n.chat_all),
+        "chat",
         "Layby chat correlation: where each channel question was posted, inbound events taken",
         lambda lim: {"max_age": CHAT_MAX_AGE.total_seconds(), "max_msgs_per_subject": 1},
         frozenset({"door", "delivery"}),
     ),
     Stream(
-        _one(lambda n: n.messages_stream, lambda n: n.messages_all),
+        "messages",
         "Layby inbound chat messages that answered nothing (late, bridged, unmatched)",
-        lambda lim: {"max_age": MESSAGES_MAX_AGE.total_seconds(), "discard": DiscardPolicy.OLD},
+        lambda lim: {"max_age": MESSAGES_MAX_AGE.total_seconds(), "discard": OLD},
         frozenset({"door"}),
     ),
+    # The feed stream is the ring (docs/notifications.md#the-feed): always rewritten, since
+    # INTERACTIONS_NOTIFICATIONS_FEED_MAX has a default every service applies.
     Stream(
-        _one(lambda n: n.feed_stream, lambda n: n.feed_all),
+        "feed",
         "Layby notification feed: the shared feed and each identity's, newest kept",
-        # The stream is the ring (docs/notifications.md#the-feed): always rewritten, since
-        # INTERACTIONS_NOTIFICATIONS_FEED_MAX has a default every service applies.
-        lambda lim: {"max_msgs_per_subject": lim.feed_max, "discard": DiscardPolicy.OLD},
+        lambda lim: {"max_msgs_per_subject": lim.feed_max, "discard": OLD},
         frozenset({"door"}),
     ),
     Stream(
-        _one(lambda n: n.webhooks_stream, lambda n: n.webhooks_all),
+        "webhooks",
         "Layby delivery attempts of signed webhooks out, one subject per interaction",
-        lambda lim: {"max_age": WEBHOOK_ATTEMPTS_MAX_AGE.total_seconds(), "discard": DiscardPolicy.OLD},
+        lambda lim: {"max_age": WEBHOOK_ATTEMPTS_MAX_AGE.total_seconds(), "discard": OLD},
         frozenset({"door"}),
     ),
     Stream(
-        _one(lambda n: n.continuations_stream, lambda n: n.continuations_all),
+        "continuations",
         "Layby continuations: one per (run, generation), consumed by workers",
         lambda lim: {"max_age": CONTINUATION_MAX_AGE.total_seconds(), "max_msgs_per_subject": 1},
         frozenset({"ask", "resume", "admin"}),
     ),
-    Stream(
-        _one(lambda n: n.meta_stream, lambda n: n.meta_all),
-        "Layby facts about the log",
-        lambda lim: {"max_msgs_per_subject": 1},
-        # Every role reads it: each start checks and records the event-schema version.
-        ALL_ROLES,
-    ),
+    # Every role reads the meta stream: each start checks and records the event-schema version.
+    Stream("meta", "Layby facts about the log", lambda lim: {"max_msgs_per_subject": 1}, ALL_ROLES),
 )
 EVENTS = STREAMS[0]
 
