@@ -498,3 +498,9 @@ _ROUNDS: set[asyncio.Task[None]] = set()
 def _retrieved(round_: asyncio.Future[None]) -> None:
     if not round_.cancelled():
         round_.exception()  # a round whose callers all left is not an unretrieved error
+
+
+async def pause(stop: asyncio.Event, seconds: float) -> None:
+    """Wait ``seconds``, or less when ``stop`` is set meanwhile (a stopping service does not wait)."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), timeout=seconds)

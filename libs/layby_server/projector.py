@@ -38,12 +38,12 @@ from layby_contracts.events import (
 )
 from layby_domain.frames import add_frame
 from layby_server.caller_slots import CallerSlots
+from layby_server.consumer import pause
 from layby_server.db import recreate_projection_tables
 from layby_server.doors import apply_door_rows, door_rows
 from layby_server.eventstore import EventStore, Stored
 from layby_server.logs import get_logger
 from layby_server.projection_parked import parked_changes
-from layby_server.service import pause
 from layby_server.settings import WAITING_OUTCOME_RETENTION_SECONDS
 
 log = get_logger("layby_server.projector")

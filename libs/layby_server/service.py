@@ -204,12 +204,6 @@ async def open_pool(dsn: str, schema: str) -> asyncpg.Pool:
             pause = min(pause * 2, 10.0)
 
 
-async def pause(stop: asyncio.Event, seconds: float) -> None:
-    """Wait ``seconds``, or less when ``stop`` is set meanwhile (a stopping service does not wait)."""
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(stop.wait(), timeout=seconds)
-
-
 def run_main(main: Callable[[Settings, asyncio.Event], Awaitable[None]], settings: Settings) -> None:
     """Run a service until SIGINT/SIGTERM; a crashed task exits non-zero (Kubernetes restarts it).
 

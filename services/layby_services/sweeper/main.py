@@ -19,12 +19,13 @@ import asyncpg
 
 from layby_contracts.errors import Transient
 from layby_domain.clock import Clock
+from layby_server.consumer import pause
 from layby_server.gauges import ReadModelGauges
 from layby_server.jqrun import LazyJq
 from layby_server.logs import get_logger
 from layby_server.parked import Entries
 from layby_server.prune import prune_abandoned
-from layby_server.service import open_resources, pause, run_main
+from layby_server.service import open_resources, run_main
 from layby_server.settings import Settings, load_settings
 from layby_server.visits import Visitor
 from layby_server.workers import WorkerRegistry
