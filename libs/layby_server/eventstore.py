@@ -249,7 +249,20 @@ class EventStore:
                 return seq
         if not ack.duplicate:
             self.on_appended(event)  # durable now; a de-duplicated retry recorded nothing new
+        elif expected_seq == 0 and await self._taken_by_another(subject, int(ack.seq), data):
+            # NATS 2.9 de-duplicates before it checks an expected 0: the subject's first message
+            # carries this id but another writer's bytes (two replicas firing one tick), so this
+            # append decided nothing, as 2.15's wrong-last-sequence says.
+            raise Conflict(f"{subject} moved on past sequence 0")
         return int(ack.seq)
+
+    async def _taken_by_another(self, subject: str, seq: int, data: bytes) -> bool:
+        """Whether message ``seq`` of the subject's stream is on ``subject`` with other bytes."""
+        stream = self.stream_of(subject)
+        if stream is None:
+            return False
+        raw = await self.found(lambda: self._jt.get_msg(stream, seq=seq))
+        return raw is not None and raw.subject == subject and raw.data != data
 
     async def patiently(self, attempt: Callable[[], Awaitable[T]]) -> T:
         """``attempt()``, tried again on ``TRIED_AGAIN`` (no leader, a lost node) with growing

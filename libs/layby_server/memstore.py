@@ -239,6 +239,10 @@ class MemoryEventStore:
             raise Conflict(f"{subject} moved on past sequence {expected_seq}") from None
         if duplicate and expected_seq:
             raise Conflict(f"{subject}: duplicate of an earlier append")
+        if duplicate and expected_seq == 0:
+            firsts = [s.msgs.get(seq) for s in self._streams.values() if _matches(s.filter, subject)]
+            if any(m is not None and m.subject == subject and m.data != data for m in firsts):
+                raise Conflict(f"{subject} moved on past sequence 0")  # another writer's first message
         return seq
 
     async def last(self, subject: str, *, leader: bool = False, stream: str | None = None) -> Stored | None:

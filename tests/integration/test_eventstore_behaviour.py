@@ -189,6 +189,17 @@ async def test_a_repeated_msg_id_expecting_zero_returns_the_first_sequence(log: 
     assert await log.bounds() == (1, 1)
 
 
+async def test_another_writers_first_append_with_the_same_msg_id_is_a_lost_race(log: Log) -> None:
+    """Two writers that derive one msg_id (two replicas firing one tick) both expecting an empty
+    subject: exactly one lands; the other is a Conflict on both NATS 2.9 and 2.15
+    (docs/reliability.md#leader-changes)."""
+    subject = log.names.run("a")
+    first = await log.append(subject, started("one writer"), msg_id="tick-1", expected_seq=0)
+    with pytest.raises(Conflict, match="moved on past sequence 0"):
+        await log.append(subject, started("another writer"), msg_id="tick-1", expected_seq=0)
+    assert await log.bounds() == (1, first)
+
+
 async def test_msg_ids_are_deduplicated_across_the_whole_stream(log: Log) -> None:
     """A msg_id is unique per stream: reused on another subject, nothing lands there, yet the
     append reports the first message's sequence (unless it expects a non-zero sequence)."""
