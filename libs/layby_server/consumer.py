@@ -504,3 +504,22 @@ async def pause(stop: asyncio.Event, seconds: float) -> None:
     """Wait ``seconds``, or less when ``stop`` is set meanwhile (a stopping service does not wait)."""
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(stop.wait(), timeout=seconds)
+
+
+async def every(
+    stop: asyncio.Event,
+    seconds: Callable[[], float] | float,
+    one_pass: Callable[[], Awaitable[object]],
+    *,
+    failed: Callable[[BaseException], object],
+    errors: tuple[type[BaseException], ...],
+) -> None:
+    """Run ``one_pass`` every ``seconds`` until ``stop``; a pass that fails with one of
+    ``errors`` (the database or the log unreachable for a moment) is reported to ``failed`` and
+    the next pass tries again."""
+    while not stop.is_set():
+        try:
+            await one_pass()
+        except errors as exc:
+            failed(exc)
+        await pause(stop, seconds() if callable(seconds) else seconds)

@@ -14,12 +14,13 @@ Once a minute, ended rows past their retention leave the read models (retention.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable, Coroutine
 
 import asyncpg
 
 from layby_contracts.errors import Transient
 from layby_domain.clock import Clock
-from layby_server.consumer import pause
+from layby_server.consumer import every
 from layby_server.gauges import ReadModelGauges
 from layby_server.jqrun import LazyJq
 from layby_server.logs import get_logger
@@ -49,38 +50,38 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
         pool = res.pool
         clock = res.clock
 
-        async def prune_loop() -> None:
-            while not stop.is_set():
-                try:
-                    await prune_abandoned(
-                        pool, res.store, clock, grace_seconds=settings.blocking_grace_seconds
-                    )
-                except (Transient, asyncpg.PostgresError, OSError) as exc:
-                    log.warning("sweeper.pass_failed", error=repr(exc))
-                await pause(stop, settings.sweep_interval_seconds)
+        def loop(
+            seconds: float,
+            one_pass: Callable[[], Awaitable[object]],
+            failed: str,
+            errors: tuple[type[BaseException], ...] = (Transient, asyncpg.PostgresError, OSError),
+        ) -> Coroutine[None, None, None]:
+            """A pass every ``seconds``; a failed pass is logged as ``failed``, the next tries again."""
+            return every(
+                stop,
+                seconds,
+                one_pass,
+                failed=lambda exc: log.warning(failed, error=repr(exc)),
+                errors=errors,
+            )
 
-        async def expiry_loop() -> None:
-            while not stop.is_set():
-                try:
-                    while await expire_due(pool, res.store, clock) >= EXPIRY_BATCH and not stop.is_set():
-                        pass  # a full batch: look again at once
-                except (Transient, asyncpg.PostgresError, OSError) as exc:
-                    log.warning("sweeper.expiry_failed", error=repr(exc))
-                await pause(stop, settings.expiry_poll_seconds)
+        expiry_poll = settings.expiry_poll_seconds
+
+        async def prune() -> None:
+            await prune_abandoned(pool, res.store, clock, grace_seconds=settings.blocking_grace_seconds)
+
+        async def expire() -> None:
+            while await expire_due(pool, res.store, clock) >= EXPIRY_BATCH and not stop.is_set():
+                pass  # a full batch: look again at once
 
         entries = Entries(res.store, clock.now)
 
-        async def parked_loop() -> None:
+        async def parked() -> None:
             """Caller asks at their deadline, and waiting outcomes past their retention."""
-            while not stop.is_set():
-                try:
-                    await expire_caller_asks(pool, res.store, entries, clock)
-                    await drop_waiting_outcomes(
-                        pool, res.store, entries, clock, settings.waiting_outcome_retention_seconds
-                    )
-                except (Transient, asyncpg.PostgresError, OSError) as exc:
-                    log.warning("sweeper.parked_failed", error=repr(exc))
-                await pause(stop, settings.expiry_poll_seconds)
+            await expire_caller_asks(pool, res.store, entries, clock)
+            await drop_waiting_outcomes(
+                pool, res.store, entries, clock, settings.waiting_outcome_retention_seconds
+            )
 
         retention = Retention(
             resolved_seconds=settings.resolved_retention_seconds,
@@ -88,15 +89,9 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
             gone_entries_seconds=settings.gone_entry_retention_seconds,
         )
 
-        async def retention_loop() -> None:
+        async def trim() -> None:
             """Ended rows past their retention leave the read models (the log keeps them)."""
-            while not stop.is_set():
-                try:
-                    await trim_read_models(pool, clock, retention)
-                except (asyncpg.PostgresError, OSError) as exc:
-                    log.warning("sweeper.trim_failed", error=repr(exc))
-                # Retention is counted in days: once a sweep interval (at least a minute) is plenty.
-                await pause(stop, max(settings.sweep_interval_seconds, RETENTION_PASS_SECONDS))
+            await trim_read_models(pool, clock, retention)
 
         programs = LazyJq(processes=1, timeout_seconds=settings.jq_timeout_seconds)
         visitor = Visitor(
@@ -107,26 +102,24 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
             extras_of=WorkerRegistry(pool).extras,
         )
         schedules = Schedules(pool, res.store, visitor, clock)
-
-        async def schedule_loop() -> None:
-            """Schedule doors, each tick fired by exactly one replica."""
-            while not stop.is_set():
-                try:
-                    await schedules.run_once()
-                except (Transient, asyncpg.PostgresError, OSError) as exc:
-                    log.warning("sweeper.schedules_failed", error=repr(exc))
-                await pause(stop, settings.expiry_poll_seconds)
+        # Retention is counted in days: once a sweep interval (at least a minute) is plenty.
+        trim_every = max(settings.sweep_interval_seconds, RETENTION_PASS_SECONDS)
+        loops = [
+            loop(settings.sweep_interval_seconds, prune, "sweeper.pass_failed"),
+            loop(expiry_poll, expire, "sweeper.expiry_failed"),
+            loop(expiry_poll, parked, "sweeper.parked_failed"),
+            # Schedule doors, each tick fired by exactly one replica.
+            loop(expiry_poll, schedules.run_once, "sweeper.schedules_failed"),
+            loop(trim_every, trim, "sweeper.trim_failed", (asyncpg.PostgresError, OSError)),
+        ]
 
         # One place counts open questions and parked runs, on an interval of the service's clock.
         gauges = ReadModelGauges(pool, res.metrics.registry, clock, settings.metrics_interval_seconds)
         try:
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(gauges.run(stop))
-                tg.create_task(prune_loop())
-                tg.create_task(expiry_loop())
-                tg.create_task(parked_loop())
-                tg.create_task(schedule_loop())
-                tg.create_task(retention_loop())
+                for each in loops:
+                    tg.create_task(each)
         finally:
             await programs.aclose()
 
