@@ -44,6 +44,7 @@ from nats.aio.msg import Msg
 
 from layby import faults
 from layby.connection import until_stopped
+from layby.errors import WorkerSetupError
 from layby.logs import get_logger
 from layby.runs import RunContext, RunInfo, bind, unbind
 from layby.sdk import Client, connect
@@ -272,7 +273,7 @@ class Worker:
     async def start(self, name: str, input: Any = None, *, run_id: str | None = None) -> str:
         """Start a durable run of ``name``; any worker hosting it executes it. Returns the run id."""
         if self.checkpointer == "memory":
-            raise RuntimeError(
+            raise WorkerSetupError(
                 "Worker.start() records a durable run, and this worker uses the in-memory "
                 "checkpointer; use run_local() for sync-only runs, or checkpointer='postgres'"
             )
@@ -308,9 +309,9 @@ class Worker:
     async def serve(self, stop: asyncio.Event) -> None:
         """Execute continuations of every registered flow until ``stop`` is set."""
         if self.checkpointer == "memory":
-            raise RuntimeError("an in-memory worker has no durable runs to serve")
+            raise WorkerSetupError("an in-memory worker has no durable runs to serve")
         if not self._flows:
-            raise RuntimeError("register at least one flow with @worker.flow(name) before serve()")
+            raise WorkerSetupError("register at least one flow with @worker.flow(name) before serve()")
         await self.client()  # connect (and fail) before serving any flow
         slots = _Slots(self._concurrency, len(self._flows))
         await self._report()  # seen before ready: a start right after ready is not flagged
