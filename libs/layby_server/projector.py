@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import asyncpg
 import msgspec
@@ -171,8 +171,120 @@ def _json_or_null(value: Any) -> str | None:
     return None if value is None else _json.encode(value).decode()
 
 
-# Complexity D, on purpose: one flat match over every event type, each arm a guarded upsert;
-# splitting it would scatter the projection's one transaction over helpers.
+# One row builder per projected event type: the row of its statement's parameters, in the
+# statement's order. Each is called once per event and allocates only its row.
+Row = tuple[Any, ...]
+
+
+def _asked_row(ev: InteractionAsked, seq: int) -> Row:
+    return (
+        ev.interaction_id,
+        ev.group_id,
+        ev.answer_format,
+        ev.mode,
+        ev.audience,
+        ev.asked_by,
+        ev.sensitive,
+        ev.created_at,
+        ev.timeout_at,
+        _json.encode(add_frame(ev)).decode(),
+        seq,
+        ev.run_id,
+    )
+
+
+def _answered_row(ev: InteractionAnswered, seq: int) -> Row:
+    answer = None if ev.sensitive else _json_or_null(ev.answer)
+    return (ev.interaction_id, ev.group_id, ev.audience, ev.answered_by, ev.answered_at, answer, seq, ev.via)
+
+
+def _removed_row(ev: InteractionRemoved, seq: int) -> Row:
+    return (ev.interaction_id, ev.group_id, ev.audience, ev.reason, ev.removed_at, seq)
+
+
+def _run_started_row(ev: RunStarted, seq: int) -> Row:
+    return (ev.run_id, ev.flow, ev.identity, _json_or_null(ev.input), ev.started_at, seq)
+
+
+def _run_parked_row(ev: RunParked, seq: int) -> Row:
+    return (
+        ev.run_id,
+        ev.generation,
+        _json.encode(ev.answers).decode(),
+        _json.encode(ev.asks).decode(),
+        min((a.expiry_at for a in ev.asks if a.expiry_at is not None), default=None),
+        ev.resume_id,
+        ev.parked_at,
+        seq,
+        len(ev.steps),
+    )
+
+
+def _run_resumed_row(ev: RunResumed, seq: int) -> Row:
+    answers = _json.encode(ev.answers).decode()
+    return (ev.run_id, ev.generation, ev.resume_id, ev.resumed_at, seq, answers, ev.retried_by, len(ev.steps))
+
+
+def _run_finished_row(ev: RunFinished, seq: int) -> Row:
+    result = _json_or_null(ev.result)
+    return (
+        ev.run_id,
+        "finished",
+        ev.generation,
+        result,
+        None,
+        ev.finished_at,
+        seq,
+        ev.resume_id,
+        ev.step_count,
+    )
+
+
+def _run_failed_row(ev: RunFailed, seq: int) -> Row:
+    steps = len(ev.steps)
+    return (ev.run_id, "failed", ev.generation, None, ev.error, ev.failed_at, seq, ev.resume_id, steps)
+
+
+def _run_step_row(ev: RunStepRecorded, seq: int) -> Row:  # written before steps moved to the step streams
+    return (ev.run_id, ev.generation, ev.recorded_at, seq, len(ev.steps))
+
+
+def _run_cancelled_row(ev: RunCancelled, seq: int) -> Row:
+    return (ev.run_id, ev.generation, ev.cancelled_at, seq, ev.by)
+
+
+_RESOLVED = "DELETE FROM admissions WHERE interaction_id = $1"
+
+
+class _Projection(NamedTuple):
+    """What one event type contributes: a row of ``statement``, and whether it resolves its
+    question (its admission is released in the same transaction)."""
+
+    statement: str
+    row: Callable[[Any, int], Row]
+    resolves: bool = False
+
+
+_PROJECTIONS: dict[type[Event], _Projection] = {
+    InteractionAsked: _Projection(_ASKED, _asked_row),
+    InteractionAnswered: _Projection(_ANSWERED, _answered_row, resolves=True),
+    InteractionRemoved: _Projection(_REMOVED, _removed_row, resolves=True),
+    RunStarted: _Projection(_RUN_STARTED, _run_started_row),
+    RunParked: _Projection(_RUN_PARKED, _run_parked_row),
+    RunResumed: _Projection(_RUN_RESUMED, _run_resumed_row),
+    RunFinished: _Projection(_RUN_ENDED, _run_finished_row),
+    RunFailed: _Projection(_RUN_ENDED, _run_failed_row),
+    RunStepRecorded: _Projection(_RUN_STEP, _run_step_row),
+    RunCancelled: _Projection(_RUN_CANCELLED, _run_cancelled_row),
+}
+"""Every event type with a row in the inbox or runs read models; the others have none here."""
+
+# The order the statements run in: the inbox's before the caller pool's changes, the runs'
+# after (each statement is order-insensitive within itself).
+_INBOX_STATEMENTS = (_ASKED, _ANSWERED, _REMOVED, _RESOLVED)
+_RUN_STATEMENTS = (_RUN_STARTED, _RUN_PARKED, _RUN_RESUMED, _RUN_ENDED, _RUN_STEP, _RUN_CANCELLED)
+
+
 async def apply_batch(
     conn: Conn,
     batch: Sequence[Stored],
@@ -184,156 +296,36 @@ async def apply_batch(
     ``waiting_retention``: ``LAYBY_WAITING_OUTCOME_RETENTION``, how long a caller slot outlives
     the event that keeps it."""
     caller = CallerSlots(waiting_retention)
-    asked: list[tuple[Any, ...]] = []
-    answered: list[tuple[Any, ...]] = []
-    removed: list[tuple[Any, ...]] = []
-    resolved: list[tuple[str]] = []
-    runs: list[tuple[str, tuple[Any, ...]]] = []
+    rows: dict[str, list[Row]] = {statement: [] for statement in (*_INBOX_STATEMENTS, *_RUN_STATEMENTS)}
+    resolved = rows[_RESOLVED]
     for stored in batch:
         ev = stored.event
         if caller.take(ev):
             continue  # a caller ask's event: its slot only, never an inbox row
-        match ev:
-            case InteractionAsked():
-                asked.append(
-                    (
-                        ev.interaction_id,
-                        ev.group_id,
-                        ev.answer_format,
-                        ev.mode,
-                        ev.audience,
-                        ev.asked_by,
-                        ev.sensitive,
-                        ev.created_at,
-                        ev.timeout_at,
-                        _json.encode(add_frame(ev)).decode(),
-                        stored.seq,
-                        ev.run_id,
-                    )
-                )
-            case InteractionAnswered():
-                answered.append(
-                    (
-                        ev.interaction_id,
-                        ev.group_id,
-                        ev.audience,
-                        ev.answered_by,
-                        ev.answered_at,
-                        None if ev.sensitive else _json_or_null(ev.answer),
-                        stored.seq,
-                        ev.via,
-                    )
-                )
-                resolved.append((ev.interaction_id,))
-            case InteractionRemoved():
-                removed.append(
-                    (ev.interaction_id, ev.group_id, ev.audience, ev.reason, ev.removed_at, stored.seq)
-                )
-                resolved.append((ev.interaction_id,))
-            case RunStarted():
-                runs.append(
-                    (
-                        _RUN_STARTED,
-                        (ev.run_id, ev.flow, ev.identity, _json_or_null(ev.input), ev.started_at, stored.seq),
-                    )
-                )
-            case RunParked():
-                runs.append(
-                    (
-                        _RUN_PARKED,
-                        (
-                            ev.run_id,
-                            ev.generation,
-                            _json.encode(ev.answers).decode(),
-                            _json.encode(ev.asks).decode(),
-                            min((a.expiry_at for a in ev.asks if a.expiry_at is not None), default=None),
-                            ev.resume_id,
-                            ev.parked_at,
-                            stored.seq,
-                            len(ev.steps),
-                        ),
-                    )
-                )
-            case RunResumed():
-                runs.append(
-                    (
-                        _RUN_RESUMED,
-                        (
-                            ev.run_id,
-                            ev.generation,
-                            ev.resume_id,
-                            ev.resumed_at,
-                            stored.seq,
-                            _json.encode(ev.answers).decode(),
-                            ev.retried_by,
-                            len(ev.steps),
-                        ),
-                    )
-                )
-            case RunFinished():
-                runs.append(
-                    (
-                        _RUN_ENDED,
-                        (
-                            ev.run_id,
-                            "finished",
-                            ev.generation,
-                            _json_or_null(ev.result),
-                            None,
-                            ev.finished_at,
-                            stored.seq,
-                            ev.resume_id,
-                            ev.step_count,
-                        ),
-                    )
-                )
-            case RunStepRecorded():  # written before steps moved to the step streams
-                runs.append(
-                    (_RUN_STEP, (ev.run_id, ev.generation, ev.recorded_at, stored.seq, len(ev.steps)))
-                )
-            case RunCancelled():
-                runs.append((_RUN_CANCELLED, (ev.run_id, ev.generation, ev.cancelled_at, stored.seq, ev.by)))
-            case RunFailed():
-                runs.append(
-                    (
-                        _RUN_ENDED,
-                        (
-                            ev.run_id,
-                            "failed",
-                            ev.generation,
-                            None,
-                            ev.error,
-                            ev.failed_at,
-                            stored.seq,
-                            ev.resume_id,
-                            len(ev.steps),
-                        ),
-                    )
-                )
+        projection = _PROJECTIONS.get(type(ev))
+        if projection is None:
+            continue
+        rows[projection.statement].append(projection.row(ev, stored.seq))
+        if projection.resolves:
+            resolved.append((ev.interaction_id,))  # type: ignore[union-attr] # only questions resolve
     doors = door_rows(batch)
     async with conn.transaction():
         await apply_door_rows(conn, doors)
-        if asked:
-            await conn.executemany(_ASKED, asked)
-        if answered:
-            await conn.executemany(_ANSWERED, answered)
-        if removed:
-            await conn.executemany(_REMOVED, removed)
-        if resolved:
-            await conn.executemany("DELETE FROM admissions WHERE interaction_id = $1", resolved)
+        await _execute(conn, rows, _INBOX_STATEMENTS)
         await caller.apply(conn)
-        if runs:
-            grouped: dict[str, list[tuple[Any, ...]]] = {}
-            for statement, args in runs:
-                grouped.setdefault(statement, []).append(args)
-            for statement, rows in grouped.items():  # each statement is order-insensitive
-                await conn.executemany(statement, rows)
+        await _execute(conn, rows, _RUN_STATEMENTS)
         # After the runs: a run's resolved caller asks update its row (a rebuild may bring the
         # run's start in the same batch).
-        for sql, rows in parked_changes(batch):
-            await conn.executemany(sql, rows)
+        for sql, changes in parked_changes(batch):
+            await conn.executemany(sql, changes)
         if batch:
             await conn.execute(_CHECKPOINT, name, max(s.seq for s in batch))
+
+
+async def _execute(conn: Conn, rows: dict[str, list[Row]], statements: tuple[str, ...]) -> None:
+    for statement in statements:
+        if rows[statement]:
+            await conn.executemany(statement, rows[statement])
 
 
 def _untraced(_event: Event) -> bool:

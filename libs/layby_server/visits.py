@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
@@ -70,6 +71,32 @@ def programs_of(spec: DoorSpec) -> dict[Column, str]:
     return {column: program for column, program in found.items() if program is not None}
 
 
+@dataclass(frozen=True, slots=True)
+class _Header:
+    """What every record of one visit says, whatever it then did."""
+
+    visit_id: str
+    door: str | None
+    kind: VisitKind
+    subject: str
+    by: str
+    channel: str | None
+    chat: str | None
+
+    def recorded(self, visited_at: datetime, **did: Any) -> VisitRecorded:
+        return VisitRecorded(
+            visit_id=self.visit_id,
+            door=self.door,
+            kind=self.kind,
+            subject=self.subject,
+            by=self.by,
+            visited_at=visited_at,
+            channel=self.channel,
+            chat=self.chat,
+            **did,
+        )
+
+
 class Visitor:
     def __init__(
         self,
@@ -118,55 +145,39 @@ class Visitor:
         identity; ``via``: the chat channel and chat a conversation's message came from, where
         its replies go). A visit id seen before is answered with what that visit did (``fresh``:
         the caller just drew the id, so there is nothing to look up)."""
-        who = label or by.identity
-        channel, chat = via if via is not None else (None, None)
         if not fresh:
             earlier = await self.status(visit_id)
             if earlier is not None:
                 return earlier
         spec = door.spec if door is not None else TOOL_SPEC
         where = self._subject_of(door, subject)
-        parked = await self._entries.on_subject(where)
-        shown = [e for p in parked if (e := p.entry) is not None]
-        try:
-            plan = await self._plan(spec, shown, input, explicit)
-            if plan.start is not None and door is not None:
-                await self._check_extras(spec, plan.extras)
-        except BadInput as exc:
-            refused = VisitRecorded(
-                visit_id=visit_id,
-                door=door.name if door is not None else None,
-                kind=kind,
-                subject=where,
-                by=who,
-                visited_at=self._now(),
-                error=str(exc)[:1000],
-                channel=channel,
-                chat=chat,
-            )
-            await self._refused(refused)
-            raise
-        run_id = str(uuid.uuid4()) if plan.start is not None and door is not None else None
-        action = _action(plan, run_id)
-        by_id = {p.asked.interaction_id: p for p in parked}
-        for ix in plan.cancels:  # cancels always run first
-            await self._cancel(by_id[ix], by)
-        taken = [await self._take(t.id, who, visit_id) for t in plan.takes]
-        # Recorded before anything it resumes or starts can report its outcome back to it.
-        recorded = VisitRecorded(
+        channel, chat = via if via is not None else (None, None)
+        header = _Header(
             visit_id=visit_id,
             door=door.name if door is not None else None,
             kind=kind,
             subject=where,
-            by=who,
+            by=label or by.identity,
+            channel=channel,
+            chat=chat,
+        )
+        parked = await self._entries.on_subject(where)
+        plan = await self._plan_or_refuse(
+            header, door=door, spec=spec, parked=parked, input=input, explicit=explicit
+        )
+        run_id = str(uuid.uuid4()) if plan.start is not None and door is not None else None
+        by_id = {p.asked.interaction_id: p for p in parked}
+        for ix in plan.cancels:  # cancels always run first
+            await self._cancel(by_id[ix], by)
+        taken = [await self._take(t.id, header.by, visit_id) for t in plan.takes]
+        # Recorded before anything it resumes or starts can report its outcome back to it.
+        recorded = header.recorded(
+            self._now(),
             cancelled=plan.cancels,
-            action=action,
+            action=_action(plan, run_id),
             resumed=[r.id for r in plan.resumes],
             taken=taken,
             run_id=run_id,
-            visited_at=self._now(),
-            channel=channel,
-            chat=chat,
         )
         try:
             await self._store.append(
@@ -178,22 +189,18 @@ class Visitor:
                 raise
             return again
         for r in plan.resumes:
-            await self._resume(r.id, r.payload, who, visit_id, seed=by_id[r.id])
+            await self._resume(r.id, r.payload, header.by, visit_id, seed=by_id[r.id])
         if run_id is not None and door is not None and plan.start is not None:
             await self._start(
                 door, run_id, subject=where, kwargs=plan.start, extras=plan.extras, visit_id=visit_id
             )
-        outcome: Outcome | None = None
-        if taken:
-            first = taken[0]
-            outcome = Outcome(status=first.status, result=first.result, error=first.error)
-            await settle_visit(self._entries, visit_id, outcome)
+        outcome = await self._settle_taken(visit_id, taken)
         log.info(
             "visit.done",
             visit_id=visit_id,
             kind=kind,
             subject=where,
-            action=action,
+            action=recorded.action,
             cancelled=len(plan.cancels),
         )
         return VisitResult(
@@ -201,12 +208,42 @@ class Visitor:
             door=recorded.door,
             subject=where,
             cancelled=plan.cancels,
-            action=action,
+            action=recorded.action,
             resumed=recorded.resumed,
             taken=taken,
             run_id=run_id,
             outcome=outcome,
         )
+
+    async def _plan_or_refuse(
+        self,
+        header: _Header,
+        *,
+        door: DoorSaved | None,
+        spec: DoorSpec,
+        parked: list[Parked],
+        input: Any,
+        explicit: Explicit | None,
+    ) -> VisitPlan:
+        """The visit's plan; a plan refused as bad input is recorded as the visit's error first."""
+        shown = [e for p in parked if (e := p.entry) is not None]
+        try:
+            plan = await self._plan(spec, shown, input, explicit)
+            if plan.start is not None and door is not None:
+                await self._check_extras(spec, plan.extras)
+        except BadInput as exc:
+            await self._refused(header.recorded(self._now(), error=str(exc)[:1000]))
+            raise
+        return plan
+
+    async def _settle_taken(self, visit_id: str, taken: list[Taken]) -> Outcome | None:
+        """A visit that took waiting outcomes is settled at once with the first of them."""
+        if not taken:
+            return None
+        first = taken[0]
+        outcome = Outcome(status=first.status, result=first.result, error=first.error)
+        await settle_visit(self._entries, visit_id, outcome)
+        return outcome
 
     def _subject_of(self, door: DoorSaved | None, subject: str | None) -> str:
         if door is None or door.spec.kind == "conversation":

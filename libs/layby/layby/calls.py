@@ -20,6 +20,7 @@ from typing import Any
 
 import msgspec
 
+from layby.errors import RunRequiredError
 from layby.runs import RunContext, current_context
 from layby.steps import step
 from layby_contracts.commands import Explicit, Listed, ListParked, Refused, Visit, Visited, VisitStatus
@@ -39,7 +40,7 @@ POLL_SECONDS = 0.05
 def _context(what: str) -> RunContext:
     ctx = current_context()
     if ctx is None or not ctx.durable or not ctx.info.identity or ctx.client is None:
-        raise RuntimeError(
+        raise RunRequiredError(
             f"{what} needs a resumable run: call it inside a flow executed by layby.Worker "
             "(with the durable checkpointer and an identity); nothing was recorded"
         )

@@ -9,7 +9,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
@@ -17,15 +17,18 @@ from urllib.parse import quote
 
 import msgspec
 
+from layby import cli_text
+from layby.cli_parser import build_parser
 from layby.logsetup import configure_logging
 from layby.runtime import data_dir, read_runtime
 from layby.settings import ClientSettings, SettingsError, load_client_settings
 from layby_contracts.errors import LaybyError
-from layby_domain.formats import NAMES
 
 if TYPE_CHECKING:
     import httpx
     from httpx_sse import ServerSentEvent
+
+_table = cli_text.table  # the name this module gave it before the text moved to cli_text
 
 SHOWN_EVENTS = ("sdk.waiting",)
 """SDK events the command shows at info although the SDK logs them at debug: what ``layby ask``
@@ -99,16 +102,6 @@ def _fail(status: int, body: Any) -> int:
     return 1
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """Columns as wide as their widest cell, two spaces apart; the last one unpadded."""
-    lines = [header, *rows]
-    widths = [max(len(line[i]) for line in lines) for i in range(len(header) - 1)]
-    return "\n".join(
-        "  ".join([*(cell.ljust(w) for cell, w in zip(line, widths, strict=False)), line[-1]]).rstrip()
-        for line in lines
-    )
-
-
 def _output(args: argparse.Namespace, data: Any, text: Callable[[Any], str]) -> int:
     """A door's ``data`` as indented JSON under ``--json``, else as ``text(data)``."""
     print(json.dumps(data, indent=2) if args.json else text(data))
@@ -134,35 +127,10 @@ def _page(args: argparse.Namespace, **filters: Any) -> dict[str, Any]:
     return {**filters, "page": args.page, "pageSize": args.page_size}
 
 
-def _footer(data: dict[str, Any], what: str) -> str:
-    more = f"; next page {data['next_page']}" if data["next_page"] else ""
-    return f"\n{len(data['items'])} of {data['total']} {what} (page {data['page']}){more}"
-
-
-def _short(text: str, width: int = 60) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= width else line[: width - 3] + "..."
-
-
-def _interactions_text(data: dict[str, Any]) -> str:
-    rows = [
-        (
-            it["interaction_id"],
-            it["answer_format"],
-            it.get("audience", "-"),
-            it["timeout_at"][:19],
-            _short(str(it["question"])),
-        )
-        for it in data["items"]
-    ]
-    table = _table(("ID", "FORMAT", "AUDIENCE", "TIMEOUT AT", "QUESTION"), rows)
-    return table + "\n" + _footer(data, "pending")
-
-
 def cmd_list(settings: ClientSettings, args: argparse.Namespace) -> int:
     filters = {"q": args.search, "format": args.format, "group": args.group, "sort": args.sort}
     data = _call(settings, "GET", "/api/interactions", params=_page(args, **filters))
-    return _output(args, data, _interactions_text)
+    return _output(args, data, cli_text.interactions_text)
 
 
 def _frame_line(sse: ServerSentEvent, data: Any, as_json: bool) -> str:
@@ -285,23 +253,9 @@ def _channel_options(
     return channels, pairs or None
 
 
-def _notifications_text(data: dict[str, Any]) -> str:
-    rows = [
-        (
-            it["created_at"][:19],
-            it.get("recipient") or "-",
-            it.get("audience") or "-",
-            _short(str(it["message"])),
-        )
-        for it in data["notifications"]
-    ]
-    table = _table(("CREATED AT", "RECIPIENT", "AUDIENCE", "MESSAGE"), rows)
-    return table + f"\n\n{len(rows)} notifications, newest first"
-
-
 def cmd_notifications_list(settings: ClientSettings, args: argparse.Namespace) -> int:
     data = _call(settings, "GET", "/api/notifications")
-    return _output(args, data, _notifications_text)
+    return _output(args, data, cli_text.notifications_text)
 
 
 _NOTIFY_SHAPES: dict[str, tuple[type, str]] = {
@@ -341,60 +295,14 @@ def cmd_notifications_notify(settings: ClientSettings, args: argparse.Namespace)
     return _output(args, data, str)
 
 
-def _runs_text(data: dict[str, Any]) -> str:
-    rows = [
-        (
-            it["run_id"],
-            str(it["flow"]),
-            it["status"],
-            str(it["generation"]),
-            str(it["identity"]),
-            (it.get("updated_at") or "-")[:19],
-            (it.get("expiry_at") or "-")[:19],
-        )
-        for it in data["items"]
-    ]
-    table = _table(("RUN", "FLOW", "STATUS", "GEN", "IDENTITY", "UPDATED", "EXPIRY"), rows)
-    return table + "\n" + _footer(data, "runs")
-
-
 def cmd_runs_list(settings: ClientSettings, args: argparse.Namespace) -> int:
     data = _call(settings, "GET", "/api/runs", params=_page(args, status=args.status))
-    return _output(args, data, _runs_text)
-
-
-_RUN_FIELDS = (
-    "run_id",
-    "flow",
-    "identity",
-    "status",
-    "generation",
-    "created_at",
-    "updated_at",
-    "resume_id",
-    "steps",
-    "cancelled_by",
-    "retried_by",
-    "warning",
-)
-
-
-def _run_text(data: dict[str, Any]) -> str:
-    lines = [f"{key + ':':<12}{data[key]}" for key in _RUN_FIELDS if key in data]
-    for ask in data.get("asks", []):
-        by = f" by {ask['answered_by']}" if "answered_by" in ask else ""
-        expires = f"expires {ask['expiry_at'][:19]}"
-        lines.append(f"  ask {ask['interaction_id']}  {ask['status']}{by}  {expires}  {ask['question']}")
-    if "result" in data:
-        lines.append(f"{'result:':<12}{json.dumps(data['result'])}")
-    if "error" in data:
-        lines.append(f"{'error:':<12}{data['error']}")
-    return "\n".join(lines)
+    return _output(args, data, cli_text.runs_text)
 
 
 def cmd_runs_show(settings: ClientSettings, args: argparse.Namespace) -> int:
     data = _call(settings, "GET", f"/api/runs/{quote(args.run_id, safe='')}")
-    return _output(args, data, _run_text)
+    return _output(args, data, cli_text.run_text)
 
 
 def _run_action(settings: ClientSettings, args: argparse.Namespace, action: str) -> int:
@@ -410,23 +318,8 @@ def cmd_runs_retry(settings: ClientSettings, args: argparse.Namespace) -> int:
     return _run_action(settings, args, "retry")
 
 
-def _workers_text(data: dict[str, Any]) -> str:
-    rows = [
-        (
-            w["worker_id"],
-            "yes" if w["alive"] else "no",
-            w["identity"],
-            w["seen_at"][:19],
-            ", ".join(w["flows"]),
-        )
-        for w in data["items"]
-    ]
-    table = _table(("WORKER", "ALIVE", "IDENTITY", "SEEN AT", "FLOWS"), rows)
-    return f"{table}\n\n{data['alive']} alive of {len(data['items'])} seen in the last hour"
-
-
 def cmd_workers(settings: ClientSettings, args: argparse.Namespace) -> int:
-    return _output(args, _call(settings, "GET", "/api/workers"), _workers_text)
+    return _output(args, _call(settings, "GET", "/api/workers"), cli_text.workers_text)
 
 
 def _spec_text(args: argparse.Namespace) -> str:
@@ -462,24 +355,8 @@ def cmd_doors_put(settings: ClientSettings, args: argparse.Namespace) -> int:
     return _output(args, data, lambda d: f"saved {d['name']} ({d['spec']['kind']} -> {d['spec']['target']})")
 
 
-def _doors_text(data: dict[str, Any]) -> str:
-    rows = [
-        (
-            d["name"],
-            d["spec"]["kind"],
-            d["spec"]["target"],
-            d["spec"].get("subject") or "-",
-            d["updated_by"],
-            d["updated_at"][:19],
-        )
-        for d in data["items"]
-    ]
-    table = _table(("NAME", "KIND", "TARGET", "SUBJECT", "UPDATED BY", "UPDATED"), rows)
-    return table + "\n" + _footer(data, "doors")
-
-
 def cmd_doors_list(settings: ClientSettings, args: argparse.Namespace) -> int:
-    return _output(args, _call(settings, "GET", "/api/doors", params=_page(args)), _doors_text)
+    return _output(args, _call(settings, "GET", "/api/doors", params=_page(args)), cli_text.doors_text)
 
 
 def cmd_doors_show(settings: ClientSettings, args: argparse.Namespace) -> int:
@@ -565,125 +442,6 @@ def cmd_mcp(settings: ClientSettings, args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     return 0
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="layby", description="Human-in-the-loop interactions for AI runs.")
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    inter = sub.add_parser("interactions", help="list, stream and answer questions").add_subparsers(
-        dest="action", required=True
-    )
-    lst = inter.add_parser("list", help="one page of pending questions")
-    lst.add_argument("--page", type=int)
-    lst.add_argument("--page-size", type=int)
-    lst.add_argument("--search", help="only questions whose text contains this (case-insensitive)")
-    lst.add_argument("--format", choices=NAMES)
-    lst.add_argument("--group", help="only this group id")
-    lst.add_argument("--sort", choices=("group", "newest", "oldest", "deadline"))
-    lst.add_argument("--json", action=argparse.BooleanOptionalAction, default=False)
-    stream = inter.add_parser("stream", help="tail the live feed")
-    stream.add_argument("--json", action=argparse.BooleanOptionalAction, default=False)
-    ans = inter.add_parser("answer", help="answer a question")
-    ans.add_argument("interaction_id")
-    ans.add_argument("--answer", required=True, help="the answer as JSON: '\"text\"', true, or an object")
-    ans.add_argument("--json", action=argparse.BooleanOptionalAction, default=False)
-
-    ask = sub.add_parser("ask", help="ask a question and block until it is answered")
-    ask.add_argument("question")
-    ask.add_argument("--format", default="text", choices=NAMES)
-    ask.add_argument("--link", help="external: the URL to visit, a template containing {callback_url}")
-    ask.add_argument(
-        "--channel",
-        action="append",
-        help="deliver through this channel of LAYBY_CHANNELS (repeat it: every channel gets the question, "
-        "the first reply wins)",
-    )
-    ask.add_argument(
-        "--recipient",
-        action="append",
-        help="with --channel: where to deliver (a chat id, a phone number); with several channels, "
-        "CHANNEL=RECIPIENT (repeatable)",
-    )
-    ask.add_argument(
-        "--on-mismatch", choices=("retry", "bridge"), help="what a chat reply that does not fit does"
-    )
-    ask.add_argument("--mismatch-notice", help="replaces the built-in retry line; {reason} is filled in")
-    ask.add_argument("--option", action="append", help="a choice (select) or suggested reply (text)")
-    ask.add_argument("--schema", help="JSON schema of a form answer")
-    ask.add_argument("--timeout", type=float)
-    ask.add_argument("--group-id")
-    ask.add_argument("--audience")
-    ask.add_argument(
-        "--media",
-        help='display-only media as JSON: [{"kind": "image", "url": "https://...", "caption": "..."}]',
-    )
-
-    runs = sub.add_parser("runs", help="start, list, show, cancel and retry resumable runs").add_subparsers(
-        dest="action", required=True
-    )
-    rls = runs.add_parser("list", help="runs, most recently active first")
-    rls.add_argument("--status", choices=["running", "parked", "resumed", "finished", "failed", "cancelled"])
-    rls.add_argument("--page", type=int)
-    rls.add_argument("--page-size", type=int)
-    rls.add_argument("--json", action=argparse.BooleanOptionalAction, default=False)
-    rshow = runs.add_parser("show", help="one run: status, open questions and deadlines, result")
-    rshow.add_argument("run_id")
-    rshow.add_argument("--json", action=argparse.BooleanOptionalAction, default=False)
-    rstart = runs.add_parser("start", help="start a run of a flow; prints its run id")
-    rstart.add_argument("flow")
-    rstart.add_argument("--input", help="the flow's input as JSON")
-    rstart.add_argument("--run-id", help="your own uuid4 run id (makes the start idempotent)")
-    rcancel = runs.add_parser("cancel", help="cancel a running or parked run (its questions leave the inbox)")
-    rcancel.add_argument("run_id")
-    rcancel.add_argument("--json", action=argparse.BooleanOptionalAction, default=False)
-    rretry = runs.add_parser("retry", help="run a failed run again from its last recorded step or park")
-    rretry.add_argument("run_id")
-    rretry.add_argument("--json", action=argparse.BooleanOptionalAction, default=False)
-    wks = sub.add_parser("workers", help="workers seen in the last hour: alive or not, and their flows")
-    wks.add_argument("--json", action=argparse.BooleanOptionalAction, default=False)
-
-    doors = sub.add_parser("doors", help="save, list, show and delete door definitions").add_subparsers(
-        dest="action", required=True
-    )
-    dput = doors.add_parser("put", help="save a door definition (create or replace; operator only)")
-    dput.add_argument("name")
-    given = dput.add_mutually_exclusive_group(required=True)
-    given.add_argument("--file", help="a JSON file holding the definition ('-': standard input)")
-    given.add_argument("--spec", help="the definition as JSON")
-    dput.add_argument("--json", action=argparse.BooleanOptionalAction, default=False)
-    dls = doors.add_parser("list", help="saved doors, by name")
-    dls.add_argument("--page", type=int)
-    dls.add_argument("--page-size", type=int)
-    dls.add_argument("--json", action=argparse.BooleanOptionalAction, default=False)
-    dshow = doors.add_parser("show", help="one door definition, as JSON")
-    dshow.add_argument("name")
-    ddel = doors.add_parser("delete", help="delete a door definition (operator only)")
-    ddel.add_argument("name")
-    ddel.add_argument("--json", action=argparse.BooleanOptionalAction, default=False)
-
-    notes = sub.add_parser("notifications", help="send one-way notifications, read the feed").add_subparsers(
-        dest="action", required=True
-    )
-    nls = notes.add_parser("list", help="your notification feed, newest first")
-    nls.add_argument("--json", action=argparse.BooleanOptionalAction, default=False)
-    nsend = notes.add_parser("notify", help="send a notification (no --channel: record it to the feed)")
-    nsend.add_argument("message")
-    nsend.add_argument("--channel", help="the registered channel that sends it")
-    nsend.add_argument("--recipient", help="where on the channel (the channel's default when unset)")
-    nsend.add_argument("--media", help="media items, as a JSON list")
-    nsend.add_argument("--template", help="a provider-approved template, as a JSON object")
-    nsend.add_argument("--options", help="quick replies, as a JSON list of strings")
-    nsend.add_argument("--json", action=argparse.BooleanOptionalAction, default=False)
-
-    mcp = sub.add_parser("mcp", help="serve Layby's tools to MCP clients (stdio; --http for streamable HTTP)")
-    mcp.add_argument("--http", action="store_true", help="streamable HTTP with bearer tokens, not stdio")
-    mcp.add_argument("--host", default="127.0.0.1", help="--http: the address to listen on")
-    mcp.add_argument("--port", type=int, default=8765, help="--http: the port to listen on")
-
-    wrk = sub.add_parser("worker", help="execute the flows of a layby.Worker (MODULE:ATTRIBUTE)")
-    wrk.add_argument("target", help="e.g. myapp.flows:worker")
-    return parser
 
 
 COMMANDS = {

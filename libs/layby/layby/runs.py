@@ -15,6 +15,7 @@ from typing import Any
 
 import msgspec
 
+from layby.errors import RunRequiredError
 from layby_contracts.events import ParkedAsk, Resolution, StepResult
 
 
@@ -130,18 +131,18 @@ def require_park_context() -> RunContext:
     """The context an async ask parks in; raises loudly, before anything is stored, without one."""
     ctx = _current.get()
     if ctx is None:
-        raise RuntimeError(
+        raise RunRequiredError(
             "ask_user(mode='async') needs a resumable run: call it inside a flow executed by "
             "layby.Worker (a resuming driver with a bound identity); nothing was recorded"
         )
     if not ctx.durable:
-        raise RuntimeError(
+        raise RunRequiredError(
             "ask_user(mode='async') needs a durable, cross-worker checkpointer, and this run uses the "
             "in-memory checkpointer: a run parked there could never resume on another worker. Use "
             "layby.Worker(checkpointer='postgres'); nothing was recorded"
         )
     if not ctx.info.identity:
-        raise RuntimeError(
+        raise RunRequiredError(
             "ask_user(mode='async') needs a bound execution identity, and this run has none; "
             "nothing was recorded"
         )

@@ -33,8 +33,7 @@ import contextlib
 import os
 import secrets
 import socket
-from collections import deque
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from typing import Any, Literal
 
 import msgspec
@@ -44,11 +43,14 @@ from nats.aio.msg import Msg
 
 from layby import faults
 from layby.connection import until_stopped
+from layby.errors import WorkerSetupError
 from layby.logs import get_logger
 from layby.runs import RunContext, RunInfo, bind, unbind
 from layby.sdk import Client, connect
 from layby.settings import ClientSettings, load_client_settings
 from layby.tracecontext import continued
+from layby.worker_drive import Finished, Flow, Outcome, Parked, Raised, Stopped, drive
+from layby.worker_slots import Slots, after, first
 from layby_contracts.commands import (
     CONTINUATION_DECODER,
     PROTOCOL_STEPS,
@@ -79,7 +81,6 @@ from layby_contracts.refusals import from_refused
 from layby_domain.validation import is_flow_name, new_interaction_id
 
 log = get_logger("layby.worker")
-Flow = Callable[[Any], Coroutine[Any, Any, Any]]
 RETRY_BASE_SECONDS = 1.0
 RETRY_MAX_SECONDS = 60.0
 NOT_YET_DELAY = 0.5
@@ -88,127 +89,9 @@ REPORT_SECONDS = 10.0
 """How often a worker reports in (a worker counts as alive for 30 s after a report)."""
 
 
-class Finished(msgspec.Struct, frozen=True):
-    result: Any
-
-
-class Parked(msgspec.Struct, frozen=True):
-    pass
-
-
-class Stopped(msgspec.Struct, frozen=True):
-    """The run was cancelled, or another execution moved it on: record nothing, drop the message."""
-
-    why: Literal["cancelled", "superseded"]
-
-
-class Raised(msgspec.Struct, frozen=True):
-    error: str
-    transient: bool = False
-    """Layby was unavailable (not the flow's fault): retried, never counted against the flow."""
-    final: bool = False
-    """Retrying cannot help (the outcome itself was refused): fail the run now."""
-
-
-Outcome = Finished | Parked | Raised | Stopped
-
-
-async def drive(fn: Flow, ctx: RunContext, input: Any) -> Outcome:
-    """Execute ``fn(input)`` once under ``ctx`` until it returns, raises, or parks."""
-    token = bind(ctx)
-    try:
-        task: asyncio.Task[Any] = asyncio.create_task(fn(input))
-    finally:
-        unbind(token)
-    while True:
-        changed = asyncio.create_task(ctx.changed.wait())
-        try:
-            await asyncio.wait({task, changed}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            changed.cancel()
-        if task.done():
-            break
-        ctx.changed.clear()
-        await ctx.settle()
-        if task.done():
-            break
-        if ctx.changed.is_set():
-            continue  # another ask parked while settling: settle again
-        # Every live branch of the flow waits on a park: end this execution at the park.
-        task.cancel()
-        await asyncio.wait({task}, timeout=10)
-        return Parked()
-    if task.cancelled():
-        return Raised("the flow was cancelled")
-    exc = task.exception()
-    if isinstance(exc, RunCancelledError):
-        return Stopped("cancelled")
-    if isinstance(exc, Conflict):
-        return Stopped("superseded")
-    if exc is not None:
-        transient = isinstance(exc, Transient | nats.errors.Error | nats.js.errors.Error)
-        return Raised(f"{type(exc).__name__}: {exc}", transient=transient)
-    return Finished(task.result())
-
-
-class _Slots:
-    """The continuations a worker may execute at once, shared fairly by its flows
-    (docs/parks.md#fair-workers).
-
-    A slot is taken only when a continuation is about to execute, never while a flow's loop
-    waits for messages, and slots are handed out first come, first served: a flow whose loop
-    releases a slot cannot take it back while another flow's continuation is waiting for one.
-    """
-
-    def __init__(self, size: int, flows: int) -> None:
-        self.size = size
-        self.free = size
-        self.share = max(1, -(-size // max(flows, 1)))
-        """How many fetched continuations one flow may have waiting for a slot."""
-        self._waiters: deque[asyncio.Future[None]] = deque()
-
-    async def acquire(self) -> None:
-        if self.free > 0 and not self._waiters:
-            self.free -= 1
-            return
-        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append(turn)
-        try:
-            await turn
-        except asyncio.CancelledError:
-            if turn.done() and not turn.cancelled():
-                self.release()  # the slot was handed over as we were cancelled: pass it on
-            raise
-
-    def release(self) -> None:
-        while self._waiters:
-            turn = self._waiters.popleft()
-            if not turn.done():
-                turn.set_result(None)  # handed straight over: nobody can overtake the queue
-                return
-        self.free += 1
-
-
 def _token_part(text: str) -> str:
     cleaned = "".join(c if c.isalnum() or c in "-_" else "-" for c in text)[:40]
     return cleaned or "worker"
-
-
-def _after(seconds: float) -> asyncio.Event:
-    """An event set ``seconds`` from now."""
-    event = asyncio.Event()
-    asyncio.get_running_loop().call_later(seconds, event.set)
-    return event
-
-
-async def _first(*events: asyncio.Event) -> None:
-    """Wait until any of ``events`` is set."""
-    waits = [asyncio.ensure_future(e.wait()) for e in events]
-    try:
-        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for w in waits:
-            w.cancel()
 
 
 def _backoff(attempt: int) -> float:
@@ -272,7 +155,7 @@ class Worker:
     async def start(self, name: str, input: Any = None, *, run_id: str | None = None) -> str:
         """Start a durable run of ``name``; any worker hosting it executes it. Returns the run id."""
         if self.checkpointer == "memory":
-            raise RuntimeError(
+            raise WorkerSetupError(
                 "Worker.start() records a durable run, and this worker uses the in-memory "
                 "checkpointer; use run_local() for sync-only runs, or checkpointer='postgres'"
             )
@@ -308,11 +191,11 @@ class Worker:
     async def serve(self, stop: asyncio.Event) -> None:
         """Execute continuations of every registered flow until ``stop`` is set."""
         if self.checkpointer == "memory":
-            raise RuntimeError("an in-memory worker has no durable runs to serve")
+            raise WorkerSetupError("an in-memory worker has no durable runs to serve")
         if not self._flows:
-            raise RuntimeError("register at least one flow with @worker.flow(name) before serve()")
+            raise WorkerSetupError("register at least one flow with @worker.flow(name) before serve()")
         await self.client()  # connect (and fail) before serving any flow
-        slots = _Slots(self._concurrency, len(self._flows))
+        slots = Slots(self._concurrency, len(self._flows))
         await self._report()  # seen before ready: a start right after ready is not flagged
         async with asyncio.TaskGroup() as tg:
             reporting = tg.create_task(self._keep_reporting(stop))
@@ -344,7 +227,7 @@ class Worker:
 
     async def _keep_reporting(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
-            await _first(stop, _after(REPORT_SECONDS))
+            await first(stop, after(REPORT_SECONDS))
             if not stop.is_set():
                 await self._report()
 
@@ -377,7 +260,7 @@ class Worker:
                 waited = True
             await asyncio.sleep(0.5)
 
-    async def _serve_flow(self, name: str, stop: asyncio.Event, slots: _Slots) -> None:
+    async def _serve_flow(self, name: str, stop: asyncio.Event, slots: Slots) -> None:
         sub = await self._consumer(name)
         running: set[asyncio.Task[None]] = set()
         queued = 0  # fetched continuations of this flow waiting for a slot
@@ -408,7 +291,7 @@ class Worker:
             while not stop.is_set():
                 if queued >= slots.share or (queued and not slots.free):
                     moved.clear()
-                    await _first(moved, stop)
+                    await first(moved, stop)
                     continue
                 batch = min(slots.share - queued, max(slots.free, 1), FETCH_BATCH)
                 try:

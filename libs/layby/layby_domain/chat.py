@@ -32,27 +32,7 @@ def chat_options(
     ``recipient`` one recipient or a mapping of channel name to recipient."""
     targets: list[ChannelTarget] | None = None
     if isinstance(channel, list | tuple):
-        if not channel:
-            raise BadInput("channel must name at least one channel", field="channel")
-        if recipient is not None and not isinstance(recipient, Mapping):
-            raise BadInput(
-                "with several channels, recipient maps each channel's name to its recipient",
-                field="recipient",
-            )
-        names = list(channel)
-        for name in names:
-            if not isinstance(name, str) or not name.strip():
-                raise BadInput("channel must name registered channels", field="channel")
-        rec = dict(recipient or {})
-        unknown = set(rec) - set(names)
-        if unknown:
-            raise BadInput(
-                f"recipient names {sorted(unknown)[0]!r}, which is not in channel", field="recipient"
-            )
-        targets = [ChannelTarget(channel=name, recipient=rec.get(name)) for name in names]
-        channel, recipient = names[0], rec.get(names[0])
-        if len(targets) == 1:
-            targets = None
+        channel, recipient, targets = _several_channels(channel, recipient)
     elif isinstance(recipient, Mapping):
         if channel is None or set(recipient) - {channel}:
             raise BadInput("recipient maps only the asked channel's name to its recipient", field="recipient")
@@ -69,6 +49,29 @@ def chat_options(
     return channel, recipient, chat
 
 
+def _several_channels(
+    channel: list[Any] | tuple[Any, ...], recipient: object
+) -> tuple[str, Any, list[ChannelTarget] | None]:
+    """The first channel and its recipient, and the targets when there are several."""
+    if not channel:
+        raise BadInput("channel must name at least one channel", field="channel")
+    if recipient is not None and not isinstance(recipient, Mapping):
+        raise BadInput(
+            "with several channels, recipient maps each channel's name to its recipient",
+            field="recipient",
+        )
+    names = list(channel)
+    for name in names:
+        if not isinstance(name, str) or not name.strip():
+            raise BadInput("channel must name registered channels", field="channel")
+    rec = dict(recipient or {})
+    unknown = set(rec) - set(names)
+    if unknown:
+        raise BadInput(f"recipient names {sorted(unknown)[0]!r}, which is not in channel", field="recipient")
+    targets = [ChannelTarget(channel=name, recipient=rec.get(name)) for name in names]
+    return names[0], rec.get(names[0]), targets if len(targets) > 1 else None
+
+
 def check_chat(chat: ChatOptions | None, channel: object, recipient: object, choices: int | None) -> None:
     """The chat options' own rules, naming the argument. ``choices``: how many options or
     suggested replies the question has (None: not known yet)."""
@@ -78,7 +81,14 @@ def check_chat(chat: ChatOptions | None, channel: object, recipient: object, cho
         raise BadInput("on_mismatch, mismatch_notice and reply_ids need a channel", field="channel")
     if chat.on_mismatch not in MISMATCH_POLICIES:
         raise BadInput("on_mismatch must be 'retry' or 'bridge'", field="on_mismatch")
-    notice = chat.mismatch_notice
+    _check_notice(chat.mismatch_notice)
+    if chat.reply_ids is not None:
+        _check_reply_ids(chat.reply_ids, choices)
+    if chat.targets is not None:
+        _check_targets(chat.targets, channel, recipient)
+
+
+def _check_notice(notice: object) -> None:
     if notice is not None and (
         not isinstance(notice, str) or not notice.strip() or len(notice) > NOTICE_MAX_CHARS
     ):
@@ -86,30 +96,30 @@ def check_chat(chat: ChatOptions | None, channel: object, recipient: object, cho
             f"mismatch_notice must be non-blank text of at most {NOTICE_MAX_CHARS} characters",
             field="mismatch_notice",
         )
-    ids = chat.reply_ids
-    if ids is not None:
-        if not isinstance(ids, list) or not ids:
-            raise BadInput("reply_ids must be a non-empty list of strings", field="reply_ids")
-        for index, value in enumerate(ids):
-            if not isinstance(value, str) or not value.strip() or len(value) > REPLY_ID_MAX_CHARS:
-                raise BadInput(
-                    f"reply_ids[{index}] must be non-blank text of at most {REPLY_ID_MAX_CHARS} characters",
-                    field=f"reply_ids[{index}]",
-                )
-        if choices is not None and len(ids) != choices:
+
+
+def _check_reply_ids(ids: object, choices: int | None) -> None:
+    if not isinstance(ids, list) or not ids:
+        raise BadInput("reply_ids must be a non-empty list of strings", field="reply_ids")
+    for index, value in enumerate(ids):
+        if not isinstance(value, str) or not value.strip() or len(value) > REPLY_ID_MAX_CHARS:
             raise BadInput(
-                f"reply_ids must hold one id per option ({choices}), not {len(ids)}", field="reply_ids"
+                f"reply_ids[{index}] must be non-blank text of at most {REPLY_ID_MAX_CHARS} characters",
+                field=f"reply_ids[{index}]",
             )
-    targets = chat.targets
-    if targets is not None:
-        if len(targets) > CHANNELS_MAX:
-            raise BadInput(f"channel may name at most {CHANNELS_MAX} channels", field="channel")
-        if len(targets) < 2:
-            raise BadInput("chat targets list the channels of a question asked on several", field="channel")
-        names = [target.channel for target in targets]
-        if len(set(names)) != len(names):
-            raise BadInput("channel names a channel twice", field="channel")
-        if names[0] != channel or targets[0].recipient != recipient:
-            raise BadInput(
-                "the first channel target must be the ask's channel and recipient", field="channel"
-            )
+    if choices is not None and len(ids) != choices:
+        raise BadInput(
+            f"reply_ids must hold one id per option ({choices}), not {len(ids)}", field="reply_ids"
+        )
+
+
+def _check_targets(targets: list[ChannelTarget], channel: object, recipient: object) -> None:
+    if len(targets) > CHANNELS_MAX:
+        raise BadInput(f"channel may name at most {CHANNELS_MAX} channels", field="channel")
+    if len(targets) < 2:
+        raise BadInput("chat targets list the channels of a question asked on several", field="channel")
+    names = [target.channel for target in targets]
+    if len(set(names)) != len(names):
+        raise BadInput("channel names a channel twice", field="channel")
+    if names[0] != channel or targets[0].recipient != recipient:
+        raise BadInput("the first channel target must be the ask's channel and recipient", field="channel")

@@ -271,34 +271,11 @@ def plan_visit(results: Mapping[Column, list[Any]], *, parked: list[Entry], spec
     _refuse_repeats("cancel", cancels)
     _refuse_repeats("resume", [item.id for item in items])
     by_id = {entry.id: entry for entry in parked}
-    for column, ids in (("cancel", cancels), ("resume", [item.id for item in items])):
-        for entry_id in ids:
-            if entry_id not in by_id:
-                raise BadInput(
-                    f"{column}_expr named {_shown(entry_id)}, which is not parked on this subject",
-                    field=f"{column}_expr",
-                )
+    _refuse_unknown("cancel", cancels, by_id)
+    _refuse_unknown("resume", [item.id for item in items], by_id)
     cancelled = set(cancels)
     for item in items:
-        entry = by_id[item.id]
-        if item.id in cancelled:
-            verb = "resume" if isinstance(item, Resume) else "take"
-            raise BadInput(
-                f"entry {_shown(item.id)} is named by both cancel_expr and resume_expr; "
-                f"a visit cannot cancel and {verb} the same entry",
-                field="resume_expr",
-            )
-        if isinstance(item, Resume) and entry.status != "asking":
-            raise BadInput(
-                f"entry {_shown(item.id)} is {entry.status}; only an asking entry can be resumed",
-                field="resume_expr",
-            )
-        if isinstance(item, Take) and entry.status not in ("finished", "failed"):
-            raise BadInput(
-                f"entry {_shown(item.id)} is {entry.status}; "
-                "only a finished or failed waiting outcome can be taken",
-                field="resume_expr",
-            )
+        _check_item(item, by_id[item.id], cancelled)
 
     if items:
         return VisitPlan(
@@ -311,6 +288,40 @@ def plan_visit(results: Mapping[Column, list[Any]], *, parked: list[Entry], spec
     return VisitPlan(
         cancels=cancels, resumes=[], takes=[], start=start, extras=extras if start is not None else None
     )
+
+
+def _refuse_unknown(column: Column, ids: list[str], by_id: Mapping[str, Entry]) -> None:
+    for entry_id in ids:
+        if entry_id not in by_id:
+            raise BadInput(
+                f"{column}_expr named {_shown(entry_id)}, which is not parked on this subject",
+                field=f"{column}_expr",
+            )
+
+
+def _check_item(item: Resume | Take, entry: Entry, cancelled: set[str]) -> None:
+    """One entry resume_expr named: not also cancelled, and in a state its action applies to."""
+    if item.id in cancelled:
+        verb = "resume" if isinstance(item, Resume) else "take"
+        raise BadInput(
+            f"entry {_shown(item.id)} is named by both cancel_expr and resume_expr; "
+            f"a visit cannot cancel and {verb} the same entry",
+            field="resume_expr",
+        )
+    match item:
+        case Resume() if entry.status != "asking":
+            raise BadInput(
+                f"entry {_shown(item.id)} is {entry.status}; only an asking entry can be resumed",
+                field="resume_expr",
+            )
+        case Take() if entry.status not in ("finished", "failed"):
+            raise BadInput(
+                f"entry {_shown(item.id)} is {entry.status}; "
+                "only a finished or failed waiting outcome can be taken",
+                field="resume_expr",
+            )
+        case _:
+            pass
 
 
 def _refuse_repeats(column: Column, ids: list[str]) -> None:

@@ -4,10 +4,11 @@ a retracted question shows (docs/channels.md#chat-channels)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
-from layby_contracts.channels import ChannelDelivery, Retraction
+from layby_contracts.channels import ChannelDelivery, ChannelInputError, Retraction
 from layby_contracts.events import MediaItem
 from layby_domain.formats import format_named
 from layby_domain.formats._base import Control
@@ -51,6 +52,79 @@ def timeout(config: Mapping[str, Any], plugin: str, default: float = 10) -> floa
     if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
         raise ValueError(f"{plugin} timeout must be a positive number of seconds")
     return float(value)
+
+
+class PluginConfig:
+    """One plugin's entry of ``LAYBY_CHANNELS``, read setting by setting: an unknown setting is
+    refused at once, and every refusal names the plugin and the setting (start-up fails)."""
+
+    def __init__(
+        self, plugin: str, config: Mapping[str, Any], secrets: Mapping[str, bytes], allowed: set[str]
+    ) -> None:
+        check_options(config, plugin, allowed)
+        self.plugin = plugin
+        self._config = config
+        self._secrets = secrets
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._config.get(key, default)
+
+    def secret(self, key: str) -> str:
+        return secret(self._config, key, self._secrets, self.plugin)
+
+    def base_url(self, key: str, default: str) -> str:
+        return base_url(self._config, key, default, self.plugin)
+
+    def timeout(self) -> float:
+        return timeout(self._config, self.plugin)
+
+    def flag(self, key: str) -> bool:
+        """A true/false setting, false when absent."""
+        value = self._config.get(key, False)
+        if not isinstance(value, bool):
+            raise ValueError(f"{self.plugin} {key} must be true or false")  # noqa: TRY004
+        return value
+
+    def text(
+        self,
+        key: str,
+        fits: Callable[[str], object],
+        must: str,
+        *,
+        default: str | None = None,
+        ids: bool = False,
+    ) -> str:
+        """A required text setting that ``fits``; ``must`` says what it must be."""
+        value = self.optional_text(key, fits, must, default=default, ids=ids)
+        if value is None:
+            raise ValueError(f"{self.plugin} {key} {must}")
+        return value
+
+    def optional_text(
+        self,
+        key: str,
+        fits: Callable[[str], object],
+        must: str,
+        *,
+        default: str | None = None,
+        ids: bool = False,
+    ) -> str | None:
+        """A text setting that ``fits``, or None when absent. ``ids``: an id given as a JSON
+        number (a phone number's id, a Flow's) counts as its digits."""
+        value = self._config.get(key, default)
+        if ids and isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)
+        if value is not None and (not isinstance(value, str) or not fits(value)):
+            raise ValueError(f"{self.plugin} {key} {must}")
+        return value
+
+
+def refuse_late(where: str, timeout_at: datetime, now: datetime) -> None:
+    """A question past its timeout is never sent (``where``: the plugin and the channel's name)."""
+    if timeout_at <= now:
+        raise ChannelInputError(
+            f"{where}: the question already timed out at {timeout_at.isoformat()}; nothing was sent"
+        )
 
 
 def tap_id(interaction_id: str, index: int) -> str:

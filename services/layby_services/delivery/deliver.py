@@ -101,19 +101,14 @@ class Deliverer:
             log.info("delivery.skipped_late", interaction_id=ev.interaction_id, channel=ev.channel)
             return  # already timed out: nothing is sent; the timeout path resolves it
         targets = targets_of(ev)
-        missing = next((t.channel for t in targets if t.channel not in self._channels), None)
-        if missing is not None or not self._settings.public_base_url:
-            why = (
-                f"channel {missing!r} is not configured on this delivery service (LAYBY_CHANNELS)"
-                if missing is not None
-                else "INTERACTIONS_PUBLIC_BASE_URL is not set on the delivery service"
-            )
+        why = self._unsendable(targets)
+        if why is not None:
             await self._fail(ev, stored.seq, ChannelDeliveryError(why), attempts=0)
             return
         ticket, digest = new_ticket()
         expires = ticket_expires_at(ev.created_at, ev.timeout_at, ev.mode)
         await self._store.put_ticket(digest, ev.interaction_id, expires, new=True)
-        url = callback_url(self._settings.public_base_url, ticket)
+        url = callback_url(self._settings.public_base_url or "", ticket)
         # Every channel at once: the first reply on any of them wins (docs/channels.md#several-channels).
         results = await asyncio.gather(*(self._send(ev, stored.seq, target, url) for target in targets))
         if any(error is RESOLVED for _, error in results):
@@ -124,22 +119,18 @@ class Deliverer:
             if error
         ]
         if len(failed) < len(targets):
-            for target, attempts, error in failed:
-                log.error(
-                    "delivery.channel_failed",
-                    interaction_id=ev.interaction_id,
-                    channel=target.channel,
-                    attempts=attempts,
-                    error=str(error),
-                )
+            _log_failed_channels(ev, failed)
             return  # delivered on at least one channel: the question stays open there
-        target, attempts, error = failed[0]
-        assert error is not None
-        if len(failed) > 1:
-            error = ChannelDeliveryError(
-                "; ".join(f"{t.channel}: {e}" for t, _, e in failed), retryable=False
-            )
-        await self._fail(ev, stored.seq, error, attempts=sum(a for _, a, _ in failed))
+        await self._fail(ev, stored.seq, _all_failed(failed), attempts=sum(a for _, a, _ in failed))
+
+    def _unsendable(self, targets: list[ChannelTarget]) -> str | None:
+        """Why this service cannot send to ``targets`` at all (None: it can try)."""
+        missing = next((t.channel for t in targets if t.channel not in self._channels), None)
+        if missing is not None:
+            return f"channel {missing!r} is not configured on this delivery service (LAYBY_CHANNELS)"
+        if not self._settings.public_base_url:
+            return "INTERACTIONS_PUBLIC_BASE_URL is not set on the delivery service"
+        return None
 
     async def _send(
         self, ev: InteractionAsked, asked_seq: int, target: ChannelTarget, url: str
@@ -317,3 +308,24 @@ class Deliverer:
             attempts=attempts,
             error=str(error),
         )
+
+
+_Failed = tuple[ChannelTarget, int, ChannelDeliveryError]
+
+
+def _log_failed_channels(ev: InteractionAsked, failed: list[_Failed]) -> None:
+    for target, attempts, error in failed:
+        log.error(
+            "delivery.channel_failed",
+            interaction_id=ev.interaction_id,
+            channel=target.channel,
+            attempts=attempts,
+            error=str(error),
+        )
+
+
+def _all_failed(failed: list[_Failed]) -> ChannelDeliveryError:
+    """The one error of a question no channel took: each channel's, when there were several."""
+    if len(failed) > 1:
+        return ChannelDeliveryError("; ".join(f"{t.channel}: {e}" for t, _, e in failed), retryable=False)
+    return failed[0][2]

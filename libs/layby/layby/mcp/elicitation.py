@@ -138,36 +138,38 @@ def _map_property(where: str, prop: object) -> tuple[dict[str, Any], list[dict[s
 def _enum_labels(where: str, prop: dict[str, Any]) -> list[dict[str, str]]:
     """``enum`` (with legacy ``enumNames``) or ``oneOf`` of ``{const, title}``, as value/label pairs."""
     if "oneOf" in prop:
-        choices = prop["oneOf"]
-        if not isinstance(choices, list) or not choices:
-            raise OutsideSubset(f"{where}.oneOf must be a non-empty list", field=f"{where}.oneOf")
-        out: list[dict[str, str]] = []
-        for i, choice in enumerate(choices):
-            if not isinstance(choice, dict) or not isinstance(choice.get("const"), str):
-                raise OutsideSubset(
-                    f"{where}.oneOf[{i}] must be {{const, title}} with a string const", field=f"{where}.oneOf"
-                )
-            title = choice.get("title")
-            out.append(
-                {"value": choice["const"], "label": title}
-                if isinstance(title, str) and title.strip()
-                else {"value": choice["const"]}
+        return _one_of_labels(where, prop["oneOf"])
+    return _enum_names_labels(where, prop["enum"], prop.get("enumNames"))
+
+
+def _labelled(value: str, label: object) -> dict[str, str]:
+    """A value/label pair; a missing or blank label leaves the value alone."""
+    return {"value": value, "label": label} if isinstance(label, str) and label.strip() else {"value": value}
+
+
+def _one_of_labels(where: str, choices: object) -> list[dict[str, str]]:
+    if not isinstance(choices, list) or not choices:
+        raise OutsideSubset(f"{where}.oneOf must be a non-empty list", field=f"{where}.oneOf")
+    out: list[dict[str, str]] = []
+    for i, choice in enumerate(choices):
+        if not isinstance(choice, dict) or not isinstance(choice.get("const"), str):
+            raise OutsideSubset(
+                f"{where}.oneOf[{i}] must be {{const, title}} with a string const", field=f"{where}.oneOf"
             )
-        return out
-    enum = prop["enum"]
+        out.append(_labelled(choice["const"], choice.get("title")))
+    return out
+
+
+def _enum_names_labels(where: str, enum: object, names: object) -> list[dict[str, str]]:
     if not isinstance(enum, list) or not enum or not all(isinstance(v, str) for v in enum):
         raise OutsideSubset(f"{where}.enum must be a non-empty list of strings", field=f"{where}.enum")
-    names = prop.get("enumNames")
-    if names is not None and (
-        not isinstance(names, list) or len(names) != len(enum) or not all(isinstance(n, str) for n in names)
-    ):
+    if names is None:
+        return [{"value": v} for v in enum]
+    if not isinstance(names, list) or len(names) != len(enum) or not all(isinstance(n, str) for n in names):
         raise OutsideSubset(
             f"{where}.enumNames must be strings, one per enum value", field=f"{where}.enumNames"
         )
-    return [
-        {"value": v, "label": n} if names is not None and n.strip() else {"value": v}
-        for v, n in zip(enum, names or enum, strict=True)
-    ]
+    return [_labelled(v, n) for v, n in zip(enum, names, strict=True)]
 
 
 def content_from_answer(requested: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any]:

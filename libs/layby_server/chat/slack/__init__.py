@@ -146,16 +146,15 @@ class SlackChannel:
         secrets: Mapping[str, bytes],
         clock: Callable[[], float] = time.time,
     ) -> None:
-        common.check_options(config, "slack", OPTIONS)
+        settings = common.PluginConfig("slack", config, secrets, OPTIONS)
         self.name = name
-        self._token = common.secret(config, "bot_token", secrets, "slack")
-        self._signing_secret = common.secret(config, "signing_secret", secrets, "slack").encode()
-        self.api_url = common.base_url(config, "api_url", API_URL, "slack")
-        recipient = config.get("default_recipient")
-        if recipient is not None and (not isinstance(recipient, str) or not recipient.strip()):
-            raise ValueError("slack default_recipient must be a channel or user id")
-        self.default_recipient: str | None = recipient
-        self._timeout = common.timeout(config, "slack")
+        self._token = settings.secret("bot_token")
+        self._signing_secret = settings.secret("signing_secret").encode()
+        self.api_url = settings.base_url("api_url", API_URL)
+        self.default_recipient: str | None = settings.optional_text(
+            "default_recipient", str.strip, "must be a channel or user id"
+        )
+        self._timeout = settings.timeout()
         self.clock = clock
         self._session: aiohttp.ClientSession | None = None
         self._client: AsyncWebClient | None = None

@@ -205,43 +205,15 @@ def form_view(
     prefill = (data or {}).get("values") or {}
     blocks: list[dict[str, Any]] = [{"type": "section", "text": _plain(question)}]
     for name, prop in (schema.get("properties") or {}).items():
-        kind = prop.get("type")
         initial = prefill.get(name) if isinstance(prefill, dict) else None
-        element: dict[str, Any] = {"action_id": "value"}
-        optional = name not in required
-        if kind == "boolean":
-            # An unticked box is the answer "false", so the field can never be left unanswered.
-            optional = True
-            element |= {
-                "type": "checkboxes",
-                "options": [{"text": _plain("Yes", CONTROL_TEXT), "value": "true"}],
-            }
-            if initial is True:
-                element["initial_options"] = element["options"]
-        elif kind in ("integer", "number"):
-            element |= {"type": "number_input", "is_decimal_allowed": kind == "number"}
-            if isinstance(initial, int | float) and not isinstance(initial, bool):
-                element["initial_value"] = str(initial)
-        elif "enum" in prop:
-            options = [
-                {"text": _plain(text, CONTROL_TEXT), "value": str(value)}
-                for value, text in zip(prop["enum"], enum_labels(name, prop, data), strict=True)
-            ]
-            element |= {"type": "static_select", "options": options}
-            chosen = [o for o in options if o["value"] == initial]
-            if chosen:
-                element["initial_option"] = chosen[0]
-        else:
-            element |= {"type": "plain_text_input", "multiline": (prop.get("maxLength") or 0) > 150}
-            if isinstance(initial, str) and initial:
-                element["initial_value"] = initial
         blocks.append(
             {
                 "type": "input",
                 "block_id": name,
                 "label": _plain(field_label(name, prop), LABEL),
-                "optional": optional,
-                "element": element,
+                # An unticked box is the answer "false", so the field can never be left unanswered.
+                "optional": prop.get("type") == "boolean" or name not in required,
+                "element": {"action_id": "value", **_form_element(name, prop, data, initial)},
             }
         )
     return {
@@ -253,6 +225,56 @@ def form_view(
         "close": _plain("Cancel", MODAL_TITLE),
         "blocks": blocks,
     }
+
+
+def _form_element(
+    name: str, prop: Mapping[str, Any], data: Mapping[str, Any] | None, initial: Any
+) -> dict[str, Any]:
+    """The input element of one property, with the prefilled value it shows (``initial``)."""
+    kind = prop.get("type")
+    if kind == "boolean":
+        return _checkbox(initial)
+    if kind in ("integer", "number"):
+        return _number_input(kind == "number", initial)
+    if "enum" in prop:
+        return _select(name, prop, data, initial)
+    return _text_input(prop, initial)
+
+
+def _checkbox(initial: Any) -> dict[str, Any]:
+    options = [{"text": _plain("Yes", CONTROL_TEXT), "value": "true"}]
+    element: dict[str, Any] = {"type": "checkboxes", "options": options}
+    if initial is True:
+        element["initial_options"] = options
+    return element
+
+
+def _number_input(decimal: bool, initial: Any) -> dict[str, Any]:
+    element: dict[str, Any] = {"type": "number_input", "is_decimal_allowed": decimal}
+    if isinstance(initial, int | float) and not isinstance(initial, bool):
+        element["initial_value"] = str(initial)
+    return element
+
+
+def _select(
+    name: str, prop: Mapping[str, Any], data: Mapping[str, Any] | None, initial: Any
+) -> dict[str, Any]:
+    options = [
+        {"text": _plain(text, CONTROL_TEXT), "value": str(value)}
+        for value, text in zip(prop["enum"], enum_labels(name, prop, data), strict=True)
+    ]
+    element: dict[str, Any] = {"type": "static_select", "options": options}
+    chosen = [o for o in options if o["value"] == initial]
+    if chosen:
+        element["initial_option"] = chosen[0]
+    return element
+
+
+def _text_input(prop: Mapping[str, Any], initial: Any) -> dict[str, Any]:
+    element: dict[str, Any] = {"type": "plain_text_input", "multiline": (prop.get("maxLength") or 0) > 150}
+    if isinstance(initial, str) and initial:
+        element["initial_value"] = initial
+    return element
 
 
 # -- notifications (docs/channels.md#notifications-on-slack) -------------------------------------

@@ -55,59 +55,79 @@ def action_replies(payload: dict[str, Any]) -> list[InboundReply]:
     message = (payload.get("container") or {}).get("message_ts")
     trigger = payload.get("trigger_id")
     context = {"trigger_id": trigger, "response_url": payload.get("response_url")}
-    replies: list[InboundReply] = []
     actions = payload.get("actions")
     if not isinstance(actions, list):
         raise InboundMalformed("block_actions without actions")
+    base: dict[str, Any] = {
+        "sender": sender,
+        "chat": chat,
+        "sender_name": name if isinstance(name, str) else None,
+        "message": message if isinstance(message, str) else None,
+        "event_id": trigger if isinstance(trigger, str) else None,
+        "context": context,
+    }
+    replies: list[InboundReply] = []
     for action in actions:
         action_id = _str(_obj(action, "action").get("action_id"), "action.action_id")
         verb, _, rest = action_id.removeprefix("layby:").partition(":")
         if not action_id.startswith("layby:") or verb == "link":
             continue  # not ours, or a link button (its page takes the answer)
-        base: dict[str, Any] = {
-            "sender": sender,
-            "chat": chat,
-            "sender_name": name if isinstance(name, str) else None,
-            "message": message if isinstance(message, str) else None,
-            "event_id": trigger if isinstance(trigger, str) else None,
-            "context": context,
-        }
-        if verb == "tap":
-            iid, index = _tap(action.get("value"))
-            replies.append(InboundReply(kind="tap", interaction_id=iid, index=index, **base))
-        elif verb == "pick":
-            iid, index = _tap(_obj(action.get("selected_option"), "selected_option").get("value"))
-            replies.append(InboundReply(kind="tap", interaction_id=iid, index=index, **base))
-        elif verb in ("yes", "no") and rest:
-            replies.append(InboundReply(kind="yes_no", interaction_id=rest, value=verb == "yes", **base))
-        elif verb == "open" and rest:
-            replies.append(InboundReply(kind="open_form", interaction_id=rest, **base))
-        elif verb == "say" and rest:
-            # A notification's option: its text is the person's message
-            # (docs/channels.md#notifications-on-slack).
-            nid, _, position = rest.rpartition(":")
-            text = action.get("value")
-            if not nid or not position.isdigit() or not isinstance(text, str) or not text:
-                raise InboundMalformed(
-                    "a notification's option must name the notification and carry its text"
-                )
-            replies.append(
-                InboundReply(kind="tap", notification_id=nid, index=int(position), value=text, **base)
-            )
-        elif verb == "nform" and rest:
-            # A notification's form: the plugin opens the modal itself (there is no question).
-            form = action.get("value")
-            shown = (payload.get("message") or {}).get("text")
-            extra = {
-                "form": form if isinstance(form, str) else "",
-                "text": shown if isinstance(shown, str) else "",
-            }
-            replies.append(
-                InboundReply(kind="open_form", notification_id=rest, **(base | {"context": context | extra}))
-            )
-        else:
-            raise InboundMalformed(f"unknown action {action_id[:80]!r}")
+        replies.append(_action_reply(payload, action, base, action_id=action_id, verb=verb, rest=rest))
     return replies
+
+
+def _action_reply(
+    payload: dict[str, Any],
+    action: dict[str, Any],
+    base: dict[str, Any],
+    *,
+    action_id: str,
+    verb: str,
+    rest: str,
+) -> InboundReply:
+    """The reply one of Layby's actions (``layby:<verb>:<rest>``) stands for."""
+    match verb:
+        case "tap":
+            iid, index = _tap(action.get("value"))
+            return InboundReply(kind="tap", interaction_id=iid, index=index, **base)
+        case "pick":
+            iid, index = _tap(_obj(action.get("selected_option"), "selected_option").get("value"))
+            return InboundReply(kind="tap", interaction_id=iid, index=index, **base)
+        case "yes" | "no" if rest:
+            return InboundReply(kind="yes_no", interaction_id=rest, value=verb == "yes", **base)
+        case "open" if rest:
+            return InboundReply(kind="open_form", interaction_id=rest, **base)
+        case "say" if rest:
+            return _notification_option(rest, action, base)
+        case "nform" if rest:
+            return _notification_form(rest, payload, action, base)
+        case _:
+            raise InboundMalformed(f"unknown action {action_id[:80]!r}")
+
+
+def _notification_option(rest: str, action: dict[str, Any], base: dict[str, Any]) -> InboundReply:
+    """A notification's option: its text is the person's message
+    (docs/channels.md#notifications-on-slack)."""
+    nid, _, position = rest.rpartition(":")
+    text = action.get("value")
+    if not nid or not position.isdigit() or not isinstance(text, str) or not text:
+        raise InboundMalformed("a notification's option must name the notification and carry its text")
+    return InboundReply(kind="tap", notification_id=nid, index=int(position), value=text, **base)
+
+
+def _notification_form(
+    rest: str, payload: dict[str, Any], action: dict[str, Any], base: dict[str, Any]
+) -> InboundReply:
+    """A notification's form: the plugin opens the modal itself (there is no question)."""
+    form = action.get("value")
+    shown = (payload.get("message") or {}).get("text")
+    extra = {
+        "form": form if isinstance(form, str) else "",
+        "text": shown if isinstance(shown, str) else "",
+    }
+    return InboundReply(
+        kind="open_form", notification_id=rest, **(base | {"context": base["context"] | extra})
+    )
 
 
 def submission_reply(payload: dict[str, Any]) -> InboundReply:

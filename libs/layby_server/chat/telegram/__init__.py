@@ -203,19 +203,16 @@ class TelegramChannel:
         secrets: Mapping[str, bytes],
         clock: Clock | None = None,
     ) -> None:
-        common.check_options(config, PLUGIN, OPTIONS)
-        token = common.secret(config, "bot_token", secrets, PLUGIN)
+        settings = common.PluginConfig(PLUGIN, config, secrets, OPTIONS)
+        token = settings.secret("bot_token")
         if not _BOT_TOKEN.fullmatch(token):
             raise ValueError(
                 f"{PLUGIN} bot_token {config['bot_token']!r} does not hold a bot token "
                 "(digits, ':', then letters, digits, '_' or '-')"
             )
-        register = config.get("register_webhook", False)
-        if not isinstance(register, bool):
-            raise ValueError(f"{PLUGIN} register_webhook must be true or false")  # noqa: TRY004
-        self.register_webhook = register
+        self.register_webhook = settings.flag("register_webhook")
         """The door registers its webhook with Telegram when it starts (``set_webhook``)."""
-        secret_token = common.secret(config, "secret_token", secrets, PLUGIN)
+        secret_token = settings.secret("secret_token")
         if not _SECRET_TOKEN.fullmatch(secret_token):
             raise ValueError(
                 f"{PLUGIN} secret_token {config['secret_token']!r} must hold 1-256 letters, digits, "
@@ -224,10 +221,10 @@ class TelegramChannel:
         recipient = config.get("default_recipient")
         if isinstance(recipient, bool) or not isinstance(recipient, str | int | None) or recipient == "":
             raise ValueError(f"{PLUGIN} default_recipient must be a chat id or an @channel name")
-        timeout = common.timeout(config, PLUGIN)
+        timeout = settings.timeout()
         self.name = name
-        self.api_url = common.base_url(config, "api_url", API_URL, PLUGIN)
-        self.file_url = common.base_url(config, "file_url", FILE_URL, PLUGIN)
+        self.api_url = settings.base_url("api_url", API_URL)
+        self.file_url = settings.base_url("file_url", FILE_URL)
         self.default_recipient = None if recipient is None else str(recipient)
         self._token = token
         _HIDE_TOKENS.tokens.add(token)
@@ -305,11 +302,7 @@ class TelegramChannel:
             return target  # an @channel name
 
     async def deliver(self, delivery: ChannelDelivery) -> Posted:
-        if delivery.timeout_at <= self._clock.now():
-            raise ChannelInputError(
-                f"telegram {self.name!r}: the question already timed out at "
-                f"{delivery.timeout_at.isoformat()}; nothing was sent"
-            )
+        common.refuse_late(f"telegram {self.name!r}", delivery.timeout_at, self._clock.now())
         chat_id = self._chat(delivery.recipient)
         bot = await self._client()
         _, unsent = await self._send_media(bot, chat_id, render(delivery, chat_id).media)

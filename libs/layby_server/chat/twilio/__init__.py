@@ -181,17 +181,17 @@ class TwilioChannel:
         secrets: Mapping[str, bytes],
         clock: Clock | None = None,
     ) -> None:
-        common.check_options(config, PLUGIN, OPTIONS)
-        account_sid = config.get("account_sid")
-        if not isinstance(account_sid, str) or not _ACCOUNT_SID.fullmatch(account_sid):
-            raise ValueError(f"{PLUGIN} account_sid must be the account's SID: AC and 32 hex digits")
-        token = common.secret(config, "auth_token", secrets, PLUGIN)
-        sender = config.get("from")
-        if not isinstance(sender, str) or not (_ADDRESS.fullmatch(sender) or _SERVICE_SID.fullmatch(sender)):
-            raise ValueError(
-                f"{PLUGIN} from must be a number (+ and 7-15 digits), a WhatsApp sender "
-                "(whatsapp:+…) or a Messaging Service SID (MG and 32 hex digits)"
-            )
+        settings = common.PluginConfig(PLUGIN, config, secrets, OPTIONS)
+        account_sid = settings.text(
+            "account_sid", _ACCOUNT_SID.fullmatch, "must be the account's SID: AC and 32 hex digits"
+        )
+        token = settings.secret("auth_token")
+        sender = settings.text(
+            "from",
+            lambda value: _ADDRESS.fullmatch(value) or _SERVICE_SID.fullmatch(value),
+            "must be a number (+ and 7-15 digits), a WhatsApp sender "
+            "(whatsapp:+…) or a Messaging Service SID (MG and 32 hex digits)",
+        )
         public_url = config.get("public_url")
         parts = urlsplit(public_url) if isinstance(public_url, str) else None
         if parts is None or parts.scheme not in ("http", "https") or not parts.netloc or parts.fragment:
@@ -199,21 +199,19 @@ class TwilioChannel:
                 f"{PLUGIN} public_url must be the absolute http(s) URL Twilio posts to "
                 "(https://<your layby>/api/channels/<name>/events)"
             )
-        recipient = config.get("default_recipient")
-        if recipient is not None and (not isinstance(recipient, str) or not _ADDRESS.fullmatch(recipient)):
-            raise ValueError(f"{PLUGIN} default_recipient must be a number (+…) or a whatsapp:+… address")
-        mms = config.get("mms", False)
-        if not isinstance(mms, bool):
-            raise ValueError(f"{PLUGIN} mms must be true or false")  # noqa: TRY004
+        recipient = settings.optional_text(
+            "default_recipient", _ADDRESS.fullmatch, "must be a number (+…) or a whatsapp:+… address"
+        )
+        mms = settings.flag("mms")
         self.name = name
         self.account_sid = account_sid
         self.sender = sender
         self.public_url = str(public_url)
         self.default_recipient = recipient
         self.mms = mms
-        self.api_url = common.base_url(config, "api_url", API_URL, PLUGIN)
+        self.api_url = settings.base_url("api_url", API_URL)
         self._token = token
-        self._timeout = common.timeout(config, PLUGIN)
+        self._timeout = settings.timeout()
         self._clock: Clock = clock or SystemClock()
         self._client: Client | None = None
         self._http: _HttpClient | None = None
@@ -294,11 +292,7 @@ class TwilioChannel:
     # -- outbound -----------------------------------------------------------------------------
 
     async def deliver(self, delivery: ChannelDelivery) -> Posted:
-        if delivery.timeout_at <= self._clock.now():
-            raise ChannelInputError(
-                f"twilio {self.name!r}: the question already timed out at "
-                f"{delivery.timeout_at.isoformat()}; nothing was sent"
-            )
+        common.refuse_late(f"twilio {self.name!r}", delivery.timeout_at, self._clock.now())
         if common.control_of(delivery) == "fields":
             raise ChannelInputError(f"twilio {self.name!r}: a form cannot be sent as a text message")
         to = self._recipient(delivery.recipient)

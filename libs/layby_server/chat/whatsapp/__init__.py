@@ -107,35 +107,34 @@ class WhatsAppChannel:
         secrets: Mapping[str, bytes],
         clock: Clock | None = None,
     ) -> None:
-        common.check_options(config, PLUGIN, OPTIONS)
-        token = common.secret(config, "access_token", secrets, PLUGIN)
-        app_secret = common.secret(config, "app_secret", secrets, PLUGIN)
-        verify_token = common.secret(config, "verify_token", secrets, PLUGIN)
-        number = config.get("phone_number_id")
-        if isinstance(number, int) and not isinstance(number, bool):
-            number = str(number)
-        if not isinstance(number, str) or not _DIGITS.fullmatch(number):
-            raise ValueError(f"{PLUGIN} phone_number_id must be the phone number's id (digits)")
-        version = config.get("api_version", API_VERSION)
-        if not isinstance(version, str) or not _VERSION.fullmatch(version):
-            raise ValueError(f"{PLUGIN} api_version must look like 'v23.0'")
-        recipient = config.get("default_recipient")
-        if recipient is not None and (not isinstance(recipient, str) or not _PHONE.fullmatch(recipient)):
-            raise ValueError(f"{PLUGIN} default_recipient must be a phone number in international format")
-        flow_id = config.get("flow_id")
-        if isinstance(flow_id, int) and not isinstance(flow_id, bool):
-            flow_id = str(flow_id)
-        if flow_id is not None and (not isinstance(flow_id, str) or not _DIGITS.fullmatch(flow_id)):
-            raise ValueError(f"{PLUGIN} flow_id must be a published Flow's id (digits)")
-        screen = config.get("flow_screen", FLOW_SCREEN)
-        if not isinstance(screen, str) or not _SCREEN.fullmatch(screen):
-            raise ValueError(f"{PLUGIN} flow_screen must be a Flow screen id (capitals, digits, '_')")
-        mode = config.get("flow_mode", "published")
+        settings = common.PluginConfig(PLUGIN, config, secrets, OPTIONS)
+        token = settings.secret("access_token")
+        app_secret = settings.secret("app_secret")
+        verify_token = settings.secret("verify_token")
+        number = settings.text(
+            "phone_number_id", _DIGITS.fullmatch, "must be the phone number's id (digits)", ids=True
+        )
+        version = settings.text(
+            "api_version", _VERSION.fullmatch, "must look like 'v23.0'", default=API_VERSION
+        )
+        recipient = settings.optional_text(
+            "default_recipient", _PHONE.fullmatch, "must be a phone number in international format"
+        )
+        flow_id = settings.optional_text(
+            "flow_id", _DIGITS.fullmatch, "must be a published Flow's id (digits)", ids=True
+        )
+        screen = settings.text(
+            "flow_screen",
+            _SCREEN.fullmatch,
+            "must be a Flow screen id (capitals, digits, '_')",
+            default=FLOW_SCREEN,
+        )
+        mode = settings.get("flow_mode", "published")
         if mode not in ("published", "draft"):
             raise ValueError(f"{PLUGIN} flow_mode must be 'published' or 'draft'")
         self.name = name
         self.phone_number_id = number
-        self.api_url = common.base_url(config, "api_url", API_URL, PLUGIN)
+        self.api_url = settings.base_url("api_url", API_URL)
         self.api_version = version
         self.default_recipient = phone(recipient) if recipient else None
         self.flow: tuple[str, str, str] | None = (flow_id, screen, str(mode)) if flow_id else None
@@ -149,7 +148,7 @@ class WhatsAppChannel:
             api_version=version,
             phone_number_id=number,
             token=token,
-            timeout=common.timeout(config, PLUGIN),
+            timeout=settings.timeout(),
             where=f"whatsapp {name!r}",
         )
         self._refused: dict[str, str] = {}  # bounded: see respond
@@ -191,11 +190,7 @@ class WhatsAppChannel:
         return sent, unsent
 
     async def deliver(self, delivery: ChannelDelivery) -> Posted:
-        if delivery.timeout_at <= self._clock.now():
-            raise ChannelInputError(
-                f"whatsapp {self.name!r}: the question already timed out at "
-                f"{delivery.timeout_at.isoformat()}; nothing was sent"
-            )
+        common.refuse_late(f"whatsapp {self.name!r}", delivery.timeout_at, self._clock.now())
         to = self._to(delivery.recipient)
         _, unsent = await self._media(to, list(delivery.media or []))
         sent = await self._graph.send(to, question_message(delivery, links=unsent, flow=self.flow))
