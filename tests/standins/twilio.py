@@ -30,14 +30,15 @@ import hmac
 import itertools
 import re
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
 import httpx
-import uvicorn
-from litestar import Litestar, Request, Response, get, post
+from litestar import Litestar, Request, Response, post
+
+from tests.standins.serving import messages_route, serve
 
 ACCOUNT_SID = "AC" + "0123456789abcdef" * 2
 AUTH_TOKEN = "twilio-standin-auth-token-0123456789"
@@ -360,30 +361,13 @@ def app(standin: TwilioStandin) -> Litestar:
         standin.calls.append(call)
         return Response(result, status_code=201)
 
-    @get("/_test/messages", sync_to_thread=False)
-    def messages(request: Request[Any, Any, Any]) -> list[dict[str, Any]]:
-        return [asdict(m) for m in standin.messages(request.query_params["to"])]
-
-    return Litestar(route_handlers=[create, messages], debug=False)
+    return Litestar(route_handlers=[create, messages_route(standin.messages, "to")], debug=False)
 
 
 @contextlib.asynccontextmanager
 async def serve_twilio_standin(standin: TwilioStandin | None = None) -> AsyncIterator[TwilioStandin]:
     """Run the stand-in on 127.0.0.1 (a free port) in this event loop."""
-    import asyncio
-
-    from tests.helpers import eventually
-
     standin = standin or TwilioStandin()
-    config = uvicorn.Config(app(standin), host="127.0.0.1", port=0, log_level="warning", lifespan="off")
-    config.timeout_graceful_shutdown = 1
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
-    await eventually(lambda: server.started, "the Twilio stand-in to listen", timeout=10)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    standin.url = f"http://127.0.0.1:{port}"
-    try:
+    async with serve(app(standin), "the Twilio stand-in") as url:
+        standin.url = url
         yield standin
-    finally:
-        server.should_exit = True
-        await task
