@@ -7,8 +7,8 @@ import asyncio
 import contextlib
 import socket
 from collections.abc import AsyncIterator, Callable, Iterable
-from dataclasses import asdict
-from typing import Any
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol, TypeVar
 
 import uvicorn
 from litestar import Request, get
@@ -37,6 +37,32 @@ async def serve(app: Any, what: str) -> AsyncIterator[str]:
         server.should_exit = True
         await task
         sock.close()
+
+
+@dataclass
+class Failure:
+    """A provider error the stand-in answers with for the next ``times`` calls (its API's error
+    ``code``, HTTP ``status`` and ``message``)."""
+
+    code: int
+    status: int
+    message: str
+    times: int
+
+
+class _Standin(Protocol):
+    url: str
+
+
+S = TypeVar("S", bound=_Standin)
+
+
+@contextlib.asynccontextmanager
+async def serve_standin(standin: S, app: Callable[[S], Any], what: str) -> AsyncIterator[S]:
+    """Serve ``app(standin)`` (see ``serve``); the stand-in, its ``url`` set."""
+    async with serve(app(standin), what) as url:
+        standin.url = url
+        yield standin
 
 
 def messages_route(messages: Callable[[str], Iterable[Any]], key: str) -> HTTPRouteHandler:

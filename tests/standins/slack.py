@@ -39,7 +39,7 @@ from slack_sdk.models.views import View
 from slack_sdk.signature import SignatureVerifier
 
 from layby_contracts.channels import InboundRequest
-from tests.standins.serving import serve
+from tests.standins.serving import serve_standin
 
 BOT_TOKEN = "xoxb-1111-2222-standin"
 SIGNING_SECRET = "standin-signing-secret-0123456789abcdef"
@@ -688,13 +688,9 @@ def _message_json(msg: Message) -> dict[str, Any]:
 # -- serving -------------------------------------------------------------------------------------
 
 
-@contextlib.asynccontextmanager
-async def serve_slack_standin(**options: Any) -> AsyncIterator[SlackStandin]:
+def serve_slack_standin(**options: Any) -> contextlib.AbstractAsyncContextManager[SlackStandin]:
     """A stand-in listening on 127.0.0.1 (a free port) in this event loop."""
-    standin = SlackStandin(**options)
-    async with serve(standin.app, "the Slack stand-in") as url:
-        standin.url = url
-        yield standin
+    return serve_standin(SlackStandin(**options), lambda standin: standin.app, "the Slack stand-in")
 
 
 @pytest.fixture

@@ -36,7 +36,7 @@ import pytest
 from litestar import Litestar, Request, Response, post
 from telegram import CallbackQuery, Chat, Message, Update, User
 
-from tests.standins.serving import messages_route, serve
+from tests.standins.serving import messages_route, serve_standin
 
 TOKEN = "123456789:TEST-standin_token"
 BOT_ID = 123456789
@@ -688,13 +688,11 @@ def app(standin: TelegramStandin) -> Litestar:
     return Litestar(route_handlers=[provider, messages_route(standin.messages, "chat")], debug=False)
 
 
-@contextlib.asynccontextmanager
-async def serve_telegram_standin(standin: TelegramStandin | None = None) -> AsyncIterator[TelegramStandin]:
+def serve_telegram_standin(
+    standin: TelegramStandin | None = None,
+) -> contextlib.AbstractAsyncContextManager[TelegramStandin]:
     """Run the stand-in on 127.0.0.1 (a free port) in this event loop."""
-    standin = standin or TelegramStandin()
-    async with serve(app(standin), "the Telegram stand-in") as url:
-        standin.url = url
-        yield standin
+    return serve_standin(standin or TelegramStandin(), app, "the Telegram stand-in")
 
 
 @pytest.fixture

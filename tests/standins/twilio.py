@@ -29,7 +29,7 @@ import hashlib
 import hmac
 import itertools
 import re
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -38,7 +38,7 @@ from urllib.parse import parse_qsl, urlencode
 import httpx
 from litestar import Litestar, Request, Response, post
 
-from tests.standins.serving import messages_route, serve
+from tests.standins.serving import Failure, messages_route, serve_standin
 
 ACCOUNT_SID = "AC" + "0123456789abcdef" * 2
 AUTH_TOKEN = "twilio-standin-auth-token-0123456789"
@@ -97,14 +97,6 @@ class Webhook:
 
 
 @dataclass
-class _Failure:
-    code: int
-    status: int
-    message: str
-    times: int
-
-
-@dataclass
 class TwilioStandin:
     """The stand-in's state and its person and inspection faces (see the module docstring)."""
 
@@ -120,7 +112,7 @@ class TwilioStandin:
     now: datetime = field(default_factory=lambda: datetime.now(UTC))
     _phones: list[Sent] = field(default_factory=list)
     _sids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
-    _failures: list[_Failure] = field(default_factory=list)
+    _failures: list[Failure] = field(default_factory=list)
 
     # -- set-up -------------------------------------------------------------------------------
 
@@ -146,7 +138,7 @@ class TwilioStandin:
         self, code: int = 20429, *, status: int = 429, message: str | None = None, times: int = 1
     ) -> None:
         """The next ``times`` sends fail with Twilio's ``code`` and HTTP ``status``."""
-        self._failures.append(_Failure(code, status, message or f"Error {code}", times))
+        self._failures.append(Failure(code, status, message or f"Error {code}", times))
 
     # -- inspection ---------------------------------------------------------------------------
 
@@ -364,10 +356,8 @@ def app(standin: TwilioStandin) -> Litestar:
     return Litestar(route_handlers=[create, messages_route(standin.messages, "to")], debug=False)
 
 
-@contextlib.asynccontextmanager
-async def serve_twilio_standin(standin: TwilioStandin | None = None) -> AsyncIterator[TwilioStandin]:
+def serve_twilio_standin(
+    standin: TwilioStandin | None = None,
+) -> contextlib.AbstractAsyncContextManager[TwilioStandin]:
     """Run the stand-in on 127.0.0.1 (a free port) in this event loop."""
-    standin = standin or TwilioStandin()
-    async with serve(app(standin), "the Twilio stand-in") as url:
-        standin.url = url
-        yield standin
+    return serve_standin(standin or TwilioStandin(), app, "the Twilio stand-in")

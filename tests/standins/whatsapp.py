@@ -39,7 +39,7 @@ import httpx
 import pytest
 from litestar import Litestar, Request, Response, post
 
-from tests.standins.serving import messages_route, serve
+from tests.standins.serving import Failure, messages_route, serve_standin
 
 TOKEN = "EAAG-standin-access-token"
 APP_SECRET = "standin-app-secret"
@@ -129,14 +129,6 @@ class Stored:
 
 
 @dataclass
-class _Failure:
-    code: int
-    status: int
-    message: str
-    times: int
-
-
-@dataclass
 class Template:
     name: str
     language: str
@@ -162,7 +154,7 @@ class WhatsAppStandin:
     """People who wrote within 24 hours: free-form messages reach only them."""
     _messages: dict[str, Stored] = field(default_factory=dict)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
-    _failures: list[_Failure] = field(default_factory=list)
+    _failures: list[Failure] = field(default_factory=list)
 
     # -- set-up -------------------------------------------------------------------------------
 
@@ -187,7 +179,7 @@ class WhatsAppStandin:
         text = message or {130429: "(#130429) Rate limit hit", 131000: "Something went wrong"}.get(
             code, "Error"
         )
-        self._failures.append(_Failure(code, status, text, times))
+        self._failures.append(Failure(code, status, text, times))
 
     # -- inspection ---------------------------------------------------------------------------
 
@@ -569,13 +561,11 @@ def app(standin: WhatsAppStandin) -> Litestar:
     return Litestar(route_handlers=[messages_endpoint, messages_route(standin.messages, "to")], debug=False)
 
 
-@contextlib.asynccontextmanager
-async def serve_whatsapp_standin(standin: WhatsAppStandin | None = None) -> AsyncIterator[WhatsAppStandin]:
+def serve_whatsapp_standin(
+    standin: WhatsAppStandin | None = None,
+) -> contextlib.AbstractAsyncContextManager[WhatsAppStandin]:
     """Run the stand-in on 127.0.0.1 (a free port) in this event loop."""
-    standin = standin or WhatsAppStandin()
-    async with serve(app(standin), "the WhatsApp stand-in") as url:
-        standin.url = url
-        yield standin
+    return serve_standin(standin or WhatsAppStandin(), app, "the WhatsApp stand-in")
 
 
 @pytest.fixture
