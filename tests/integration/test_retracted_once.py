@@ -25,8 +25,9 @@ from layby_server.channels import close_channels, load_channels
 from layby_server.eventstore import EventStore, Stored
 from layby_server.settings import Settings
 from layby_services.delivery.deliver import Deliverer
+from tests.integration.chat_systems import whatsapp_channel
 from tests.standins.twilio import ACCOUNT_SID, AUTH_TOKEN, NUMBER, serve_twilio_standin
-from tests.standins.whatsapp import PHONE_NUMBER_ID, TOKEN, serve_whatsapp_standin
+from tests.standins.whatsapp import TOKEN, serve_whatsapp_standin
 
 pytestmark = pytest.mark.timeout(60)
 PHONE = "+15551230001"
@@ -70,15 +71,7 @@ async def phone(request: pytest.FixtureRequest) -> AsyncIterator[Phone]:
         return
     async with serve_whatsapp_standin() as wa:
         wa.add_person(WA_ID)
-        config = {
-            "plugin": "whatsapp",
-            "access_token": "wa-token",
-            "app_secret": "wa-app",
-            "verify_token": "wa-verify",
-            "phone_number_id": PHONE_NUMBER_ID,
-            "api_url": wa.api_url,
-            "default_recipient": f"+{WA_ID}",
-        }
+        config = whatsapp_channel(wa, f"+{WA_ID}")
         secrets = parse_secrets(f"wa-token:{TOKEN},wa-app:app-secret,wa-verify:verify")
         channels = load_channels(json.dumps({"wa": config}), secrets)
         try:
