@@ -26,6 +26,7 @@ from layby_server.eventstore import EventStore, Stored
 from layby_server.settings import Settings
 from layby_services.delivery.deliver import Deliverer
 from tests.integration.chat_systems import whatsapp_channel
+from tests.samples import interaction_asked
 from tests.standins.twilio import ACCOUNT_SID, AUTH_TOKEN, NUMBER, serve_twilio_standin
 from tests.standins.whatsapp import TOKEN, serve_whatsapp_standin
 
@@ -89,14 +90,12 @@ def _deliverer(store: Any, settings: Settings, phone: Phone) -> Deliverer:
 async def _ask(store: EventStore, channel: str) -> Stored:
     now = datetime.now(UTC)
     iid = str(uuid.uuid4())
-    asked = InteractionAsked(
-        interaction_id=iid,
+    asked = interaction_asked(
+        iid,
+        now,
         group_id=iid,
         question="Ship the release?",
-        answer_format="text",
-        created_at=now,
         timeout_at=now + timedelta(minutes=5),
-        asked_by="ops",
         channel=channel,
     )
     seq = await store.append(store.names.ix(iid), asked, msg_id=f"ask-{iid}", expected_seq=0)
