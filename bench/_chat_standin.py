@@ -26,7 +26,6 @@ import contextlib
 import json
 import logging
 import os
-import socket
 import sys
 import time
 from multiprocessing.connection import Connection
@@ -154,7 +153,8 @@ def _twilio(records: dict[str, dict[str, Any]], taps: asyncio.Queue[Tap], think:
 
 async def _main(channel: str, target: str, people: int, client: str, think: float, conn: Connection) -> None:
     import httpx
-    import uvicorn
+
+    from tests.standins.serving import serve
 
     records: dict[str, dict[str, Any]] = {}
     taps: asyncio.Queue[Tap] = asyncio.Queue()
@@ -177,18 +177,6 @@ async def _main(channel: str, target: str, people: int, client: str, think: floa
 
         standin = _telegram(records, taps, think)
         app = tg.app(standin)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    standin.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False)
-    config.timeout_graceful_shutdown = 1
-    server = uvicorn.Server(config)
-    serving = asyncio.create_task(server.serve(sockets=[sock]))
-    while not server.started:
-        if serving.done():
-            serving.result()
-        await asyncio.sleep(0.01)
 
     async def person(post: Any) -> None:
         while True:
@@ -207,6 +195,7 @@ async def _main(channel: str, target: str, people: int, client: str, think: floa
                 record["error"] = repr(exc)[:200]
 
     async with contextlib.AsyncExitStack() as stack:
+        standin.url = await stack.enter_async_context(serve(app, "the stand-in"))
         if client == "httpx-pool":  # one client, a pool of ``people`` keep-alive connections
             limits = httpx.Limits(max_connections=people, max_keepalive_connections=people)
             shared = await stack.enter_async_context(
@@ -241,9 +230,6 @@ async def _main(channel: str, target: str, people: int, client: str, think: floa
                 break
         for worker in workers:
             worker.cancel()
-    server.should_exit = True
-    await serving
-    sock.close()
 
 
 def _httpx_post(http: Any, target: str) -> Any:

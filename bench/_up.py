@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -142,3 +143,38 @@ def start_up(**extra_env: str) -> Up:
     assert runtime is not None and token and url
     time.sleep(3)
     return Up(proc, tmp, url, token, runtime.nats_url, tmp.name)
+
+
+@contextlib.contextmanager
+def up_unless_given(url: str | None, **extra_env: str) -> Iterator[Up | None]:
+    """`layby up` (``start_up``) for the block's length, unless the bench was pointed at a running
+    system's ``url`` (then None: nothing to start or stop)."""
+    if url:
+        yield None
+        return
+    up = start_up(**extra_env)
+    try:
+        yield up
+    finally:
+        up.stop()
+
+
+@contextlib.contextmanager
+def flow_worker(up: Up, target: str, **extra_env: str) -> Iterator[subprocess.Popen[bytes]]:
+    """A `layby worker` process serving ``target`` (``module:worker`` in bench/) against ``up``,
+    given two seconds to bind its flows, and terminated after the block."""
+    here = Path(__file__).resolve().parent
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LAYBY_", "INTERACTIONS_"))}
+    env.update(
+        LAYBY_DATA_DIR=up.data_dir,
+        LAYBY_LOG_LEVEL="warning",
+        **extra_env,
+        PYTHONPATH=os.pathsep.join([str(here), env.get("PYTHONPATH", "")]),
+    )
+    worker = subprocess.Popen([sys.executable, "-m", "layby.cli", "worker", target], env=env, cwd=here)
+    try:
+        time.sleep(2)
+        yield worker
+    finally:
+        worker.terminate()
+        worker.wait(30)

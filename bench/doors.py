@@ -30,7 +30,7 @@ import uvloop
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _http import Conn
-from _up import Up, pct, start_up
+from _up import Up, flow_worker, pct, start_up
 
 RESUME = """
 ([$parked[] | select(.status == "finished" or .status == "failed") | .id]) as $done
@@ -137,21 +137,10 @@ def main() -> None:
             "BENCH_PROFILE_OUT": f"/tmp/layby-bench-doors-{args.profile}.prof",
         }
     up = start_up(**extra)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LAYBY_", "INTERACTIONS_"))}
-    env.update(
-        LAYBY_DATA_DIR=up.data_dir,
-        LAYBY_LOG_LEVEL="warning",
-        PYTHONPATH=os.pathsep.join([str(HERE), env.get("PYTHONPATH", "")]),
-    )
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "layby.cli", "worker", "door_flows:worker"], env=env, cwd=HERE
-    )
     try:
-        time.sleep(2)
-        r = uvloop.run(bench(args, up, worker))
+        with flow_worker(up, "door_flows:worker") as worker:
+            r = uvloop.run(bench(args, up, worker))
     finally:
-        worker.terminate()
-        worker.wait(30)
         up.stop()
     lat = r["latencies"]
     print()

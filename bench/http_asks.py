@@ -27,7 +27,7 @@ import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _http import Conn
-from _up import pct, start_up, tree_cpu_seconds
+from _up import pct, tree_cpu_seconds, up_unless_given
 
 TARGET_ASKS_PER_SECOND = 500
 
@@ -108,19 +108,12 @@ def main() -> None:
     parser.add_argument("--token")
     args = parser.parse_args()
 
-    up = None
-    url, token = args.url, args.token
-    if not url:
-        up = start_up()
-        url, token = up.url, up.token
-    try:
+    with up_unless_given(args.url) as up:
+        url, token = (up.url, up.token) if up else (args.url, args.token)
         rate = uvloop.run(
             asks_per_second(url, token, args.clients, args.seconds, up.proc.pid if up else None)
         )
         latency = uvloop.run(answer_to_return(url, token, args.polls))
-    finally:
-        if up is not None:
-            up.stop()
     print()
     print("| clients | asks | asks/s | POST /api/asks p50 | p99 | server CPU per ask |")
     print("|---:|---:|---:|---:|---:|---:|")

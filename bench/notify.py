@@ -22,7 +22,7 @@ import httpx
 import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _up import pct, start_up, tree_cpu_seconds
+from _up import pct, tree_cpu_seconds, up_unless_given
 
 from layby.sdk import connect
 from layby_server.settings import load_settings
@@ -83,21 +83,14 @@ def main() -> None:
     parser.add_argument("--nats")
     args = parser.parse_args()
 
-    up = None
-    url, token, nats_url = args.url, args.token, args.nats
-    if not url:
-        up = start_up()
-        url, token, nats_url = up.url, up.token, up.nats_url
-    try:
+    with up_unless_given(args.url) as up:
+        url, token, nats_url = (up.url, up.token, up.nats_url) if up else (args.url, args.token, args.nats)
         # uvloop, like the services: the client shares the two cores and should cost little.
         results = [
             uvloop.run(run_level(nats_url, token, n, args.seconds, up.proc.pid if up else None))
             for n in args.concurrency
         ]
         listed, list_ms = read_feed(url, token)
-    finally:
-        if up is not None:
-            up.stop()
     print()
     print(
         "| senders N | notifications | notifications/s | notify_user p50 | notify_user p99 "

@@ -36,7 +36,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _http import Conn, sse
 from _result import Result, add_json_option
-from _up import Up, free_port, pct, start_up, tree_rss_mb
+from _up import Up, flow_worker, free_port, pct, start_up, tree_rss_mb
 
 from layby.sdk import connect
 from layby_server.settings import load_settings
@@ -259,22 +259,10 @@ def main() -> None:
 
     os.environ["BENCH_REPORT_PORT"] = str(free_port())
     up = start_up()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LAYBY_", "INTERACTIONS_"))}
-    env.update(
-        LAYBY_DATA_DIR=up.data_dir,
-        LAYBY_LOG_LEVEL="warning",
-        BENCH_REPORT_PORT=os.environ["BENCH_REPORT_PORT"],
-        PYTHONPATH=os.pathsep.join([str(HERE), env.get("PYTHONPATH", "")]),
-    )
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "layby.cli", "worker", "park_flows:worker"], env=env, cwd=HERE
-    )
     try:
-        time.sleep(2)
-        r = uvloop.run(bench(args, up, worker))
+        with flow_worker(up, "park_flows:worker") as worker:  # BENCH_REPORT_PORT inherited
+            r = uvloop.run(bench(args, up, worker))
     finally:
-        worker.terminate()
-        worker.wait(30)
         up.stop()
     n = args.runs
     rows = [

@@ -11,7 +11,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar, overload
+from typing import Any, Generic, TypedDict, TypeVar, Unpack, overload
 
 import httpx
 
@@ -41,28 +41,22 @@ def _timed_out(
 Retry = type[BaseException] | tuple[type[BaseException], ...]
 
 
-@overload
-async def eventually(
-    probe: Callable[[], Awaitable[T]],
-    what: str,
-    *,
-    until: Callable[[T], object] | None = None,
-    timeout: float = 10,
-    interval: float = 0.02,
-    retry: Retry = Exception,
-) -> T: ...
+class Patience(TypedDict, Generic[T], total=False):
+    """How a wait goes (``eventually``): ``until`` the value holds (else while it is falsy), for
+    ``timeout`` seconds, a try every ``interval``; an exception of a ``retry`` class is "not yet"."""
+
+    until: Callable[[T], object] | None
+    timeout: float
+    interval: float
+    retry: Retry
 
 
 @overload
-async def eventually(
-    probe: Callable[[], T],
-    what: str,
-    *,
-    until: Callable[[T], object] | None = None,
-    timeout: float = 10,
-    interval: float = 0.02,
-    retry: Retry = Exception,
-) -> T: ...
+async def eventually(probe: Callable[[], Awaitable[T]], what: str, **patience: Unpack[Patience[T]]) -> T: ...
+
+
+@overload
+async def eventually(probe: Callable[[], T], what: str, **patience: Unpack[Patience[T]]) -> T: ...
 
 
 async def eventually(
@@ -99,33 +93,11 @@ async def eventually(
         await asyncio.sleep(interval)
 
 
-def eventually_sync(
-    probe: Callable[[], T],
-    what: str,
-    *,
-    until: Callable[[T], object] | None = None,
-    timeout: float = 10,
-    interval: float = 0.05,
-    retry: Retry = Exception,
-) -> T:
-    """``eventually`` for a synchronous test (one that drives processes and blocks between tries)."""
-    deadline = time.monotonic() + timeout
-    seen: object = None
-    error: BaseException | None = None
-    tries = 0
-    while True:
-        tries += 1
-        try:
-            value = probe()
-        except retry as exc:
-            error = exc
-        else:
-            if _holds(until, value):
-                return value
-            seen, error = value, None
-        if time.monotonic() >= deadline:
-            raise _timed_out(what, timeout, tries, seen, error) from error
-        time.sleep(interval)
+def eventually_sync(probe: Callable[[], T], what: str, **patience: Unpack[Patience[T]]) -> T:
+    """``eventually`` for a synchronous test (one that drives processes and blocks between tries):
+    the same wait (a try every 0.05 s unless told), in an event loop of its own."""
+    patience.setdefault("interval", 0.05)
+    return asyncio.run(eventually(probe, what, **patience))
 
 
 @dataclass

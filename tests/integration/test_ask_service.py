@@ -17,6 +17,7 @@ from layby_server.eventstore import EventStore
 from layby_server.settings import Settings
 from tests.conftest import ALICE, BOB, OPERATOR, System, start_system, stop_system
 from tests.helpers import eventually, sse, wait_total
+from tests.samples import interaction_asked
 
 pytestmark = pytest.mark.integration
 
@@ -392,17 +393,14 @@ async def test_a_poison_event_does_not_hold_its_batch_mates_back(
 ) -> None:
     """An event the projection cannot store is isolated; the events around it are projected at once
     (ADR 0006)."""
-    from layby_contracts.events import InteractionAsked
 
     now = datetime.now(UTC)
-    poison = InteractionAsked(
-        interaction_id=str(uuid.uuid4()),
+    poison = interaction_asked(
+        str(uuid.uuid4()),
+        now,
         group_id="g\x00",  # text columns refuse NUL: this event cannot be projected
         question="bad\x00",
-        answer_format="text",
-        created_at=now,
         timeout_at=now.replace(year=now.year + 1),
-        asked_by="ops",
     )
     await store.append(store.names.ix(poison.interaction_id), poison, msg_id="poison", expected_seq=0)
     good = await raw_ask(system, timeout=60)

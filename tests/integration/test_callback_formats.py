@@ -14,11 +14,12 @@ from datetime import UTC, datetime, timedelta
 import httpx
 
 from layby.sdk import Client, SecretValue
-from layby_contracts.events import InteractionAnswered, InteractionAsked
+from layby_contracts.events import InteractionAnswered
 from layby_server.eventstore import EventStore
 from tests.channel_plugins import Bridge
 from tests.conftest import System
 from tests.helpers import ASKED, mint, pending, wait_total
+from tests.samples import interaction_asked
 
 FORM_CSP = (
     "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; "
@@ -205,15 +206,14 @@ async def test_a_form_schema_outside_the_renderable_subset_is_a_500_not_half_a_p
     """docs/doors/callback.md#unrenderable-schema: a stored channel form whose schema cannot be rendered (written before
     the ask-time subset check, say) gets a plain 500 text, never half a page."""
     now = datetime.now(UTC)
-    asked = InteractionAsked(
-        interaction_id=str(uuid.uuid4()),
+    asked = interaction_asked(
+        str(uuid.uuid4()),
+        now,
         group_id=str(uuid.uuid4()),
         question="Address?",
         answer_format="form",
         format_payload={"schema": {"type": "object", "properties": {"address": {"type": "object"}}}},
-        created_at=now,
         timeout_at=now + timedelta(minutes=5),
-        asked_by="ops",
         channel="ops",
     )
     await store.append(

@@ -37,6 +37,7 @@ from layby_server.settings import Settings
 from layby_services.ask.admission import CALLER_POOL, USER_POOL, Admitter, caller_deadline, caller_limit_error
 from tests.conftest import System
 from tests.helpers import eventually
+from tests.samples import interaction_asked
 
 pytestmark = pytest.mark.integration
 
@@ -126,16 +127,13 @@ def test_the_refusal_at_the_caller_cap_is_an_interaction_limit_error_naming_the_
 
 
 def caller_ask(iid: str) -> InteractionAsked:
-    return InteractionAsked(
-        interaction_id=iid,
-        group_id="g",
+    return interaction_asked(
+        iid,
+        T0,
         question="Which plan?",
-        answer_format="text",
-        created_at=T0,
         timeout_at=T0 + timedelta(hours=1),
         expiry_at=T0 + timedelta(hours=1),
         mode="async",
-        asked_by="ops",
         run_id=str(uuid.uuid4()),
         call=0,
         to="caller",

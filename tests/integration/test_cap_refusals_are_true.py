@@ -16,12 +16,13 @@ import asyncpg
 import pytest
 
 from layby_contracts.errors import Unavailable
-from layby_contracts.events import InteractionAnswered, InteractionAsked
+from layby_contracts.events import InteractionAnswered
 from layby_domain.clock import ManualClock
 from layby_server.eventstore import EventStore
 from layby_server.projector import apply_batch, projected_through, read_range
 from layby_server.settings import Settings
 from layby_services.ask.admission import Admitter
+from tests.samples import interaction_asked
 
 pytestmark = pytest.mark.integration
 
@@ -34,15 +35,7 @@ async def answered_question(store: EventStore, db: asyncpg.Pool) -> str:
     projector has not applied the answer)."""
     ix = str(uuid.uuid4())
     subject = store.names.ix(ix)
-    asked = InteractionAsked(
-        interaction_id=ix,
-        group_id="g",
-        question="Proceed?",
-        answer_format="text",
-        created_at=T0,
-        timeout_at=LATER,
-        asked_by="alice",
-    )
+    asked = interaction_asked(ix, T0, question="Proceed?", timeout_at=LATER, asked_by="alice")
     seq = await store.append(subject, asked, msg_id=f"asked-{ix}", expected_seq=0)
     answer = InteractionAnswered(
         interaction_id=ix, group_id="g", answered_by="bob", answered_at=T0, answer="yes"

@@ -11,7 +11,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-import msgspec
 import pytest
 
 from layby_contracts.channels import ChannelDeliveryError, ChannelInputError, ChannelNotification
@@ -22,14 +21,22 @@ from layby_server.chat.telegram import TelegramChannel
 from layby_server.eventstore import EventStore
 from layby_server.settings import Settings
 from tests.channel_plugins import BRIDGE_SECRET, Bridge
-from tests.conftest import System, start_system, stop_system
+from tests.conftest import System
 from tests.helpers import eventually
+from tests.integration.chat_systems import (
+    SLACK_SECRETS,
+    TELEGRAM_HOOK,
+    TELEGRAM_SECRETS,
+    chat_system,
+    door_url,
+    slack_channel,
+    telegram_channel,
+)
 from tests.standins import slack as slack_standin
 from tests.standins.slack import SlackStandin, serve_slack_standin
 from tests.standins.telegram import TOKEN, TelegramStandin, serve_telegram_standin
 
 pytestmark = pytest.mark.timeout(60)
-HOOK_SECRET = "tg-hook_0123456789"
 PERSON = 515151
 NID = "5b0f3c2a-9d1e-4f6a-8b7c-0e1d2c3b4a59"
 CHANNEL = slack_standin.CHANNEL
@@ -57,50 +64,23 @@ class Stack:
 @pytest.fixture
 async def stack(settings: Settings, store: EventStore, db: Any) -> AsyncIterator[Stack]:
     async with serve_telegram_standin() as tg, serve_slack_standin() as sl:
-        door = f"http://127.0.0.1:{settings.http_port}"
+        door = door_url(settings)
         tg.add_person(PERSON)
-        channels = {
-            "tg": {
-                "plugin": "telegram",
-                "bot_token": "tg-bot",
-                "secret_token": "tg-hook",
-                "api_url": tg.api_url,
-                "file_url": tg.file_url,
-                "default_recipient": str(PERSON),
-            },
-            "slack": {
-                "plugin": "slack",
-                "bot_token": "slack-bot",
-                "signing_secret": "slack-signing",
-                "api_url": sl.api_url,
-                "default_recipient": CHANNEL,
-            },
-        }
-        secrets = {
-            "tg-bot": TOKEN.encode(),
-            "tg-hook": HOOK_SECRET.encode(),
-            "slack-bot": slack_standin.BOT_TOKEN.encode(),
-            "slack-signing": slack_standin.SIGNING_SECRET.encode(),
-        }
-        configured = msgspec.structs.replace(
-            settings,
-            channels=json.dumps(channels),
-            public_base_url=door,
-            webhook_secrets=",".join(f"{k}:{v.decode()}" for k, v in secrets.items()),
-        )
+        channels = {"tg": telegram_channel(tg, PERSON), "slack": slack_channel(sl, default_recipient=CHANNEL)}
+        secrets = TELEGRAM_SECRETS | SLACK_SECRETS
         sl.target = f"{door}/api/channels/slack/events"
-        tg.point_webhook(f"{door}/api/channels/tg/events", HOOK_SECRET)
+        tg.point_webhook(f"{door}/api/channels/tg/events", TELEGRAM_HOOK)
+        encoded = {name: value.encode() for name, value in secrets.items()}
         slack_config = {k: v for k, v in channels["slack"].items() if k != "plugin"}
         tg_config = {k: v for k, v in channels["tg"].items() if k != "plugin"}
-        slack_plugin = SlackChannel(name="slack", config=slack_config, secrets=secrets)
-        tg_plugin = TelegramChannel(name="tg", config=tg_config, secrets=secrets)
-        system = await start_system(configured)
+        slack_plugin = SlackChannel(name="slack", config=slack_config, secrets=encoded)
+        tg_plugin = TelegramChannel(name="tg", config=tg_config, secrets=encoded)
         try:
-            yield Stack(system, store, sl, tg, slack_plugin, tg_plugin)
+            async with chat_system(settings, channels, secrets) as system:
+                yield Stack(system, store, sl, tg, slack_plugin, tg_plugin)
         finally:
             await slack_plugin.aclose()
             await tg_plugin.aclose()
-            await stop_system(system)
 
 
 async def _recorded(store: EventStore, channel: str) -> ChannelMessageReceived:
@@ -281,7 +261,7 @@ async def test_telegram_refusals_fail_a_notification_as_retryable_or_final(
                 "api_url": tg.api_url,
                 "default_recipient": PERSON,
             },
-            secrets={"b": TOKEN.encode(), "h": HOOK_SECRET.encode()},
+            secrets={"b": TOKEN.encode(), "h": TELEGRAM_HOOK.encode()},
         )
         tg.fail_next(
             "sendMessage", code=code, description=description, retry_after=4 if code == 429 else None

@@ -10,7 +10,6 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import msgspec
 import pytest
 
 import layby
@@ -18,10 +17,11 @@ from layby_contracts.events import ConversationReplied, Event, VisitRecorded, de
 from layby_domain.conversations import chat_subject
 from layby_server.eventstore import EventStore
 from layby_server.settings import Settings
-from tests.conftest import System, start_system, stop_system
+from tests.conftest import System
 from tests.helpers import eventually, handled_by, serving
+from tests.integration.chat_systems import SLACK_SECRETS, chat_system, door_url, slack_channel
 from tests.integration.test_hooks import save_door
-from tests.standins.slack import BOT_TOKEN, PERSON, SIGNING_SECRET, SlackStandin, serve_slack_standin
+from tests.standins.slack import PERSON, SlackStandin, serve_slack_standin
 
 pytestmark = pytest.mark.timeout(90)
 DM = "D" + PERSON[1:]
@@ -34,29 +34,10 @@ RESUME = "if ($parked | length) > 0 then {id: $parked[0].id, payload: .text} els
 @pytest.fixture
 async def slack(settings: Settings, store: EventStore, db: Any) -> AsyncIterator[tuple[System, SlackStandin]]:
     async with serve_slack_standin() as standin:
-        door = f"http://127.0.0.1:{settings.http_port}"
-        configured = msgspec.structs.replace(
-            settings,
-            channels=json.dumps(
-                {
-                    "slack": {
-                        "plugin": "slack",
-                        "bot_token": "slack-bot",
-                        "signing_secret": "slack-signing",
-                        "api_url": standin.api_url,
-                    }
-                }
-            ),
-            public_base_url=door,
-            webhook_secrets=f"slack-bot:{BOT_TOKEN},slack-signing:{SIGNING_SECRET}",
-        )
-        standin.target = f"{door}/api/channels/slack/events"
+        standin.target = f"{door_url(settings)}/api/channels/slack/events"
         standin.add_channel(DM)
-        system = await start_system(configured)
-        try:
+        async with chat_system(settings, {"slack": slack_channel(standin)}, SLACK_SECRETS) as system:
             yield system, standin
-        finally:
-            await stop_system(system)
 
 
 @pytest.fixture

@@ -35,6 +35,7 @@ from layby_server.memstore import MemoryEventStore
 from layby_server.resolve import resolve
 from layby_server.sealing import Sealer, new_key
 from tests.infra import delete_streams
+from tests.samples import interaction_asked
 
 pytestmark = pytest.mark.integration
 
@@ -84,12 +85,10 @@ def started(run_id: str = "r1") -> RunStarted:
 
 
 def asked(interaction_id: str, *, sensitive: bool = False) -> InteractionAsked:
-    return InteractionAsked(
-        interaction_id=interaction_id,
-        group_id="g",
+    return interaction_asked(
+        interaction_id,
+        NOW,
         question="Proceed?",
-        answer_format="text",
-        created_at=NOW,
         timeout_at=NOW + timedelta(minutes=5),
         sensitive=sensitive,
         asked_by="alice",

@@ -17,7 +17,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import layby
 from layby_contracts.channels import ChannelDeliveryError
-from layby_contracts.events import InteractionAsked
 from layby_server.embedded import free_port
 from layby_server.eventstore import EventStore
 from layby_server.metrics import ServiceMetrics
@@ -27,6 +26,7 @@ from tests.channel_plugins import BRIDGE_SECRET, Bridge, channels_json
 from tests.conftest import System, start_system, stop_system
 from tests.helpers import eventually
 from tests.integration.test_parks import Workers, open_asks, soon, wait_status
+from tests.samples import interaction_asked
 
 pytestmark = [pytest.mark.integration, pytest.mark.settings(metrics_interval_seconds=0.05)]
 
@@ -210,15 +210,7 @@ async def test_an_append_the_log_de_duplicated_is_not_counted_again(store: Event
     metrics = ServiceMetrics()
     store.on_appended = metrics.appended
     now = datetime.now(UTC)
-    event = InteractionAsked(
-        interaction_id="dedup-1",
-        group_id="g",
-        question="q",
-        answer_format="text",
-        created_at=now,
-        timeout_at=now,
-        asked_by="ops",
-    )
+    event = interaction_asked("dedup-1", now)
     first = await store.append(store.names.ix("dedup-1"), event, msg_id="asked-dedup-1", expected_seq=None)
     again = await store.append(store.names.ix("dedup-1"), event, msg_id="asked-dedup-1", expected_seq=None)
     assert first == again

@@ -12,10 +12,10 @@ from typing import Any
 import asyncpg
 import pytest
 
-from layby_contracts.events import InteractionAsked
 from layby_server.eventstore import EventStore, Stored
 from layby_server.projector import PROJECTOR_LOCK, run_projector
 from tests.helpers import eventually
+from tests.samples import interaction_asked
 
 pytestmark = pytest.mark.integration
 
@@ -40,14 +40,12 @@ class Replica:
 async def ask(store: EventStore) -> int:
     iid = str(uuid.uuid4())
     now = datetime.now(UTC)
-    event = InteractionAsked(
-        interaction_id=iid,
+    event = interaction_asked(
+        iid,
+        now,
         group_id=iid,
         question="who projects?",
-        answer_format="text",
-        created_at=now,
         timeout_at=now + timedelta(minutes=10),
-        asked_by="ops",
         mode="async",
         expiry_at=now + timedelta(minutes=10),
     )

@@ -25,8 +25,10 @@ from layby_server.channels import close_channels, load_channels
 from layby_server.eventstore import EventStore, Stored
 from layby_server.settings import Settings
 from layby_services.delivery.deliver import Deliverer
+from tests.integration.chat_systems import whatsapp_channel
+from tests.samples import interaction_asked
 from tests.standins.twilio import ACCOUNT_SID, AUTH_TOKEN, NUMBER, serve_twilio_standin
-from tests.standins.whatsapp import PHONE_NUMBER_ID, TOKEN, serve_whatsapp_standin
+from tests.standins.whatsapp import TOKEN, serve_whatsapp_standin
 
 pytestmark = pytest.mark.timeout(60)
 PHONE = "+15551230001"
@@ -70,15 +72,7 @@ async def phone(request: pytest.FixtureRequest) -> AsyncIterator[Phone]:
         return
     async with serve_whatsapp_standin() as wa:
         wa.add_person(WA_ID)
-        config = {
-            "plugin": "whatsapp",
-            "access_token": "wa-token",
-            "app_secret": "wa-app",
-            "verify_token": "wa-verify",
-            "phone_number_id": PHONE_NUMBER_ID,
-            "api_url": wa.api_url,
-            "default_recipient": f"+{WA_ID}",
-        }
+        config = whatsapp_channel(wa, f"+{WA_ID}")
         secrets = parse_secrets(f"wa-token:{TOKEN},wa-app:app-secret,wa-verify:verify")
         channels = load_channels(json.dumps({"wa": config}), secrets)
         try:
@@ -96,14 +90,12 @@ def _deliverer(store: Any, settings: Settings, phone: Phone) -> Deliverer:
 async def _ask(store: EventStore, channel: str) -> Stored:
     now = datetime.now(UTC)
     iid = str(uuid.uuid4())
-    asked = InteractionAsked(
-        interaction_id=iid,
+    asked = interaction_asked(
+        iid,
+        now,
         group_id=iid,
         question="Ship the release?",
-        answer_format="text",
-        created_at=now,
         timeout_at=now + timedelta(minutes=5),
-        asked_by="ops",
         channel=channel,
     )
     seq = await store.append(store.names.ix(iid), asked, msg_id=f"ask-{iid}", expected_seq=0)

@@ -22,6 +22,7 @@ from layby_services.door.fanout import SharedTail, Tails
 from layby_services.door.listeners import frames
 from layby_services.door.routes.stream import InteractionFeed, evicted_frame
 from tests.helpers import eventually
+from tests.samples import interaction_asked
 
 pytestmark = pytest.mark.integration
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -30,16 +31,7 @@ AUDIENCES = (None, "alice", "bob")
 
 def _asked(audience: str | None) -> InteractionAsked:
     iid = uuid.uuid4().hex
-    return InteractionAsked(
-        interaction_id=iid,
-        group_id=iid,
-        question="q",
-        answer_format="text",
-        created_at=NOW,
-        timeout_at=NOW,
-        asked_by="ops",
-        audience=audience,
-    )
+    return interaction_asked(iid, NOW, group_id=iid, audience=audience)
 
 
 @dataclass

@@ -12,7 +12,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
-import msgspec
 import pytest
 
 import layby
@@ -21,13 +20,12 @@ from layby_contracts.channels import ChannelDeliveryError
 from layby_contracts.errors import BadInput
 from layby_server.eventstore import EventStore
 from layby_server.settings import Settings
-from tests.conftest import System, start_system, stop_system
+from tests.conftest import System
 from tests.helpers import eventually, finished_run, serving
+from tests.integration.chat_systems import SLACK_SECRETS, chat_system, door_url, slack_channel
 from tests.standins.slack import (
-    BOT_TOKEN,
     CHANNEL,
     PERSON,
-    SIGNING_SECRET,
     Message,
     SlackStandin,
     serve_slack_standin,
@@ -48,30 +46,10 @@ FORM = {
 @pytest.fixture
 async def slack(settings: Settings, store: EventStore, db: Any) -> AsyncIterator[tuple[System, SlackStandin]]:
     async with serve_slack_standin() as standin:
-        door = f"http://127.0.0.1:{settings.http_port}"
-        configured = msgspec.structs.replace(
-            settings,
-            channels=json.dumps(
-                {
-                    "slack": {
-                        "plugin": "slack",
-                        "bot_token": "slack-bot",
-                        "signing_secret": "slack-signing",
-                        "api_url": standin.api_url,
-                        "default_recipient": CHANNEL,
-                    }
-                }
-            ),
-            public_base_url=door,
-            webhook_secrets=f"slack-bot:{BOT_TOKEN},slack-signing:{SIGNING_SECRET}",
-            delivery_backoff_seconds=0.02,
-        )
-        standin.target = f"{door}/api/channels/slack/events"
-        system = await start_system(configured)
-        try:
+        channels = {"slack": slack_channel(standin, default_recipient=CHANNEL)}
+        standin.target = f"{door_url(settings)}/api/channels/slack/events"
+        async with chat_system(settings, channels, SLACK_SECRETS, delivery_backoff_seconds=0.02) as system:
             yield system, standin
-        finally:
-            await stop_system(system)
 
 
 @pytest.fixture

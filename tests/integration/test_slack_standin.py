@@ -4,15 +4,12 @@ delivery errors, and what a person does comes back as the right reply."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import socket
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-import uvicorn
 from litestar import Litestar, Request, Response, post
 
 from layby_contracts.channels import (
@@ -26,7 +23,7 @@ from layby_contracts.channels import (
 )
 from layby_contracts.events import MediaItem
 from layby_server.chat.slack import NO_LONGER_OPEN, SlackChannel
-from tests.helpers import eventually
+from tests.standins.serving import serve
 from tests.standins.slack import (
     BOT_TOKEN,
     CHANNEL,
@@ -307,17 +304,8 @@ async def door(plugin: SlackChannel, outcome: Callable[[InboundReply], ReplyOutc
             return Response(response.body, status_code=response.status, media_type=response.content_type)
         return Response(b"", status_code=200)
 
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(Litestar([events]), log_level="warning", lifespan="off"))
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    await eventually(lambda: server.started, "the test door to listen")
-    try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}/api/channels/team/events"
-    finally:
-        server.should_exit = True
-        await task
-        sock.close()
+    async with serve(Litestar([events]), "the test door") as url:
+        yield f"{url}/api/channels/team/events"
 
 
 async def test_a_rejected_submission_keeps_the_modal_open_with_the_reason(

@@ -12,22 +12,29 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import msgspec
 import pytest
 
 import layby
 from layby.sdk import Client
 from layby_server.eventstore import EventStore
 from layby_server.settings import Settings
-from tests.conftest import System, start_system, stop_system
+from tests.conftest import System
 from tests.helpers import eventually, finished_run, serving
+from tests.integration.chat_systems import (
+    SLACK_SECRETS,
+    TELEGRAM_HOOK,
+    TELEGRAM_SECRETS,
+    chat_system,
+    door_url,
+    slack_channel,
+    telegram_channel,
+)
 from tests.integration.test_hooks import save_door
 from tests.standins import slack as slack_standin
 from tests.standins.slack import SlackStandin, serve_slack_standin
-from tests.standins.telegram import TOKEN, Stored, TelegramStandin, serve_telegram_standin
+from tests.standins.telegram import Stored, TelegramStandin, serve_telegram_standin
 
 pytestmark = pytest.mark.timeout(90)
-HOOK_SECRET = "tg-hook_0123456789"
 PERSON = 424242
 ECHO = '{text, subject: "\\(.channel):\\(.chat)"}'
 
@@ -42,49 +49,24 @@ class Chats:
 @pytest.fixture
 async def chats(settings: Settings, store: EventStore, db: Any) -> AsyncIterator[Chats]:
     async with serve_telegram_standin() as tg, serve_slack_standin() as sl:
-        door = f"http://127.0.0.1:{settings.http_port}"
+        door = door_url(settings)
         tg.add_person(PERSON)
         channels = {
-            "tg": {
-                "plugin": "telegram",
-                "bot_token": "tg-bot",
-                "secret_token": "tg-hook",
-                "api_url": tg.api_url,
-                "file_url": tg.file_url,
-                "default_recipient": str(PERSON),
-                "register_webhook": True,
-            },
-            "slack": {
-                "plugin": "slack",
-                "bot_token": "slack-bot",
-                "signing_secret": "slack-signing",
-                "api_url": sl.api_url,
-                "default_recipient": slack_standin.CHANNEL,
-            },
+            "tg": telegram_channel(tg, PERSON, register_webhook=True),
+            "slack": slack_channel(sl, default_recipient=slack_standin.CHANNEL),
         }
-        configured = msgspec.structs.replace(
-            settings,
-            channels=json.dumps(channels),
-            public_base_url=door,
-            webhook_secrets=(
-                f"tg-bot:{TOKEN},tg-hook:{HOOK_SECRET},"
-                f"slack-bot:{slack_standin.BOT_TOKEN},slack-signing:{slack_standin.SIGNING_SECRET}"
-            ),
-            delivery_backoff_seconds=0.02,
-        )
         sl.target = f"{door}/api/channels/slack/events"
-        system = await start_system(configured)
+        async with chat_system(
+            settings, channels, TELEGRAM_SECRETS | SLACK_SECRETS, delivery_backoff_seconds=0.02
+        ) as system:
 
-        async def registered() -> Any:
-            return tg.webhook
+            async def registered() -> Any:
+                return tg.webhook
 
-        try:
             # The door registers the webhook itself (register_webhook) with the secret token.
             hook = await eventually(registered, "the door to register the Telegram webhook", timeout=10)
-            assert (hook.url, hook.secret_token) == (f"{door}/api/channels/tg/events", HOOK_SECRET)
+            assert (hook.url, hook.secret_token) == (f"{door}/api/channels/tg/events", TELEGRAM_HOOK)
             yield Chats(system, tg, sl)
-        finally:
-            await stop_system(system)
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-import uvicorn
 from litestar import Litestar, Request, Response, post
 
 from layby_contracts.channels import (
@@ -29,6 +28,7 @@ from layby_contracts.channels import (
 from layby_contracts.events import MediaItem
 from layby_server.chat.telegram import SECRET_HEADER, TelegramChannel
 from tests.helpers import eventually
+from tests.standins.serving import serve
 from tests.standins.telegram import TOKEN, TelegramStandin, serve_telegram_standin
 
 pytestmark = pytest.mark.timeout(60)
@@ -438,17 +438,8 @@ async def mini_door(
             asyncio.get_running_loop().create_task(plugin.follow_up(reply, result))
         return Response(b"")
 
-    server = uvicorn.Server(
-        uvicorn.Config(Litestar([events]), host="127.0.0.1", port=0, log_level="warning", lifespan="off")
-    )
-    task = asyncio.create_task(server.serve())
-    await eventually(lambda: server.started, "the door to listen")
-    url = f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}/api/channels/tg/events"
-    try:
-        yield url, taken
-    finally:
-        server.should_exit = True
-        await task
+    async with serve(Litestar([events]), "the door") as url:
+        yield f"{url}/api/channels/tg/events", taken
 
 
 async def test_a_person_answers_through_the_webhook_and_the_tap_is_acknowledged(

@@ -5,7 +5,6 @@ reply as Twilio does and posting it to the door's inbound webhook."""
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -19,8 +18,9 @@ import layby
 from layby.sdk import Client
 from layby_server.eventstore import EventStore
 from layby_server.settings import Settings
-from tests.conftest import System, start_system, stop_system
+from tests.conftest import System
 from tests.helpers import eventually, serving
+from tests.integration.chat_systems import chat_system, door_url
 from tests.integration.test_hooks import save_door
 from tests.standins.twilio import ACCOUNT_SID, AUTH_TOKEN, NUMBER, Sent, TwilioStandin, serve_twilio_standin
 
@@ -43,7 +43,7 @@ class Phones:
 @pytest.fixture
 async def phones(settings: Settings, store: EventStore, db: Any) -> AsyncIterator[Phones]:
     async with serve_twilio_standin() as tw:
-        door = f"http://127.0.0.1:{settings.http_port}"
+        door = door_url(settings)
         tw.add_person(PERSON)
         tw.add_person(WA_PERSON, whatsapp=True, name="Grace")
         wa_url = f"{door}/api/channels/wa/events"
@@ -60,18 +60,9 @@ async def phones(settings: Settings, store: EventStore, db: Any) -> AsyncIterato
             },
             "wa": {"plugin": "twilio", **common, "from": f"whatsapp:{NUMBER}", "public_url": wa_url},
         }
-        configured = msgspec.structs.replace(
-            settings,
-            channels=json.dumps(channels),
-            public_base_url=door,
-            webhook_secrets=f"twilio-token:{AUTH_TOKEN}",
-            delivery_backoff_seconds=0.02,
-        )
-        system = await start_system(configured)
-        try:
+        secrets = {"twilio-token": AUTH_TOKEN}
+        async with chat_system(settings, channels, secrets, delivery_backoff_seconds=0.02) as system:
             yield Phones(system, tw)
-        finally:
-            await stop_system(system)
 
 
 @pytest.fixture

@@ -12,19 +12,24 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
-import msgspec
 import pytest
 
 from layby.sdk import Client
 from layby_contracts.events import ChannelMessageReceived
 from layby_server.eventstore import EventStore
 from layby_server.settings import Settings
-from tests.conftest import System, start_system, stop_system
+from tests.conftest import System
 from tests.helpers import eventually
+from tests.integration.chat_systems import (
+    TELEGRAM_HOOK,
+    TELEGRAM_SECRETS,
+    WHATSAPP_SECRETS,
+    chat_system,
+    door_url,
+    telegram_channel,
+    whatsapp_channel,
+)
 from tests.standins.whatsapp import (
-    APP_SECRET,
-    PHONE_NUMBER_ID,
-    TOKEN,
     VERIFY_TOKEN,
     Stored,
     WhatsAppStandin,
@@ -46,34 +51,13 @@ class Chat:
 @pytest.fixture
 async def chat(settings: Settings, store: EventStore, db: Any) -> AsyncIterator[Chat]:
     async with serve_whatsapp_standin() as wa:
-        door = f"http://127.0.0.1:{settings.http_port}"
         wa.add_person(PERSON)
         channels = {
-            "wa": {
-                "plugin": "whatsapp",
-                "access_token": "wa-token",
-                "app_secret": "wa-app",
-                "verify_token": "wa-verify",
-                "phone_number_id": PHONE_NUMBER_ID,
-                "api_url": wa.api_url,
-                "api_version": "v23.0",
-                "default_recipient": f"+{PERSON}",
-                "flow_id": next(iter(wa.flows)),
-            }
+            "wa": whatsapp_channel(wa, f"+{PERSON}", api_version="v23.0", flow_id=next(iter(wa.flows))),
         }
-        configured = msgspec.structs.replace(
-            settings,
-            channels=json.dumps(channels),
-            public_base_url=door,
-            webhook_secrets=f"wa-token:{TOKEN},wa-app:{APP_SECRET},wa-verify:{VERIFY_TOKEN}",
-            delivery_backoff_seconds=0.02,
-        )
-        wa.target = f"{door}/api/channels/wa/events"
-        system = await start_system(configured)
-        try:
+        wa.target = f"{door_url(settings)}/api/channels/wa/events"
+        async with chat_system(settings, channels, WHATSAPP_SECRETS, delivery_backoff_seconds=0.02) as system:
             yield Chat(system, wa)
-        finally:
-            await stop_system(system)
 
 
 @pytest.fixture
@@ -81,49 +65,19 @@ async def both(
     settings: Settings, store: EventStore, db: Any
 ) -> AsyncIterator[tuple[System, WhatsAppStandin, Any]]:
     """WhatsApp and Telegram at once, each on its stand-in."""
-    from tests.standins.telegram import TOKEN as TG_TOKEN
     from tests.standins.telegram import serve_telegram_standin
 
     async with serve_whatsapp_standin() as wa, serve_telegram_standin() as tg:
-        door = f"http://127.0.0.1:{settings.http_port}"
+        door = door_url(settings)
         wa.add_person(PERSON)
         tg.add_person(TG_PERSON)
-        channels = {
-            "wa": {
-                "plugin": "whatsapp",
-                "access_token": "wa-token",
-                "app_secret": "wa-app",
-                "verify_token": "wa-verify",
-                "phone_number_id": PHONE_NUMBER_ID,
-                "api_url": wa.api_url,
-                "default_recipient": PERSON,
-            },
-            "tg": {
-                "plugin": "telegram",
-                "bot_token": "tg-bot",
-                "secret_token": "tg-hook",
-                "api_url": tg.api_url,
-                "file_url": tg.file_url,
-                "default_recipient": str(TG_PERSON),
-            },
-        }
-        configured = msgspec.structs.replace(
-            settings,
-            channels=json.dumps(channels),
-            public_base_url=door,
-            webhook_secrets=(
-                f"wa-token:{TOKEN},wa-app:{APP_SECRET},wa-verify:{VERIFY_TOKEN},"
-                f"tg-bot:{TG_TOKEN},tg-hook:tg-hook_0123456789"
-            ),
-            delivery_backoff_seconds=0.02,
-        )
+        channels = {"wa": whatsapp_channel(wa, PERSON), "tg": telegram_channel(tg, TG_PERSON)}
         wa.target = f"{door}/api/channels/wa/events"
-        tg.point_webhook(f"{door}/api/channels/tg/events", "tg-hook_0123456789")
-        system = await start_system(configured)
-        try:
+        tg.point_webhook(f"{door}/api/channels/tg/events", TELEGRAM_HOOK)
+        async with chat_system(
+            settings, channels, WHATSAPP_SECRETS | TELEGRAM_SECRETS, delivery_backoff_seconds=0.02
+        ) as system:
             yield system, wa, tg
-        finally:
-            await stop_system(system)
 
 
 @pytest.fixture

@@ -20,11 +20,9 @@ Use the ``slack_standin`` fixture (import it into a test module or conftest), or
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import itertools
 import json
-import socket
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -33,7 +31,6 @@ from urllib.parse import parse_qs, urlencode
 
 import httpx
 import pytest
-import uvicorn
 from litestar import Litestar, Request, Response, post
 from litestar.params import FromPath
 from slack_sdk.errors import SlackObjectFormationError
@@ -42,7 +39,7 @@ from slack_sdk.models.views import View
 from slack_sdk.signature import SignatureVerifier
 
 from layby_contracts.channels import InboundRequest
-from tests.helpers import eventually
+from tests.standins.serving import serve_standin
 
 BOT_TOKEN = "xoxb-1111-2222-standin"
 SIGNING_SECRET = "standin-signing-secret-0123456789abcdef"
@@ -691,27 +688,9 @@ def _message_json(msg: Message) -> dict[str, Any]:
 # -- serving -------------------------------------------------------------------------------------
 
 
-@contextlib.asynccontextmanager
-async def serve_slack_standin(**options: Any) -> AsyncIterator[SlackStandin]:
+def serve_slack_standin(**options: Any) -> contextlib.AbstractAsyncContextManager[SlackStandin]:
     """A stand-in listening on 127.0.0.1 (a free port) in this event loop."""
-    standin = SlackStandin(**options)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    standin.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    config = uvicorn.Config(standin.app, log_level="warning", lifespan="off", access_log=False)
-    config.timeout_graceful_shutdown = 1
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    try:
-        await eventually(lambda: server.started or task.done(), "the Slack stand-in to listen")
-        if task.done():
-            task.result()
-        yield standin
-    finally:
-        server.should_exit = True
-        await task
-        sock.close()
+    return serve_standin(SlackStandin(**options), lambda standin: standin.app, "the Slack stand-in")
 
 
 @pytest.fixture

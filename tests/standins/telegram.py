@@ -26,16 +26,17 @@ import itertools
 import json
 import re
 from collections.abc import AsyncIterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 import pytest
-import uvicorn
-from litestar import Litestar, Request, Response, get, post
+from litestar import Litestar, Request, Response, post
 from telegram import CallbackQuery, Chat, Message, Update, User
+
+from tests.standins.serving import messages_route, serve_standin
 
 TOKEN = "123456789:TEST-standin_token"
 BOT_ID = 123456789
@@ -684,33 +685,14 @@ def app(standin: TelegramStandin) -> Litestar:
         standin.calls.append(call)
         return Response({"ok": True, "result": result})
 
-    @get("/_test/messages", sync_to_thread=False)
-    def messages(request: Request[Any, Any, Any]) -> list[dict[str, Any]]:
-        return [asdict(m) for m in standin.messages(request.query_params["chat"])]
-
-    return Litestar(route_handlers=[provider, messages], debug=False)
+    return Litestar(route_handlers=[provider, messages_route(standin.messages, "chat")], debug=False)
 
 
-@contextlib.asynccontextmanager
-async def serve_telegram_standin(standin: TelegramStandin | None = None) -> AsyncIterator[TelegramStandin]:
+def serve_telegram_standin(
+    standin: TelegramStandin | None = None,
+) -> contextlib.AbstractAsyncContextManager[TelegramStandin]:
     """Run the stand-in on 127.0.0.1 (a free port) in this event loop."""
-    import asyncio
-
-    standin = standin or TelegramStandin()
-    config = uvicorn.Config(app(standin), host="127.0.0.1", port=0, log_level="warning", lifespan="off")
-    config.timeout_graceful_shutdown = 1
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
-    from tests.helpers import eventually
-
-    await eventually(lambda: server.started, "the Telegram stand-in to listen", timeout=10)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    standin.url = f"http://127.0.0.1:{port}"
-    try:
-        yield standin
-    finally:
-        server.should_exit = True
-        await task
+    return serve_standin(standin or TelegramStandin(), app, "the Telegram stand-in")
 
 
 @pytest.fixture

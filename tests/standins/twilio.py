@@ -29,15 +29,16 @@ import hashlib
 import hmac
 import itertools
 import re
-from collections.abc import AsyncIterator, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
 import httpx
-import uvicorn
-from litestar import Litestar, Request, Response, get, post
+from litestar import Litestar, Request, Response, post
+
+from tests.standins.serving import Failure, messages_route, serve_standin
 
 ACCOUNT_SID = "AC" + "0123456789abcdef" * 2
 AUTH_TOKEN = "twilio-standin-auth-token-0123456789"
@@ -96,14 +97,6 @@ class Webhook:
 
 
 @dataclass
-class _Failure:
-    code: int
-    status: int
-    message: str
-    times: int
-
-
-@dataclass
 class TwilioStandin:
     """The stand-in's state and its person and inspection faces (see the module docstring)."""
 
@@ -119,7 +112,7 @@ class TwilioStandin:
     now: datetime = field(default_factory=lambda: datetime.now(UTC))
     _phones: list[Sent] = field(default_factory=list)
     _sids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
-    _failures: list[_Failure] = field(default_factory=list)
+    _failures: list[Failure] = field(default_factory=list)
 
     # -- set-up -------------------------------------------------------------------------------
 
@@ -145,7 +138,7 @@ class TwilioStandin:
         self, code: int = 20429, *, status: int = 429, message: str | None = None, times: int = 1
     ) -> None:
         """The next ``times`` sends fail with Twilio's ``code`` and HTTP ``status``."""
-        self._failures.append(_Failure(code, status, message or f"Error {code}", times))
+        self._failures.append(Failure(code, status, message or f"Error {code}", times))
 
     # -- inspection ---------------------------------------------------------------------------
 
@@ -360,30 +353,11 @@ def app(standin: TwilioStandin) -> Litestar:
         standin.calls.append(call)
         return Response(result, status_code=201)
 
-    @get("/_test/messages", sync_to_thread=False)
-    def messages(request: Request[Any, Any, Any]) -> list[dict[str, Any]]:
-        return [asdict(m) for m in standin.messages(request.query_params["to"])]
-
-    return Litestar(route_handlers=[create, messages], debug=False)
+    return Litestar(route_handlers=[create, messages_route(standin.messages, "to")], debug=False)
 
 
-@contextlib.asynccontextmanager
-async def serve_twilio_standin(standin: TwilioStandin | None = None) -> AsyncIterator[TwilioStandin]:
+def serve_twilio_standin(
+    standin: TwilioStandin | None = None,
+) -> contextlib.AbstractAsyncContextManager[TwilioStandin]:
     """Run the stand-in on 127.0.0.1 (a free port) in this event loop."""
-    import asyncio
-
-    from tests.helpers import eventually
-
-    standin = standin or TwilioStandin()
-    config = uvicorn.Config(app(standin), host="127.0.0.1", port=0, log_level="warning", lifespan="off")
-    config.timeout_graceful_shutdown = 1
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
-    await eventually(lambda: server.started, "the Twilio stand-in to listen", timeout=10)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    standin.url = f"http://127.0.0.1:{port}"
-    try:
-        yield standin
-    finally:
-        server.should_exit = True
-        await task
+    return serve_standin(standin or TwilioStandin(), app, "the Twilio stand-in")

@@ -32,13 +32,14 @@ import itertools
 import json
 import re
 from collections.abc import AsyncIterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
-from litestar import Litestar, Request, Response, get, post
+from litestar import Litestar, Request, Response, post
+
+from tests.standins.serving import Failure, messages_route, serve_standin
 
 TOKEN = "EAAG-standin-access-token"
 APP_SECRET = "standin-app-secret"
@@ -128,14 +129,6 @@ class Stored:
 
 
 @dataclass
-class _Failure:
-    code: int
-    status: int
-    message: str
-    times: int
-
-
-@dataclass
 class Template:
     name: str
     language: str
@@ -161,7 +154,7 @@ class WhatsAppStandin:
     """People who wrote within 24 hours: free-form messages reach only them."""
     _messages: dict[str, Stored] = field(default_factory=dict)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
-    _failures: list[_Failure] = field(default_factory=list)
+    _failures: list[Failure] = field(default_factory=list)
 
     # -- set-up -------------------------------------------------------------------------------
 
@@ -186,7 +179,7 @@ class WhatsAppStandin:
         text = message or {130429: "(#130429) Rate limit hit", 131000: "Something went wrong"}.get(
             code, "Error"
         )
-        self._failures.append(_Failure(code, status, text, times))
+        self._failures.append(Failure(code, status, text, times))
 
     # -- inspection ---------------------------------------------------------------------------
 
@@ -565,33 +558,14 @@ def app(standin: WhatsAppStandin) -> Litestar:
         standin.calls.append(call)
         return Response(result)
 
-    @get("/_test/messages", sync_to_thread=False)
-    def inspect(request: Request[Any, Any, Any]) -> list[dict[str, Any]]:
-        return [asdict(m) for m in standin.messages(request.query_params["to"])]
-
-    return Litestar(route_handlers=[messages_endpoint, inspect], debug=False)
+    return Litestar(route_handlers=[messages_endpoint, messages_route(standin.messages, "to")], debug=False)
 
 
-@contextlib.asynccontextmanager
-async def serve_whatsapp_standin(standin: WhatsAppStandin | None = None) -> AsyncIterator[WhatsAppStandin]:
+def serve_whatsapp_standin(
+    standin: WhatsAppStandin | None = None,
+) -> contextlib.AbstractAsyncContextManager[WhatsAppStandin]:
     """Run the stand-in on 127.0.0.1 (a free port) in this event loop."""
-    import asyncio
-
-    from tests.helpers import eventually
-
-    standin = standin or WhatsAppStandin()
-    config = uvicorn.Config(app(standin), host="127.0.0.1", port=0, log_level="warning", lifespan="off")
-    config.timeout_graceful_shutdown = 1
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
-    await eventually(lambda: server.started, "the WhatsApp stand-in to listen", timeout=10)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    standin.url = f"http://127.0.0.1:{port}"
-    try:
-        yield standin
-    finally:
-        server.should_exit = True
-        await task
+    return serve_standin(standin or WhatsAppStandin(), app, "the WhatsApp stand-in")
 
 
 @pytest.fixture

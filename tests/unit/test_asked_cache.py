@@ -6,24 +6,17 @@ from datetime import UTC, datetime
 
 import pytest
 
-from layby_contracts.events import InteractionAnswered, InteractionAsked
+from layby_contracts.events import InteractionAnswered
 from layby_server.eventstore import Stored
 from layby_services.door.cache import AskedCache
+from tests.samples import interaction_asked
 
 pytestmark = pytest.mark.unit
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def asked(iid: str, seq: int) -> Stored:
-    ev = InteractionAsked(
-        interaction_id=iid,
-        group_id="g",
-        question="q",
-        answer_format="text",
-        created_at=NOW,
-        timeout_at=NOW,
-        asked_by="ops",
-    )
+    ev = interaction_asked(iid, NOW)
     return Stored(seq=seq, event=ev)
 
 

@@ -11,7 +11,7 @@ import pytest
 from litestar import Litestar
 from litestar.testing import RequestFactory
 
-from layby_contracts.events import InteractionAnswered, InteractionAsked
+from layby_contracts.events import InteractionAnswered
 from layby_domain.clock import ManualClock
 from layby_domain.tickets import new_ticket
 from layby_domain.validation import new_interaction_id
@@ -21,6 +21,7 @@ from layby_server.memstore import MemoryEventStore
 from layby_server.settings import load_settings
 from layby_services.door.deps import DoorState
 from layby_services.door.routes.callback import callback_post
+from tests.samples import interaction_asked
 
 pytestmark = pytest.mark.unit
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -34,15 +35,13 @@ async def _world(*, answered: bool) -> tuple[DoorState, str, str]:
     store = MemoryEventStore(settings.names, clock=clock)
     state = DoorState(settings, store, None, Authenticator(settings.api_tokens), clock)  # type: ignore[arg-type]
     iid = new_interaction_id()
-    asked = InteractionAsked(
-        interaction_id=iid,
-        group_id="g",
+    asked = interaction_asked(
+        iid,
+        T0,
         question="Pay?",
         answer_format="external",
         format_payload={"url": "https://pay.example/x"},
-        created_at=T0,
         timeout_at=T0 + timedelta(minutes=5),
-        asked_by="ops",
     )
     seq = await store.append(store.names.ix(iid), asked, msg_id="a", expected_seq=0)
     ticket, hashed = new_ticket()

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from layby_contracts.events import InteractionAsked
 from layby_services.door.callback_pages import form_page
+from tests.samples import interaction_asked
 
 pytestmark = pytest.mark.unit
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -29,15 +29,13 @@ def controls(properties: dict[str, Any], *, required: tuple[str, ...] = (), data
 
 def _page(payload: dict[str, Any]) -> str:
     """The callback form page of a channel form question with this ``format_payload``."""
-    asked = InteractionAsked(
-        interaction_id="i",
-        group_id="g",
+    asked = interaction_asked(
+        "i",
+        NOW,
         question="Q?",
         answer_format="form",
         format_payload=payload,
-        created_at=NOW,
         timeout_at=NOW + timedelta(minutes=1),
-        asked_by="ops",
         channel="ops",
     )
     return form_page(asked).decode()

@@ -36,6 +36,7 @@ from layby_server.auth import Principal
 from layby_server.memstore import MemoryEventStore
 from layby_server.parked import Entries, settle_visit
 from layby_server.visits import Visitor
+from tests.samples import interaction_asked
 
 pytestmark = pytest.mark.unit
 NOW = datetime(2026, 12, 1, 12, tzinfo=UTC)
@@ -45,12 +46,12 @@ OPS = Principal(identity="ops", role="operator")
 
 
 def asked(*, payload: object = None, on_expiry: str = "kill", ix: str = IX) -> InteractionAsked:
-    return InteractionAsked(
-        interaction_id=ix,
+    return interaction_asked(
+        ix,
+        NOW,
         group_id=ix,
         question="proceed?",
         answer_format="confirm",
-        created_at=NOW,
         timeout_at=NOW + timedelta(minutes=5),
         asked_by="alice",
         mode="async",
@@ -60,7 +61,7 @@ def asked(*, payload: object = None, on_expiry: str = "kill", ix: str = IX) -> I
         to="caller",
         subject="s",
         payload=payload,
-        on_expiry=on_expiry,  # type: ignore[arg-type]
+        on_expiry=on_expiry,
         chain=["agent", "tool"],
     )
 

@@ -20,6 +20,7 @@ from layby_contracts.formats import (
 from layby_contracts.limits import ANSWER_FORMATS
 from layby_domain.formats import FORMATS, NAMES, AskInputs, format_named
 from layby_domain.frames import add_frame
+from tests.samples import interaction_asked
 
 pytestmark = pytest.mark.unit
 
@@ -82,17 +83,13 @@ def test_an_external_verifier_never_reaches_a_client() -> None:
     """The frame of a verifier-bound external question hides the binding and says it is verified."""
     from datetime import UTC, datetime
 
-    from layby_contracts.events import InteractionAsked
-
     now = datetime(2026, 11, 30, tzinfo=UTC)
-    asked = InteractionAsked(
-        interaction_id="i",
-        group_id="g",
+    asked = interaction_asked(
+        "i",
+        now,
         question="Pay?",
         answer_format="external",
         format_payload={"url": "https://pay.example/x", "verifier": {"name": "stripe", "config": {}}},
-        created_at=now,
-        timeout_at=now,
         asked_by="a",
     )
     frame = add_frame(asked)

@@ -22,6 +22,7 @@ from layby_server.gauges import ReadModelGauges
 from layby_server.logs import get_logger
 from layby_server.metrics import ServiceMetrics
 from layby_services.door.access import AccessMiddleware, request_id_of
+from tests.samples import interaction_asked
 
 pytestmark = pytest.mark.unit
 
@@ -33,17 +34,7 @@ def sample(metrics: ServiceMetrics, name: str, **labels: str) -> float | None:
 
 
 def asked(fmt: str = "confirm", mode: str = "sync", to: str | None = None) -> InteractionAsked:
-    return InteractionAsked(
-        interaction_id="i1",
-        group_id="g",
-        question="q",
-        answer_format=fmt,
-        created_at=NOW,
-        timeout_at=NOW,
-        asked_by="ops",
-        mode=mode,  # type: ignore[arg-type]
-        to=to,  # type: ignore[arg-type]
-    )
+    return interaction_asked("i1", NOW, answer_format=fmt, mode=mode, to=to)
 
 
 def answered(via: str | None, by: str = "ops") -> InteractionAnswered:

@@ -12,7 +12,6 @@ from layby_contracts.commands import Continuation
 from layby_contracts.events import (
     EXPIRY_ANSWER,
     InteractionAnswered,
-    InteractionAsked,
     InteractionRemoved,
     ParkedAsk,
     RunParked,
@@ -23,6 +22,7 @@ from layby_domain.clock import ManualClock
 from layby_domain.validation import call_interaction_id
 from layby_server.memstore import MemoryEventStore
 from layby_services.resume.parks import Resumer
+from tests.samples import interaction_asked
 
 pytestmark = pytest.mark.unit
 
@@ -50,12 +50,11 @@ async def _given_a_park(store: MemoryEventStore, *asks: ParkedAsk) -> None:
     for ask in asks:
         await store.append(
             names.ix(ask.interaction_id),
-            InteractionAsked(
-                interaction_id=ask.interaction_id,
-                group_id="g",
+            interaction_asked(
+                ask.interaction_id,
+                T0,
                 question=ask.question,
                 answer_format="confirm",
-                created_at=T0,
                 timeout_at=ask.expiry_at,
                 asked_by="alice",
                 mode="async",

@@ -24,6 +24,7 @@ from layby_services.ask.admission import CALLER_POOL, Admitter
 from layby_services.ask.handlers import AskHandlers
 from layby_services.door.deps import DoorState
 from layby_services.door.routes.answer import submit_answer
+from tests.samples import interaction_asked
 
 pytestmark = pytest.mark.unit
 
@@ -129,12 +130,11 @@ async def test_an_ask_overtaken_by_its_own_prune_is_removed_again() -> None:
     question again and is refused, so no orphan question waits for a caller that is gone."""
     world = World()
     ix = new_interaction_id()
-    asked = InteractionAsked(
-        interaction_id=ix,
-        group_id="g",
+    asked = interaction_asked(
+        ix,
+        T0,
         question="Deploy?",
         answer_format="confirm",
-        created_at=T0,
         timeout_at=T0 + timedelta(minutes=5),
         asked_by="alice",
     )

@@ -9,6 +9,7 @@ import pytest
 from layby_contracts.events import InteractionAnswered, InteractionAsked, encode_event
 from layby_server.auth import Principal
 from layby_services.door.routes.stream import evicted_frame, frame, resume_point
+from tests.samples import interaction_asked
 
 pytestmark = pytest.mark.unit
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -40,16 +41,7 @@ def test_an_id_older_than_the_resume_window_is_aged_out() -> None:
 
 
 def _asked(audience: str | None) -> InteractionAsked:
-    return InteractionAsked(
-        interaction_id="i1",
-        group_id="g1",
-        question="<b>q</b>\ndata: x",
-        answer_format="text",
-        created_at=NOW,
-        timeout_at=NOW,
-        asked_by="ops",
-        audience=audience,
-    )
+    return interaction_asked("i1", NOW, group_id="g1", question="<b>q</b>\ndata: x", audience=audience)
 
 
 def test_add_frame_carries_the_sequence_id_and_no_ticket() -> None:

@@ -34,6 +34,7 @@ from layby_domain.webhooks import (
     webhook_id,
 )
 from layby_server.settings import SettingsError, load_settings
+from tests.samples import interaction_asked
 
 pytestmark = pytest.mark.unit
 
@@ -164,12 +165,11 @@ def test_the_shape_check_returns_the_host() -> None:
 
 
 def asked(*, sensitive: bool = False) -> InteractionAsked:
-    return InteractionAsked(
-        interaction_id="ix1",
+    return interaction_asked(
+        "ix1",
+        NOW,
         group_id="g1",
         question="Ship it?",
-        answer_format="text",
-        created_at=NOW,
         timeout_at=NOW + timedelta(hours=1),
         asked_by="alice",
         sensitive=sensitive,
