@@ -14,7 +14,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import msgspec
 
 from layby_contracts.events import MediaItem
-from layby_contracts.notification import ChannelTemplate, NotificationFields  # noqa: F401 - re-exported
+from layby_contracts.notification import ChannelTemplate as ChannelTemplate  # noqa: PLC0414 - re-exported
+from layby_contracts.notification import NotificationFields
 
 
 class ChannelDeliveryError(RuntimeError):

@@ -96,3 +96,9 @@ class Question(QuestionFields, frozen=True, kw_only=True):
     """A caller ask's structured value; refused on a ``to="user"`` ask."""
     on_expiry: Literal["kill", "resume"] | None = None
     """A caller ask's deadline behaviour (default ``kill``)."""
+
+
+def question_fields(body: QuestionFields) -> dict[str, Any]:
+    """The base's fields of a body carrying a question, by name: what another body of the
+    question takes from it as it is (``Question(**question_fields(request), ...)``)."""
+    return {name: getattr(body, name) for name in QuestionFields.__struct_fields__}
