@@ -48,3 +48,9 @@ class NotificationFields(
     data: dict[str, Any] | None = None
     pages: list[dict[str, Any]] | None = None
     sender_identity: str | None = None
+
+
+def notification_fields(body: NotificationFields) -> dict[str, Any]:
+    """The base's fields of a body carrying a notification, by name: what another body of it
+    takes as it is (``Notify(**notification_fields(spec), ...)``)."""
+    return {name: getattr(body, name) for name in NotificationFields.__struct_fields__}
