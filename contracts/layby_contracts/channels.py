@@ -14,6 +14,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import msgspec
 
 from layby_contracts.events import MediaItem
+from layby_contracts.notification import ChannelTemplate as ChannelTemplate  # noqa: PLC0414 - re-exported
+from layby_contracts.notification import NotificationFields
 
 
 class ChannelDeliveryError(RuntimeError):
@@ -59,19 +61,7 @@ class ChannelDelivery(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=T
     """The author's id of each option or suggested reply (a chat channel sends it back on a tap)."""
 
 
-class ChannelTemplate(
-    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, omit_defaults=True
-):
-    """A template the provider has approved (a WhatsApp message template): its ``name`` and
-    ``language`` (both non-blank) and the values of its body's ``{{n}}`` placeholders, in order
-    (docs/notifications.md#templates)."""
-
-    name: str
-    language: str
-    parameters: list[str] = msgspec.field(default_factory=list)
-
-
-class ChannelNotification(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+class ChannelNotification(NotificationFields, frozen=True, kw_only=True, forbid_unknown_fields=False):
     """A one-way message a channel sends (docs/notifications.md): nothing is asked, no ticket is
     minted, nothing waits for it.
 
@@ -80,18 +70,10 @@ class ChannelNotification(msgspec.Struct, frozen=True, kw_only=True, omit_defaul
     ``options`` are quick replies whose tap comes back as an inbound message; ``schema`` (with
     ``data`` and ``pages``, as on a form ask) is an ask-less form whose submission comes back as
     an inbound message naming ``notification_id``. ``notification_id`` is stable, so a medium
-    that de-duplicates can key on it."""
+    that de-duplicates can key on it. ``sender_identity`` is the sender's identity; ``channel``
+    and ``audience`` are left unset (the plugin is the channel; the feed is not its business)."""
 
     notification_id: str
-    message: str
-    recipient: str | None = None
-    sender_identity: str | None = None
-    media: list[MediaItem] | None = None
-    template: ChannelTemplate | None = None
-    options: list[str] | None = None
-    schema: dict[str, Any] | None = None
-    data: dict[str, Any] | None = None
-    pages: list[dict[str, Any]] | None = None
 
 
 class Posted(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

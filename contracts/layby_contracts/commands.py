@@ -12,68 +12,34 @@ from typing import Any, Literal
 
 import msgspec
 
-from layby_contracts.channels import ChannelTemplate
 from layby_contracts.doors import Door, Entry, VisitResult
 from layby_contracts.errors import RefusalKind
-from layby_contracts.events import ChatOptions, MediaItem, ParkedAsk, Resolution, StepResult
+from layby_contracts.events import ChatOptions, ParkedAsk, Resolution, StepResult
 from layby_contracts.formats import FormatPayload
+from layby_contracts.notification import NotificationFields
+from layby_contracts.question import Question
 
 
-class Ask(
-    msgspec.Struct,
-    frozen=True,
-    kw_only=True,
-    forbid_unknown_fields=True,
-    omit_defaults=True,
-    tag="cmd.ask.v1",
-):
+class Ask(Question, frozen=True, kw_only=True, tag="cmd.ask.v1"):
     """Record a question (the SDK already validated it; the ask service validates again).
 
     ``format`` carries the question's format and its arguments as one typed value (command
     protocol 5). An SDK facing an older ask service sends the flat fields instead
     (``answer_format``, ``options``, ``schema``, ``data``, ``pages``, ``link_url``, ``verifier``),
-    which the ask service still accepts; a command never carries both."""
+    which the ask service still accepts; a command never carries both. ``notify_url`` is protocol
+    9 (omitted when unset, so an older ask service takes every ask that does not use it)."""
 
     token: str
     interaction_id: str
-    question: str
     format: FormatPayload | None = None
-    answer_format: str = "text"
-    options: list[str] | None = None
-    schema: dict[str, Any] | None = None
-    timeout: float | None = None
-    group_id: str | None = None
-    audience: str | None = None
-    sensitive: bool = False
     waiter: str | None = None
-    mode: Literal["sync", "async"] = "sync"
-    expiry_at: datetime | None = None
     run_id: str | None = None
     call: int | None = None
-    media: list[MediaItem] | None = None
-    data: dict[str, Any] | None = None
-    pages: list[dict[str, Any]] | None = None
-    link_url: str | None = None
-    """external: the final URL the person visits (the SDK built it around the callback URL)."""
     ticket_hash: str | None = None
     """external: SHA-256 (hex) of the callback ticket; the ticket itself never reaches a service."""
-    verifier: dict[str, Any] | None = None
-    channel: str | None = None
-    """A registered channel delivers the question (the delivery service mints its ticket)."""
-    recipient: str | None = None
-    """Where on the channel (a chat id, a phone number); the channel's default when unset."""
     chat: ChatOptions | None = None
     """Chat-channel reply rules and extra channels (protocol 6; omitted when unused, so an older
     ask service still takes every ask that does not use them)."""
-    to: Literal["user", "caller"] = "user"
-    """``caller``: ask the run that called this one (docs/caller-asks.md); async only."""
-    payload: Any = None
-    """A caller ask's structured value; refused on a ``to="user"`` ask."""
-    on_expiry: Literal["kill", "resume"] | None = None
-    """A caller ask's deadline behaviour (default ``kill``)."""
-    notify_url: str | None = None
-    """Where the delivery service POSTs the question's outcome, signed (docs/webhooks.md;
-    protocol 9; omitted when unset, so an older ask service takes every ask that does not use it)."""
 
 
 class ReserveTicket(
@@ -300,33 +266,14 @@ class VisitStatus(
     visit_id: str
 
 
-class Notify(
-    msgspec.Struct,
-    frozen=True,
-    kw_only=True,
-    forbid_unknown_fields=True,
-    omit_defaults=True,
-    tag="cmd.notify.v1",
-):
+class Notify(NotificationFields, frozen=True, kw_only=True, tag="cmd.notify.v1"):
     """Send a one-way notification (docs/notifications.md): recorded to the feed with no
     ``channel``, sent on ``channel`` otherwise (and recorded as well when ``audience`` is set).
     Nothing is asked and nothing waits. ``sender_identity`` is accepted on the wire only to be
-    refused: the sender is always the token's identity (command protocol 8)."""
+    refused (400): the sender is always the token's identity (command protocol 8)."""
 
     token: str
     notification_id: str
-    message: str
-    channel: str | None = None
-    recipient: str | None = None
-    audience: str | None = None
-    media: list[MediaItem] | None = None
-    template: ChannelTemplate | None = None
-    options: list[str] | None = None
-    schema: dict[str, Any] | None = None
-    data: dict[str, Any] | None = None
-    pages: list[dict[str, Any]] | None = None
-    sender_identity: str | None = None
-    """Always refused (400): who sends is decided by the token."""
 
 
 NOTIFY_DECODER: msgspec.json.Decoder[Notify] = msgspec.json.Decoder(Notify)

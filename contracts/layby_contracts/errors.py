@@ -184,6 +184,15 @@ class Unavailable(Transient, RuntimeError):
     kind = "unavailable"
 
 
+class NotConfiguredError(LaybyError, RuntimeError):
+    """The SDK does not know how to reach Layby (no NATS URL, no token; ``field`` names the
+    setting): nothing was sent, and trying again fails the same way until the setting is there
+    (the message says where to set it). Also a ``RuntimeError``, as it was before it had a class
+    of its own, so code that catches that still does. Raised in the SDK, never by a service."""
+
+    kind = "not_configured"
+
+
 class UnsupportedError(LaybyError, NotImplementedError):
     """The channel cannot do this (it cannot notify, or lacks the capability a field needs):
     checked before anything is recorded or sent (docs/notifications.md#what-a-channel-supports)."""

@@ -3,31 +3,22 @@
 notification door's own body (``layby_contracts.http.notifications.NotifyRequest``).
 
 The tools' JSON schemas are generated from these Structs (``msgspec.json.schema``); unknown keys
-are refused (``forbid_unknown_fields``: ``additionalProperties: false`` in the schema). They are
-additive: a door that takes the same arguments may decode its body into ``AskArgs`` as well.
+are refused (``forbid_unknown_fields``: ``additionalProperties: false`` in the schema). ``AskArgs``
+has the question's fields (``layby_contracts.question.AskFields``), as the HTTP ask door's body does.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any
 
 import msgspec
 
-from layby_contracts.events import MediaItem
-from layby_contracts.formats import FORMAT_NAMES
+from layby_contracts.question import AnswerFormat, AskFields
 
-AnswerFormat = Annotated[
-    str,
-    msgspec.Meta(
-        description="the answer format (docs/asking.md#answer-formats)",
-        extra_json_schema={"enum": list(FORMAT_NAMES)},
-    ),
-]
-"""Any registered format's name: the registry names them (``FORMAT_NAMES``), so the schema an
-agent sees lists exactly the formats the ask service accepts, which checks the name again."""
+__all__ = ["AnswerFormat", "AskArgs", "CancelParkedArgs", "ListParkedArgs", "ResumeParkedArgs"]
 
 
-class AskArgs(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
+class AskArgs(AskFields, frozen=True, kw_only=True):
     """A synchronous question to a person, with the arguments of ``layby.ask_user`` that travel
     as JSON (docs/asking.md): the answer ``format`` and its ``options`` or form ``schema`` (with
     ``data`` and ``pages``), display-only ``media``, the ``audience`` who may answer, the
@@ -35,28 +26,6 @@ class AskArgs(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
     ``mismatch_notice`` and ``reply_ids``, an external question's ``link`` template and
     ``verifier``, the ``timeout`` in seconds, whether the answer is ``sensitive``, and the
     ``notify_url`` its outcome is POSTed to."""
-
-    question: str
-    answer_format: AnswerFormat = "text"
-    options: list[str] | None = None
-    schema: dict[str, Any] | None = None
-    data: dict[str, Any] | None = None
-    pages: list[dict[str, Any]] | None = None
-    media: list[MediaItem] | None = None
-    timeout: float | None = None
-    group_id: str | None = None
-    audience: str | None = None
-    sensitive: bool = False
-    channel: str | list[str] | None = None
-    recipient: str | dict[str, str] | None = None
-    on_mismatch: Literal["retry", "bridge"] | None = None
-    mismatch_notice: str | None = None
-    reply_ids: list[str] | None = None
-    link: str | None = None
-    """An external question's link template: it must contain the literal ``{callback_url}``."""
-    verifier: dict[str, Any] | None = None
-    notify_url: str | None = None
-    """An https URL the question's outcome is POSTed to, signed (docs/webhooks.md)."""
 
 
 class ListParkedArgs(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -8,7 +8,8 @@ import pytest
 
 from layby_contracts.errors import BadInput
 from layby_domain.formats.form import check_form_extras
-from layby_domain.validation import validate_answer, validate_ask
+from layby_domain.validation import validate_answer
+from tests.unit.keywords import validate_ask
 
 SCHEMA = {
     "type": "object",

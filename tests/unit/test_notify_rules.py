@@ -28,10 +28,10 @@ from layby_domain.notify import (
     abilities_of,
     decide_notify,
     field_of,
-    validate_notify,
 )
 from layby_server.feed import FeedEntry, live
 from layby_server.metrics import ServiceMetrics
+from tests.unit.keywords import validate_notify
 
 OPERATOR = Asker("ops", "operator")
 ALICE = Asker("alice", "user")

@@ -6,7 +6,8 @@ import msgspec
 import pytest
 
 from layby_contracts.errors import BadInput
-from layby_domain.validation import validate_answer, validate_ask
+from layby_domain.validation import validate_answer
+from tests.unit.keywords import validate_ask
 
 pytestmark = pytest.mark.unit
 

@@ -3,9 +3,8 @@
 /api/interactions/{id}`` withdraws it; and ``POST /api/runs`` starts a run (docs/doors/runs.md#start).
 
 ``AskRequest`` is the SDK's ``ask_user`` as a JSON object: one key per argument that makes sense
-without a waiting process. A new ask argument is one more optional field here and one more line
-where the door builds the ``Ask`` command (services/layby_services/door/routes/asks.py,
-``command_of``)."""
+without a waiting process. Its fields are the question's (``layby_contracts.question.AskFields``),
+declared once for every body that carries a question."""
 
 from __future__ import annotations
 
@@ -13,37 +12,16 @@ from typing import Any, Literal
 
 from msgspec import UNSET, Struct, UnsetType
 
-from layby_contracts.events import MediaItem
+from layby_contracts.question import AskFields
 
 OUTCOME_STATUSES = ("pending", "answered", "expired", "removed")
 
 
-class AskRequest(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
+class AskRequest(AskFields, frozen=True, kw_only=True):
     """A question, as ``ask_user`` takes it (docs/asking.md). ``timeout`` (seconds) is the
     question's deadline; left out, the server's INTERACTIONS_ANSWER_TIMEOUT_SECONDS.
     ``link``: an ``external`` question's template holding ``{callback_url}``. ``channel`` is one
     name or several, ``recipient`` one recipient or a mapping of channel to recipient."""
-
-    question: str
-    answer_format: str = "text"
-    options: list[str] | None = None
-    schema: dict[str, Any] | None = None
-    timeout: float | None = None
-    group_id: str | None = None
-    audience: str | None = None
-    sensitive: bool = False
-    media: list[MediaItem] | None = None
-    data: dict[str, Any] | None = None
-    pages: list[dict[str, Any]] | None = None
-    link: str | None = None
-    verifier: dict[str, Any] | None = None
-    channel: str | list[str] | None = None
-    recipient: str | dict[str, str] | None = None
-    on_mismatch: str | None = None
-    mismatch_notice: str | None = None
-    reply_ids: list[str] | None = None
-    notify_url: str | None = None
-    """An https URL the question's outcome is POSTed to, signed (docs/webhooks.md)."""
 
 
 class AskCreatedData(Struct, frozen=True, kw_only=True):

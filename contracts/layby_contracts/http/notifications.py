@@ -3,32 +3,17 @@ takes and answers, and the feed ``GET /api/notifications`` lists."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from msgspec import Struct
 
-from layby_contracts.channels import ChannelTemplate
-from layby_contracts.events import MediaItem
+from layby_contracts.notification import NotificationFields
 
 
-class NotifyRequest(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
+class NotifyRequest(NotificationFields, frozen=True, kw_only=True):
     """A one-way notification (docs/notifications.md): ``message``, and optionally the
     ``channel`` that sends it, its ``recipient`` there, the ``audience`` whose feed records it,
     and what the channel renders beside the text (``media``, ``template``, ``options``, or an
     ask-less form: ``schema`` with ``data`` and ``pages``). ``sender_identity`` is always refused:
     the sender is the token's identity."""
-
-    message: str
-    channel: str | None = None
-    recipient: str | None = None
-    audience: str | None = None
-    media: list[MediaItem] | None = None
-    template: ChannelTemplate | None = None
-    options: list[str] | None = None
-    schema: dict[str, Any] | None = None
-    data: dict[str, Any] | None = None
-    pages: list[dict[str, Any]] | None = None
-    sender_identity: str | None = None
 
 
 class NotifyResult(Struct, frozen=True, kw_only=True):

@@ -20,6 +20,7 @@ import nats.errors
 from layby.tracecontext import command_headers
 from layby_contracts.commands import REPLY_DECODER, Notified, Notify, Refused
 from layby_contracts.errors import BadInput, Unavailable
+from layby_contracts.notification import NotificationFields, notification_fields
 from layby_contracts.refusals import from_refused
 from layby_domain.notify import NotifySpec, validate_notify
 
@@ -38,26 +39,13 @@ def check_notify(message: Any, args: dict[str, Any]) -> NotifySpec:
     schema = args.get("schema")
     if isinstance(schema, type) and issubclass(schema, msgspec.Struct):
         args = {**args, "schema": msgspec.json.schema(schema)}
-    return validate_notify(message, **args)
+    return validate_notify(NotificationFields(message=message, **args))
 
 
 async def send_notification(client: Client, message: Any, args: dict[str, Any]) -> Notified:
     """Check, then one request to the ask service; its refusal raised as the error it raised."""
     spec = check_notify(message, args)
-    cmd = Notify(
-        token=client.token,
-        notification_id=str(uuid.uuid4()),
-        message=spec.message,
-        channel=spec.channel,
-        recipient=spec.recipient,
-        audience=spec.audience,
-        media=spec.media,
-        template=spec.template,
-        options=spec.options,
-        schema=spec.schema,
-        data=spec.data,
-        pages=spec.pages,
-    )
+    cmd = Notify(**notification_fields(spec), token=client.token, notification_id=str(uuid.uuid4()))
     try:
         payload = _enc.encode(cmd)
     except (TypeError, msgspec.EncodeError) as exc:

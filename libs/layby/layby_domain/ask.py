@@ -171,21 +171,7 @@ def _validated(cmd: Ask, facts: AskFacts) -> AskSpec:
     if cmd.waiter is not None and not is_waiter(cmd.waiter):
         raise BadInput("waiter must be 8-64 of [A-Za-z0-9_-]", field="waiter")
     spec = validate_ask(
-        cmd.question,
-        **_question_args(cmd),
-        timeout=cmd.timeout,
-        group_id=cmd.group_id,
-        audience=cmd.audience,
-        sensitive=cmd.sensitive,
-        default_timeout=facts.default_timeout,
-        mode=cmd.mode,
-        expiry_at=cmd.expiry_at,
-        media=cmd.media,
-        channel=cmd.channel,
-        recipient=cmd.recipient,
-        to=cmd.to,
-        payload=cmd.payload,
-        on_expiry=cmd.on_expiry,
+        msgspec.structs.replace(cmd, **_question_args(cmd)), default_timeout=facts.default_timeout
     )
     if spec.channel is not None:
         if not facts.public_base_url:

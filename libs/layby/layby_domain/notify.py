@@ -10,7 +10,6 @@ channel, record to the feed, or both. Nothing here reads, writes or draws random
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -18,9 +17,9 @@ from typing import Any
 
 import msgspec
 
-from layby_contracts.channels import NOTIFY_FLAGS, ChannelTemplate
+from layby_contracts.channels import NOTIFY_FLAGS
 from layby_contracts.errors import BadInput, CrossIdentityAudienceError, UnsupportedError
-from layby_contracts.events import MediaItem
+from layby_contracts.notification import ChannelTemplate, NotificationFields
 from layby_domain.ask import Asker
 from layby_domain.formats.form import check_form_extras, check_form_subset, check_schema
 from layby_domain.media import validate_media
@@ -45,20 +44,9 @@ WHAT = {
 """How a 501 names the capability a field needs (docs/notifications.md#what-a-channel-supports)."""
 
 
-@dataclass(frozen=True, slots=True)
-class NotifySpec:
-    """A notification whose arguments passed every rule that needs no registry."""
-
-    message: str
-    channel: str | None = None
-    recipient: str | None = None
-    audience: str | None = None
-    media: list[MediaItem] | None = None
-    template: ChannelTemplate | None = None
-    options: list[str] | None = None
-    schema: dict[str, Any] | None = None
-    data: dict[str, Any] | None = None
-    pages: list[dict[str, Any]] | None = None
+class NotifySpec(NotificationFields, frozen=True, kw_only=True):
+    """A notification whose fields passed every rule that needs no registry (its
+    ``sender_identity`` is always None: a sender is never taken from the arguments)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,23 +149,15 @@ def check_notify_options(options: object) -> list[str] | None:
     return [_text(value, f"options[{index}]", OPTION_MAX_CHARS) for index, value in enumerate(options)]
 
 
-def validate_notify(
-    message: object,
-    *,
-    channel: object = None,
-    recipient: object = None,
-    audience: object = None,
-    media: object = None,
-    template: object = None,
-    options: object = None,
-    schema: object = None,
-    data: object = None,
-    pages: object = None,
-    sender_identity: object = None,
-) -> NotifySpec:
+def validate_notify(notification: NotificationFields) -> NotifySpec:
     """Every rule that needs no registry, in the documented order
     (docs/notifications.md#the-rules); raises ``BadInput`` naming the first bad field."""
-    if sender_identity is not None:
+    message: object = notification.message
+    channel: object = notification.channel
+    schema: object = notification.schema
+    data: object = notification.data
+    pages: object = notification.pages
+    if notification.sender_identity is not None:
         raise BadInput(
             "sender_identity is not accepted: the sender is the identity of the caller's token",
             field="sender_identity",
@@ -185,11 +165,11 @@ def validate_notify(
     text = _text(message, "message", MESSAGE_MAX_CHARS)
     if channel is not None and (not isinstance(channel, str) or not channel.strip()):
         raise BadInput("channel must name a registered channel", field="channel")
-    to = _optional(recipient, "recipient", NAME_MAX_CHARS)
-    aud = _optional(audience, "audience", NAME_MAX_CHARS)
-    tmpl = check_template(template)
-    opts = check_notify_options(options)
-    items = validate_media(media)
+    to = _optional(notification.recipient, "recipient", NAME_MAX_CHARS)
+    aud = _optional(notification.audience, "audience", NAME_MAX_CHARS)
+    tmpl = check_template(notification.template)
+    opts = check_notify_options(notification.options)
+    items = validate_media(notification.media)
     form: dict[str, Any] | None = None
     extras: dict[str, Any] = {}
     if schema is not None:
@@ -282,7 +262,7 @@ def decide_notify(spec: NotifySpec, facts: NotifyFacts) -> NotifyDecision:
         check_notify_channel(facts.channels, spec, public_base_url=facts.public_base_url)
     audience = clamp_notify_audience(facts.sender, spec.audience)
     if audience != spec.audience:
-        spec = dataclasses.replace(spec, audience=audience)
+        spec = msgspec.structs.replace(spec, audience=audience)
     send = spec.channel is not None
     inline = tuple(i for i, m in enumerate(spec.media or []) if m.url.startswith("data:"))
     return NotifyDecision(spec=spec, send=send, record=not send or audience is not None, inline=inline)

@@ -12,19 +12,19 @@ import math
 import re
 import uuid
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
+from layby_contracts.commands import Ask
 from layby_contracts.errors import BadInput
-from layby_contracts.events import MediaItem
+from layby_contracts.events import ChatOptions, MediaItem
+from layby_contracts.formats import payload_of
 from layby_contracts.limits import QUESTION_MAX_CHARS
+from layby_contracts.question import Question
 from layby_domain.formats import FORMATS, AskInputs, format_named
 from layby_domain.media import validate_media
 from layby_domain.values import nul_path
-
-if TYPE_CHECKING:
-    pass
 
 GROUP_ID_MAX_CHARS = 256
 OPTION_MAX_CHARS = 1000
@@ -159,33 +159,15 @@ def check_wait(mode: object, timeout: object, expiry_at: object) -> datetime | N
 
 # Complexity D, on purpose: the ask's own rules, flat, in the order their errors must be reported;
 # each format's rules are its own module's (layby_domain.formats).
-def validate_ask(
-    question: object,
-    *,
-    answer_format: object = "text",
-    options: object = None,
-    schema: object = None,
-    timeout: object = None,
-    group_id: object = None,
-    audience: object = None,
-    sensitive: object = False,
-    default_timeout: float = 3600.0,
-    mode: object = "sync",
-    expiry_at: object = None,
-    media: object = None,
-    data: object = None,
-    pages: object = None,
-    verifier: object = None,
-    link_url: object = None,
-    channel: object = None,
-    recipient: object = None,
-    to: object = "user",
-    payload: object = None,
-    on_expiry: object = None,
-) -> AskSpec:
-    """Validate every argument of an ask; raise ``BadInput`` naming the first bad field."""
-    check_caller(to, mode, payload, on_expiry, channel=channel, audience=audience, media=media)
-    caller_payload = payload
+def validate_ask(ask: Question, *, default_timeout: float = 3600.0) -> AskSpec:
+    """Validate every field of an ask; raise ``BadInput`` naming the first bad field. The fields
+    are not trusted to have their declared types (a Struct built in code is not checked)."""
+    question: object = ask.question
+    timeout: object = ask.timeout
+    audience: object = ask.audience
+    check_caller(
+        ask.to, ask.mode, ask.payload, ask.on_expiry, channel=ask.channel, audience=audience, media=ask.media
+    )
     if timeout is not None:
         if isinstance(timeout, bool) or not isinstance(timeout, int | float):
             raise BadInput(
@@ -193,19 +175,13 @@ def validate_ask(
             )
         if not math.isfinite(timeout) or timeout <= 0:
             raise BadInput(f"timeout must be positive, got {timeout}", field="timeout")
-    fmt = format_named(answer_format)
+    fmt = format_named(ask.answer_format)
     if audience is not None and (not isinstance(audience, str) or not audience.strip()):
         raise BadInput("audience must be a non-empty identity", field="audience")
     if not isinstance(question, str) or not question.strip():
         raise BadInput("question must be a non-empty string", field="question")
-    for name, value in (
-        ("question", question),
-        ("group_id", group_id),
-        ("audience", audience),
-        ("options", options),
-        ("schema", schema),
-    ):
-        where = nul_path(value)
+    for name in ("question", "group_id", "audience", "options", "schema"):
+        where = nul_path(getattr(ask, name))
         if where is not None:
             field = name + (where if where.startswith("[") else f".{where}" if where else "")
             raise BadInput(f"{field} must not contain NUL characters", field=field)
@@ -213,18 +189,19 @@ def validate_ask(
         raise BadInput(
             f"question is {len(question)} characters; the limit is {QUESTION_MAX_CHARS}", field="question"
         )
-    check_channel(channel, recipient, link_url, verifier)
+    check_channel(ask.channel, ask.recipient, ask.link_url, ask.verifier)
     payload = fmt.check_ask(
         AskInputs(
-            options=options,
-            schema=schema,
-            data=data,
-            pages=pages,
-            verifier=verifier,
-            link_url=link_url,
-            channel=channel,
+            options=ask.options,
+            schema=ask.schema,
+            data=ask.data,
+            pages=ask.pages,
+            verifier=ask.verifier,
+            link_url=ask.link_url,
+            channel=ask.channel,
         )
     )
+    group_id: object = ask.group_id
     if group_id is not None and (
         not isinstance(group_id, str) or not group_id.strip() or len(group_id) > GROUP_ID_MAX_CHARS
     ):
@@ -232,32 +209,76 @@ def validate_ask(
             f"group_id must be a non-blank string of at most {GROUP_ID_MAX_CHARS} characters",
             field="group_id",
         )
-    if not isinstance(sensitive, bool):
+    if not isinstance(ask.sensitive, bool):
         raise BadInput("sensitive must be a boolean", field="sensitive")
-    expiry = check_wait(mode, timeout, expiry_at)
-    checked_media = validate_media(media)
-    if mode == "async" and sensitive:
+    expiry = check_wait(ask.mode, timeout, ask.expiry_at)
+    checked_media = validate_media(ask.media)
+    if ask.mode == "async" and ask.sensitive:
         raise BadInput(
             "sensitive is not available with mode='async': a park's answer is kept in its run's "
             "checkpoint, and a sensitive answer is never stored",
             field="sensitive",
         )
+    caller = ask.to == "caller"
     return AskSpec(
         question=question,
         answer_format=fmt.name,
         format_payload=payload,
         timeout=float(timeout) if timeout is not None else default_timeout,
-        group_id=group_id,
-        audience=audience,
-        sensitive=sensitive,
-        mode=str(mode),
+        group_id=ask.group_id,
+        audience=ask.audience,
+        sensitive=ask.sensitive,
+        mode=str(ask.mode),
         expiry_at=expiry,
         media=checked_media,
-        channel=channel if isinstance(channel, str) else None,
-        recipient=recipient if isinstance(recipient, str) else None,
-        to=str(to),
-        payload=caller_payload,
-        on_expiry=(str(on_expiry) if on_expiry is not None else "kill") if to == "caller" else None,
+        channel=ask.channel if isinstance(ask.channel, str) else None,
+        recipient=ask.recipient if isinstance(ask.recipient, str) else None,
+        to=str(ask.to),
+        payload=ask.payload,
+        on_expiry=(str(ask.on_expiry) if ask.on_expiry is not None else "kill") if caller else None,
+    )
+
+
+def ask_command(
+    spec: AskSpec,
+    *,
+    token: str,
+    interaction_id: str,
+    waiter: str | None = None,
+    run_id: str | None = None,
+    call: int | None = None,
+    ticket_hash: str | None = None,
+    chat: ChatOptions | None = None,
+    notify_url: str | None = None,
+) -> Ask:
+    """The ``Ask`` command that records a validated question (the SDK's and the HTTP door's): the
+    format travels typed (``format``), a park carries its ``expiry_at`` and no ``timeout``, and a
+    caller ask's fields travel only on a caller ask."""
+    parked = spec.mode == "async"
+    return Ask(
+        token=token,
+        interaction_id=interaction_id,
+        question=spec.question,
+        format=payload_of(spec.answer_format, spec.format_payload),
+        answer_format=spec.answer_format,
+        group_id=spec.group_id,
+        audience=spec.audience,
+        sensitive=spec.sensitive,
+        waiter=waiter,
+        mode="async" if parked else "sync",
+        expiry_at=spec.expiry_at,
+        timeout=None if parked else spec.timeout,
+        run_id=run_id,
+        call=call,
+        media=spec.media,
+        ticket_hash=ticket_hash,
+        channel=spec.channel,
+        recipient=spec.recipient,
+        chat=chat,
+        to="caller" if spec.to == "caller" else "user",
+        payload=spec.payload,
+        on_expiry="resume" if spec.on_expiry == "resume" else None,
+        notify_url=notify_url,
     )
 
 

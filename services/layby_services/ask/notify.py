@@ -85,19 +85,7 @@ class NotifyHandlers:
 
     async def _notify(self, cmd: Notify) -> Notified:
         principal = identify(self._auth, cmd.token, cmd.notification_id, "notification_id")
-        spec = validate_notify(
-            cmd.message,
-            channel=cmd.channel,
-            recipient=cmd.recipient,
-            audience=cmd.audience,
-            media=cmd.media,
-            template=cmd.template,
-            options=cmd.options,
-            schema=cmd.schema,
-            data=cmd.data,
-            pages=cmd.pages,
-            sender_identity=cmd.sender_identity,
-        )
+        spec = validate_notify(cmd)
         decision = decide_notify(
             spec,
             NotifyFacts(

@@ -35,7 +35,6 @@ from litestar.params import PathParameter, QueryParameter
 from layby_contracts.commands import REPLY_DECODER, Accepted, Ask, Prune, PruneResult, Refused, Reply
 from layby_contracts.errors import BadInput, NotFound, Unavailable
 from layby_contracts.events import InteractionAnswered, InteractionAsked
-from layby_contracts.formats import payload_of
 from layby_contracts.http import (
     AskCreated,
     AskCreatedData,
@@ -45,13 +44,14 @@ from layby_contracts.http import (
     Withdrawn,
     WithdrawnData,
 )
+from layby_contracts.question import Question, question_fields
 from layby_contracts.refusals import from_refused
 from layby_domain.chat import chat_options
 from layby_domain.formats import known_format
 from layby_domain.interaction import NOT_FOUND, Interaction, decide_remove
 from layby_domain.notify import field_of
 from layby_domain.tickets import callback_url, new_ticket
-from layby_domain.validation import AskSpec, is_interaction_id, new_interaction_id, validate_ask
+from layby_domain.validation import ask_command, is_interaction_id, new_interaction_id, validate_ask
 from layby_server import tracing
 from layby_server.auth import Principal
 from layby_server.resolve import resolve, state_of
@@ -117,7 +117,7 @@ def parse_ask_body(raw: bytes) -> AskRequest:
 
 def command_of(body: AskRequest, token: str, state: DoorState) -> Ask:
     """The ``Ask`` the SDK's ``ask_user`` would send for these arguments (sync, no waiter), checked
-    by the same rules first. A new ask argument is passed on here."""
+    by the same rules first: the body's question, with its channels and chat options resolved."""
     channel, recipient, chat = chat_options(
         body.channel,
         body.recipient,
@@ -125,23 +125,8 @@ def command_of(body: AskRequest, token: str, state: DoorState) -> Ask:
         mismatch_notice=body.mismatch_notice,
         reply_ids=body.reply_ids,
     )
-    args: dict[str, Any] = {
-        "answer_format": body.answer_format,
-        "options": body.options,
-        "schema": body.schema,
-        "timeout": body.timeout,
-        "group_id": body.group_id,
-        "audience": body.audience,
-        "sensitive": body.sensitive,
-        "default_timeout": state.settings.answer_timeout_seconds,
-        "mode": "sync",
-        "media": body.media,
-        "data": body.data,
-        "pages": body.pages,
-        "verifier": body.verifier,
-        "channel": channel,
-        "recipient": recipient,
-    }
+    question = Question(**question_fields(body), channel=channel, recipient=recipient)
+    default_timeout = state.settings.answer_timeout_seconds
     base = state.settings.public_base_url
     fmt = known_format(body.answer_format)
     ticket_hash = None
@@ -151,35 +136,25 @@ def command_of(body: AskRequest, token: str, state: DoorState) -> Ask:
             raise BadInput(f"answer_format {body.answer_format!r} requires a link", field="link")
         if "{callback_url}" not in link:
             raise BadInput("a link template must contain the literal {callback_url}", field="link")
-        spec: AskSpec = validate_ask(body.question, **args, link_url=LINK_PLACEHOLDER)
+        spec = validate_ask(
+            msgspec.structs.replace(question, link_url=LINK_PLACEHOLDER), default_timeout=default_timeout
+        )
         if not base:
             raise BadInput("external questions need INTERACTIONS_PUBLIC_BASE_URL on the server", field="link")
         ticket, ticket_hash = new_ticket()
-        spec = validate_ask(
-            body.question, **args, link_url=link.replace("{callback_url}", callback_url(base, ticket))
-        )
+        url = link.replace("{callback_url}", callback_url(base, ticket))
+        spec = validate_ask(msgspec.structs.replace(question, link_url=url), default_timeout=default_timeout)
     elif body.link is not None:
         raise BadInput("link is only for 'external' questions", field="link")
     else:
-        spec = validate_ask(body.question, **args)
+        spec = validate_ask(question, default_timeout=default_timeout)
     if channel is not None and not base:
         raise BadInput("channel questions need INTERACTIONS_PUBLIC_BASE_URL on the server", field="channel")
-    return Ask(
+    return ask_command(
+        spec,
         token=token,
         interaction_id=new_interaction_id(),
-        question=spec.question,
-        format=payload_of(body.answer_format, spec.format_payload),
-        answer_format=body.answer_format,
-        group_id=spec.group_id,
-        audience=spec.audience,
-        sensitive=spec.sensitive,
-        waiter=None,
-        mode="sync",
-        timeout=spec.timeout,
-        media=spec.media,
         ticket_hash=ticket_hash,
-        channel=spec.channel,
-        recipient=spec.recipient,
         chat=chat,
         notify_url=body.notify_url,
     )
