@@ -193,6 +193,24 @@ class NotConfiguredError(LaybyError, RuntimeError):
     kind = "not_configured"
 
 
+# RunRequiredError and WorkerSetupError are also RuntimeErrors: they were plain RuntimeErrors
+# before they had classes, and code that catches RuntimeError must go on catching them. Like
+# NotConfiguredError they are raised in the SDK, never by a service.
+class RunRequiredError(LaybyError, RuntimeError):
+    """A call that only a resumable run can make (an async ask, ``layby.call``) was made outside
+    one: no run bound, the in-memory checkpointer, or no identity. Nothing was recorded; it
+    fails the same way again until it runs inside a flow of a durable ``layby.Worker``."""
+
+    kind = "run_required"
+
+
+class WorkerSetupError(LaybyError, RuntimeError):
+    """A ``layby.Worker`` was asked for what its set-up cannot do (``start()`` or ``serve()`` on
+    the in-memory checkpointer, ``serve()`` with no flow registered). Nothing was recorded."""
+
+    kind = "worker_setup"
+
+
 class UnsupportedError(LaybyError, NotImplementedError):
     """The channel cannot do this (it cannot notify, or lacks the capability a field needs):
     checked before anything is recorded or sent (docs/notifications.md#what-a-channel-supports)."""

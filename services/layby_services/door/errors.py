@@ -30,11 +30,13 @@ from layby_contracts.errors import (
     ParkExpiryExceedsRetentionError,
     Permanent,
     RunCancelledError,
+    RunRequiredError,
     StepFailedError,
     Transient,
     Unauthorized,
     Unavailable,
     UnsupportedError,
+    WorkerSetupError,
 )
 from layby_contracts.http import Error
 from layby_server.logs import get_logger
@@ -92,6 +94,8 @@ STATUS: dict[type[LaybyError], int] = {
     Permanent: 500,
     NonDeterministicRunError: 500,
     NotConfiguredError: 500,
+    RunRequiredError: 500,
+    WorkerSetupError: 500,
     StepFailedError: 500,
     CallFailedError: 500,
     LaybyError: 500,
