@@ -63,7 +63,7 @@ async def _post(state: DoorState, ticket: str, body: object) -> tuple[int, objec
     app = Litestar()
     app.state.door = state
     request = RequestFactory(app=app).post(f"/api/interactions/callback/{ticket}", data=body)
-    response = await callback_post.fn(request, ticket)
+    response = await callback_post.fn(request, ticket, state)
     return response.status_code, msgspec.json.decode(response.content)
 
 

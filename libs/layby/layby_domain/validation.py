@@ -18,7 +18,7 @@ import msgspec
 
 from layby_contracts.commands import Ask
 from layby_contracts.errors import BadInput
-from layby_contracts.events import ChatOptions, MediaItem
+from layby_contracts.events import EXPIRY_KEY, ChatOptions, MediaItem
 from layby_contracts.formats import payload_of
 from layby_contracts.limits import QUESTION_MAX_CHARS
 from layby_contracts.question import Question
@@ -324,6 +324,26 @@ def check_caller(
             raise BadInput(
                 f"payload is {size} bytes encoded; the limit is {PAYLOAD_MAX_BYTES}", field="payload"
             )
+
+
+RESERVED_ANSWER_KEY = f"answer must not carry the reserved key {EXPIRY_KEY!r}"
+NUL_IN_ANSWER = "answer must not contain NUL characters"
+
+
+def check_submitted_answer(answer: object, *, reserved_field: str = EXPIRY_KEY) -> None:
+    """What every door that takes an answer from outside refuses before anything else looks at
+    it (docs/doors/answer.md#answer-validation), in this order: an object carrying the expiry
+    marker (only the sweeper resolves a park as expired; nobody fakes it), then a NUL character
+    anywhere (PostgreSQL cannot store one; ``field``: where it hides, none at the root).
+
+    ``reserved_field``: the field the marker's refusal names. The answer door names it inside
+    its body (``answer.<key>``); the callback doors, whose body or query is the answer, the key.
+    """
+    if isinstance(answer, dict) and EXPIRY_KEY in answer:
+        raise BadInput(RESERVED_ANSWER_KEY, field=reserved_field)
+    where = nul_path(answer)
+    if where is not None:
+        raise BadInput(NUL_IN_ANSWER, field=where or None)
 
 
 def validate_answer(answer_format: str, format_payload: dict[str, Any] | None, answer: Any) -> Any:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections import defaultdict
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import msgspec
@@ -34,10 +35,11 @@ from layby_server.settings import Settings
 from layby_server.visits import Visitor
 from layby_server.workers import WorkerRegistry
 from layby_services.door.conversations import ChatConversations
-from layby_services.door.deps import DoorState
+from layby_services.door.deps import AUTHENTICATED, DEPENDENCIES, DoorState, authenticated
 from layby_services.door.errors import EXCEPTION_HANDLERS
 from layby_services.door.fanout import Tails
 from layby_services.door.openapi import finish
+from layby_services.door.openapi.components import BEARER
 from layby_services.door.query import PARAMETER_HANDLERS
 from layby_services.door.ratelimit import RateLimiter, RateLimitMiddleware
 from layby_services.door.routes.answer import answer_door
@@ -107,20 +109,71 @@ def _openapi_config() -> OpenAPIConfig:
     )
 
 
-def _options_door(*handlers: HTTPRouteHandler) -> HTTPRouteHandler:
-    """``OPTIONS`` for a path served by several handlers: its ``Allow`` lists all their methods.
+def _options_doors(handlers: Sequence[HTTPRouteHandler]) -> list[HTTPRouteHandler]:
+    """``OPTIONS`` for each path several of ``handlers`` serve: 204 with an ``Allow`` listing
+    all their methods.
 
-    Litestar answers ``OPTIONS`` by itself, but for a path registered by more than one handler
-    its answer lists only the first handler's methods; registered before them, this one is used
-    instead."""
-    [path] = {p for h in handlers for p in h.paths}
-    allow = ", ".join(sorted({m for h in handlers for m in h.http_methods} | {"OPTIONS"}))
+    Litestar answers ``OPTIONS`` by itself (the guard lets it through, deps.py), but for a path
+    registered by more than one handler its answer lists only the first handler's methods;
+    registered before them, these are used instead."""
+    by_path: dict[str, list[HTTPRouteHandler]] = defaultdict(list)
+    for handler in handlers:
+        for path in handler.paths:
+            by_path[path].append(handler)
+    return [
+        _options_door(path, ", ".join(sorted({m for h in served for m in h.http_methods} | {"OPTIONS"})))
+        for path, served in by_path.items()
+        if len(served) > 1
+    ]
 
+
+def _options_door(path: str, allow: str) -> HTTPRouteHandler:
     @route(path, http_method=[HttpMethod.OPTIONS], status_code=204, include_in_schema=False)
     async def options() -> Response[None]:
         return Response(None, status_code=204, headers={"Allow": allow}, media_type="text/plain")
 
     return options
+
+
+AUTHENTICATED_DOORS: list[HTTPRouteHandler] = [
+    list_door,
+    done_door,
+    stream_door,
+    answer_door,
+    webhook_door,
+    run_door,
+    runs_door,
+    start_run_door,
+    ask_door,
+    outcome_door,
+    withdraw_door,
+    summary_door,
+    cancel_door,
+    retry_door,
+    workers_door,
+    get_door,
+    put_door,
+    delete_door,
+    list_doors,
+    messages_stream,
+    notify_door,
+    notifications_door,
+    conversation_door,
+    parked_door,
+]
+"""Behind the ``authenticated`` guard: a bearer token first (docs/doors/common.md#authentication)."""
+PUBLIC_DOORS: list[HTTPRouteHandler] = [
+    healthz,
+    readyz,
+    inbox_page,
+    static_file,
+    media_door,
+    callback_post,
+    callback_get,
+    channel_events,
+    channel_handshake,
+    hook_door,  # authenticates itself, unless its door binds a verifier (routes/visits.py)
+]
 
 
 def register_webhooks(chats: dict[str, ChatChannel], public_base_url: str | None) -> asyncio.Task[None]:
@@ -230,46 +283,17 @@ def create_app(
 
     return Litestar(
         route_handlers=[
-            list_door,
-            done_door,
-            stream_door,
-            answer_door,
-            webhook_door,
-            run_door,
-            _options_door(runs_door, start_run_door),
-            runs_door,
-            start_run_door,
-            ask_door,
-            outcome_door,
-            withdraw_door,
-            summary_door,
-            cancel_door,
-            retry_door,
-            workers_door,
-            _options_door(get_door, put_door, delete_door),
-            get_door,
-            put_door,
-            delete_door,
-            list_doors,
-            healthz,
-            readyz,
-            inbox_page,
-            static_file,
-            media_door,
-            _options_door(callback_post, callback_get),
-            callback_post,
-            callback_get,
-            _options_door(channel_events, channel_handshake),
-            channel_events,
-            channel_handshake,
-            messages_stream,
-            _options_door(notify_door, notifications_door),
-            notify_door,
-            notifications_door,
-            hook_door,
-            conversation_door,
-            parked_door,
+            Router(
+                "/",
+                route_handlers=[*_options_doors(AUTHENTICATED_DOORS), *AUTHENTICATED_DOORS],
+                guards=[authenticated],
+                dependencies=AUTHENTICATED,
+                security=BEARER,
+            ),
+            *_options_doors(PUBLIC_DOORS),
+            *PUBLIC_DOORS,
         ],
+        dependencies=DEPENDENCIES,
         lifespan=[lifespan],
         exception_handlers={**EXCEPTION_HANDLERS, **PARAMETER_HANDLERS},  # type: ignore[dict-item]
         openapi_config=_openapi_config(),

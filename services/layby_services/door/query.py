@@ -7,8 +7,9 @@ ever reaches the database. A refused value gets the doors' 400 ``{"error", "fiel
 message of that parameter's own check (``REFUSALS``, in the order the doors check them), never
 the framework's text.
 
-Authentication comes first: a door with parameters checks the token in a guard, which runs
-before any parameter is converted, so a request without valid credentials learns nothing else.
+Authentication comes first: the authenticated doors check the token in their router's guard
+(deps.py), which runs before any parameter is converted, so a request without valid
+credentials learns nothing else.
 """
 
 from __future__ import annotations
@@ -18,15 +19,12 @@ from typing import Annotated, Any
 
 import msgspec
 from litestar import Request, Response
-from litestar.connection import ASGIConnection
 from litestar.exceptions import ValidationException
-from litestar.handlers import BaseRouteHandler
 from litestar.params import HeaderParameter, QueryParameter
 
 from layby_contracts.errors import BadInput, LaybyError
 from layby_contracts.http import RUN_STATUSES
 from layby_contracts.limits import ANSWER_FORMATS, PAGE_MAX, PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX
-from layby_services.door.deps import principal_of
 from layby_services.door.errors import EXCEPTION_HANDLERS
 
 NO_NUL = "^[^\\x00]*$"
@@ -223,11 +221,6 @@ REFUSALS: tuple[tuple[frozenset[str], Callable[[Mapping[str, Any]], object]], ..
 )
 """Each parameter's own check, in the order the doors run them: the first that refuses a
 parameter outside its type names the fault."""
-
-
-def authenticated(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
-    """A guard: no token, no answer (401), before any parameter is looked at."""
-    principal_of(connection)
 
 
 def _refused(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:

@@ -1,32 +1,28 @@
-"""The hand-written parts of the doors' OpenAPI document (docs/doors/common.md#the-openapi-document).
+"""The doors' OpenAPI document (docs/doors/common.md#the-openapi-document).
 
-Litestar generates the document from the route handlers: their paths, typed parameters, the
-Structs they return (``layby_contracts.http``) and the refusals they declare (``refusal``).
-Written here by hand is only what no handler can declare: the answers sent before any handler
-runs (the connection limits of ``protocol.py``, the rate limits of ``ratelimit.py``, the
-credentials check), the stream's Server-Sent Events, the callback pages' HTML and plain text,
-the media bytes, the bodies the doors read themselves (under the body cap), and each
-operation's id, tags, security, links and the headers the doors set.
+Litestar generates it from the route handlers: their paths, typed parameters, the Structs they
+return (``layby_contracts.http``), and what each declares in its decorator — ``operation_id``,
+``summary``, ``description``, ``tags``, ``security`` (the authenticated doors' router), its
+documented refusals (``responses={...: refusal(...)}``) and, through ``operation_class=documented(...)``,
+what a decorator has no argument for: the body the door reads itself, a response that is not
+JSON (the streams, the callback pages, the media bytes), the headers it sets and its links.
+``finish`` adds what no handler can declare, the same for every operation: the answers sent
+before any handler runs (components.py).
 """
 
 from __future__ import annotations
 
 import re
 from functools import cache
-from typing import Any, Literal, cast
+from typing import Any, ClassVar, Literal, cast
 
 import msgspec
 from litestar.openapi import ResponseSpec
+from litestar.openapi.spec import Operation
 
-from layby_contracts.http import (
-    AnswerRequest,
-    AskRequest,
-    Error,
-    InboundMessage,
-    NotifyRequest,
-    StartRunRequest,
-)
+from layby_contracts.http import Error, InboundMessage
 from layby_services.door.openapi.components import (
+    BEARER,
     BEFORE_ANY_DOOR,
     CAPABILITY,
     COMPONENTS,
@@ -34,14 +30,19 @@ from layby_services.door.openapi.components import (
     ERROR_SCHEMA,
     INFO,
     JSON,
+    OPENAPI_OPERATION,
+    OPENAPI_PATH,
     TAGS,
     UUID4,
     Json,
     ref,
 )
-from layby_services.door.openapi.operations import Operation, operations
+from layby_services.door.ratelimit import family_of
 
-__all__ = ["CAPABILITY", "UUID4", "document", "finish", "refusal"]
+__all__ = ["BEARER", "CAPABILITY", "UUID4", "DoorOperation", "document", "documented", "finish", "refusal"]
+
+_BODIES: dict[str, type[msgspec.Struct]] = {"InboundMessage": InboundMessage}
+"""The Structs the documented bodies name (and the SSE frames' InboundMessage), by schema name."""
 
 
 @cache
@@ -66,99 +67,121 @@ def refusal(description: str, *messages: str, field: bool = False, name: str | N
     return ResponseSpec(container, description=description, generate_examples=False)
 
 
-def _tidy(value: Any) -> Any:
-    """Whole-number limits as integers, and a closed object for every error envelope."""
+def _parameter(parameter: Json) -> Json:
+    """A parameter as the wire has it: a path parameter is one plain segment (the media door's id
+    is typed as a path only so that everything under its prefix reaches it); a query or header
+    parameter is a string, left out when absent, never ``null``."""
+    schema = dict(parameter["schema"])
+    if parameter["in"] == "path":
+        schema.pop("format", None)
+    else:
+        arms = [arm for arm in schema.pop("oneOf", []) if arm.get("type") != "null"]
+        schema = {**arms[0], **schema} if len(arms) == 1 else {**schema, **({"oneOf": arms} if arms else {})}
+        if isinstance(schema.get("type"), list):
+            kinds = [k for k in schema["type"] if k != "null"]
+            schema["type"] = kinds[0] if len(kinds) == 1 else kinds
+        if "enum" in schema:
+            schema["enum"] = [v for v in schema["enum"] if v is not None]
+    return {**parameter, "schema": schema}
+
+
+class DoorOperation(Operation):
+    """Every door's operation: Litestar's, with the door's conventions — the refusals in the
+    error envelope with its headers, ``Created.`` for a 201, no framework 400 (a parameter's
+    refusal is the door's envelope), no ``null`` in a query parameter — and what its handler
+    adds through ``documented``."""
+
+    extras: ClassVar[Json] = {}
+
+    def to_schema(self) -> dict[str, Any]:
+        generated = super().to_schema()
+        own = self.extras
+        parameters = [_parameter(p) for p in generated.get("parameters", [])] + own.get("parameters", [])
+        body = own.get("body")
+        if isinstance(body, type):
+            _BODIES[body.__name__] = body
+            body = {"required": True, "content": {JSON: {"schema": ref("schemas", body.__name__)}}}
+        return {
+            **{k: generated[k] for k in ("operationId", "summary", "description", "tags") if k in generated},
+            "security": generated.get("security", []),
+            **({"parameters": parameters} if parameters else {}),
+            **({"requestBody": body} if body else {}),
+            "responses": self._responses(generated["responses"], own),
+        }
+
+    @staticmethod
+    def _responses(generated: Json, own: Json) -> Json:
+        out: Json = {}
+        for status, declared in generated.items():
+            schema = declared.get("content", {}).get(JSON, {}).get("schema", {})
+            if status == "400" and "$ref" not in schema:
+                continue  # the framework's own 400, never sent
+            response = {k: v for k, v in declared.items() if k != "headers"}
+            if status.startswith(("4", "5")):
+                response["headers"] = ERROR_HEADERS
+            out[status] = response
+        success = "201" if "201" in out else "200"
+        ok = dict(own.get("ok") or out[success])
+        if success == "201":
+            ok["description"] = "Created."
+        for key in ("headers", "links"):
+            if key in own:
+                ok[key] = own[key]
+        out[success] = ok
+        for status, response in own.get("responses", {}).items():
+            merge = status in out and "$ref" not in response
+            out[status] = {**out[status], **response} if merge else response
+        return out
+
+
+def documented(**extras: Any) -> type[Operation]:
+    """``operation_class`` for a handler whose operation says more than its decorator can:
+    ``body`` (a Struct, or a request body object) the door reads itself; ``ok``, the success
+    response when it is not JSON; its ``headers`` and ``links``; ``responses`` merged over the
+    generated ones; more ``parameters``."""
+    return type("Documented", (DoorOperation,), {"extras": extras})
+
+
+def _finished(path: str, operation: Json) -> Json:
+    """What every operation may answer before its handler runs, as the door declares none of it."""
+    responses = dict(operation["responses"])
+    for status, response in BEFORE_ANY_DOOR.items():
+        responses.setdefault(status, response)
+    if operation["security"]:
+        responses.setdefault("401", ref("responses", "Unauthorized"))
+    if family_of(path) is not None:
+        responses.setdefault("429", ref("responses", "TooManyRequests"))
+    return {**operation, "responses": dict(sorted(responses.items()))}
+
+
+def _whole_numbers(value: Any) -> Any:
+    """Whole-number limits as integers."""
     if isinstance(value, dict):
-        out = {k: _tidy(v) for k, v in value.items()}
+        out = {k: _whole_numbers(v) for k, v in value.items()}
         for key in ("minimum", "maximum"):
             if isinstance(out.get(key), float) and out[key].is_integer():
                 out[key] = int(out[key])
         return out
     if isinstance(value, list):
-        return [_tidy(v) for v in value]
+        return [_whole_numbers(v) for v in value]
     return value
 
 
-def _not_null(schema: Json) -> Json:
-    """A parameter's schema without the ``null`` Python's ``None`` default adds: a query or header
-    parameter is a string on the wire, and an absent one is simply left out."""
-    out = dict(schema)
-    if "oneOf" in out:
-        arms = [arm for arm in out.pop("oneOf") if arm.get("type") != "null"]
-        out = {**arms[0], **out} if len(arms) == 1 else {**out, "oneOf": arms}
-    if isinstance(out.get("type"), list):
-        kinds = [k for k in out["type"] if k != "null"]
-        out["type"] = kinds[0] if len(kinds) == 1 else kinds
-    if "enum" in out:
-        out["enum"] = [v for v in out["enum"] if v is not None]
-    return out
-
-
-def _parameter(parameter: Json) -> Json:
-    """A path parameter is one plain segment (the media door's id is typed as a path only so that
-    everything under its prefix reaches it); a query or header parameter loses ``null``."""
-    schema = dict(parameter["schema"])
-    if parameter["in"] == "path":
-        schema.pop("format", None)
-    else:
-        schema = _not_null(schema)
-    return {**parameter, "schema": schema}
-
-
-def _responses(generated: Json, own: Operation) -> Json:
-    out: Json = dict(BEFORE_ANY_DOOR)
-    if own.rate_limited:
-        out["429"] = ref("responses", "TooManyRequests")
-    if own.security:
-        out["401"] = ref("responses", "Unauthorized")
-    for status, declared in generated.items():
-        schema = declared.get("content", {}).get(JSON, {}).get("schema", {})
-        if status == "400" and "$ref" not in schema:
-            continue  # the framework's own 400, never sent: a parameter refusal is the door's envelope
-        response = {k: v for k, v in declared.items() if k != "headers"}
-        if status.startswith(("4", "5")):
-            response["headers"] = ERROR_HEADERS
-        out[status] = response
-    created = "201" in out  # a door that records something new (an ask, a run) answers 201
-    success = "201" if created else "200"
-    ok = dict(own.ok or out[success])
-    if created:
-        ok["description"] = "Created."
-    if own.ok_headers:
-        ok["headers"] = own.ok_headers
-    if own.links:
-        ok["links"] = own.links
-    out[success] = ok
-    for status, response in own.responses.items():
-        out[status] = {**out[status], **response} if status in out and "$ref" not in out[status] else response
-    return dict(sorted(out.items()))
-
-
 def finish(generated: Json) -> Json:
-    """The served document: Litestar's, from the handlers, with the hand-written parts."""
-    table = operations()
-    paths: Json = {}
-    for path, item in generated["paths"].items():
-        for method, operation in item.items():
-            own = table[(path, method)]
-            parameters = [_parameter(p) for p in operation.get("parameters", [])]
-            finished: Json = {
-                "operationId": own.operation_id,
-                "summary": operation.get("summary", ""),
-                **({"description": operation["description"]} if operation.get("description") else {}),
-                "tags": [own.tag],
-                "security": own.security,
-                **({"parameters": parameters + own.parameters} if parameters or own.parameters else {}),
-                **({"requestBody": own.request_body} if own.request_body else {}),
-                "responses": _responses(operation["responses"], own),
-            }
-            paths.setdefault(path, {})[method] = finished
+    """The served document: Litestar's, from the handlers, with what is the same for every
+    operation (``_finished``) and the shared components."""
+    paths = {
+        path: {
+            method: _finished(path, OPENAPI_OPERATION if path == OPENAPI_PATH else operation)
+            for method, operation in item.items()
+        }
+        for path, item in generated["paths"].items()
+    }
     schemas = dict(generated.get("components", {}).get("schemas", {}))
-    _, requests = msgspec.json.schema_components(
-        [AnswerRequest, InboundMessage, NotifyRequest, AskRequest, StartRunRequest],
-        ref_template="#/components/schemas/{name}",
+    _, bodies = msgspec.json.schema_components(
+        [_BODIES[name] for name in sorted(_BODIES)], ref_template="#/components/schemas/{name}"
     )
-    schemas.update(requests)
+    schemas.update(bodies)
     # The save door's body is the definition the responses show, closed: an unknown key is refused.
     schemas["DoorSpecRequest"] = {
         **schemas["DoorSpec"],
@@ -168,7 +191,7 @@ def finish(generated: Json) -> Json:
         "(docs/doors/doors.md#the-definition).",
     }
     schemas["Error"] = ERROR_SCHEMA
-    served: Json = _tidy(
+    served: Json = _whole_numbers(
         {
             "openapi": "3.1.0",
             "info": INFO,

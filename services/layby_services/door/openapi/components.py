@@ -49,18 +49,26 @@ BEARER: list[Json] = [{"bearerAuth": []}]
 PUBLIC: list[Json] = []
 
 
-def error(description: str, messages: tuple[str, ...], *, headers: Json | None = None) -> Json:
-    """A response whose body is the error envelope with ``error`` one of ``messages``."""
-    body = {
+SEQ = {"type": "string", "pattern": "^[0-9]+$"}
+"""A stream sequence, as a header carries it."""
+
+
+def closed_error_schema(*messages: str) -> Json:
+    """The error envelope with ``error`` one of ``messages``."""
+    return {
         "type": "object",
         "properties": {"error": text(*messages)},
         "required": ["error"],
         "additionalProperties": False,
     }
+
+
+def error(description: str, messages: tuple[str, ...], *, headers: Json | None = None) -> Json:
+    """A response whose body is the error envelope with ``error`` one of ``messages``."""
     return {
         "description": description,
         "headers": {**ERROR_HEADERS, **(headers or {})},
-        "content": {JSON: {"schema": body}},
+        "content": {JSON: {"schema": closed_error_schema(*messages)}},
     }
 
 
@@ -162,3 +170,22 @@ ERROR_SCHEMA: Json = {
     "additionalProperties": False,
     "description": "Every failure of a JSON door (docs/doors/common.md#envelope-and-errors).",
 }
+UNAVAILABLE_503 = {"503": ref("responses", "Unavailable")}
+RETRY_503 = {"503": {"headers": {**ERROR_HEADERS, "Retry-After": ref("headers", "RetryAfter")}}}
+OPENAPI_PATH = "/schema/openapi.json"
+OPENAPI_OPERATION: Json = {
+    "operationId": "openapi",
+    "summary": "Handler",
+    "tags": ["health"],
+    "security": PUBLIC,
+    "responses": {
+        "200": {
+            "description": "This OpenAPI 3.1 document, generated from the doors' handlers.",
+            "headers": {"Cache-Control": header(text("no-cache"), "Revalidated on every use.")},
+            "content": {
+                JSON: {"schema": {"type": "object", "required": ["openapi", "info", "paths", "components"]}}
+            },
+        }
+    },
+}
+"""Litestar's own handler serves the document: what its operation says is written here."""

@@ -14,12 +14,13 @@ from typing import Annotated, Any
 
 import msgspec
 from litestar import Request, post
+from litestar.di import NamedDependency
 from litestar.params import PathParameter
 from opentelemetry.util.types import AttributeValue
 
 from layby_contracts.errors import BadInput, Conflict, LaybyError, NotFound
 from layby_contracts.events import EXPIRY_KEY
-from layby_contracts.http import Answered, AnsweredData
+from layby_contracts.http import Answered, AnsweredData, AnswerRequest
 from layby_domain.interaction import (
     ADDRESSED_TO_ANOTHER,
     ALREADY_ANSWERED,
@@ -27,30 +28,27 @@ from layby_domain.interaction import (
     NOT_FOUND,
     decide_answer,
 )
-from layby_domain.validation import is_interaction_id
-from layby_domain.values import nul_path
+from layby_domain.validation import check_submitted_answer, is_interaction_id
 from layby_server import tracing
 from layby_server.auth import Principal
 from layby_server.eventstore import Stored
 from layby_server.resolve import resolve, state_of
 from layby_services.door.bodies import decode_body
-from layby_services.door.deps import DoorState, door, principal_of, read_capped_body
-from layby_services.door.openapi import UUID4, refusal
+from layby_services.door.deps import Door, DoorState, Who, json_body
+from layby_services.door.openapi import UUID4, documented, refusal
+from layby_services.door.openapi.components import UNAVAILABLE_503
 from layby_services.door.spans import OWN_SPAN, request_trace
 
 _enc = msgspec.json.Encoder()
 
 
 def parse_answer_body(raw: bytes) -> Any:
-    body = decode_body(raw, invalid="invalid JSON body", too_deep="answer is nested too deeply")
+    """The answer of a body ``{"answer": <value>}`` (an AnswerRequest); its format is checked
+    against the question later (``submit_answer``)."""
+    body = decode_body(raw, too_deep="answer is nested too deeply")
     if not isinstance(body, dict) or "answer" not in body:
         raise BadInput("body must contain 'answer'")
-    if isinstance(body["answer"], dict) and EXPIRY_KEY in body["answer"]:
-        # Only the sweeper resolves a park as expired; a person cannot fake the marker.
-        raise BadInput(f"answer must not carry the reserved key {EXPIRY_KEY!r}", field=f"answer.{EXPIRY_KEY}")
-    where = nul_path(body["answer"])
-    if where is not None:
-        raise BadInput("answer must not contain NUL characters", field=where or None)
+    check_submitted_answer(body["answer"], reserved_field=f"answer.{EXPIRY_KEY}")
     return body["answer"]
 
 
@@ -128,7 +126,11 @@ def _attributes(found: Stored | None, via: str) -> dict[str, AttributeValue]:
 
 @post(
     "/api/interactions/{interaction_id:str}/answer",
+    operation_id="answerInteraction",
+    tags=["interactions"],
+    operation_class=documented(body=AnswerRequest, responses=UNAVAILABLE_503),
     opt={OWN_SPAN: True},  # the answer's span is this request's (submit_answer)
+    dependencies={"payload": json_body(parse_answer_body)},
     status_code=200,
     summary="Answer a pending question",
     description="Checks, in order: credentials, the body, unknown question (404), already answered (409), "
@@ -157,6 +159,9 @@ def _attributes(found: Stored | None, via: str) -> dict[str, AttributeValue]:
 )
 async def answer_door(
     request: Request[Any, Any, Any],
+    door: Door,
+    who: Who,
+    payload: NamedDependency[Any],
     interaction_id: Annotated[
         str,
         PathParameter(
@@ -167,11 +172,7 @@ async def answer_door(
 ) -> Answered:
     """Body ``{"answer": <value>}`` (an AnswerRequest, read under the body cap by the door itself);
     200 ``{"data": {"interaction_id", "status": "answered"}}``."""
-    state = door(request)
-    who = principal_of(request)
-    raw = await read_capped_body(request, state.settings.max_body_bytes)
-    answer = parse_answer_body(raw)
     await submit_answer(
-        state, who, interaction_id, answer, via=client_of(request), request=request_trace(request.scope)
+        door, who, interaction_id, payload, via=client_of(request), request=request_trace(request.scope)
     )
     return Answered(data=AnsweredData(interaction_id=interaction_id))

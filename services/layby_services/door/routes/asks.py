@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import asyncio
 import math
-import re
 import time
 from typing import Annotated, Any
 
 import msgspec
 import nats.errors
-from litestar import Request, delete, get, post
+from litestar import delete, get, post
+from litestar.di import NamedDependency
 from litestar.params import PathParameter, QueryParameter
 
 from layby_contracts.commands import REPLY_DECODER, Accepted, Ask, Prune, PruneResult, Refused, Reply
@@ -49,16 +49,16 @@ from layby_contracts.refusals import from_refused
 from layby_domain.chat import chat_options
 from layby_domain.formats import known_format
 from layby_domain.interaction import NOT_FOUND, Interaction, decide_remove
-from layby_domain.notify import field_of
 from layby_domain.tickets import callback_url, new_ticket
 from layby_domain.validation import ask_command, is_interaction_id, new_interaction_id, validate_ask
 from layby_server import tracing
 from layby_server.auth import Principal
 from layby_server.resolve import resolve, state_of
-from layby_services.door.bodies import decode_body
-from layby_services.door.deps import DoorState, bearer_token, door, principal_of, read_capped_body
+from layby_services.door.bodies import decode_struct
+from layby_services.door.deps import Door, DoorState, Token, Who, json_body
 from layby_services.door.errors import Busy
-from layby_services.door.openapi import UUID4, refusal
+from layby_services.door.openapi import UUID4, DoorOperation, documented, refusal
+from layby_services.door.openapi.components import RETRY_503
 from layby_services.door.wakes import WakeHub
 
 REQUEST_TIMEOUT = 10.0
@@ -67,9 +67,6 @@ LINK_PLACEHOLDER = "https://example.invalid/"
 """An external question's link while the rest of the ask is checked (its ticket comes after)."""
 EXPIRED_REASONS = ("timeout", "abandoned")
 """Removals that are the question's deadline passing: reported as ``expired``."""
-NOT_A_JSON_OBJECT = "body must be a JSON object"
-INVALID_JSON = "invalid JSON body"
-TOO_DEEP = "body is nested too deeply"
 TOO_MANY_POLLS = "too many outcome long polls on this door; retry shortly"
 _enc = msgspec.json.Encoder()
 
@@ -95,24 +92,9 @@ QUESTION_NOT_FOUND = refusal(
 )
 
 
-_UNKNOWN = re.compile(r"unknown field `([^`]*)`")
-
-
-def field_named(exc: msgspec.ValidationError) -> str | None:
-    """The field a decoding error blames: the wrong one, the missing one, or the unknown key."""
-    unknown = _UNKNOWN.search(str(exc))
-    return unknown.group(1) if unknown is not None else field_of(exc)
-
-
 def parse_ask_body(raw: bytes) -> AskRequest:
     """The body as an ``AskRequest``: a JSON object of known keys with the right types."""
-    body = decode_body(raw, invalid=INVALID_JSON, too_deep=TOO_DEEP)
-    if not isinstance(body, dict):
-        raise BadInput(NOT_A_JSON_OBJECT)
-    try:
-        return msgspec.convert(body, AskRequest)
-    except msgspec.ValidationError as exc:
-        raise BadInput(f"invalid body: {exc}", field=field_named(exc)) from None
+    return decode_struct(raw, AskRequest)
 
 
 def command_of(body: AskRequest, token: str, state: DoorState) -> Ask:
@@ -178,7 +160,11 @@ async def send_command(state: DoorState, subject: str, cmd: Ask | Prune) -> Repl
 
 @post(
     "/api/asks",
+    operation_id="ask",
+    tags=["interactions"],
+    operation_class=documented(body=AskRequest),
     status_code=201,
+    dependencies={"payload": json_body(parse_ask_body)},
     summary="Ask a question over HTTP",
     description="Recorded exactly as the SDK's `ask_user` records it (the same rules, caps, audience rules "
     "and channels), as a question with a deadline (`timeout` seconds, or the server's default) and no "
@@ -196,13 +182,10 @@ async def send_command(state: DoorState, subject: str, cmd: Ask | Prune) -> Repl
         503: refusal("The ask service is unavailable; nothing was recorded.", field=True),
     },
 )
-async def ask_door(request: Request[Any, Any, Any]) -> AskCreated:
+async def ask_door(door: Door, token: Token, payload: NamedDependency[AskRequest]) -> AskCreated:
     """Body: an ``AskRequest`` (read under the body cap by the door itself)."""
-    state = door(request)
-    principal_of(request)
-    raw = await read_capped_body(request, state.settings.max_body_bytes)
-    cmd = command_of(parse_ask_body(raw), bearer_token(request), state)
-    reply = await send_command(state, state.store.names.cmd_ask, cmd)
+    cmd = command_of(payload, token, door)
+    reply = await send_command(door, door.store.names.cmd_ask, cmd)
     if not isinstance(reply, Accepted):
         raise Unavailable("the ask service answered an ask with something else")
     return AskCreated(
@@ -328,6 +311,9 @@ async def long_poll(
 
 @get(
     "/api/interactions/{interaction_id:str}/outcome",
+    operation_id="getOutcome",
+    tags=["interactions"],
+    operation_class=documented(responses=RETRY_503),
     summary="What became of a question (a long poll)",
     description="`answered` (with the answer), `expired` (its deadline passed), `removed` (with the "
     "reason) as soon as the log holds it, else `pending` once `wait` seconds have passed. Every poll "
@@ -342,28 +328,28 @@ async def long_poll(
     },
 )
 async def outcome_door(
-    request: Request[Any, Any, Any], interaction_id: InteractionId, wait: Wait = 0
+    door: Door, who: Who, token: Token, interaction_id: InteractionId, wait: Wait = 0
 ) -> Outcome:
     """``wait``: seconds to wait for an outcome (0 answers at once)."""
-    state = door(request)
-    who = principal_of(request)
-    token = bearer_token(request)
     if math.isnan(wait):
         raise BadInput("wait must be a number of seconds, 0 or more", field="wait")
-    asked = await visible_ask(state, who, interaction_id)
+    asked = await visible_ask(door, who, interaction_id)
     if wait <= 0:
-        return Outcome(data=await long_poll(state, who, token, asked, 0))
-    if state.long_polls >= state.settings.http_max_long_polls:
+        return Outcome(data=await long_poll(door, who, token, asked, 0))
+    if door.long_polls >= door.settings.http_max_long_polls:
         raise Busy(TOO_MANY_POLLS, retry_after=1)
-    state.long_polls += 1
+    door.long_polls += 1
     try:
-        return Outcome(data=await long_poll(state, who, token, asked, wait))
+        return Outcome(data=await long_poll(door, who, token, asked, wait))
     finally:
-        state.long_polls -= 1
+        door.long_polls -= 1
 
 
 @delete(
     "/api/interactions/{interaction_id:str}",
+    operation_id="withdrawInteraction",
+    tags=["interactions"],
+    operation_class=DoorOperation,
     status_code=200,
     summary="Withdraw a question",
     description="Removes a pending question (reason `cancelled`), as the SDK's cancellation does. "
@@ -376,12 +362,10 @@ async def outcome_door(
         503: refusal("The ask service is unavailable; nothing was removed.", field=True),
     },
 )
-async def withdraw_door(request: Request[Any, Any, Any], interaction_id: InteractionId) -> Withdrawn:
-    state = door(request)
-    who = principal_of(request)
-    await visible_ask(state, who, interaction_id)
-    cmd = Prune(token=bearer_token(request), interaction_id=interaction_id, reason="cancelled")
-    reply = await send_command(state, state.store.names.cmd_prune, cmd)
+async def withdraw_door(door: Door, who: Who, token: Token, interaction_id: InteractionId) -> Withdrawn:
+    await visible_ask(door, who, interaction_id)
+    cmd = Prune(token=token, interaction_id=interaction_id, reason="cancelled")
+    reply = await send_command(door, door.store.names.cmd_prune, cmd)
     if not isinstance(reply, PruneResult) or reply.outcome == "pending":
         raise Unavailable("the ask service answered a prune with something else")
     return Withdrawn(

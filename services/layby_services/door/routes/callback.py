@@ -26,21 +26,20 @@ from litestar.params import PathParameter
 from opentelemetry.util.types import AttributeValue
 
 from layby_contracts.errors import BadInput, Transient
-from layby_contracts.events import EXPIRY_KEY, InteractionAnswered, InteractionAsked, InteractionRemoved
+from layby_contracts.events import InteractionAnswered, InteractionAsked, InteractionRemoved
 from layby_contracts.http import AlreadyAnswered, AlreadyAnsweredData, Answered, AnsweredData
 from layby_contracts.limits import ANSWERED_BY_EXTERNAL
 from layby_domain.formats import FORMATS, Page
 from layby_domain.interaction import decide_claim, of_caller_ask
 from layby_domain.tickets import ticket_hash
-from layby_domain.validation import validate_answer
-from layby_domain.values import nul_path
+from layby_domain.validation import check_submitted_answer, validate_answer
 from layby_domain.verifiers import POST_ONLY, VerificationFailed, VerifierError, parse_secrets, verify
 from layby_domain.verifiers import Request as SignedRequest
 from layby_server import tracing
 from layby_server.eventstore import Stored
 from layby_server.logs import get_logger
 from layby_server.resolve import resolve, state_of
-from layby_services.door.bodies import decode_body
+from layby_services.door.bodies import decode_object
 from layby_services.door.callback_pages import (
     AWAITING_PAGE,
     CONFIRM_PAGE,
@@ -50,7 +49,7 @@ from layby_services.door.callback_pages import (
     Unrenderable,
     form_page,
 )
-from layby_services.door.deps import DoorState, door, read_capped_body
+from layby_services.door.deps import Door, DoorState, read_capped_body
 from layby_services.door.errors import PayloadTooLarge
 from layby_services.door.messages import (
     INTERNAL_ERROR,
@@ -62,7 +61,16 @@ from layby_services.door.messages import (
     WEBHOOK_ERROR,
     WEBHOOK_FAILED,
 )
-from layby_services.door.openapi import CAPABILITY, refusal
+from layby_services.door.openapi import CAPABILITY, documented, refusal
+from layby_services.door.openapi.components import (
+    ERROR_HEADERS,
+    JSON,
+    TEXT,
+    UNAVAILABLE_503,
+    closed_error_schema,
+    header,
+    text,
+)
 
 log = get_logger("layby.door.callback")
 TICKET_RE = re.compile(r"^[A-Za-z0-9_-]{43}$")
@@ -196,12 +204,14 @@ async def _await_ask(state: DoorState, subject: str) -> Stored | None:
 def _json_object(raw: bytes) -> dict[str, Any] | Response[bytes]:
     """A callback body that must be one JSON object, or the door's constant 400."""
     try:
-        value = decode_body(raw, invalid=NOT_AN_OBJECT, too_deep=NOT_AN_OBJECT)
+        return decode_object(raw, invalid=NOT_AN_OBJECT, too_deep=NOT_AN_OBJECT)
     except BadInput as exc:
-        return _json(400, {"error": exc.message})
-    if not isinstance(value, dict):
-        return _json(400, {"error": NOT_AN_OBJECT})
-    return value
+        return _refused(exc)
+
+
+def _refused(exc: BadInput) -> Response[bytes]:
+    """The 400 of a refused payload: its message, and the field when one is to blame."""
+    return _json(400, {"error": exc.message, **({"field": exc.field} if exc.field else {})})
 
 
 def _query_answer(request: Request[Any, Any, Any]) -> dict[str, Any]:
@@ -215,8 +225,42 @@ def _query_answer(request: Request[Any, Any, Any]) -> dict[str, Any]:
     return out
 
 
+_POST_DOC = documented(
+    headers=ERROR_HEADERS,
+    parameters=[
+        {
+            "name": "answer",
+            "in": "query",
+            "required": False,
+            "style": "form",
+            "explode": True,
+            "schema": {"type": "object", "additionalProperties": {"type": "string"}},
+            "description": "An external question with an empty body: the query parameters are the answer (a "
+            "repeated key maps to the list of its values). Ignored otherwise.",
+        }
+    ],
+    body={
+        "required": False,
+        "content": {
+            JSON: {
+                "schema": {
+                    "type": "object",
+                    "additionalProperties": True,
+                    "description": "An external question: the whole answer. A channel-delivered question: "
+                    '`{"answer": <value>}`, validated as at the answer door.',
+                }
+            }
+        },
+    },
+    responses=UNAVAILABLE_503,
+)
+
+
 @post(
     "/api/interactions/callback/{ticket:str}",
+    operation_id="postCallback",
+    tags=["callback"],
+    operation_class=_POST_DOC,
     status_code=200,
     summary="Deliver an external or channel answer (public: the ticket is the capability)",
     description="Checks, in order: the size cap (413), the ticket (404), a bound verifier (401 or 500), "
@@ -250,18 +294,17 @@ def _query_answer(request: Request[Any, Any, Any]) -> dict[str, Any]:
         ),
     },
 )
-async def callback_post(request: Request[Any, Any, Any], ticket: Ticket) -> Response[bytes]:
-    state = door(request)
-    limit = state.settings.max_body_bytes
+async def callback_post(request: Request[Any, Any, Any], ticket: Ticket, door: Door) -> Response[bytes]:
+    limit = door.settings.max_body_bytes
     if len(request.scope.get("query_string", b"")) > limit:
         raise PayloadTooLarge(PAYLOAD_TOO_LARGE)
     raw = await read_capped_body(request, limit)
-    response = await _callback(state, request, ticket, raw, cached=True)
+    response = await _callback(door, request, ticket, raw, cached=True)
     if response.status_code != 200:
         # Decided on the asked cache, which may lag the log by a moment: a refusal is decided
         # again on the log's own reads, so every outcome is the one the log holds. A refusal
         # recorded nothing, so deciding twice changes nothing.
-        response = await _callback(state, request, ticket, raw, cached=False)
+        response = await _callback(door, request, ticket, raw, cached=False)
     return response
 
 
@@ -301,17 +344,14 @@ async def _callback(
         if isinstance(parsed, Response):
             return parsed
         answer = parsed
-    if nul_path(answer) is not None:
-        return _json(400, {"error": "answer must not contain NUL characters"})
-    if EXPIRY_KEY in answer:
-        # Only the sweeper resolves a park as expired: an outside system cannot fake the marker.
-        return _json(
-            400, {"error": f"answer must not carry the reserved key {EXPIRY_KEY!r}", "field": EXPIRY_KEY}
-        )
+    try:
+        check_submitted_answer(answer)
+    except BadInput as exc:
+        return _refused(exc)
     try:
         answer = fmt.check_callback_answer(fmt.typed(asked.format_payload), answer)
     except BadInput as exc:
-        return _json(400, {"error": exc.message})
+        return _json(400, {"error": exc.message})  # an outside system's answer: no form field named
     return await _claim(state, ticket, asked, last, answer)
 
 
@@ -336,27 +376,11 @@ async def _channel_answer(
         if "answer" not in body:
             return _json(400, {"error": "body must contain 'answer'"})
         answer = body["answer"]
-        if isinstance(answer, dict) and EXPIRY_KEY in answer:
-            return _json(
-                400,
-                {
-                    "error": f"answer must not carry the reserved key {EXPIRY_KEY!r}",
-                    "field": EXPIRY_KEY,
-                },
-            )
-        where = nul_path(answer)
-        if where is not None:
-            fault: dict[str, Any] = {"error": "answer must not contain NUL characters"}
-            if where:
-                fault["field"] = where
-            return _json(400, fault)
     try:
+        check_submitted_answer(answer)
         typed = validate_answer(asked.answer_format, asked.format_payload, answer)
     except BadInput as exc:
-        fault = {"error": exc.message}
-        if exc.field:
-            fault["field"] = exc.field
-        return _json(400, fault)
+        return _refused(exc)
     return await _claim(state, ticket, asked, last, typed)
 
 
@@ -403,13 +427,51 @@ async def _refresh_ticket(state: DoorState, hashed: str, interaction_id: str, ex
         pass  # the answer is recorded; only the retry window keeps its original length
 
 
+_PAGE_DOC = documented(
+    responses={
+        "404": {
+            "description": "The uniform 404, in plain text: unknown, expired, malformed or dead ticket, or a "
+            "verifier-bound question.",
+            "headers": ERROR_HEADERS,
+            "content": {TEXT: {"schema": text(NOT_FOUND_TEXT)}},
+        },
+        "500": {
+            "description": "A stored form schema the page cannot render (plain text, logged), or something "
+            "unexpected (the JSON envelope).",
+            "headers": ERROR_HEADERS,
+            "content": {
+                TEXT: {"schema": text(SERVER_ERROR_TEXT)},
+                JSON: {"schema": closed_error_schema(INTERNAL_ERROR)},
+            },
+        },
+        "200": {
+            "description": "The constant Done, confirm or awaiting page, or the question's form "
+            "(docs/doors/callback.md#the-pages-behind-a-link).",
+            "headers": {
+                **ERROR_HEADERS,
+                "Content-Security-Policy": header(
+                    text(PAGE_CSP, FORM_PAGE_CSP),
+                    "The form page's policy adds what its one inline script needs.",
+                ),
+                "X-Frame-Options": header(text("DENY"), "Never framed."),
+                "Referrer-Policy": header(text("no-referrer"), "The ticket never leaks in a Referer."),
+            },
+            "content": {"text/html": {"schema": {"type": "string"}}},
+        },
+        **UNAVAILABLE_503,
+    }
+)
+
+
 @get(
     "/api/interactions/callback/{ticket:str}",
+    operation_id="getCallbackPage",
+    tags=["callback"],
+    operation_class=_PAGE_DOC,
     summary="The page behind a callback link (public, never changes anything)",
 )
-async def callback_get(request: Request[Any, Any, Any], ticket: Ticket) -> Response[bytes]:
-    state = door(request)
-    resolved = await _resolve(state, ticket)
+async def callback_get(ticket: Ticket, door: Door) -> Response[bytes]:
+    resolved = await _resolve(door, ticket)
     if resolved is None:
         return _not_found_text()
     asked, last = resolved

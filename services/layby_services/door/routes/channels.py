@@ -21,17 +21,58 @@ from litestar.params import PathParameter
 from layby_contracts.channels import InboundMalformed, InboundRefused, InboundRequest
 from layby_contracts.errors import NotFound
 from layby_contracts.http import Error
+from layby_server.chat.inbound import ChatInbound
 from layby_server.logs import get_logger
-from layby_services.door.deps import door, read_capped_body
+from layby_services.door.deps import Door, DoorState, read_capped_body
 from layby_services.door.messages import NOT_FOUND, PAYLOAD_TOO_LARGE, UNAUTHORIZED_CHANNEL
-from layby_services.door.openapi import refusal
+from layby_services.door.openapi import documented, refusal
+from layby_services.door.openapi.components import JSON, TEXT, UNAVAILABLE_503, text
 
 log = get_logger("layby.door.channels")
 CHANNEL_NAME = "^[A-Za-z0-9_-]{1,64}$"
 
 
+_PROVIDER_ANSWER = {TEXT: {"schema": {"type": "string"}}, JSON: {"schema": {"type": "object"}}}
+_EVENTS_DOC = documented(
+    ok={
+        "description": "The provider's acknowledgement: empty, or what the channel's provider expects back "
+        "(Slack's `url_verification` challenge, a modal's field errors).",
+        "content": _PROVIDER_ANSWER,
+    },
+    body={
+        "required": False,
+        "content": {
+            JSON: {"schema": {"type": "object", "additionalProperties": True}},
+            "application/x-www-form-urlencoded": {
+                "schema": {"type": "object", "additionalProperties": {"type": "string"}}
+            },
+        },
+        "description": "Exactly what the provider sends, signed as the provider signs it "
+        "(docs/doors/channels.md).",
+    },
+    responses=UNAVAILABLE_503,
+)
+_HANDSHAKE_DOC = documented(
+    ok={
+        "description": "The plugin's answer to its provider's subscription handshake (WhatsApp: the "
+        "`hub.challenge` back as text when `hub.verify_token` matches).",
+        "content": _PROVIDER_ANSWER,
+    },
+    responses={
+        "403": {
+            "description": "The handshake's token does not match (plain text).",
+            "content": {TEXT: {"schema": text("Forbidden")}},
+        },
+        **UNAVAILABLE_503,
+    },
+)
+
+
 @post(
     "/api/channels/{name:str}/events",
+    operation_id="postChannelEvents",
+    tags=["channels"],
+    operation_class=_EVENTS_DOC,
     summary="A chat channel's inbound webhook (public: the provider's signature authenticates it)",
     status_code=200,
     responses={
@@ -49,6 +90,7 @@ CHANNEL_NAME = "^[A-Za-z0-9_-]{1,64}$"
 )
 async def channel_events(
     request: Request[Any, Any, Any],
+    door: Door,
     name: Annotated[
         str,
         PathParameter(
@@ -56,17 +98,16 @@ async def channel_events(
         ),
     ],
 ) -> Response[bytes]:
-    state = door(request)
-    chat = state.chat
-    plugin = chat.plugins.get(name) if chat is not None else None
-    if chat is None or plugin is None:
-        raise NotFound(NOT_FOUND)
-    body = await read_capped_body(request, state.settings.max_body_bytes)
-    return await _handle(request, name, body)
+    _plugin(door, name)  # an unknown channel is the uniform 404 before its body is read
+    body = await read_capped_body(request, door.settings.max_body_bytes)
+    return await _handle(request, door, name, body)
 
 
 @get(
     "/api/channels/{name:str}/events",
+    operation_id="getChannelEvents",
+    tags=["channels"],
+    operation_class=_HANDSHAKE_DOC,
     summary="A chat channel's subscription handshake (public: the plugin checks the provider's token)",
     status_code=200,
     responses={
@@ -79,6 +120,7 @@ async def channel_events(
 )
 async def channel_handshake(
     request: Request[Any, Any, Any],
+    door: Door,
     name: Annotated[
         str,
         PathParameter(
@@ -88,15 +130,22 @@ async def channel_handshake(
 ) -> Response[bytes]:
     """The plugin answers (WhatsApp: the challenge as text when the verify token matches, 403
     otherwise); a plugin without a handshake refuses it as an unsigned request (401)."""
-    return await _handle(request, name, b"")
+    return await _handle(request, door, name, b"")
 
 
-async def _handle(request: Request[Any, Any, Any], name: str, body: bytes) -> Response[bytes]:
-    state = door(request)
-    chat = state.chat
+def _plugin(door: DoorState, name: str) -> tuple[ChatInbound, Any]:
+    """The chat channels' inbound side and the plugin of channel ``name``, or the uniform 404."""
+    chat = door.chat
     plugin = chat.plugins.get(name) if chat is not None else None
     if chat is None or plugin is None:
         raise NotFound(NOT_FOUND)
+    return chat, plugin
+
+
+async def _handle(
+    request: Request[Any, Any, Any], door: DoorState, name: str, body: bytes
+) -> Response[bytes]:
+    chat, plugin = _plugin(door, name)
     inbound = InboundRequest(
         method=request.method,
         url=str(request.url),

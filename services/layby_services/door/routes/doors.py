@@ -13,22 +13,24 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import msgspec
-from litestar import Request, delete, get, put
+from litestar import delete, get, put
+from litestar.di import NamedDependency
 from litestar.params import PathParameter
 
 from layby_contracts.commands import DeleteDoor, DoorReply, PutDoor
-from layby_contracts.doors import Door, DoorSpec
-from layby_contracts.errors import BadInput, Forbidden, NotFound, Unavailable
+from layby_contracts.doors import Door as Definition
+from layby_contracts.doors import DoorSpec
+from layby_contracts.errors import NotFound, Unavailable
 from layby_contracts.http import DoorBody, DoorPage, DoorPageData, DoorRemoved, DoorRemovedData, DoorView
 from layby_contracts.limits import PAGE_SIZE_MAX
 from layby_domain.doors import is_door_name
-from layby_server.auth import Principal
 from layby_server.doors import DOOR_NOT_FOUND, OPERATORS_ONLY, door_of, last_door_event
-from layby_services.door.bodies import decode_body
+from layby_services.door.bodies import decode_object
 from layby_services.door.commands import door_command
-from layby_services.door.deps import bearer_token, door, principal_of, read_capped_body
-from layby_services.door.openapi import refusal
-from layby_services.door.query import DEFAULT_PAGE_SIZE, Page, PageSize, authenticated
+from layby_services.door.deps import Door, Token, Who, json_body, operators_only
+from layby_services.door.openapi import DoorOperation, documented, refusal
+from layby_services.door.openapi.components import JSON, UNAVAILABLE_503, ref
+from layby_services.door.query import DEFAULT_PAGE_SIZE, Page, PageSize
 from layby_services.door.routes.inbox import PAGING_400, next_page
 
 NAME_PATTERN = "^[a-z0-9_-]{1,64}$"
@@ -39,9 +41,6 @@ DoorName = Annotated[
         schema_extra={"pattern": NAME_PATTERN},
     ),
 ]
-NOT_A_JSON_OBJECT = "body must be a JSON object"
-INVALID_JSON = "invalid JSON body"
-TOO_DEEP = "body is nested too deeply"
 DOOR_404 = refusal("Unknown, deleted, or a name no door can have: indistinguishable.", DOOR_NOT_FOUND)
 OPERATORS_403 = refusal("A `user` token: only an operator saves or deletes doors.", OPERATORS_ONLY)
 
@@ -52,23 +51,26 @@ _PAGE = (
 )
 
 
-def _view(found: Door) -> DoorView:
+def _view(found: Definition) -> DoorView:
     return DoorView(
         name=found.name, spec=found.spec, updated_by=found.updated_by, updated_at=found.updated_at
     )
 
 
-def _operator(request: Request[Any, Any, Any]) -> tuple[Principal, str]:
-    """The caller and its token, once it is known to be an operator (401, then 403)."""
-    who = principal_of(request)
-    if who.restricted:
-        raise Forbidden(OPERATORS_ONLY)
-    return who, bearer_token(request)
+_PUT_DOC = documented(
+    body={"required": True, "content": {JSON: {"schema": ref("schemas", "DoorSpecRequest")}}},
+    responses=UNAVAILABLE_503,
+)
 
 
 @put(
     "/api/doors/{name:str}",
+    operation_id="putDoor",
+    tags=["doors"],
+    operation_class=_PUT_DOC,
     status_code=200,
+    guards=[operators_only],
+    dependencies={"payload": json_body(decode_object)},
     summary="Save a door definition (create or replace)",
     description="Checks, in order: credentials (401), an operator (403), the body under the cap (413), "
     "JSON (400), then the definition: unknown keys, types, the name and the kind's rules, each jq "
@@ -82,16 +84,12 @@ def _operator(request: Request[Any, Any, Any]) -> tuple[Principal, str]:
         403: OPERATORS_403,
     },
 )
-async def put_door(request: Request[Any, Any, Any], name: DoorName) -> DoorBody:
-    """Body: the definition (a DoorSpec, read under the body cap by the door itself); 200 with
-    the door as saved."""
-    state = door(request)
-    _, token = _operator(request)
-    raw = await read_capped_body(request, state.settings.max_body_bytes)
-    body = decode_body(raw, invalid=INVALID_JSON, too_deep=TOO_DEEP)
-    if not isinstance(body, dict):
-        raise BadInput(NOT_A_JSON_OBJECT)
-    reply = await door_command(state.store, PutDoor(token=token, name=name, spec=body))
+async def put_door(
+    door: Door, token: Token, payload: NamedDependency[dict[str, Any]], name: DoorName
+) -> DoorBody:
+    """Body: the definition (a DoorSpec, read under the body cap by the door itself; the ask
+    service checks it); 200 with the door as saved."""
+    reply = await door_command(door.store, PutDoor(token=token, name=name, spec=payload))
     if not isinstance(reply, DoorReply) or reply.door is None:
         raise Unavailable("the ask service answered a save with something else")
     return DoorBody(data=_view(reply.door))
@@ -99,17 +97,18 @@ async def put_door(request: Request[Any, Any, Any], name: DoorName) -> DoorBody:
 
 @get(
     "/api/doors/{name:str}",
+    operation_id="getDoor",
+    tags=["doors"],
+    operation_class=DoorOperation,
     summary="One door definition",
     description="Read from the door's last event in the log: a save that returned is what this shows "
     "(docs/doors/doors.md#show).",
     responses={404: DOOR_404},
 )
-async def get_door(request: Request[Any, Any, Any], name: DoorName) -> DoorBody:
-    state = door(request)
-    principal_of(request)
+async def get_door(door: Door, name: DoorName) -> DoorBody:
     if not is_door_name(name):
         raise NotFound(DOOR_NOT_FOUND)
-    stored = await last_door_event(state.store, name)
+    stored = await last_door_event(door.store, name)
     found = door_of(stored.event if stored is not None else None)
     if found is None:
         raise NotFound(DOOR_NOT_FOUND)
@@ -118,35 +117,47 @@ async def get_door(request: Request[Any, Any, Any], name: DoorName) -> DoorBody:
 
 @delete(
     "/api/doors/{name:str}",
+    operation_id="deleteDoor",
+    tags=["doors"],
+    operation_class=documented(responses=UNAVAILABLE_503),
     status_code=200,
+    guards=[operators_only],
     summary="Delete a door definition",
     description="The door stops at once: the next visit or fire finds no door (docs/doors/doors.md#delete).",
     responses={403: OPERATORS_403, 404: DOOR_404},
 )
-async def delete_door(request: Request[Any, Any, Any], name: DoorName) -> DoorRemoved:
-    state = door(request)
-    who, token = _operator(request)
+async def delete_door(door: Door, who: Who, token: Token, name: DoorName) -> DoorRemoved:
     if not is_door_name(name):
         raise NotFound(DOOR_NOT_FOUND)
-    await door_command(state.store, DeleteDoor(token=token, name=name))
+    await door_command(door.store, DeleteDoor(token=token, name=name))
     return DoorRemoved(data=DoorRemovedData(name=name, status="deleted", deleted_by=who.identity))
+
+
+_DOORS_DOC = documented(
+    links={
+        "ShowTheFirstDoor": {
+            "operationId": "getDoor",
+            "parameters": {"name": "$response.body#/data/items/0/name"},
+            "description": "The first door of the page.",
+        }
+    }
+)
 
 
 @get(
     "/api/doors",
+    operation_id="listDoors",
+    tags=["doors"],
+    operation_class=_DOORS_DOC,
     summary="Door definitions, by name",
     description="Deleted doors are left out; read from the projection, which follows the log by "
     "milliseconds (docs/doors/doors.md#list).",
-    guards=[authenticated],
     responses={400: refusal(PAGING_400, field=True)},
 )
-async def list_doors(
-    request: Request[Any, Any, Any], page: Page = 1, page_size: PageSize = DEFAULT_PAGE_SIZE
-) -> DoorPage:
+async def list_doors(door: Door, page: Page = 1, page_size: PageSize = DEFAULT_PAGE_SIZE) -> DoorPage:
     """``page``, ``pageSize`` (the list door's paging rules)."""
-    state = door(request)
     size = min(page_size, PAGE_SIZE_MAX)
-    async with state.pool.acquire() as conn:
+    async with door.pool.acquire() as conn:
         total = int(await conn.fetchval(_COUNT))
         rows = await conn.fetch(_PAGE, size, (page - 1) * size) if total else []
     items = [

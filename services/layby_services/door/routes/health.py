@@ -2,25 +2,34 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from litestar import Request, Response, get
+from litestar import Response, get
 from litestar.openapi import ResponseSpec
 
 from layby_contracts.http import Health, HealthData, NotReady, Ready, ReadyChecks, ReadyData
-from layby_services.door.deps import door
+from layby_services.door.deps import Door
 from layby_services.door.messages import NOT_READY
+from layby_services.door.openapi import DoorOperation, documented
+from layby_services.door.openapi.components import RETRY_503
 
 NOT_READY_HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff", "Retry-After": "1"}
 
 
-@get("/healthz", summary="The process is alive")
+@get(
+    "/healthz",
+    operation_id="healthz",
+    tags=["health"],
+    operation_class=DoorOperation,
+    summary="The process is alive",
+)
 async def healthz() -> Health:
     return Health(data=HealthData())
 
 
 @get(
     "/readyz",
+    operation_id="readyz",
+    tags=["health"],
+    operation_class=documented(responses=RETRY_503),
     summary="NATS JetStream and PostgreSQL answer",
     responses={
         503: ResponseSpec(
@@ -28,16 +37,15 @@ async def healthz() -> Health:
         )
     },
 )
-async def readyz(request: Request[Any, Any, Any]) -> Response[Ready]:
-    state = door(request)
+async def readyz(door: Door) -> Response[Ready]:
     nats = postgres = False
     try:
-        await state.store.bounds()
+        await door.store.bounds()
         nats = True
     except Exception:  # noqa: BLE001, S110 - readiness reports the failure instead of raising it
         pass
     try:
-        await state.pool.fetchval("SELECT 1")
+        await door.pool.fetchval("SELECT 1")
         postgres = True
     except Exception:  # noqa: BLE001, S110
         pass

@@ -7,7 +7,7 @@ import asyncio
 from typing import Any, cast
 
 import msgspec
-from litestar import Request, Response, get
+from litestar import Response, get
 
 from layby_contracts.events import EXPIRY_ANSWERER
 from layby_contracts.http import (
@@ -21,8 +21,9 @@ from layby_contracts.http import (
 from layby_contracts.limits import PAGE_MAX, PAGE_SIZE_MAX
 from layby_server.logs import get_logger
 from layby_server.prune import prune_abandoned
-from layby_services.door.deps import DoorState, door, principal_of
-from layby_services.door.openapi import refusal
+from layby_services.door.deps import Door, DoorState, Who
+from layby_services.door.openapi import documented, refusal
+from layby_services.door.openapi.components import NO_STORE, SEQ, header
 from layby_services.door.query import (
     DEFAULT_PAGE_SIZE,
     FILTER_MAX_CHARS,
@@ -35,7 +36,6 @@ from layby_services.door.query import (
     PageSize,
     Sort,
     Text,
-    authenticated,
     parse_filter,
 )
 
@@ -107,12 +107,29 @@ PAGING_400 = (
 )
 
 
+_LIST_DOC = documented(
+    headers={
+        "Cache-Control": NO_STORE,
+        STREAM_SEQ: header(SEQ, "The stream sequence this page and its total reflect."),
+    },
+    links={
+        "AnswerTheFirstItem": {
+            "operationId": "answerInteraction",
+            "parameters": {"interaction_id": "$response.body#/data/items/0/interaction_id"},
+            "description": "Answer the first pending question of the page.",
+        }
+    },
+)
+
+
 @get(
     "/api/interactions",
+    operation_id="listInteractions",
+    tags=["interactions"],
+    operation_class=_LIST_DOC,
     summary="One page of pending questions",
     description="Pending questions this caller may see, groups by their latest question, then creation "
     "order (docs/doors/list.md).",
-    guards=[authenticated],
     responses={
         400: refusal(
             f"{PAGING_400} Or a filter that is too long (over {FILTER_MAX_CHARS} characters), holds a "
@@ -123,7 +140,8 @@ PAGING_400 = (
     },
 )
 async def list_door(
-    request: Request[Any, Any, Any],
+    door: Door,
+    who: Who,
     *,
     page: Page = 1,
     page_size: PageSize = DEFAULT_PAGE_SIZE,
@@ -136,13 +154,11 @@ async def list_door(
 ) -> Response[InteractionPage]:
     """``page`` (default 1) and ``pageSize`` (default 50, capped at 200); optional ``q``,
     ``format``, ``group``, ``origin`` and ``sort`` (docs/doors/list.md#filters-and-order)."""
-    state = door(request)
-    who = principal_of(request)
     size = min(page_size, PAGE_SIZE_MAX)
     narrow = parse_filter({"q": q, "format": format, "group": group, "origin": origin, "sort": sort})
-    now = state.clock.now()
+    now = door.clock.now()
     audience = who.identity if who.restricted else None
-    async with state.pool.acquire() as conn:
+    async with door.pool.acquire() as conn:
         if after is not None:
             await _caught_up(conn, int(after))
         # One snapshot: the page, its total and the stream position they reflect agree.
@@ -160,7 +176,7 @@ async def list_door(
             now,
         )
     if stale:
-        _prune_later(state)
+        _prune_later(door)
     # Each item is stored already encoded (the projection wrote it from the asked event): it is
     # passed through verbatim.
     items = cast(list[PendingQuestion], [msgspec.Raw(r["item"].encode()) for r in rows])
@@ -219,24 +235,25 @@ def done_item(row: Any) -> DoneQuestion:
 
 @get(
     "/api/interactions/done",
+    operation_id="listDoneInteractions",
+    tags=["interactions"],
+    operation_class=documented(headers={"Cache-Control": NO_STORE}),
     summary="Recently resolved questions, newest first",
     description="What was answered, by whom, when and where (inbox, cli, api, callback, expiry), and what "
     "was removed and why; a sensitive answer is never shown (docs/doors/done.md).",
-    guards=[authenticated],
     responses={400: refusal(PAGING_400, field=True)},
 )
 async def done_door(
-    request: Request[Any, Any, Any],
+    door: Door,
+    who: Who,
     page: Page = 1,
     page_size: PageSize = DEFAULT_PAGE_SIZE,
     after: After = None,
 ) -> Response[DonePage]:
     """``page`` (default 1), ``pageSize`` (default 50, capped at 200) and ``after``."""
-    state = door(request)
-    who = principal_of(request)
     size = min(page_size, PAGE_SIZE_MAX)
     audience = who.identity if who.restricted else None
-    async with state.pool.acquire() as conn:
+    async with door.pool.acquire() as conn:
         if after is not None:
             await _caught_up(conn, int(after))
         async with conn.transaction(isolation="repeatable_read", readonly=True):

@@ -11,21 +11,40 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
-from litestar import Request, Response, get
+from litestar import Response, get
 from litestar.params import PathParameter
 
 from layby_contracts.errors import BadInput, NotFound
-from layby_domain.media import is_media_id
-from layby_services.door.deps import door
+from layby_domain.media import IMAGE_TYPES, is_media_id
+from layby_services.door.deps import Door
 from layby_services.door.messages import INVALID_MEDIA_ID, MALFORMED
 from layby_services.door.messages import NOT_FOUND as UNKNOWN
-from layby_services.door.openapi import CAPABILITY, refusal
+from layby_services.door.openapi import CAPABILITY, documented, refusal
+from layby_services.door.openapi.components import NOSNIFF, UNAVAILABLE_503, header, text
+
+_MEDIA_DOC = documented(
+    ok={
+        "description": "The stored bytes, with their stored (sniffed) type.",
+        "headers": {
+            "Cache-Control": header(
+                {"type": "string", "pattern": "^private, max-age=[0-9]+$"}, "Whole seconds of retention left."
+            ),
+            "X-Content-Type-Options": NOSNIFF,
+            "Content-Security-Policy": header(text("default-src 'none'"), "Inert."),
+        },
+        "content": {mime: {} for mime in sorted(IMAGE_TYPES)},
+    },
+    responses=UNAVAILABLE_503,
+)
 
 
 @get(
     "/api/interactions/media/{media_id:path}",
+    operation_id="getMedia",
+    tags=["interactions"],
+    operation_class=_MEDIA_DOC,
     summary="An inline image of a question (public: the id is the capability)",
     responses={
         400: refusal(
@@ -38,7 +57,7 @@ from layby_services.door.openapi import CAPABILITY, refusal
     },
 )
 async def media_door(
-    request: Request[Any, Any, Any],
+    door: Door,
     media_id: Annotated[
         Path,
         PathParameter(
@@ -52,12 +71,11 @@ async def media_door(
     raw_id = str(media_id).removeprefix("/")
     if not is_media_id(raw_id):
         raise BadInput(INVALID_MEDIA_ID)
-    state = door(request)
-    found = await state.store.get_media(raw_id)
+    found = await door.store.get_media(raw_id)
     if found is None:
         raise NotFound(UNKNOWN)
     mime, body, stored_at = found
-    remaining = state.store.media_retention - (state.clock.now() - stored_at).total_seconds()
+    remaining = door.store.media_retention - (door.clock.now() - stored_at).total_seconds()
     if remaining <= 0:
         raise NotFound(UNKNOWN)
     return Response(

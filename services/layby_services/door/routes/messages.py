@@ -23,11 +23,11 @@ from layby_contracts.events import ChannelMessageReceived, decode_event
 from layby_contracts.http import InboundMessage
 from layby_server.auth import Principal
 from layby_server.logs import get_logger
-from layby_services.door.deps import door, principal_of
+from layby_services.door.deps import Door, Who
 from layby_services.door.listeners import Entry, sees
 from layby_services.door.openapi import refusal
-from layby_services.door.query import LastEventId, LastEventIdHeader, authenticated
-from layby_services.door.routes.stream import audience_of, tail, writer_of
+from layby_services.door.query import LastEventId, LastEventIdHeader
+from layby_services.door.routes.stream import audience_of, documented_stream, tail, writer_of
 
 log = get_logger("layby.door.messages")
 _enc = msgspec.json.Encoder()
@@ -77,12 +77,20 @@ def _given(value: Any) -> Any:
     return UNSET if value is None else value
 
 
+_MESSAGES_DOC = documented_stream(
+    "`message` frames (data: an InboundMessage) and `: keepalive` comments.",
+    "The frames follow this messages-stream sequence (docs/doors/messages.md).",
+)
+
+
 @get(
     "/api/messages/stream",
+    operation_id="streamMessages",
+    tags=["channels"],
+    operation_class=_MESSAGES_DOC,
     summary="Inbound chat messages that answered nothing (Server-Sent Events)",
     description="Late replies, bridged mismatches and ordinary messages to a bot, each frame's `id:` "
     "the messages stream's sequence; resumable with `Last-Event-ID` (docs/doors/messages.md).",
-    guards=[authenticated],
     responses={
         400: refusal(
             "A `channel` that is not 1-64 of `[A-Za-z0-9_-]`: `channel is not valid` (field `channel`); "
@@ -93,6 +101,9 @@ def _given(value: Any) -> Any:
 )
 async def messages_stream(
     request: Request[Any, Any, Any],
+    door: Door,
+    who: Who,
+    *,
     channel: Annotated[
         str | None,
         QueryParameter(name="channel", description="Only this channel's messages.", pattern=CHANNEL),
@@ -100,14 +111,12 @@ async def messages_stream(
     last_event_id_header: LastEventIdHeader = None,
     last_event_id: LastEventId = None,
 ) -> Stream:
-    state = door(request)
-    who = principal_of(request)
-    names = state.store.names
+    names = door.store.names
     raw = last_event_id_header or last_event_id or None
     # One shared tail follows every channel; a client asking for one channel filters on it
     # (docs/doors/stream.md#one-shared-tail).
     return await tail(
-        state,
+        door,
         who,
         raw,
         stream=names.messages_stream,

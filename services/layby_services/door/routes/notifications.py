@@ -10,14 +10,14 @@ from its stream: a restricted identity's own feed, an unrestricted identity's th
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 import msgspec
 import nats.errors
-from litestar import Request, get, post
+from litestar import get, post
+from litestar.di import NamedDependency
 
 from layby_contracts.commands import REPLY_DECODER, Notified, Notify, Refused
-from layby_contracts.errors import BadInput, Unavailable
+from layby_contracts.errors import Unavailable
 from layby_contracts.http import (
     Notification,
     Notifications,
@@ -26,19 +26,15 @@ from layby_contracts.http import (
     NotifyResult,
 )
 from layby_contracts.refusals import from_refused
-from layby_domain.notify import field_of
 from layby_server import tracing
 from layby_server.feed import Feed
-from layby_services.door.bodies import decode_body
-from layby_services.door.deps import DoorState, bearer_token, door, principal_of, read_capped_body
-from layby_services.door.openapi import refusal
-from layby_services.door.query import authenticated
+from layby_services.door.bodies import decode_struct
+from layby_services.door.deps import Door, DoorState, Token, Who, json_body
+from layby_services.door.openapi import documented, refusal
+from layby_services.door.openapi.components import RETRY_503, UNAVAILABLE_503
 
 REQUEST_TIMEOUT = 15.0
 """How long the door waits for the ask service: longer than its one send attempt's bound."""
-NOT_A_JSON_OBJECT = "body must be a JSON object"
-INVALID_JSON = "invalid JSON body"
-TOO_DEEP = "body is nested too deeply"
 RECORDED = "notification recorded to the internal sink"
 _enc = msgspec.json.Encoder()
 
@@ -49,14 +45,8 @@ def sent_via(channel: str) -> str:
 
 def parse_notify_body(raw: bytes) -> NotifyRequest:
     """The body as a ``NotifyRequest``: a JSON object of known keys with the right types; every
-    refusal names the field."""
-    body = decode_body(raw, invalid=INVALID_JSON, too_deep=TOO_DEEP)
-    if not isinstance(body, dict):
-        raise BadInput(NOT_A_JSON_OBJECT)
-    try:
-        return msgspec.convert(body, NotifyRequest)
-    except msgspec.ValidationError as exc:
-        raise BadInput(f"invalid body: {exc}", field=field_of(exc)) from None
+    refusal names the field (an unknown key: none)."""
+    return decode_struct(raw, NotifyRequest, name_unknown=False)
 
 
 async def send_notify(state: DoorState, cmd: Notify) -> Notified:
@@ -91,7 +81,11 @@ def feed_of(state: DoorState) -> Feed:
 
 @post(
     "/api/notifications",
+    operation_id="notify",
+    tags=["notifications"],
+    operation_class=documented(body=NotifyRequest, responses=RETRY_503),
     status_code=200,
+    dependencies={"payload": json_body(parse_notify_body)},
     summary="Send a one-way notification",
     description="Nothing is asked and nothing waits: with no `channel` it is recorded to the feed; with "
     "one it is sent on that channel (one attempt) and, with an `audience`, recorded as well. Every rule "
@@ -117,15 +111,11 @@ def feed_of(state: DoorState) -> Feed:
         ),
     },
 )
-async def notify_door(request: Request[Any, Any, Any]) -> NotifyResult:
+async def notify_door(door: Door, token: Token, payload: NamedDependency[NotifyRequest]) -> NotifyResult:
     """Body: a ``NotifyRequest`` (read under the body cap by the door itself)."""
-    state = door(request)
-    principal_of(request)
-    token = bearer_token(request)
-    raw = await read_capped_body(request, state.settings.max_body_bytes)
-    body = parse_notify_body(raw)
+    body = payload
     reply = await send_notify(
-        state,
+        door,
         Notify(
             token=token,
             notification_id=str(uuid.uuid4()),
@@ -149,16 +139,16 @@ async def notify_door(request: Request[Any, Any, Any]) -> NotifyResult:
 
 @get(
     "/api/notifications",
+    operation_id="listNotifications",
+    tags=["notifications"],
+    operation_class=documented(responses=UNAVAILABLE_503),
     summary="The caller's notification feed, newest first",
     description="A `user` identity reads its own feed (empty once its newest notification is older "
     "than INTERACTIONS_NOTIFICATIONS_FEED_TTL_SECONDS); an operator reads the shared feed. Each feed "
     "keeps its newest INTERACTIONS_NOTIFICATIONS_FEED_MAX (docs/notifications.md#the-feed).",
-    guards=[authenticated],
 )
-async def notifications_door(request: Request[Any, Any, Any]) -> Notifications:
-    state = door(request)
-    who = principal_of(request)
-    entries = await feed_of(state).read(who.identity if who.restricted else None)
+async def notifications_door(door: Door, who: Who) -> Notifications:
+    entries = await feed_of(door).read(who.identity if who.restricted else None)
     return Notifications(
         data=NotificationsData(
             notifications=[

@@ -14,7 +14,8 @@ from typing import Annotated, Any
 
 import msgspec
 import nats.errors
-from litestar import Request, get, post
+from litestar import get, post
+from litestar.di import NamedDependency
 from litestar.params import PathParameter
 
 from layby_contracts.commands import REPLY_DECODER, Refused, RunAccepted, StartRun
@@ -63,19 +64,18 @@ from layby_server.auth import Principal
 from layby_server.eventstore import EventStore, Stored
 from layby_server.runops import NOT_FOUND, cancel_run, load_run, retry_run
 from layby_server.workers import WorkerRegistry
-from layby_services.door.bodies import decode_body
-from layby_services.door.deps import bearer_token, door, principal_of, read_capped_body
-from layby_services.door.openapi import UUID4, refusal
+from layby_services.door.bodies import decode_struct
+from layby_services.door.deps import Door, Token, Who, json_body
+from layby_services.door.openapi import UUID4, DoorOperation, documented, refusal
+from layby_services.door.openapi.components import UNAVAILABLE_503
 from layby_services.door.query import (
     DEFAULT_PAGE_SIZE,
     Flow,
     Page,
     PageSize,
     Status,
-    authenticated,
     parse_status,
 )
-from layby_services.door.routes.asks import field_named
 from layby_services.door.routes.inbox import PAGING_400, next_page
 
 STATUSES = RUN_STATUSES
@@ -183,25 +183,26 @@ def _park_view(data: dict[str, Any], park: list[dict[str, Any]]) -> None:
 
 @get(
     "/api/runs/{run_id:str}",
+    operation_id="getRun",
+    tags=["runs"],
+    operation_class=DoorOperation,
     summary="One run's status",
     description="The run; keys that do not apply to its status are absent (docs/doors/runs.md).",
     responses={404: RUN_NOT_FOUND},
 )
-async def run_door(request: Request[Any, Any, Any], run_id: RunId) -> Run:
-    state = door(request)
-    who = principal_of(request)
+async def run_door(door: Door, who: Who, run_id: RunId) -> Run:
     if not is_interaction_id(run_id):
         raise NotFound(NOT_FOUND)
-    row = await state.pool.fetchrow(_DETAIL, run_id, who.identity if who.restricted else None)
+    row = await door.pool.fetchrow(_DETAIL, run_id, who.identity if who.restricted else None)
     if row is None or row["flow"] is None:
         # Read your writes: a run whose start was accepted is shown from the log until the
         # projection has it (docs/doors/runs.md#read-your-writes).
-        data = await _from_log(state.store, run_id, who)
+        data = await _from_log(door.store, run_id, who)
     else:
         data = _summary(row)
         park = json.loads(row["park"])
         if row["status"] in ("parked", "resumed"):
-            await _settle_pending(state.store, park)
+            await _settle_pending(door.store, park)
             _park_view(data, park)
         if row["resume_id"] is not None:
             data["resume_id"] = row["resume_id"]
@@ -215,7 +216,7 @@ async def run_door(request: Request[Any, Any, Any], run_id: RunId) -> Run:
         if row["resumed_interactions"] is not None:
             data["resumed_interactions"] = json.loads(row["resumed_interactions"])
     if data["status"] in ("running", "resumed"):
-        await _warn_unserved(state.pool, data)
+        await _warn_unserved(door.pool, data)
     return Run(data=RunDetail(**data))
 
 
@@ -225,12 +226,16 @@ async def _warn_unserved(pool: Any, data: dict[str, Any]) -> None:
         data["warning"] = f"no worker serves flow {data['flow']!r}; the run waits for one"
 
 
-@get("/api/workers", summary="Workers seen in the last hour: alive or not, and the flows they serve")
-async def workers_door(request: Request[Any, Any, Any]) -> Workers:
+@get(
+    "/api/workers",
+    operation_id="listWorkers",
+    tags=["runs"],
+    operation_class=DoorOperation,
+    summary="Workers seen in the last hour: alive or not, and the flows they serve",
+)
+async def workers_door(door: Door, who: Who) -> Workers:
     """A restricted identity sees its own workers only (docs/doors/runs.md#workers)."""
-    state = door(request)
-    who = principal_of(request)
-    rows = await WorkerRegistry(state.pool).listing(who.identity if who.restricted else None)
+    rows = await WorkerRegistry(door.pool).listing(who.identity if who.restricted else None)
     items = [
         Worker(
             worker_id=r["worker_id"],
@@ -321,10 +326,23 @@ def _at(event: RunEvent) -> datetime:
             return event.cancelled_at
 
 
+_RUNS_DOC = documented(
+    links={
+        "ShowTheFirstRun": {
+            "operationId": "getRun",
+            "parameters": {"run_id": "$response.body#/data/items/0/run_id"},
+            "description": "The first run of the page.",
+        }
+    }
+)
+
+
 @get(
     "/api/runs",
+    operation_id="listRuns",
+    tags=["runs"],
+    operation_class=_RUNS_DOC,
     summary="Runs, most recently active first",
-    guards=[authenticated],
     responses={
         400: refusal(
             f"{PAGING_400} A `status` that is not a run status: `status must be one of "
@@ -335,7 +353,9 @@ def _at(event: RunEvent) -> datetime:
     },
 )
 async def runs_door(
-    request: Request[Any, Any, Any],
+    door: Door,
+    who: Who,
+    *,
     status: Status = None,
     flow: Flow = None,
     page: Page = 1,
@@ -343,12 +363,10 @@ async def runs_door(
 ) -> RunPage:
     """``status`` (a run status), ``flow`` (a flow name; an empty one matches no run), ``page``,
     ``pageSize``."""
-    state = door(request)
-    who = principal_of(request)
     size = min(page_size, PAGE_SIZE_MAX)
     parse_status(status)
     identity = who.identity if who.restricted else None
-    async with state.pool.acquire() as conn:
+    async with door.pool.acquire() as conn:
         total = int(await conn.fetchval(_COUNT, identity, status, flow))
         rows = await conn.fetch(_PAGE, identity, status, flow, size, (page - 1) * size) if total else []
     items = [RunSummary(**_summary(r)) for r in rows if r["flow"] is not None]
@@ -361,10 +379,12 @@ async def runs_door(
 
 @get(
     "/api/runs/summary",
+    operation_id="summarizeRuns",
+    tags=["runs"],
+    operation_class=DoorOperation,
     summary="How many runs are in each status, their flows, the oldest open question",
     description="One snapshot: the counts and the oldest question for `flow` when given; a `user` token "
     "counts its own identity's runs only (docs/doors/runs.md#summary).",
-    guards=[authenticated],
     responses={
         400: refusal(
             "A `flow` holding a NUL character: `flow must not contain NUL characters` (field `flow`); or "
@@ -373,14 +393,12 @@ async def runs_door(
         )
     },
 )
-async def summary_door(request: Request[Any, Any, Any], flow: Flow = None) -> RunsSummary:
+async def summary_door(door: Door, who: Who, flow: Flow = None) -> RunsSummary:
     """The dashboard's header in one snapshot (docs/doors/runs.md#summary): the count of every
     status (zero included) and the oldest question a run waits on, both for ``flow`` when given;
     the flows the caller's runs belong to. A restricted identity counts its own runs only."""
-    state = door(request)
-    who = principal_of(request)
     identity = who.identity if who.restricted else None
-    async with state.pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
+    async with door.pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
         counted = {r["status"]: int(r["n"]) for r in await conn.fetch(_COUNTS, identity, flow)}
         flows = [r["flow"] for r in await conn.fetch(_FLOWS, identity, FLOWS_MAX)]
         oldest = await conn.fetchrow(_OLDEST, identity, flow)
@@ -408,6 +426,9 @@ _CONFLICT = "The run is in a status this operation does not apply to: "
 
 @post(
     "/api/runs/{run_id:str}/cancel",
+    operation_id="cancelRun",
+    tags=["runs"],
+    operation_class=documented(responses=UNAVAILABLE_503),
     status_code=200,
     summary="Cancel a running or parked run",
     description="A parked run's open questions leave the inbox before this returns; a running run stops "
@@ -417,13 +438,11 @@ _CONFLICT = "The run is in a status this operation does not apply to: "
         409: refusal(_CONFLICT + "`the run is <status>; only a running or parked run can be cancelled`."),
     },
 )
-async def cancel_door(request: Request[Any, Any, Any], run_id: RunId) -> Cancelled:
+async def cancel_door(door: Door, who: Who, run_id: RunId) -> Cancelled:
     """409 when the run already ended (docs/doors/runs.md#cancel)."""
-    state = door(request)
-    who = principal_of(request)
     if not is_interaction_id(run_id):
         raise NotFound(NOT_FOUND)
-    event = await cancel_run(state.store, run_id, who, state.clock.now)
+    event = await cancel_run(door.store, run_id, who, door.clock.now)
     return Cancelled(
         data=CancelledData(run_id=run_id, status="cancelled", was=event.was, cancelled_by=event.by)
     )
@@ -431,6 +450,9 @@ async def cancel_door(request: Request[Any, Any, Any], run_id: RunId) -> Cancell
 
 @post(
     "/api/runs/{run_id:str}/retry",
+    operation_id="retryRun",
+    tags=["runs"],
+    operation_class=documented(responses=UNAVAILABLE_503),
     status_code=200,
     summary="Retry a failed run",
     description="The run executes again from its last recorded step or park (docs/doors/runs.md).",
@@ -439,13 +461,11 @@ async def cancel_door(request: Request[Any, Any, Any], run_id: RunId) -> Cancell
         409: refusal(_CONFLICT + "`the run is <status>; only a failed run can be retried`."),
     },
 )
-async def retry_door(request: Request[Any, Any, Any], run_id: RunId) -> Retried:
+async def retry_door(door: Door, who: Who, run_id: RunId) -> Retried:
     """Execute a failed run again from its last recorded step or park. 409 unless it failed."""
-    state = door(request)
-    who = principal_of(request)
     if not is_interaction_id(run_id):
         raise NotFound(NOT_FOUND)
-    event = await retry_run(state.store, run_id, who, state.clock.now)
+    event = await retry_run(door.store, run_id, who, door.clock.now)
     return Retried(
         data=RetriedData(
             run_id=run_id, status="resumed", generation=event.generation, retried_by=event.retried_by
@@ -458,13 +478,7 @@ INVALID_FLOW = "flow must be 1-64 of [A-Za-z0-9_-]"
 
 def parse_start_body(raw: bytes) -> StartRunRequest:
     """The body as a ``StartRunRequest``; every refusal names the field."""
-    body = decode_body(raw, invalid="invalid JSON body", too_deep="body is nested too deeply")
-    if not isinstance(body, dict):
-        raise BadInput("body must be a JSON object")
-    try:
-        start = msgspec.convert(body, StartRunRequest)
-    except msgspec.ValidationError as exc:
-        raise BadInput(f"invalid body: {exc}", field=field_named(exc)) from None
+    start = decode_struct(raw, StartRunRequest)
     if not is_flow_name(start.flow):
         raise BadInput(INVALID_FLOW, field="flow")
     if start.run_id is not None and not is_interaction_id(start.run_id):
@@ -474,7 +488,11 @@ def parse_start_body(raw: bytes) -> StartRunRequest:
 
 @post(
     "/api/runs",
+    operation_id="startRun",
+    tags=["runs"],
+    operation_class=documented(body=StartRunRequest),
     status_code=201,
+    dependencies={"payload": json_body(parse_start_body)},
     summary="Start a run of a registered flow",
     description="Recorded as `Client.start_run` records it; a worker serving the flow executes it. When "
     "no live worker serves the flow, the run is recorded all the same and `warning` says so "
@@ -489,17 +507,14 @@ def parse_start_body(raw: bytes) -> StartRunRequest:
         503: refusal("The ask service is unavailable; nothing was recorded.", field=True),
     },
 )
-async def start_run_door(request: Request[Any, Any, Any]) -> RunStart:
+async def start_run_door(door: Door, token: Token, payload: NamedDependency[StartRunRequest]) -> RunStart:
     """Body: a ``StartRunRequest``; 201 with the run's id (and the unserved-flow warning)."""
-    state = door(request)
-    principal_of(request)
-    raw = await read_capped_body(request, state.settings.max_body_bytes)
-    start = parse_start_body(raw)
+    start = payload
     run_id = start.run_id or new_interaction_id()
-    cmd = StartRun(token=bearer_token(request), run_id=run_id, flow=start.flow, input=start.input)
-    subject = state.store.names.cmd_run
+    cmd = StartRun(token=token, run_id=run_id, flow=start.flow, input=start.input)
+    subject = door.store.names.cmd_run
     try:
-        msg = await state.store.nc.request(
+        msg = await door.store.nc.request(
             subject, _enc.encode(cmd), timeout=REQUEST_TIMEOUT, headers=tracing.headers_or_none()
         )
     except nats.errors.NoRespondersError:

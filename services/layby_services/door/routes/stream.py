@@ -16,6 +16,7 @@ from typing import Any
 
 import msgspec
 from litestar import Request, get
+from litestar.openapi.spec import Operation
 from litestar.response import Stream
 from structlog.typing import FilteringBoundLogger
 
@@ -29,10 +30,12 @@ from layby_server.auth import Principal
 from layby_server.eventstore import Stored
 from layby_server.logs import get_logger
 from layby_services.door.cache import AskedCache
-from layby_services.door.deps import DoorState, door, principal_of
+from layby_services.door.deps import Door, DoorState, Who
 from layby_services.door.errors import Busy
 from layby_services.door.listeners import UNSTARTED_STREAM_SECONDS, Entry, Feed, Writer, frames, sees
 from layby_services.door.messages import STREAM_UNAVAILABLE, TOO_MANY_STREAMS
+from layby_services.door.openapi import documented
+from layby_services.door.openapi.components import SEQ, error, header, text
 from layby_services.door.protocol import SSE_WRITER, DirectBody
 from layby_services.door.query import LastEventId, LastEventIdHeader
 
@@ -121,28 +124,67 @@ def evicted_frame(through: int) -> bytes:
     return b"id: %d\nevent: stream.evicted\ndata: {}\n\n" % through
 
 
+def documented_stream(frames: str, seq: str) -> type[Operation]:
+    """A Server-Sent Events door's operation: its frames, its headers, and the 503 of the streams'
+    shared capacity (docs/doors/stream.md#capacity)."""
+    return documented(
+        ok={
+            "description": frames,
+            "headers": {
+                "Cache-Control": header(text("no-cache"), "Never cached."),
+                "X-Accel-Buffering": header(text("no"), "Proxies must not buffer."),
+                "Layby-Stream-Seq": header(SEQ, seq),
+            },
+            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        },
+        responses={
+            "503": error(
+                "This door process serves `LAYBY_SSE_MAX_CLIENTS` streams already, or the consumer of "
+                "the stream's shared tail could not be created (docs/doors/stream.md#capacity).",
+                (TOO_MANY_STREAMS, STREAM_UNAVAILABLE),
+                headers={
+                    "Retry-After": header(
+                        {"type": "integer", "const": STREAM_RETRY_AFTER}, "Seconds to wait."
+                    )
+                },
+            )
+        },
+    )
+
+
+_STREAM_DOC = documented_stream(
+    "The feed: `interaction.add` frames (data: a PendingQuestion), `interaction.answered` and "
+    "`interaction.removed` frames (data: exactly `{interaction_id, group_id}`), and `: keepalive` "
+    "comments.",
+    "The frames follow this stream sequence (docs/doors/stream.md).",
+)
+
+
 @get(
     "/api/interactions/stream",
+    operation_id="streamInteractions",
+    tags=["interactions"],
+    operation_class=_STREAM_DOC,
     summary="Live add/answered/removed frames (Server-Sent Events)",
     description="Tail only: events appended after the client connected, each frame's `id:` the JetStream "
     "stream sequence of its event (docs/doors/stream.md). The response never ends.",
 )
 async def stream_door(
     request: Request[Any, Any, Any],
+    door: Door,
+    who: Who,
     last_event_id_header: LastEventIdHeader = None,
     last_event_id: LastEventId = None,
 ) -> Stream:
-    state = door(request)
-    who = principal_of(request)
     raw = last_event_id_header or last_event_id or None  # an empty value is no value; the header wins
-    names = state.store.names
+    names = door.store.names
     return await tail(
-        state,
+        door,
         who,
         raw,
         stream=names.events_stream,
         subject=names.ix_all,
-        feed=InteractionFeed(state.asked),
+        feed=InteractionFeed(door.asked),
         logger=log,
         direct=writer_of(request),
     )

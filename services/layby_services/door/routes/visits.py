@@ -33,9 +33,10 @@ from layby_domain.verifiers import VerificationFailed, VerifierError, parse_secr
 from layby_server.auth import Principal
 from layby_server.logs import get_logger
 from layby_services.door.bodies import decode_body
-from layby_services.door.deps import DoorState, door, principal_of, read_capped_body
+from layby_services.door.deps import Door, DoorState, Raw, Who, authenticate
 from layby_services.door.messages import NOT_FOUND, WEBHOOK_ERROR, WEBHOOK_FAILED
-from layby_services.door.openapi import refusal
+from layby_services.door.openapi import BEARER, DoorOperation, documented, refusal
+from layby_services.door.openapi.components import JSON
 
 log = get_logger("layby.door.visits")
 DOOR_NAME = "^[a-z0-9_-]{1,64}$"
@@ -59,7 +60,7 @@ def _input(raw: bytes) -> Any:
     """The door's input document: the JSON body (an empty body is ``{}``)."""
     if not raw.strip():
         return {}
-    return decode_body(raw, invalid="invalid JSON body", too_deep="the body is nested too deeply")
+    return decode_body(raw, too_deep="the body is nested too deeply")
 
 
 async def _until_settled(state: DoorState, visit_id: str, act: Any, wait: float) -> VisitResult:
@@ -95,8 +96,22 @@ async def _until_settled(state: DoorState, visit_id: str, act: Any, wait: float)
         await sub.unsubscribe()
 
 
+_HOOK_DOC = documented(
+    body={
+        "required": False,
+        "description": "The hook's input document (any JSON; an empty body is `{}`).",
+        "content": {JSON: {"schema": {}}},
+    }
+)
+
+
 @post(
     "/api/hooks/{name:str}",
+    operation_id="visitHook",
+    tags=["doors"],
+    operation_class=_HOOK_DOC,
+    # A bearer token, or (a hook whose door binds a webhook verifier) the sender's signature.
+    security=[*BEARER, {}],
     status_code=200,
     summary="Visit a hook: run its door contract over the body, then act",
     description="Cancels first, then at most one of resume / take / start (docs/doors/hooks.md).",
@@ -110,23 +125,25 @@ async def _until_settled(state: DoorState, visit_id: str, act: Any, wait: float)
 )
 async def hook_door(
     request: Request[Any, Any, Any],
+    door: Door,
+    raw: Raw,
     name: Annotated[str, PathParameter(description="The hook's name.", schema_extra={"pattern": DOOR_NAME})],
     wait: Wait = 0,
 ) -> Visited:
-    state = door(request)
-    raw = await read_capped_body(request, state.settings.max_body_bytes)
-    found = await state.visitor.door(name) if is_door_name(name) else None
+    found = await door.visitor.door(name) if is_door_name(name) else None
     verified = found is not None and found.spec.kind == "hook" and found.spec.verifier is not None
     if verified:
         assert found is not None
-        _verify(state, found, raw, request)
+        _verify(door, found, raw, request)
         who = Principal(identity=f"door:{name}", role="operator")
     else:
-        who = principal_of(request)
+        # Public only when its door binds a verifier: any other hook (and an unknown name) is
+        # authenticated as the guarded doors are, so the caller learns nothing of which exist.
+        who = authenticate(request)
         if found is None or found.spec.kind != "hook":
             raise NotFound(NOT_FOUND)
     assert found is not None
-    return Visited(data=await _visit(state, found, who, _input(raw), wait, subject=None))
+    return Visited(data=await _visit(door, found, who, _input(raw), wait, subject=None))
 
 
 async def _visit(
@@ -167,8 +184,20 @@ def _verify(state: DoorState, found: DoorSaved, raw: bytes, request: Request[Any
         raise RuntimeError(WEBHOOK_ERROR) from None
 
 
+_MESSAGE_DOC = documented(
+    body={
+        "required": False,
+        "description": "The message: the route's input document (any JSON).",
+        "content": {JSON: {"schema": {}}},
+    }
+)
+
+
 @post(
     "/api/conversations/{subject:str}/messages",
+    operation_id="postConversationMessage",
+    tags=["doors"],
+    operation_class=_MESSAGE_DOC,
     status_code=200,
     summary="Post a message to a conversation: its route's contract runs over it, then acts",
     description="The route is `door` when given, else the first conversation door (by name) whose "
@@ -182,21 +211,21 @@ def _verify(state: DoorState, found: DoorSaved, raw: bytes, request: Request[Any
     },
 )
 async def conversation_door(
-    request: Request[Any, Any, Any],
+    door: Door,
+    who: Who,
+    raw: Raw,
+    *,
     subject: Annotated[
         str, PathParameter(description="The conversation.", schema_extra={"pattern": SUBJECT})
     ],
     wait: Wait = 0,
     route: Annotated[str | None, QueryParameter(name="door", description="The route's name.")] = None,
 ) -> Visited:
-    state = door(request)
-    who = principal_of(request)
-    raw = await read_capped_body(request, state.settings.max_body_bytes)
     if not is_subject(subject):
         raise BadInput("subject must be 1-128 of [A-Za-z0-9_:@-]", field="subject")
-    found = await _route(state, subject, route)
-    result = await _visit(state, found, who, _input(raw), wait, subject=subject)
-    return Visited(data=await _receive(state, result, who))
+    found = await _route(door, subject, route)
+    result = await _visit(door, found, who, _input(raw), wait, subject=subject)
+    return Visited(data=await _receive(door, result, who))
 
 
 async def _route(state: DoorState, subject: str, name: str | None) -> DoorSaved:
@@ -228,6 +257,9 @@ async def _receive(state: DoorState, result: VisitResult, who: Principal) -> Vis
 
 @get(
     "/api/subjects/{subject:str}/parked",
+    operation_id="listParked",
+    tags=["doors"],
+    operation_class=DoorOperation,
     summary="Every entry parked on a subject",
     description="Operators only (docs/doors/hooks.md#parked-entries).",
     responses={
@@ -236,13 +268,12 @@ async def _receive(state: DoorState, result: VisitResult, who: Principal) -> Vis
     },
 )
 async def parked_door(
-    request: Request[Any, Any, Any],
+    door: Door,
+    who: Who,
     subject: Annotated[str, PathParameter(description="The subject.", schema_extra={"pattern": SUBJECT})],
 ) -> Parked:
-    state = door(request)
-    who = principal_of(request)
     if who.restricted:
         raise Forbidden("only an operator may list a subject's parked entries")
     if not is_subject(subject):
         raise BadInput("subject must be 1-128 of [A-Za-z0-9_:@-]", field="subject")
-    return Parked(data=ParkedData(subject=subject, entries=await state.visitor.entries(subject)))
+    return Parked(data=ParkedData(subject=subject, entries=await door.visitor.entries(subject)))

@@ -3,24 +3,28 @@ delivery attempts of its outcome, read from the log (the attempts' own stream)."
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
-from litestar import Request, get
+from litestar import get
 from litestar.params import PathParameter
 
 from layby_contracts.errors import NotFound
 from layby_contracts.events import InteractionAsked
 from layby_contracts.http.webhooks import WebhookAttemptView, WebhookBlock, WebhookView
 from layby_domain.validation import is_interaction_id
-from layby_services.door.deps import door, principal_of
+from layby_services.door.deps import Door, Who
 from layby_services.door.messages import NOT_FOUND
-from layby_services.door.openapi import UUID4, refusal
+from layby_services.door.openapi import UUID4, documented, refusal
+from layby_services.door.openapi.components import UNAVAILABLE_503
 
 _SETTLED = {"delivered", "gone", "gave_up"}
 
 
 @get(
     "/api/interactions/{interaction_id:str}/webhook",
+    operation_id="getInteractionWebhook",
+    tags=["interactions"],
+    operation_class=documented(responses=UNAVAILABLE_503),
     summary="A question's webhook and its delivery attempts",
     description="Where the outcome is posted and each attempt: status or error, attempt number, next "
     "retry (docs/webhooks.md#attempts). The asker's own questions only, for a `user` token.",
@@ -33,7 +37,8 @@ _SETTLED = {"delivered", "gone", "gave_up"}
     },
 )
 async def webhook_door(
-    request: Request[Any, Any, Any],
+    door: Door,
+    who: Who,
     interaction_id: Annotated[
         str,
         PathParameter(
@@ -42,11 +47,9 @@ async def webhook_door(
         ),
     ],
 ) -> WebhookView:
-    state = door(request)
-    who = principal_of(request)
     if not is_interaction_id(interaction_id):
         raise NotFound(NOT_FOUND)
-    first = await state.store.first(state.store.names.ix(interaction_id))
+    first = await door.store.first(door.store.names.ix(interaction_id))
     asked = None if first is None else first.event
     if (
         not isinstance(asked, InteractionAsked)
@@ -54,7 +57,7 @@ async def webhook_door(
         or (who.restricted and asked.asked_by != who.identity)
     ):
         raise NotFound(NOT_FOUND)
-    attempts = await state.store.webhook_attempts(interaction_id)
+    attempts = await door.store.webhook_attempts(interaction_id)
     settled = next((a.result for a in reversed(attempts) if a.result in _SETTLED), "pending")
     return WebhookView(
         data=WebhookBlock(
