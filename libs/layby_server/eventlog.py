@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
-from layby_contracts.errors import Conflict, LaybyError
+from layby_contracts.errors import Conflict, LaybyError, Unavailable
 from layby_contracts.events import Event
 from layby_contracts.subjects import Names
 
@@ -95,6 +95,12 @@ class Outcome(Generic[S, D]):
     event: Event | None = None
     seq: int | None = None
     lost: bool = False
+
+
+def kept_changing(what: str, during: str = "") -> Unavailable:
+    """The error of a writer whose every attempt lost its race: nothing was decided, and a retry
+    decides on what the others wrote (503 at the door)."""
+    return Unavailable(f"{what} kept changing{f' {during}' if during else ''}; try again")
 
 
 async def decide_and_append(

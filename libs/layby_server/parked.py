@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from layby_contracts.doors import Entry, Outcome
-from layby_contracts.errors import InteractionLimitError, Unavailable
+from layby_contracts.errors import InteractionLimitError
 from layby_contracts.events import (
     ConversationReplied,
     Event,
@@ -39,7 +39,7 @@ from layby_contracts.events import (
 )
 from layby_domain.caller import Parked, decide_settle, entry_of
 from layby_domain.run import Run
-from layby_server.eventlog import EventLog, as_event, decide_and_append
+from layby_server.eventlog import EventLog, as_event, decide_and_append, kept_changing
 from layby_server.logs import get_logger
 
 log = get_logger("layby.parked")
@@ -151,7 +151,7 @@ class Entries:
             attempts=20,
         )
         if outcome.lost:
-            raise Unavailable(f"the index of subject {subject} kept changing; try again")
+            raise kept_changing(f"the index of subject {subject}")
 
 
 async def first_of(store: EventLog, subject: str) -> Event | None:
@@ -205,7 +205,7 @@ async def settle_visit(entries: Entries, visit_id: str, outcome: Outcome) -> boo
         seed=before,
     )
     if result.lost:
-        raise Unavailable(f"visit {visit_id} kept changing; try again")
+        raise kept_changing(f"visit {visit_id}")
     if recorded.kind == "conversation":
         reply = ConversationReplied(
             subject=recorded.subject,
@@ -248,7 +248,7 @@ async def settle_entry(entries: Entries, ix: str, visit_id: str, outcome: Outcom
         msg_id=lambda _: f"settled-{ix}-{uuid.uuid4().hex}",
     )
     if done.lost:
-        raise Unavailable(f"entry {ix} kept changing; try again")
+        raise kept_changing(f"entry {ix}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,12 +16,12 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TypeVar
 
-from layby_contracts.errors import NotFound, Unavailable
+from layby_contracts.errors import NotFound
 from layby_contracts.events import RunCancelled, RunEvent, RunResumed, RunStarted
 from layby_domain.interaction import decide_remove
 from layby_domain.run import Run, Steps, decide_cancel, decide_close_steps, decide_retry
 from layby_server.auth import Principal
-from layby_server.eventlog import EventLog, as_event, decide_and_append
+from layby_server.eventlog import EventLog, as_event, decide_and_append, kept_changing
 from layby_server.logs import get_logger
 from layby_server.resolve import resolve
 
@@ -56,7 +56,7 @@ async def _decide_and_append(
         store, store.names.run(run_id), read=read, decide=decide, event_of=as_event, msg_id=lambda _: msg_id
     )
     if outcome.decision is None:
-        raise Unavailable("the run kept changing; try again")
+        raise kept_changing("the run")
     return outcome.decision, outcome.state
 
 
@@ -97,7 +97,7 @@ async def close_steps(store: EventLog, cancelled: RunCancelled, now: Callable[[]
         msg_id=lambda _: f"closed-{cancelled.run_id}-{uuid.uuid4().hex}",
     )
     if outcome.lost:
-        raise Unavailable("the run's steps kept changing; try again")
+        raise kept_changing("the run's steps")
 
 
 async def remove_open_asks(store: EventLog, cancelled: RunCancelled, now: Callable[[], datetime]) -> None:

@@ -38,7 +38,7 @@ from layby_domain.doors import VisitPlan, plan_visit
 from layby_domain.validation import is_subject
 from layby_server.auth import Principal
 from layby_server.chains import kill_chain
-from layby_server.eventlog import EventLog, as_event, decide_and_append
+from layby_server.eventlog import EventLog, as_event, decide_and_append, kept_changing
 from layby_server.logs import get_logger
 from layby_server.parked import Entries, settle_visit
 
@@ -334,7 +334,7 @@ class Visitor:
             trusted=False,  # read a moment ago: a refusal is decided again on the log
         )
         if done.lost:
-            raise Unavailable(f"entry {ix} kept changing; try again")
+            raise kept_changing(f"entry {ix}")
 
     async def _take(self, ix: str, by: str, visit_id: str) -> Taken:
         settled: list[InteractionSettled] = []
@@ -354,7 +354,7 @@ class Visitor:
             msg_id=lambda _: f"taken-{ix}-{visit_id}",
         )
         if done.lost or not settled:
-            raise Unavailable(f"entry {ix} kept changing; try again")
+            raise kept_changing(f"entry {ix}")
         outcome = settled[0]
         status: Literal["finished", "failed"] = "failed" if outcome.outcome == "failed" else "finished"
         return Taken(id=ix, status=status, result=outcome.result, error=outcome.error)

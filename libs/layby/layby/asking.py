@@ -29,13 +29,13 @@ from layby.questions import (
     _replayed,
     build_link,
 )
+from layby.requests import UNTIL_DEADLINE, Retry, expect, request
 from layby.runs import RunContext, require_park_context
 from layby.tracecontext import command_headers
 from layby.values import AnswerDetails, SecretValue
 from layby_contracts.channels import ChannelDeliveryError
 from layby_contracts.commands import PROTOCOL_RESERVATIONS as RESERVATIONS
 from layby_contracts.commands import (
-    REPLY_DECODER,
     WAKE_DECODER,
     Accepted,
     Ask,
@@ -48,7 +48,7 @@ from layby_contracts.commands import (
     ReserveTicket,
     Wake,
 )
-from layby_contracts.errors import BadInput, InteractionTimeoutError, LaybyError, Permanent, Unavailable
+from layby_contracts.errors import BadInput, InteractionTimeoutError, LaybyError, Unavailable
 from layby_contracts.events import ParkedAsk
 from layby_contracts.refusals import from_refused
 from layby_contracts.subjects import Names
@@ -65,7 +65,7 @@ _enc = msgspec.json.Encoder()
 log = get_logger("layby.sdk")
 REQUEST_TIMEOUT = 10.0
 PARK_RECORD_BUDGET = 60.0
-NO_RESPONDER_PAUSE = 0.2
+NO_RESPONDER_PAUSE = UNTIL_DEADLINE.pause
 """How long a sync ask waits before it sends again when no ask service answered (a restart)."""
 LOOK_SECONDS = 10.0
 """A waiter that has heard nothing for this long looks whether its wake was lost (at once after
@@ -277,23 +277,14 @@ class Asking:
         retrying slow replies and a missing ask service (a restart) until ``deadline``, then
         ``TimeoutError``."""
         payload = payload if payload is not None else _enc.encode(cmd)
-        headers = command_headers()  # the asker's span, if any, is the ask service's parent
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError
-            try:
-                msg = await self._nc.request(
-                    self._names.cmd_ask, payload, timeout=min(remaining, REQUEST_TIMEOUT), headers=headers
-                )
-                return REPLY_DECODER.decode(msg.data)
-            except nats.errors.NoRespondersError:
-                # No ask service right now (a restart takes a moment): wait within the budget.
-                if not self._nc.is_connected and not self._nc.is_reconnecting:
-                    raise Unavailable(f"the NATS connection is closed ({self._names.cmd_ask})") from None
-                await asyncio.sleep(min(NO_RESPONDER_PAUSE, max(0.0, deadline - time.monotonic())))
-            except nats.errors.TimeoutError:
-                continue
+        return await request(
+            self._nc,
+            self._names.cmd_ask,
+            payload,
+            retry=UNTIL_DEADLINE,
+            headers=command_headers(),  # the asker's span, if any, is the ask service's parent
+            deadline=deadline,
+        )
 
     async def _wait(
         self,
@@ -344,11 +335,8 @@ class Asking:
         if remaining <= 0:
             return
         try:
-            msg = await self._nc.request(
-                self._names.cmd_ask, _enc.encode(cmd), timeout=min(remaining, REQUEST_TIMEOUT)
-            )
-            reply = REPLY_DECODER.decode(msg.data)
-        except (nats.errors.Error, TimeoutError, msgspec.DecodeError, msgspec.ValidationError):
+            reply = await request(self._nc, self._names.cmd_ask, _enc.encode(cmd), deadline=deadline)
+        except (LaybyError, nats.errors.Error, TimeoutError, msgspec.DecodeError, msgspec.ValidationError):
             return
         if not isinstance(reply, PruneResult) or woken.done():
             return
@@ -374,15 +362,16 @@ class Asking:
 
     async def _prune(self, interaction_id: str, reason: str, timeout: float = REQUEST_TIMEOUT) -> PruneResult:
         cmd = Prune(token=self._token, interaction_id=interaction_id, reason=reason)  # type: ignore[arg-type]
-        msg = await self._nc.request(
-            self._names.cmd_prune, _enc.encode(cmd), timeout=timeout, headers=command_headers()
+        reply = await request(
+            self._nc,
+            self._names.cmd_prune,
+            _enc.encode(cmd),
+            retry=Retry(timeout=timeout),
+            headers=command_headers(),
         )
-        reply = REPLY_DECODER.decode(msg.data)
-        if isinstance(reply, Refused):
-            raise from_refused(reply, interaction_id=interaction_id)
-        if not isinstance(reply, PruneResult):
-            raise Permanent(f"unexpected reply to the prune of interaction {interaction_id}: {reply!r}")
-        return reply
+        return expect(
+            reply, PruneResult, f"the prune of interaction {interaction_id}", interaction_id=interaction_id
+        )
 
     async def _timed_out(
         self, interaction_id: str, budget: float, server_deadline: float, details: bool = False

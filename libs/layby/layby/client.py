@@ -11,16 +11,15 @@ from datetime import datetime
 from typing import Any, TypeAlias
 
 import msgspec
-import nats.errors
 from nats.aio.client import Client as NATS
 from nats.aio.subscription import Subscription
 
-from layby.asking import REQUEST_TIMEOUT, Asking, log
+from layby.asking import Asking, log
 from layby.natskeys import key_id
 from layby.questions import check_call
+from layby.requests import IDEMPOTENT, request
 from layby.tracecontext import command_headers
 from layby_contracts.commands import (
-    REPLY_DECODER,
     AttachWorker,
     CancelRun,
     CheckCurrent,
@@ -37,7 +36,7 @@ from layby_contracts.commands import (
     Wake,
     WorkerSeen,
 )
-from layby_contracts.errors import BadInput, LaybyError, Unavailable
+from layby_contracts.errors import BadInput, LaybyError
 from layby_contracts.refusals import from_refused, to_refused
 from layby_contracts.subjects import Names
 from layby_domain.validation import is_flow_name, new_interaction_id
@@ -247,26 +246,17 @@ class Client(Asking):
         return await self._request(self._names.cmd_door, cmd)
 
     async def _request(self, subject: str, cmd: RunCommand | DoorCommand) -> Reply:
-        payload = _enc.encode(cmd)
-        headers = command_headers()
-        for attempt in range(6):
-            try:
-                msg = await self._nc.request(subject, payload, timeout=REQUEST_TIMEOUT, headers=headers)
-                break
-            except nats.errors.MaxPayloadError:
-                return to_refused(
-                    BadInput(f"the {type(cmd).__name__} command is larger than the NATS server's max payload")
-                )
-            except nats.errors.NoRespondersError:
-                if attempt == 5:
-                    raise Unavailable(
-                        f"no ask service answers on {subject}: start Layby with `layby up`"
-                    ) from None
-                await asyncio.sleep(0.5 * (attempt + 1))
-            except nats.errors.TimeoutError:
-                if attempt == 5:
-                    raise Unavailable(f"the ask service did not answer on {subject}") from None
-        return REPLY_DECODER.decode(msg.data)
+        try:
+            return await request(
+                self._nc,
+                subject,
+                _enc.encode(cmd),
+                retry=IDEMPOTENT,
+                headers=command_headers(),
+                what=f"the {type(cmd).__name__} command",
+            )
+        except BadInput as exc:  # too large: a refusal like the service's, for the caller to raise
+            return to_refused(exc)
 
     @property
     def token(self) -> str:

@@ -10,26 +10,21 @@ have been sent.
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from typing import TYPE_CHECKING, Any
 
 import msgspec
-import nats.errors
 
+from layby.requests import NOTIFY, expect, request
 from layby.tracecontext import command_headers
-from layby_contracts.commands import REPLY_DECODER, Notified, Notify, Refused
-from layby_contracts.errors import BadInput, Unavailable
+from layby_contracts.commands import Notified, Notify
+from layby_contracts.errors import BadInput
 from layby_contracts.notification import NotificationFields, notification_fields
-from layby_contracts.refusals import from_refused
 from layby_domain.notify import NotifySpec, validate_notify
 
 if TYPE_CHECKING:
     from layby.sdk import Client
 
-REQUEST_TIMEOUT = 20.0
-"""Longer than the ask service's bound on its one send attempt."""
-NO_RESPONDER_TRIES = 5
 _enc = msgspec.json.Encoder()
 
 
@@ -51,27 +46,13 @@ async def send_notification(client: Client, message: Any, args: dict[str, Any]) 
     except (TypeError, msgspec.EncodeError) as exc:
         raise BadInput(f"the notification is not JSON-serializable: {exc}") from None
     subject = client.names.cmd_notify
-    for attempt in range(NO_RESPONDER_TRIES):
-        try:
-            msg = await client.nc.request(
-                subject, payload, timeout=REQUEST_TIMEOUT, headers=command_headers()
-            )
-            break
-        except nats.errors.MaxPayloadError:
-            raise BadInput("the notification is larger than the NATS server's max payload") from None
-        except nats.errors.NoRespondersError:
-            if attempt == NO_RESPONDER_TRIES - 1:
-                raise Unavailable(
-                    f"no ask service answers on {subject}: start Layby with `layby up`"
-                ) from None
-            await asyncio.sleep(0.5 * (attempt + 1))
-        except nats.errors.TimeoutError:
-            raise Unavailable(
-                f"the ask service did not answer on {subject}; the notification may have been sent"
-            ) from None
-    reply = REPLY_DECODER.decode(msg.data)
-    if isinstance(reply, Refused):
-        raise from_refused(reply)
-    if not isinstance(reply, Notified):
-        raise Unavailable("the ask service answered a notification with something else")
-    return reply
+    reply = await request(
+        client.nc,
+        subject,
+        payload,
+        retry=NOTIFY,
+        headers=command_headers(),
+        what="the notification",
+        after_timeout="; the notification may have been sent",
+    )
+    return expect(reply, Notified, "a notification")

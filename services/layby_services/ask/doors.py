@@ -23,14 +23,14 @@ from cronsim import CronSim, CronSimError
 
 from layby_contracts.commands import DeleteDoor, DoorReply, PutDoor
 from layby_contracts.doors import COLUMNS, Column, Door, DoorSpec
-from layby_contracts.errors import BadInput, Forbidden, NotFound, Unauthorized, Unavailable
+from layby_contracts.errors import BadInput, Forbidden, NotFound, Unauthorized
 from layby_contracts.events import DoorDeleted, DoorSaved
 from layby_domain.clock import Clock
 from layby_domain.doors import check_spec, is_door_name
 from layby_domain.values import nul_path
 from layby_server.auth import Authenticator, Principal
 from layby_server.doors import DOOR_NOT_FOUND, OPERATORS_ONLY, door_of, last_door_event
-from layby_server.eventlog import as_event, decide_and_append
+from layby_server.eventlog import as_event, decide_and_append, kept_changing
 from layby_server.eventstore import EventStore
 from layby_server.logs import get_logger
 from layby_server.settings import Settings
@@ -220,7 +220,7 @@ class DoorHandlers:
             msg_id=lambda _: f"door-{cmd.name}-{uuid.uuid4().hex}",
         )
         if outcome.seq is None:
-            raise Unavailable("the door kept changing while it was deleted; try again")
+            raise kept_changing("the door", "while it was deleted")
         self._remember(cmd.name, None)
         log.info("door.deleted", door=cmd.name, by=principal.identity)
         return DoorReply(door=None)

@@ -30,7 +30,7 @@ from layby_contracts.commands import (
     StartRun,
     WorkerSeen,
 )
-from layby_contracts.errors import BadInput, Conflict, Forbidden, Unauthorized, Unavailable
+from layby_contracts.errors import BadInput, Conflict, Forbidden, Unauthorized
 from layby_contracts.events import (
     RunEvent,
     RunStarted,
@@ -45,7 +45,7 @@ from layby_domain.validation import call_interaction_id, is_flow_name, is_intera
 from layby_domain.values import nul_path
 from layby_server.auth import Authenticator, Principal, asker_of
 from layby_server.consumer import ensure_flow_consumer
-from layby_server.eventlog import as_event, decide_and_append
+from layby_server.eventlog import as_event, decide_and_append, kept_changing
 from layby_server.eventstore import EventStore, Stored
 from layby_server.logs import get_logger
 from layby_server.parked import executing_visits
@@ -398,7 +398,7 @@ class RunHandlers:
                 run_id=cmd.run_id, seq=outcome.state.steps.seq, step=None if first == step else first
             )
         if outcome.decision is None or outcome.seq is None:
-            raise Unavailable("the run kept changing while the step was recorded; try again")
+            raise kept_changing("the run", "while the step was recorded")
         self._remember(key, outcome.state.run, Steps(seq=outcome.seq, recorded=outcome.decision.steps))
         return RunAccepted(run_id=cmd.run_id, seq=outcome.seq)
 

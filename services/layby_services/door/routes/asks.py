@@ -27,12 +27,11 @@ import time
 from typing import Annotated, Any
 
 import msgspec
-import nats.errors
 from litestar import delete, get, post
 from litestar.di import NamedDependency
 from litestar.params import PathParameter, QueryParameter
 
-from layby_contracts.commands import REPLY_DECODER, Accepted, Ask, Prune, PruneResult, Refused, Reply
+from layby_contracts.commands import Accepted, Ask, Prune, PruneResult, Reply
 from layby_contracts.errors import BadInput, NotFound, Unavailable
 from layby_contracts.events import InteractionAnswered, InteractionAsked
 from layby_contracts.http import (
@@ -45,24 +44,21 @@ from layby_contracts.http import (
     WithdrawnData,
 )
 from layby_contracts.question import Question, question_fields
-from layby_contracts.refusals import from_refused
 from layby_domain.chat import chat_options
 from layby_domain.formats import known_format
 from layby_domain.interaction import NOT_FOUND, Interaction, decide_remove
 from layby_domain.tickets import callback_url, new_ticket
 from layby_domain.validation import ask_command, is_interaction_id, new_interaction_id, validate_ask
-from layby_server import tracing
 from layby_server.auth import Principal
 from layby_server.resolve import resolve, state_of
 from layby_services.door.bodies import decode_struct
+from layby_services.door.commands import send
 from layby_services.door.deps import Door, DoorState, Token, Who, json_body
 from layby_services.door.errors import Busy
 from layby_services.door.openapi import UUID4, DoorOperation, documented, refusal
 from layby_services.door.openapi.components import RETRY_503
 from layby_services.door.wakes import WakeHub
 
-REQUEST_TIMEOUT = 10.0
-"""How long the door waits for the ask service's reply to one command."""
 LINK_PLACEHOLDER = "https://example.invalid/"
 """An external question's link while the rest of the ask is checked (its ticket comes after)."""
 EXPIRED_REASONS = ("timeout", "abandoned")
@@ -144,18 +140,7 @@ def command_of(body: AskRequest, token: str, state: DoorState) -> Ask:
 
 async def send_command(state: DoorState, subject: str, cmd: Ask | Prune) -> Reply:
     """One request to the ask service; its refusal raised as the error it raised."""
-    try:
-        msg = await state.store.nc.request(
-            subject, _enc.encode(cmd), timeout=REQUEST_TIMEOUT, headers=tracing.headers_or_none()
-        )
-    except nats.errors.NoRespondersError:
-        raise Unavailable(f"no ask service answers on {subject}") from None
-    except (nats.errors.TimeoutError, TimeoutError):
-        raise Unavailable(f"the ask service did not answer on {subject}") from None
-    reply = REPLY_DECODER.decode(msg.data)
-    if isinstance(reply, Refused):
-        raise from_refused(reply)
-    return reply
+    return await send(state.store, subject, cmd)
 
 
 @post(

@@ -12,12 +12,11 @@ from __future__ import annotations
 import uuid
 
 import msgspec
-import nats.errors
 from litestar import get, post
 from litestar.di import NamedDependency
 
-from layby_contracts.commands import REPLY_DECODER, Notified, Notify, Refused
-from layby_contracts.errors import Unavailable
+from layby.requests import expect
+from layby_contracts.commands import Notified, Notify
 from layby_contracts.http import (
     Notification,
     Notifications,
@@ -25,10 +24,9 @@ from layby_contracts.http import (
     NotifyRequest,
     NotifyResult,
 )
-from layby_contracts.refusals import from_refused
-from layby_server import tracing
 from layby_server.feed import Feed
 from layby_services.door.bodies import decode_struct
+from layby_services.door.commands import send
 from layby_services.door.deps import Door, DoorState, Token, Who, json_body
 from layby_services.door.openapi import documented, refusal
 from layby_services.door.openapi.components import RETRY_503, UNAVAILABLE_503
@@ -51,21 +49,8 @@ def parse_notify_body(raw: bytes) -> NotifyRequest:
 
 async def send_notify(state: DoorState, cmd: Notify) -> Notified:
     """The ask service's reply; a refusal is raised as the error the ask service raised."""
-    subject = state.store.names.cmd_notify
-    try:
-        msg = await state.store.nc.request(
-            subject, _enc.encode(cmd), timeout=REQUEST_TIMEOUT, headers=tracing.headers_or_none()
-        )
-    except nats.errors.NoRespondersError:
-        raise Unavailable(f"no ask service answers on {subject}") from None
-    except (nats.errors.TimeoutError, TimeoutError):
-        raise Unavailable(f"the ask service did not answer on {subject}") from None
-    reply = REPLY_DECODER.decode(msg.data)
-    if isinstance(reply, Refused):
-        raise from_refused(reply)
-    if not isinstance(reply, Notified):
-        raise Unavailable("the ask service answered a notification with something else")
-    return reply
+    reply = await send(state.store, state.store.names.cmd_notify, cmd, timeout=REQUEST_TIMEOUT)
+    return expect(reply, Notified, "a notification")
 
 
 def feed_of(state: DoorState) -> Feed:

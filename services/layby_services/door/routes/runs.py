@@ -13,13 +13,13 @@ from datetime import datetime
 from typing import Annotated, Any
 
 import msgspec
-import nats.errors
 from litestar import get, post
 from litestar.di import NamedDependency
 from litestar.params import PathParameter
 
-from layby_contracts.commands import REPLY_DECODER, Refused, RunAccepted, StartRun
-from layby_contracts.errors import BadInput, NotFound, Unavailable
+from layby.requests import expect
+from layby_contracts.commands import RunAccepted, StartRun
+from layby_contracts.errors import BadInput, NotFound
 from layby_contracts.events import (
     InteractionAnswered,
     InteractionRemoved,
@@ -57,14 +57,13 @@ from layby_contracts.http import (
     WorkersData,
 )
 from layby_contracts.limits import ANSWERED_BY_EXPIRY, PAGE_SIZE_MAX
-from layby_contracts.refusals import from_refused
 from layby_domain.validation import is_flow_name, is_interaction_id, new_interaction_id
-from layby_server import tracing
 from layby_server.auth import Principal
 from layby_server.eventstore import EventStore, Stored
 from layby_server.runops import NOT_FOUND, cancel_run, load_run, retry_run
 from layby_server.workers import WorkerRegistry
 from layby_services.door.bodies import decode_struct
+from layby_services.door.commands import send
 from layby_services.door.deps import Door, Token, Who, json_body
 from layby_services.door.openapi import UUID4, DoorOperation, documented, refusal
 from layby_services.door.openapi.components import UNAVAILABLE_503
@@ -79,8 +78,6 @@ from layby_services.door.query import (
 from layby_services.door.routes.inbox import PAGING_400, next_page
 
 STATUSES = RUN_STATUSES
-REQUEST_TIMEOUT = 10.0
-"""How long the door waits for the ask service to record a start."""
 _enc = msgspec.json.Encoder()
 RunId = Annotated[
     str,
@@ -512,18 +509,9 @@ async def start_run_door(door: Door, token: Token, payload: NamedDependency[Star
     start = payload
     run_id = start.run_id or new_interaction_id()
     cmd = StartRun(token=token, run_id=run_id, flow=start.flow, input=start.input)
-    subject = door.store.names.cmd_run
-    try:
-        msg = await door.store.nc.request(
-            subject, _enc.encode(cmd), timeout=REQUEST_TIMEOUT, headers=tracing.headers_or_none()
-        )
-    except nats.errors.NoRespondersError:
-        raise Unavailable(f"no ask service answers on {subject}") from None
-    except (nats.errors.TimeoutError, TimeoutError):
-        raise Unavailable(f"the ask service did not answer on {subject}") from None
-    reply = REPLY_DECODER.decode(msg.data)
-    if isinstance(reply, Refused):
-        raise from_refused(reply)
-    if not isinstance(reply, RunAccepted):
-        raise Unavailable("the ask service answered a run start with something else")
+    reply = expect(
+        await send(door.store, door.store.names.cmd_run, cmd),
+        RunAccepted,
+        "a run start",
+    )
     return RunStart(data=RunStartData(run_id=run_id, **({"warning": reply.warning} if reply.warning else {})))
