@@ -133,6 +133,13 @@ class ChatPlugin:
     supports_interactive_notifications = False
     supports_form_notifications = False
 
+    def __init_subclass__(cls, *, plugin: str, options: set[str], **kwargs: Any) -> None:
+        """``class XChannel(ChatPlugin, plugin="x", options=OPTIONS)``: its name in errors and the
+        settings its entry may hold."""
+        super().__init_subclass__(**kwargs)
+        cls.PLUGIN = plugin
+        cls.OPTIONS = options
+
     def __init__(
         self,
         *,

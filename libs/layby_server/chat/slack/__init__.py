@@ -128,11 +128,9 @@ RETRYABLE_ERRORS = frozenset(
 )
 
 
-class SlackChannel(common.ChatPlugin):
+class SlackChannel(common.ChatPlugin, plugin="slack", options=OPTIONS):
     """A Slack app's bot (docs/channels.md#slack)."""
 
-    PLUGIN = "slack"
-    OPTIONS = OPTIONS
     supports_form_delivery = True
     # A notification's media, options and ask-less form (docs/channels.md#notifications-on-slack);
     # no provider templates.

@@ -183,11 +183,9 @@ _HIDE_TOKENS = _HideTokens()
 logging.getLogger("httpx").addFilter(_HIDE_TOKENS)
 
 
-class TelegramChannel(common.ChatPlugin):
+class TelegramChannel(common.ChatPlugin, plugin=PLUGIN, options=OPTIONS):
     """A Telegram bot as a chat channel (docs/channels.md#telegram)."""
 
-    PLUGIN = PLUGIN
-    OPTIONS = OPTIONS
     supports_form_delivery = True
     # A notification's media and options (docs/channels.md#notifications-on-telegram). No form:
     # a Telegram form is the callback page, which needs a ticket a notification does not have;

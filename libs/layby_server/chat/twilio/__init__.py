@@ -162,12 +162,9 @@ def _pairs(values: Mapping[str, object] | None) -> list[tuple[str, str]]:
     return pairs
 
 
-class TwilioChannel(common.ChatPlugin):
+class TwilioChannel(common.ChatPlugin, plugin=PLUGIN, options=OPTIONS):
     """A Twilio number, WhatsApp sender or Messaging Service as a chat channel
     (docs/channels.md#twilio). No form, no buttons: every answer is a text reply."""
-
-    PLUGIN = PLUGIN
-    OPTIONS = OPTIONS
 
     def _configure(self, settings: common.PluginConfig) -> None:
         account_sid = settings.text(

@@ -90,11 +90,9 @@ def phone(value: str) -> str:
     return re.sub(r"[^0-9]", "", value)
 
 
-class WhatsAppChannel(common.ChatPlugin):
+class WhatsAppChannel(common.ChatPlugin, plugin=PLUGIN, options=OPTIONS):
     """A WhatsApp Business phone number as a chat channel (docs/channels.md#whatsapp)."""
 
-    PLUGIN = PLUGIN
-    OPTIONS = OPTIONS
     supports_form_delivery = True
     supports_media_notifications = True
     supports_template_notifications = True
