@@ -236,15 +236,12 @@ async def settle_entry(entries: Entries, ix: str, visit_id: str, outcome: Outcom
             return None
         return decide_settle(parked, visit=visit_id, outcome=outcome, now=entries.now())
 
-    async def event_of(settled: InteractionSettled) -> Event:
-        return settled
-
     done = await decide_and_append(
         store,
         store.names.ix(ix),
         read=read,
         decide=decide,
-        event_of=event_of,
+        event_of=as_event,
         msg_id=lambda _: f"settled-{ix}-{uuid.uuid4().hex}",
     )
     if done.lost:

@@ -8,7 +8,7 @@ listed with its meaning in the README's Configuration section.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from layby.settings import (
@@ -236,18 +236,19 @@ def _tracing_auto(source: Mapping[str, str]) -> bool:
 def _channels(var: str, raw: str) -> str:
     from layby_server.channels import parse_channels
 
-    try:
-        parse_channels(raw)
-    except ValueError as exc:
-        raise SettingsError(f"{var} {exc}") from None
-    return raw
+    return _checked(var, raw, parse_channels)
 
 
 def _webhook_secrets(var: str, raw: str) -> str:
     from layby_domain.webhooks import parse_webhook_secrets
 
+    return _checked(var, raw, parse_webhook_secrets)
+
+
+def _checked(var: str, raw: str, check: Callable[[str], object]) -> str:
+    """``raw`` once ``check`` took it; its ValueError, prefixed with the variable, fails start-up."""
     try:
-        parse_webhook_secrets(raw)
+        check(raw)
     except ValueError as exc:
         raise SettingsError(f"{var} {exc}") from None
     return raw

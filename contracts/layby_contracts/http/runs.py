@@ -64,19 +64,11 @@ class RunCall(Struct, frozen=True, kw_only=True):
     flow: str
 
 
-class RunDetail(Struct, frozen=True, kw_only=True):
-    """One run; keys that do not apply to its status are absent: ``asks`` and ``open`` while
-    parked or resumed, ``result`` once finished, ``error`` once failed."""
+class RunDetail(RunSummary, frozen=True, kw_only=True):
+    """One run: a RunSummary's keys, then those of its status; keys that do not apply to its status
+    are absent: ``asks`` and ``open`` while parked or resumed, ``result`` once finished, ``error``
+    once failed."""
 
-    run_id: str
-    flow: str
-    identity: str
-    status: RunStatus
-    generation: Count
-    created_at: Timestamp | None
-    updated_at: Timestamp | None
-    steps: Count
-    expiry_at: Timestamp | UnsetType | None = UNSET
     asks: list[RunAsk] | UnsetType = UNSET
     open: list[str] | UnsetType = UNSET
     calls: list[RunCall] | UnsetType = UNSET

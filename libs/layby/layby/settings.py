@@ -107,31 +107,27 @@ def _seconds(text: str) -> float:
 
 
 def parse_retention(var: str, raw: str) -> float | None:
-    text = raw.strip().lower()
-    if text in {"", "forever", "none", "keep-forever"}:
+    if raw.strip().lower() in {"", "forever", "none", "keep-forever"}:
         return None
-    try:
-        value = _seconds(text)
-    except ValueError:
-        raise SettingsError(
-            f"{var} must be seconds or a duration such as 30d, 12h, 90m; or 'forever'; got {raw!r}"
-        ) from None
-    if not (0 < value < float("inf")):
-        raise SettingsError(f"{var} must be > 0 (or 'forever'), got {raw!r}")
-    return value
+    return _positive_seconds(var, raw, forever=True)
 
 
 def parse_duration(var: str, raw: str) -> float:
     """Seconds or a duration such as 7d, 12h, 90m, as ``parse_retention`` reads them, with no
     ``forever``."""
+    return _positive_seconds(var, raw, forever=False)
+
+
+def _positive_seconds(var: str, raw: str, *, forever: bool) -> float:
+    """``raw`` as a positive number of seconds; ``forever``: the refusals say it was allowed."""
     try:
         value = _seconds(raw.strip().lower())
     except ValueError:
-        raise SettingsError(
-            f"{var} must be seconds or a duration such as 7d, 12h, 90m; got {raw!r}"
-        ) from None
+        such_as = "30d, 12h, 90m; or 'forever'" if forever else "7d, 12h, 90m"
+        raise SettingsError(f"{var} must be seconds or a duration such as {such_as}; got {raw!r}") from None
     if not (0 < value < float("inf")):
-        raise SettingsError(f"{var} must be > 0, got {raw!r}")
+        or_forever = " (or 'forever')" if forever else ""
+        raise SettingsError(f"{var} must be > 0{or_forever}, got {raw!r}")
     return value
 
 

@@ -94,6 +94,21 @@ def _token_part(text: str) -> str:
     return cleaned or "worker"
 
 
+def _end_run(client: Client, cont: Continuation, outcome: Finished | Raised, *, attempts: int = 0) -> EndRun:
+    """How an execution ends its generation: with the flow's result, or failed with its error
+    after ``attempts`` deliveries."""
+    return EndRun(
+        token=client.token,
+        run_id=cont.run_id,
+        generation=cont.generation,
+        outcome="finished" if isinstance(outcome, Finished) else "failed",
+        result=outcome.result if isinstance(outcome, Finished) else None,
+        error=outcome.error if isinstance(outcome, Raised) else None,
+        attempts=attempts,
+        resume_id=cont.resume_id,
+    )
+
+
 def _backoff(attempt: int) -> float:
     return float(min(RETRY_BASE_SECONDS * 2 ** max(attempt - 1, 0), RETRY_MAX_SECONDS))
 
@@ -449,16 +464,7 @@ class Worker:
                 return Raised(f"the park was refused: {reply.message}", final=True), None
             return outcome, reply
         if isinstance(outcome, Finished):
-            reply = await client.run_command(
-                EndRun(
-                    token=client.token,
-                    run_id=cont.run_id,
-                    generation=cont.generation,
-                    outcome="finished",
-                    result=outcome.result,
-                    resume_id=cont.resume_id,
-                )
-            )
+            reply = await client.run_command(_end_run(client, cont, outcome))
             if isinstance(reply, BadInput):
                 return Raised(f"the flow's result was refused: {reply.message}", final=True), None
             return outcome, reply
@@ -486,17 +492,7 @@ class Worker:
             )
             await msg.nak(delay=delay)
             return None
-        reply = await client.run_command(
-            EndRun(
-                token=client.token,
-                run_id=cont.run_id,
-                generation=cont.generation,
-                outcome="failed",
-                error=outcome.error,
-                attempts=deliveries,
-                resume_id=cont.resume_id,
-            )
-        )
+        reply = await client.run_command(_end_run(client, cont, outcome, attempts=deliveries))
         log.error(
             "run.failed",
             flow=cont.flow,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from layby_contracts.doors import Entry, Outcome
 from layby_contracts.errors import BadInput, Conflict, NotFound
@@ -87,18 +87,7 @@ def decide_resume(
     assert parked is not None
     if entry.status != "asking":
         raise Conflict(f"entry {ix} is {entry.status}; only an asking entry can be resumed")
-    asked = parked.asked
-    return InteractionAnswered(
-        interaction_id=ix,
-        group_id=asked.group_id,
-        answered_by=by,
-        answered_at=now,
-        answer=payload,
-        run_id=asked.run_id,
-        via="caller",
-        to="caller",
-        visit=visit,
-    )
+    return _answered(parked.asked, by=by, now=now, answer=payload, via="caller", visit=visit)
 
 
 def decide_take(
@@ -156,24 +145,8 @@ def decide_deadline(parked: Parked, *, now: datetime) -> InteractionAnswered | I
     if asked.expiry_at is None or asked.expiry_at > now:
         return None
     if asked.on_expiry == "resume":
-        return InteractionAnswered(
-            interaction_id=asked.interaction_id,
-            group_id=asked.group_id,
-            answered_by=EXPIRY_ANSWERER,
-            answered_at=now,
-            answer=EXPIRY_ANSWER,
-            run_id=asked.run_id,
-            via="expiry",
-            to="caller",
-        )
-    return InteractionRemoved(
-        interaction_id=asked.interaction_id,
-        group_id=asked.group_id,
-        reason="timeout",
-        removed_at=now,
-        run_id=asked.run_id,
-        to="caller",
-    )
+        return _answered(asked, by=EXPIRY_ANSWERER, now=now, answer=EXPIRY_ANSWER, via="expiry")
+    return _removed(asked, reason="timeout", now=now)
 
 
 def decide_drop(parked: Parked, *, now: datetime, retention: timedelta) -> InteractionRemoved | None:
@@ -184,14 +157,42 @@ def decide_drop(parked: Parked, *, now: datetime, retention: timedelta) -> Inter
         return None
     if last.settled_at + retention > now:
         return None
-    asked = parked.asked
+    detail = f"a {last.outcome} outcome nobody took within {int(retention.total_seconds())} s"
+    return _removed(parked.asked, reason="dropped", now=now, detail=detail)
+
+
+def _answered(
+    asked: InteractionAsked, *, by: str, now: datetime, answer: Any, via: str, visit: str | None = None
+) -> InteractionAnswered:
+    """A caller ask's answer: it goes back to the caller (``to="caller"``), never to an inbox."""
+    return InteractionAnswered(
+        interaction_id=asked.interaction_id,
+        group_id=asked.group_id,
+        answered_by=by,
+        answered_at=now,
+        answer=answer,
+        run_id=asked.run_id,
+        via=via,
+        to="caller",
+        visit=visit,
+    )
+
+
+def _removed(
+    asked: InteractionAsked,
+    *,
+    reason: Literal["timeout", "dropped"],
+    now: datetime,
+    detail: str | None = None,
+) -> InteractionRemoved:
+    """A caller ask's removal (``to="caller"``)."""
     return InteractionRemoved(
         interaction_id=asked.interaction_id,
         group_id=asked.group_id,
-        reason="dropped",
+        reason=reason,
         removed_at=now,
         run_id=asked.run_id,
-        detail=f"a {last.outcome} outcome nobody took within {int(retention.total_seconds())} s",
+        detail=detail,
         to="caller",
     )
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from layby_contracts.channels import ChannelDelivery, ChannelInputError, Retraction
 from layby_contracts.events import MediaItem
+from layby_domain.clock import Clock, SystemClock
 from layby_domain.formats import format_named
 from layby_domain.formats._base import Control
 
@@ -117,6 +118,48 @@ class PluginConfig:
         if value is not None and (not isinstance(value, str) or not fits(value)):
             raise ValueError(f"{self.plugin} {key} {must}")
         return value
+
+
+class ChatPlugin:
+    """The base of every chat plugin's class: its capabilities (none unless the plugin names it,
+    docs/channels.md#capability-matrix) and its constructor, which reads the plugin's entry of
+    ``LAYBY_CHANNELS`` through a PluginConfig and hands it to ``_configure``."""
+
+    PLUGIN: ClassVar[str]
+    OPTIONS: ClassVar[set[str]]
+    supports_form_delivery = False
+    supports_media_notifications = False
+    supports_template_notifications = False
+    supports_interactive_notifications = False
+    supports_form_notifications = False
+
+    def __init_subclass__(cls, *, plugin: str, options: set[str], **kwargs: Any) -> None:
+        """``class XChannel(ChatPlugin, plugin="x", options=OPTIONS)``: its name in errors and the
+        settings its entry may hold."""
+        super().__init_subclass__(**kwargs)
+        cls.PLUGIN = plugin
+        cls.OPTIONS = options
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        config: Mapping[str, Any],
+        secrets: Mapping[str, bytes],
+        clock: Clock | None = None,
+    ) -> None:
+        settings = PluginConfig(self.PLUGIN, config, secrets, self.OPTIONS)
+        self.name = name
+        self._clock: Clock = clock or SystemClock()
+        self._configure(settings)
+
+    def _configure(self, settings: PluginConfig) -> None:
+        """Read the plugin's own settings; a refusal fails start-up."""
+        raise NotImplementedError
+
+    def _refuse_late(self, delivery: ChannelDelivery) -> None:
+        """A question past its timeout is never sent."""
+        refuse_late(f"{self.PLUGIN} {self.name!r}", delivery.timeout_at, self._clock.now())
 
 
 def refuse_late(where: str, timeout_at: datetime, now: datetime) -> None:

@@ -15,6 +15,7 @@ that won the race stands and the asker gets it; otherwise the asker's ask raises
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -52,24 +53,14 @@ def _redacted(error: ChannelDeliveryError, url: str) -> ChannelDeliveryError:
 
 def retraction_of(resolution: InteractionAnswered | InteractionRemoved, question: str) -> Retraction:
     """How a resolved question's chat messages are told it is over."""
+    retraction = functools.partial(Retraction, interaction_id=resolution.interaction_id, question=question)
     if isinstance(resolution, InteractionRemoved):
         if resolution.reason == "timeout":
-            return Retraction(interaction_id=resolution.interaction_id, question=question, outcome="expired")
-        return Retraction(
-            interaction_id=resolution.interaction_id,
-            question=question,
-            outcome="removed",
-            reason=resolution.reason,
-        )
+            return retraction(outcome="expired")
+        return retraction(outcome="removed", reason=resolution.reason)
     if resolution.answered_by == EXPIRY_ANSWERER:
-        return Retraction(interaction_id=resolution.interaction_id, question=question, outcome="expired")
-    return Retraction(
-        interaction_id=resolution.interaction_id,
-        question=question,
-        outcome="answered",
-        by=resolution.answered_by,
-        via=resolution.via,
-    )
+        return retraction(outcome="expired")
+    return retraction(outcome="answered", by=resolution.answered_by, via=resolution.via)
 
 
 RESOLVED = ChannelDeliveryError("resolved before it was delivered")

@@ -32,7 +32,7 @@ from layby_domain.clock import Clock
 from layby_domain.interaction import of_caller_ask
 from layby_domain.verifiers import parse_secrets
 from layby_server.channels import close_channels, load_channels
-from layby_server.consumer import consume
+from layby_server.consumer import Handler, Traced, consume
 from layby_server.eventstore import Stored
 from layby_server.gauges import ConsumerGauges
 from layby_server.logs import get_logger
@@ -105,37 +105,25 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
         log.info("delivery.ready", namespace=settings.namespace, channels=sorted(channels))
         try:
             async with asyncio.TaskGroup() as group:
-                group.create_task(lag.run(stop))
-                group.create_task(
-                    consume(
-                        res.store,
-                        role="delivery",
-                        handler=handle,
-                        stop=stop,
-                        filter_subject=res.store.names.ix_all,
-                        concurrency=CONCURRENCY,
-                        traced=_sends,
-                    )
-                )
-                group.create_task(
-                    consume(
-                        res.store,
-                        role="delivery-replies",
-                        handler=replies,
-                        stop=stop,
-                        filter_subject=res.store.names.conversations_all,
-                        concurrency=REPLIES_CONCURRENCY,
-                    )
-                )
+                names = res.store.names
+                # (role, handler, subjects, concurrency, which events get a span)
+                loops: list[tuple[str, Handler, str, int, Traced | None]] = [
+                    ("delivery", handle, names.ix_all, CONCURRENCY, _sends),
+                    ("delivery-replies", replies, names.conversations_all, REPLIES_CONCURRENCY, None),
+                ]
                 if settings.webhooks_out_secrets:
+                    loops.append(("delivery-webhooks", webhooks, names.ix_all, WEBHOOKS_CONCURRENCY, None))
+                group.create_task(lag.run(stop))
+                for role, handler, subjects, concurrency, traced in loops:
                     group.create_task(
                         consume(
                             res.store,
-                            role="delivery-webhooks",
-                            handler=webhooks,
+                            role=role,
+                            handler=handler,
                             stop=stop,
-                            filter_subject=res.store.names.ix_all,
-                            concurrency=WEBHOOKS_CONCURRENCY,
+                            filter_subject=subjects,
+                            concurrency=concurrency,
+                            traced=traced,
                         )
                     )
         finally:

@@ -22,10 +22,10 @@ from datetime import timedelta
 
 import asyncpg
 
-from layby_contracts.events import Event, InteractionAnswered, InteractionRemoved
+from layby_contracts.events import InteractionAnswered, InteractionRemoved
 from layby_domain.caller import Parked, decide_deadline, decide_drop
 from layby_domain.clock import Clock
-from layby_server.eventlog import EventLog, decide_and_append
+from layby_server.eventlog import EventLog, as_event, decide_and_append
 from layby_server.eventlog import Outcome as Decided
 from layby_server.logs import get_logger
 from layby_server.parked import Entries
@@ -62,15 +62,12 @@ async def _each(
                 again = await entries.read(ix)
                 return again if again is not None else found
 
-            async def event_of(decision: Decision) -> Event:
-                return decision
-
             done: Decided[Parked, Decision] = await decide_and_append(
                 store,
                 store.names.ix(ix),
                 read=read,
                 decide=decide,
-                event_of=event_of,
+                event_of=as_event,
                 msg_id=lambda e: f"{type(e).__name__}-{ix}-{uuid.uuid4().hex}",
                 seed=found,
                 retry=False,  # a visit won the race: the log decided; the next pass looks again

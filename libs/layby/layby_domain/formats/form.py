@@ -9,7 +9,7 @@ page can render only a subset of JSON schema (``check_form_subset``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -161,12 +161,7 @@ def _check_data(schema: dict[str, Any], props: dict[Any, Any], data: object) -> 
 
 def _check_prefill(schema: dict[str, Any], props: dict[Any, Any], values: object) -> None:
     """``data.values``: each name is a property and each value satisfies that property's schema."""
-    if not isinstance(values, dict):
-        raise BadInput("data.values must be an object keyed by property name", field="data.values")
-    for name, value in values.items():
-        where = f"data.values.{name}"
-        if name not in props:
-            raise _not_a_property(name, where)
+    for name, value, where in _by_property(props, "values", values):
         error = _first_error(_prop_validator(schema, props[name]), value)
         if error is not None:
             raise BadInput(f"{where} does not match its property's schema: {error}", field=where)
@@ -174,12 +169,7 @@ def _check_prefill(schema: dict[str, Any], props: dict[Any, Any], values: object
 
 def _check_per_send_options(schema: dict[str, Any], props: dict[Any, Any], options: object) -> None:
     """``data.options``: for a string property only, a non-empty list of ``{value, label?}``."""
-    if not isinstance(options, dict):
-        raise BadInput("data.options must be an object keyed by property name", field="data.options")
-    for name, choices in options.items():
-        where = f"data.options.{name}"
-        if name not in props:
-            raise _not_a_property(name, where)
+    for name, choices, where in _by_property(props, "options", options):
         prop = props[name] if isinstance(props[name], dict) else {}
         if prop.get("type") != "string":
             raise BadInput(f"{where}: options are only for string properties", field=where)
@@ -189,6 +179,18 @@ def _check_per_send_options(schema: dict[str, Any], props: dict[Any, Any], optio
         loose = _prop_validator(schema, {k: v for k, v in prop.items() if k != "enum"})
         for i, choice in enumerate(choices):
             _check_choice(loose, choice, f"{where}[{i}]")
+
+
+def _by_property(props: dict[Any, Any], key: str, given: object) -> Iterator[tuple[str, Any, str]]:
+    """``data.<key>``'s entries as (property name, value, where it stands), each name refused
+    unless it is a property of the form."""
+    if not isinstance(given, dict):
+        raise BadInput(f"data.{key} must be an object keyed by property name", field=f"data.{key}")
+    for name, value in given.items():
+        where = f"data.{key}.{name}"
+        if name not in props:
+            raise _not_a_property(name, where)
+        yield name, value, where
 
 
 def _check_choice(loose: jsonschema.Draft202012Validator, choice: object, at: str) -> None:

@@ -128,7 +128,7 @@ RETRYABLE_ERRORS = frozenset(
 )
 
 
-class SlackChannel:
+class SlackChannel(common.ChatPlugin, plugin="slack", options=OPTIONS):
     """A Slack app's bot (docs/channels.md#slack)."""
 
     supports_form_delivery = True
@@ -146,8 +146,11 @@ class SlackChannel:
         secrets: Mapping[str, bytes],
         clock: Callable[[], float] = time.time,
     ) -> None:
-        settings = common.PluginConfig("slack", config, secrets, OPTIONS)
-        self.name = name
+        # Slack signs a request with Unix seconds: this plugin's clock is a callable returning them.
+        self.clock = clock
+        super().__init__(name=name, config=config, secrets=secrets)
+
+    def _configure(self, settings: common.PluginConfig) -> None:
         self._token = settings.secret("bot_token")
         self._signing_secret = settings.secret("signing_secret").encode()
         self.api_url = settings.base_url("api_url", API_URL)
@@ -155,7 +158,6 @@ class SlackChannel:
             "default_recipient", str.strip, "must be a channel or user id"
         )
         self._timeout = settings.timeout()
-        self.clock = clock
         self._session: aiohttp.ClientSession | None = None
         self._client: AsyncWebClient | None = None
 

@@ -93,16 +93,8 @@ def message_blocks(delivery: ChannelDelivery) -> list[dict[str, Any]]:
     blocks += question_sections(common.numbered_prompt(delivery) if numbered else delivery.question)
     blocks += _media_blocks(delivery.media)
     if control == "yes_no":
-        blocks.append(
-            {
-                "type": "actions",
-                "block_id": f"layby:{iid}",
-                "elements": [
-                    _button("Yes", f"layby:yes:{iid}", iid, style="primary"),
-                    _button("No", f"layby:no:{iid}", iid),
-                ],
-            }
-        )
+        yes = _button("Yes", f"layby:yes:{iid}", iid, style="primary")
+        blocks.append(_actions(iid, [yes, _button("No", f"layby:no:{iid}", iid)]))
     elif control == "choice" and _fits(options, MAX_BUTTONS):
         blocks.append(_tap_buttons(iid, options))
     elif control == "choice" and not numbered:
@@ -115,21 +107,13 @@ def message_blocks(delivery: ChannelDelivery) -> list[dict[str, Any]]:
                 for n, option in enumerate(options)
             ],
         }
-        blocks.append({"type": "actions", "block_id": f"layby:{iid}", "elements": [menu]})
+        blocks.append(_actions(iid, [menu]))
     elif control == "fields":
-        blocks.append(
-            {
-                "type": "actions",
-                "block_id": f"layby:{iid}",
-                "elements": [
-                    _button("Open form", f"layby:open:{iid}", iid, style="primary"),
-                ],
-            }
-        )
+        blocks.append(_actions(iid, [_button("Open form", f"layby:open:{iid}", iid, style="primary")]))
     elif control == "link":
         link = _button("Open", f"layby:link:{iid}", iid, style="primary")
         link["url"] = delivery.callback_url
-        blocks.append({"type": "actions", "block_id": f"layby:{iid}", "elements": [link]})
+        blocks.append(_actions(iid, [link]))
     elif control == "free_text" and _fits(delivery.suggested_replies or [], MAX_ELEMENTS):
         blocks.append(_tap_buttons(iid, delivery.suggested_replies or []))
     if control == "free_text" or numbered:
@@ -142,6 +126,11 @@ def _tap_buttons(iid: str, labels: list[str]) -> dict[str, Any]:
         _button(label, f"layby:tap:{common.tap_id(iid, n)}", common.tap_id(iid, n))
         for n, label in enumerate(labels)
     ]
+    return _actions(iid, elements)
+
+
+def _actions(iid: str, elements: list[dict[str, Any]]) -> dict[str, Any]:
+    """A question's row of controls; its block id names the question."""
     return {"type": "actions", "block_id": f"layby:{iid}", "elements": elements}
 
 

@@ -28,7 +28,6 @@ import asyncio
 import hmac
 import logging
 import re
-from collections.abc import Mapping
 from typing import Any
 
 import msgspec
@@ -51,7 +50,6 @@ from layby_contracts.channels import (
     Retraction,
 )
 from layby_contracts.events import MediaItem
-from layby_domain.clock import Clock, SystemClock
 from layby_server.chat import common
 from layby_server.chat.common import ELLIPSIS, link_line
 from layby_server.chat.telegram.rendering import (
@@ -185,7 +183,7 @@ _HIDE_TOKENS = _HideTokens()
 logging.getLogger("httpx").addFilter(_HIDE_TOKENS)
 
 
-class TelegramChannel:
+class TelegramChannel(common.ChatPlugin, plugin=PLUGIN, options=OPTIONS):
     """A Telegram bot as a chat channel (docs/channels.md#telegram)."""
 
     supports_form_delivery = True
@@ -195,19 +193,11 @@ class TelegramChannel:
     supports_media_notifications = True
     supports_interactive_notifications = True
 
-    def __init__(
-        self,
-        *,
-        name: str,
-        config: Mapping[str, Any],
-        secrets: Mapping[str, bytes],
-        clock: Clock | None = None,
-    ) -> None:
-        settings = common.PluginConfig(PLUGIN, config, secrets, OPTIONS)
+    def _configure(self, settings: common.PluginConfig) -> None:
         token = settings.secret("bot_token")
         if not _BOT_TOKEN.fullmatch(token):
             raise ValueError(
-                f"{PLUGIN} bot_token {config['bot_token']!r} does not hold a bot token "
+                f"{PLUGIN} bot_token {settings.get('bot_token')!r} does not hold a bot token "
                 "(digits, ':', then letters, digits, '_' or '-')"
             )
         self.register_webhook = settings.flag("register_webhook")
@@ -215,14 +205,13 @@ class TelegramChannel:
         secret_token = settings.secret("secret_token")
         if not _SECRET_TOKEN.fullmatch(secret_token):
             raise ValueError(
-                f"{PLUGIN} secret_token {config['secret_token']!r} must hold 1-256 letters, digits, "
+                f"{PLUGIN} secret_token {settings.get('secret_token')!r} must hold 1-256 letters, digits, "
                 "'_' or '-'"
             )
-        recipient = config.get("default_recipient")
+        recipient = settings.get("default_recipient")
         if isinstance(recipient, bool) or not isinstance(recipient, str | int | None) or recipient == "":
             raise ValueError(f"{PLUGIN} default_recipient must be a chat id or an @channel name")
         timeout = settings.timeout()
-        self.name = name
         self.api_url = settings.base_url("api_url", API_URL)
         self.file_url = settings.base_url("file_url", FILE_URL)
         self.default_recipient = None if recipient is None else str(recipient)
@@ -230,7 +219,6 @@ class TelegramChannel:
         _HIDE_TOKENS.tokens.add(token)
         self._secret_token = secret_token.encode()
         self._timeout = timeout
-        self._clock: Clock = clock or SystemClock()
         self._bot: Bot | None = None
         self._starting = asyncio.Lock()
 
@@ -302,7 +290,7 @@ class TelegramChannel:
             return target  # an @channel name
 
     async def deliver(self, delivery: ChannelDelivery) -> Posted:
-        common.refuse_late(f"telegram {self.name!r}", delivery.timeout_at, self._clock.now())
+        self._refuse_late(delivery)
         chat_id = self._chat(delivery.recipient)
         bot = await self._client()
         _, unsent = await self._send_media(bot, chat_id, render(delivery, chat_id).media)

@@ -45,7 +45,6 @@ from layby_contracts.channels import (
     Retraction,
 )
 from layby_contracts.events import MediaItem
-from layby_domain.clock import Clock, SystemClock
 from layby_server.chat import common
 from layby_server.chat.twilio.errors import FINAL_CODES, RETRYABLE_CODES, delivery_error
 from layby_server.chat.twilio.rendering import (
@@ -163,25 +162,11 @@ def _pairs(values: Mapping[str, object] | None) -> list[tuple[str, str]]:
     return pairs
 
 
-class TwilioChannel:
+class TwilioChannel(common.ChatPlugin, plugin=PLUGIN, options=OPTIONS):
     """A Twilio number, WhatsApp sender or Messaging Service as a chat channel
     (docs/channels.md#twilio). No form, no buttons: every answer is a text reply."""
 
-    supports_form_delivery = False
-    supports_media_notifications = False
-    supports_template_notifications = False
-    supports_interactive_notifications = False
-    supports_form_notifications = False
-
-    def __init__(
-        self,
-        *,
-        name: str,
-        config: Mapping[str, Any],
-        secrets: Mapping[str, bytes],
-        clock: Clock | None = None,
-    ) -> None:
-        settings = common.PluginConfig(PLUGIN, config, secrets, OPTIONS)
+    def _configure(self, settings: common.PluginConfig) -> None:
         account_sid = settings.text(
             "account_sid", _ACCOUNT_SID.fullmatch, "must be the account's SID: AC and 32 hex digits"
         )
@@ -192,7 +177,7 @@ class TwilioChannel:
             "must be a number (+ and 7-15 digits), a WhatsApp sender "
             "(whatsapp:+…) or a Messaging Service SID (MG and 32 hex digits)",
         )
-        public_url = config.get("public_url")
+        public_url = settings.get("public_url")
         parts = urlsplit(public_url) if isinstance(public_url, str) else None
         if parts is None or parts.scheme not in ("http", "https") or not parts.netloc or parts.fragment:
             raise ValueError(
@@ -203,7 +188,6 @@ class TwilioChannel:
             "default_recipient", _ADDRESS.fullmatch, "must be a number (+…) or a whatsapp:+… address"
         )
         mms = settings.flag("mms")
-        self.name = name
         self.account_sid = account_sid
         self.sender = sender
         self.public_url = str(public_url)
@@ -212,7 +196,6 @@ class TwilioChannel:
         self.api_url = settings.base_url("api_url", API_URL)
         self._token = token
         self._timeout = settings.timeout()
-        self._clock: Clock = clock or SystemClock()
         self._client: Client | None = None
         self._http: _HttpClient | None = None
 
@@ -292,7 +275,7 @@ class TwilioChannel:
     # -- outbound -----------------------------------------------------------------------------
 
     async def deliver(self, delivery: ChannelDelivery) -> Posted:
-        common.refuse_late(f"twilio {self.name!r}", delivery.timeout_at, self._clock.now())
+        self._refuse_late(delivery)
         if common.control_of(delivery) == "fields":
             raise ChannelInputError(f"twilio {self.name!r}: a form cannot be sent as a text message")
         to = self._recipient(delivery.recipient)

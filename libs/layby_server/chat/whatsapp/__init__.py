@@ -20,7 +20,6 @@ send endpoint. What a question looks like is in ``rendering`` (pure); reading th
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from typing import Any
 
 from layby_contracts.channels import (
@@ -37,7 +36,6 @@ from layby_contracts.channels import (
     Retraction,
 )
 from layby_contracts.events import MediaItem
-from layby_domain.clock import Clock, SystemClock
 from layby_server.chat import common
 from layby_server.chat.whatsapp import webhook
 from layby_server.chat.whatsapp.graph import Graph
@@ -92,22 +90,14 @@ def phone(value: str) -> str:
     return re.sub(r"[^0-9]", "", value)
 
 
-class WhatsAppChannel:
+class WhatsAppChannel(common.ChatPlugin, plugin=PLUGIN, options=OPTIONS):
     """A WhatsApp Business phone number as a chat channel (docs/channels.md#whatsapp)."""
 
     supports_form_delivery = True
     supports_media_notifications = True
     supports_template_notifications = True
 
-    def __init__(
-        self,
-        *,
-        name: str,
-        config: Mapping[str, Any],
-        secrets: Mapping[str, bytes],
-        clock: Clock | None = None,
-    ) -> None:
-        settings = common.PluginConfig(PLUGIN, config, secrets, OPTIONS)
+    def _configure(self, settings: common.PluginConfig) -> None:
         token = settings.secret("access_token")
         app_secret = settings.secret("app_secret")
         verify_token = settings.secret("verify_token")
@@ -132,7 +122,6 @@ class WhatsAppChannel:
         mode = settings.get("flow_mode", "published")
         if mode not in ("published", "draft"):
             raise ValueError(f"{PLUGIN} flow_mode must be 'published' or 'draft'")
-        self.name = name
         self.phone_number_id = number
         self.api_url = settings.base_url("api_url", API_URL)
         self.api_version = version
@@ -142,14 +131,13 @@ class WhatsAppChannel:
         """A notification's form needs a Flow to open in."""
         self._app_secret = app_secret.encode()
         self._verify_token = verify_token.encode()
-        self._clock: Clock = clock or SystemClock()
         self._graph = Graph(
             api_url=self.api_url,
             api_version=version,
             phone_number_id=number,
             token=token,
             timeout=settings.timeout(),
-            where=f"whatsapp {name!r}",
+            where=f"whatsapp {self.name!r}",
         )
         self._refused: dict[str, str] = {}  # bounded: see respond
         """A Flow submission's event id -> the door's reason for refusing it, from ``respond``
@@ -190,7 +178,7 @@ class WhatsAppChannel:
         return sent, unsent
 
     async def deliver(self, delivery: ChannelDelivery) -> Posted:
-        common.refuse_late(f"whatsapp {self.name!r}", delivery.timeout_at, self._clock.now())
+        self._refuse_late(delivery)
         to = self._to(delivery.recipient)
         _, unsent = await self._media(to, list(delivery.media or []))
         sent = await self._graph.send(to, question_message(delivery, links=unsent, flow=self.flow))
