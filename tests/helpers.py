@@ -15,8 +15,8 @@ from typing import Any, Generic, TypedDict, TypeVar, Unpack, overload
 
 import httpx
 
+from layby.ids import new_ticket
 from layby.sdk import Client
-from layby_domain.tickets import new_ticket
 from layby_server.eventstore import EventStore
 from tests.channel_plugins import Bridge
 from tests.conftest import OPERATOR, System

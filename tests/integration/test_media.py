@@ -12,6 +12,7 @@ import base64
 import asyncpg
 import pytest
 
+from layby.ids import new_interaction_id
 from layby_contracts.errors import BadInput
 from layby_server.eventstore import EventStore
 from tests.conftest import System
@@ -84,7 +85,6 @@ async def test_bad_media_is_refused_naming_the_field_and_nothing_is_stored(
     system: System, store: EventStore, db: asyncpg.Pool, media: list[dict[str, str]], field: str
 ) -> None:
     from layby_contracts.commands import REPLY_DECODER, Ask, Refused
-    from layby_domain.validation import new_interaction_id
     from tests.conftest import OPERATOR
 
     client = await system.sdk()

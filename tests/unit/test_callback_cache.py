@@ -11,10 +11,9 @@ import pytest
 from litestar import Litestar
 from litestar.testing import RequestFactory
 
+from layby.ids import new_interaction_id, new_ticket
 from layby_contracts.events import InteractionAnswered
 from layby_domain.clock import ManualClock
-from layby_domain.tickets import new_ticket
-from layby_domain.validation import new_interaction_id
 from layby_server.auth import Authenticator
 from layby_server.eventstore import Stored
 from layby_server.memstore import MemoryEventStore

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 import msgspec
 import pytest
 
+from layby.ids import new_interaction_id
 from layby.sdk import _before_typed_question, _flat_ask
 from layby_contracts.commands import Ask, Refused
 from layby_contracts.errors import (
@@ -21,7 +22,7 @@ from layby_contracts.errors import (
 from layby_contracts.events import MediaItem, RunStarted
 from layby_contracts.formats import ExternalPayload, FormPayload, SelectPayload, TextPayload
 from layby_domain.ask import Asker, AskFacts, ChannelAbilities, decide_ask
-from layby_domain.validation import call_interaction_id, new_interaction_id
+from layby_domain.validation import call_interaction_id
 
 pytestmark = pytest.mark.unit
 

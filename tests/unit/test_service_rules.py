@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
+from layby.ids import new_interaction_id
 from layby_contracts.commands import Accepted, Ask, Prune, PruneResult
 from layby_contracts.errors import BadInput, Conflict, Forbidden, ParkExpiryExceedsRetentionError
 from layby_contracts.events import InteractionAnswered, InteractionAsked, InteractionRemoved
 from layby_domain.clock import ManualClock
 from layby_domain.interaction import withdrawal
-from layby_domain.validation import new_interaction_id
 from layby_server.auth import Authenticator
 from layby_server.memstore import MemoryEventStore
 from layby_server.settings import load_settings

@@ -12,6 +12,7 @@ import pytest
 from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
+from layby.ids import new_interaction_id
 from layby_contracts.commands import Ask
 from layby_contracts.errors import BadInput
 from layby_contracts.events import (
@@ -21,7 +22,6 @@ from layby_contracts.events import (
     InteractionRemoved,
 )
 from layby_domain.ask import Asker, AskFacts, WebhookPolicy, decide_ask
-from layby_domain.validation import new_interaction_id
 from layby_domain.webhooks import (
     blocked_address,
     body_of,

@@ -20,6 +20,7 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
+from layby.ids import new_interaction_id, new_ticket
 from layby.logs import get_logger
 from layby.questions import (
     Call,
@@ -52,14 +53,8 @@ from layby_contracts.errors import BadInput, InteractionTimeoutError, LaybyError
 from layby_contracts.events import ParkedAsk
 from layby_contracts.refusals import from_refused
 from layby_contracts.subjects import Names
-from layby_domain.tickets import callback_url, new_ticket
-from layby_domain.validation import (
-    AskSpec,
-    ask_command,
-    call_interaction_id,
-    new_interaction_id,
-    validate_ask,
-)
+from layby_domain.tickets import callback_url
+from layby_domain.validation import AskSpec, ask_command, call_interaction_id, validate_ask
 
 _enc = msgspec.json.Encoder()
 log = get_logger("layby.sdk")

@@ -15,6 +15,7 @@ from nats.aio.client import Client as NATS
 from nats.aio.subscription import Subscription
 
 from layby.asking import Asking, log
+from layby.ids import new_interaction_id
 from layby.natskeys import key_id
 from layby.questions import check_call
 from layby.requests import IDEMPOTENT, request
@@ -39,7 +40,7 @@ from layby_contracts.commands import (
 from layby_contracts.errors import BadInput, LaybyError
 from layby_contracts.refusals import from_refused, to_refused
 from layby_contracts.subjects import Names
-from layby_domain.validation import is_flow_name, new_interaction_id
+from layby_domain.validation import is_flow_name
 
 _enc = msgspec.json.Encoder()
 RunCommand: TypeAlias = (

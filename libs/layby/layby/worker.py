@@ -44,6 +44,7 @@ from nats.aio.msg import Msg
 from layby import faults
 from layby.connection import until_stopped
 from layby.errors import WorkerSetupError
+from layby.ids import new_interaction_id
 from layby.logs import get_logger
 from layby.runs import RunContext, RunInfo, bind, unbind
 from layby.sdk import Client, connect
@@ -78,7 +79,7 @@ from layby_contracts.errors import (
 )
 from layby_contracts.events import StepResult
 from layby_contracts.refusals import from_refused
-from layby_domain.validation import is_flow_name, new_interaction_id
+from layby_domain.validation import is_flow_name
 
 log = get_logger("layby.worker")
 RETRY_BASE_SECONDS = 1.0

@@ -5,18 +5,11 @@ from __future__ import annotations
 
 import hashlib
 import math
-import secrets
 from datetime import datetime, timedelta
 
 ASYNC_MARGIN_SECONDS = 60.0
 """An async park's ticket outlives its expiry_at by this much
 (docs/aggregates/interaction.md#ticket-lifetime: 2 x the reaper interval)."""
-
-
-def new_ticket() -> tuple[str, str]:
-    """(ticket, its SHA-256 hex): 32 random bytes, URL-safe base64 (43 characters)."""
-    ticket = secrets.token_urlsafe(32)
-    return ticket, ticket_hash(ticket)
 
 
 def ticket_hash(ticket: str) -> str:

@@ -98,10 +98,6 @@ def is_waiter(value: object) -> bool:
     return isinstance(value, str) and bool(_WAITER_RE.match(value))
 
 
-def new_interaction_id() -> str:
-    return str(uuid.uuid4())
-
-
 def call_interaction_id(run_id: str, call: int) -> str:
     """The interaction id of a run's ``call``-th ask: the same on every replay and every worker.
 

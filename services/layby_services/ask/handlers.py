@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 
 import msgspec
 
+from layby.ids import new_interaction_id
 from layby.natskeys import key_id
 from layby_contracts.commands import Accepted, Ask, Look, Prune, PruneResult, Reserved, ReserveTicket
 from layby_contracts.errors import (
@@ -28,12 +29,7 @@ from layby_domain.clock import Clock
 from layby_domain.interaction import Interaction, decide_prune, decide_withdrawn, withdrawal
 from layby_domain.media import decode_data_image
 from layby_domain.tickets import ticket_expires_at
-from layby_domain.validation import (
-    check_wait,
-    is_interaction_id,
-    is_sha256_hex,
-    new_interaction_id,
-)
+from layby_domain.validation import check_wait, is_interaction_id, is_sha256_hex
 from layby_domain.verifiers import parse_secrets
 from layby_server.auth import Authenticator, Principal, asker_of
 from layby_server.channels import abilities, load_channels

@@ -19,6 +19,7 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
+from layby.ids import new_ticket
 from layby_contracts.channels import Channel, ChannelDelivery, ChannelDeliveryError, Posted, Retraction
 from layby_contracts.events import (
     EXPIRY_ANSWERER,
@@ -29,7 +30,7 @@ from layby_contracts.events import (
 )
 from layby_domain.clock import Clock
 from layby_domain.interaction import Interaction, decide_remove, evolve, targets_of
-from layby_domain.tickets import callback_url, new_ticket, ticket_expires_at
+from layby_domain.tickets import callback_url, ticket_expires_at
 from layby_server.channels import delivery_of
 from layby_server.chat import correlation
 from layby_server.eventstore import EventStore, Stored

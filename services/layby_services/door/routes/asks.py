@@ -31,6 +31,7 @@ from litestar import delete, get, post
 from litestar.di import NamedDependency
 from litestar.params import PathParameter, QueryParameter
 
+from layby.ids import new_interaction_id, new_ticket
 from layby_contracts.commands import Accepted, Ask, Prune, PruneResult, Reply
 from layby_contracts.errors import BadInput, NotFound, Unavailable
 from layby_contracts.events import InteractionAnswered, InteractionAsked
@@ -47,8 +48,8 @@ from layby_contracts.question import Question, question_fields
 from layby_domain.chat import chat_options
 from layby_domain.formats import known_format
 from layby_domain.interaction import NOT_FOUND, Interaction, decide_remove
-from layby_domain.tickets import callback_url, new_ticket
-from layby_domain.validation import ask_command, is_interaction_id, new_interaction_id, validate_ask
+from layby_domain.tickets import callback_url
+from layby_domain.validation import ask_command, is_interaction_id, validate_ask
 from layby_server.auth import Principal
 from layby_server.resolve import resolve, state_of
 from layby_services.door.bodies import decode_struct

@@ -17,6 +17,7 @@ from litestar import get, post
 from litestar.di import NamedDependency
 from litestar.params import PathParameter
 
+from layby.ids import new_interaction_id
 from layby.requests import expect
 from layby_contracts.commands import RunAccepted, StartRun
 from layby_contracts.errors import BadInput, NotFound
@@ -57,7 +58,7 @@ from layby_contracts.http import (
     WorkersData,
 )
 from layby_contracts.limits import ANSWERED_BY_EXPIRY, PAGE_SIZE_MAX
-from layby_domain.validation import is_flow_name, is_interaction_id, new_interaction_id
+from layby_domain.validation import is_flow_name, is_interaction_id
 from layby_server.auth import Principal
 from layby_server.eventstore import EventStore, Stored
 from layby_server.runops import NOT_FOUND, cancel_run, load_run, retry_run
