@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import msgspec
 
+from layby_contracts.channels import ChannelDelivery
 from layby_contracts.events import (
     InteractionAnswered,
     InteractionAsked,
@@ -89,3 +90,17 @@ def removed(asked: InteractionAsked, reason: Any, at: datetime, **fields: Any) -
         to=asked.to,
     )
     return msgspec.structs.replace(event, **fields)
+
+
+def channel_delivery(answer_format: str = "text", **fields: Any) -> ChannelDelivery:
+    """A question in ``answer_format`` as the delivery service hands it to a chat channel: unless
+    ``fields`` say otherwise, "Deploy now?" with a fresh id and a callback ticket, timing out a day
+    from now (far enough off for a delivery built when the tests are collected)."""
+    base: dict[str, Any] = {
+        "interaction_id": str(uuid.uuid4()),
+        "question": "Deploy now?",
+        "answer_format": answer_format,
+        "callback_url": "https://layby.example/api/interactions/callback/tkt",
+        "timeout_at": datetime.now(UTC) + timedelta(days=1),
+    }
+    return ChannelDelivery(**(base | fields))
