@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import asyncio
 import contextlib
 import os
 import signal
@@ -10,9 +12,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -82,6 +85,63 @@ def cpu_split(before: dict[str, float], after: dict[str, float], cycles: int) ->
     return {k: (after[k] - before.get(k, 0.0)) * 1000 / max(cycles, 1) for k in after}
 
 
+def add_level_options(parser: argparse.ArgumentParser) -> None:
+    """``--seconds`` each load level runs and ``--concurrency``: the levels (N clients), one each."""
+    parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 10, 100])
+
+
+@dataclass(frozen=True)
+class Level:
+    """A load level's wall time and the CPU seconds `layby up` used meanwhile: in all (NaN when its
+    pid was not known) and, when asked for, by part (``tree_cpu_by_process``)."""
+
+    elapsed: float
+    cpu: float
+    parts_before: dict[str, float]
+    parts_after: dict[str, float]
+
+    def cpu_ms(self, count: int) -> float:
+        """`layby up`'s CPU milliseconds per one of ``count`` operations."""
+        return self.cpu * 1000 / max(count, 1)
+
+    def split_ms(self, count: int) -> dict[str, float]:
+        """`layby up`'s CPU milliseconds per operation by part (none unless measured)."""
+        return cpu_split(self.parts_before, self.parts_after, count) if self.parts_after else {}
+
+    def figures(self, count: int, latencies: list[float]) -> dict[str, float]:
+        """Operations per second, the latencies' p50 and p99 (ms), the server's CPU ms per operation."""
+        return {
+            "rate": count / self.elapsed,
+            "p50": pct(latencies, 0.5),
+            "p99": pct(latencies, 0.99),
+            "cpu_ms": self.cpu_ms(count),
+        }
+
+
+async def load_level(
+    clients: Iterable[Coroutine[Any, Any, None]],
+    stop: asyncio.Event,
+    seconds: float,
+    server_pid: int | None,
+    *,
+    by_part: bool = False,
+) -> Level:
+    """Run ``clients`` for ``seconds``, then set ``stop`` and wait for them to return; the CPU is
+    `layby up`'s (``server_pid``), by part too when ``by_part``."""
+    cpu_before = tree_cpu_seconds(server_pid) if server_pid else float("nan")
+    parts_before = tree_cpu_by_process(server_pid) if server_pid and by_part else {}
+    started = time.perf_counter()
+    tasks = [asyncio.create_task(c) for c in clients]
+    await asyncio.sleep(seconds)
+    stop.set()
+    await asyncio.gather(*tasks)
+    elapsed = time.perf_counter() - started
+    cpu = tree_cpu_seconds(server_pid) - cpu_before if server_pid else float("nan")
+    parts_after = tree_cpu_by_process(server_pid) if server_pid and by_part else {}
+    return Level(elapsed, cpu, parts_before, parts_after)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -146,17 +206,58 @@ def start_up(**extra_env: str) -> Up:
 
 
 @contextlib.contextmanager
-def up_unless_given(url: str | None, **extra_env: str) -> Iterator[Up | None]:
-    """`layby up` (``start_up``) for the block's length, unless the bench was pointed at a running
-    system's ``url`` (then None: nothing to start or stop)."""
-    if url:
-        yield None
-        return
+def layby_up(**extra_env: str) -> Iterator[Up]:
+    """`layby up` (``start_up``) for the block's length, stopped after it whatever happens."""
     up = start_up(**extra_env)
     try:
         yield up
     finally:
         up.stop()
+
+
+@contextlib.contextmanager
+def up_unless_given(url: str | None, **extra_env: str) -> Iterator[Up | None]:
+    """`layby up` (``layby_up``) for the block's length, unless the bench was pointed at a running
+    system's ``url`` (then None: nothing to start or stop)."""
+    if url:
+        yield None
+        return
+    with layby_up(**extra_env) as up:
+        yield up
+
+
+def add_system_options(parser: argparse.ArgumentParser, *, nats: bool = True) -> None:
+    """``--url`` and ``--token`` (and ``--nats``) of a running system to measure instead of starting
+    `layby up` (see ``up_unless_given``)."""
+    parser.add_argument("--url")
+    parser.add_argument("--token")
+    if nats:
+        parser.add_argument("--nats")
+
+
+def profiled(service: str | None, out: str) -> dict[str, str]:
+    """The environment under which bench/_profile/sitecustomize.py cProfiles ``service`` of `layby up`
+    into the file ``out``; none when no service is named."""
+    if not service:
+        return {}
+    path = [str(Path(__file__).resolve().parent / "_profile"), *filter(None, [os.environ.get("PYTHONPATH")])]
+    return {"PYTHONPATH": os.pathsep.join(path), "BENCH_PROFILE_SERVICE": service, "BENCH_PROFILE_OUT": out}
+
+
+def print_profile(heading: str, out: str, rows: int) -> None:
+    """The ``rows`` functions of the profile ``out`` with the most time of their own."""
+    import pstats
+
+    print(f"\n{heading}: the most time of its own")
+    pstats.Stats(out).sort_stats("tottime").print_stats(rows)
+
+
+def table_head(header: str, *, first: str = "---") -> None:
+    """A blank line, then a Markdown table's ``header`` row and its alignment row: the first column
+    aligned as ``first`` says ("---" left, "---:" right), the figures in the others to the right."""
+    print()
+    print(header)
+    print("|" + "|".join([first] + ["---:"] * (header.count("|") - 2)) + "|")
 
 
 @contextlib.contextmanager

@@ -26,7 +26,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _http import Conn
 from _result import Result, add_json_option
-from _up import free_port, pct, start_up
+from _up import free_port, layby_up, pct, table_head
 
 from layby.sdk import connect
 from layby_server.settings import load_settings
@@ -80,13 +80,12 @@ async def deliver(
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    up = start_up(
+    out: dict[str, Any] = {}
+    with layby_up(
         LAYBY_HTTP_PORT=str(port),
         INTERACTIONS_PUBLIC_BASE_URL=base,
         LAYBY_WEBHOOK_SECRETS=f"payments:{SECRET}",
-    )
-    out: dict[str, Any] = {}
-    try:
+    ) as up:
         settings = load_settings({}, max_concurrent=None, public_base_url=base)
         client = await connect(nats_url=up.nats_url, token=up.token, settings=settings)
         callbacks: dict[str, list[str]] = {"plain": [], "stripe": []}
@@ -140,8 +139,6 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             out[kind + "@rate"] = (rate, pct(lat, 0.5), pct(lat, 0.99))
         await asyncio.wait_for(asyncio.gather(*waiting), 120)
         await client.close()
-    finally:
-        up.stop()
     return out
 
 
@@ -153,9 +150,9 @@ def main() -> None:
     add_json_option(parser)
     args = parser.parse_args()
     r = asyncio.run(run(args))
-    print()
-    print(f"| callbacks ({args.questions} each, {args.callers} concurrent callers) | answers/s | p50 | p99 |")
-    print("|---|---:|---:|---:|")
+    table_head(
+        f"| callbacks ({args.questions} each, {args.callers} concurrent callers) | answers/s | p50 | p99 |"
+    )
     out = Result("callbacks")
     for kind, label in (("plain", "unsigned"), ("stripe", "Stripe-signed (verified)")):
         for key, how in ((kind, "full speed"), (kind + "@rate", f"at {args.rate:.0f}/s")):

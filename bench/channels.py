@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _http import Conn
-from _up import free_port, pct, start_up
+from _up import free_port, pct, start_up, table_head
 
 from layby.sdk import connect
 from layby_server.settings import load_settings
@@ -135,9 +135,7 @@ def main() -> None:
     parser.add_argument("--callers", type=int, default=20, help="bridge connections relaying replies")
     args = parser.parse_args()
     r = asyncio.run(run(args))
-    print()
-    print(f"| webhook channel ({args.questions} questions, {args.askers} askers) | value |")
-    print("|---|---:|")
+    table_head(f"| webhook channel ({args.questions} questions, {args.askers} askers) | value |")
     print(f"| deliveries/s | {r['deliveries/s']:.0f} |")
     print(f"| ask → delivered p50 / p99 | {r['deliver'][0]:.1f} / {r['deliver'][1]:.1f} ms |")
     print(f"| ask → delivered → reply → asker returns: cycles/s | {r['cycles/s']:.0f} |")

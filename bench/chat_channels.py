@@ -41,7 +41,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 import _chat_standin
-from _up import free_port, pct, start_up
+from _up import free_port, pct, print_profile, profiled, start_up, table_head
 
 from layby.sdk import connect
 from layby_server.settings import load_settings
@@ -192,16 +192,8 @@ async def run_channel(name: str, args: argparse.Namespace) -> dict[str, Any]:
                 "default_recipient": str(_chat_standin.PERSON),
             }
             secrets = f"bot:{tg.TOKEN},hook:{_chat_standin.HOOK}"
-        profiling: dict[str, str] = {}
-        if args.profile:  # bench/_profile/sitecustomize.py cProfiles that service
-            path = [str(HERE / "_profile"), *filter(None, [os.environ.get("PYTHONPATH")])]
-            profiling = {
-                "PYTHONPATH": os.pathsep.join(path),
-                "BENCH_PROFILE_SERVICE": args.profile,
-                "BENCH_PROFILE_OUT": f"/tmp/layby-bench-{name}-{args.profile}.prof",
-            }
         up = start_up(
-            **profiling,
+            **profiled(args.profile, _profile_out(name, args.profile)),
             LAYBY_HTTP_PORT=str(port),
             INTERACTIONS_PUBLIC_BASE_URL=door,
             LAYBY_WEBHOOK_SECRETS=secrets,
@@ -277,6 +269,10 @@ def _pair(values: list[float]) -> tuple[float, float]:
     return pct(values, 0.5), pct(values, 0.99)
 
 
+def _profile_out(channel: str, service: str) -> str:
+    return f"/tmp/layby-bench-{channel}-{service}.prof"
+
+
 def _is_layby(label: str) -> bool:
     return label not in ("bench (askers)", "stand-in + person", *EXTRA)
 
@@ -326,19 +322,14 @@ def main() -> None:
     logging.getLogger("httpx").setLevel(logging.WARNING)
     rows = {name: asyncio.run(run_channel(name, args)) for name in args.channel}
     if args.profile:
-        import pstats
-
         for name in rows:
-            out = f"/tmp/layby-bench-{name}-{args.profile}.prof"
-            print(f"\n{args.profile} ({name}, cProfile, {out}): the most time of its own")
-            pstats.Stats(out).sort_stats("tottime").print_stats(20)
-    print()
-    print(
+            out = _profile_out(name, args.profile)
+            print_profile(f"{args.profile} ({name}, cProfile, {out})", out, 20)
+    table_head(
         f"| channel ({args.questions} questions, {args.conversations} conversations) | "
         + " | ".join(rows)
         + " |"
     )
-    print("|---|" + "---:|" * len(rows))
     print("| deliveries/s | " + " | ".join(f"{r['deliveries/s']:.0f}" for r in rows.values()) + " |")
     for key, label in (
         ("deliver", "ask → posted p50 / p99"),
@@ -355,9 +346,7 @@ def main() -> None:
     for i, label in enumerate(("bench (askers)", "stand-in + person")):
         cells = " | ".join(f"{r['lag'][i][0]:.1f} / {r['lag'][i][1]:.1f} ms" for r in rows.values())
         print(f"| harness check: {label} event-loop lag p50 / p99 | {cells} |")
-    print()
-    print("| CPU ms per cycle (measured window) | " + " | ".join(rows) + " |")
-    print("|---|" + "---:|" * len(rows))
+    table_head("| CPU ms per cycle (measured window) | " + " | ".join(rows) + " |")
     labels = sorted({label for r in rows.values() for label in r["cpu"]} - set(EXTRA), key=_order)
     for label in labels:
         cells = " | ".join(f"{r['cpu'].get(label, 0.0):.2f}" for r in rows.values())

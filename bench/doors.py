@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import subprocess
 import sys
 import time
@@ -30,7 +29,7 @@ import uvloop
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _http import Conn
-from _up import Up, flow_worker, pct, start_up
+from _up import Up, flow_worker, layby_up, pct, print_profile, profiled, table_head
 
 RESUME = """
 ([$parked[] | select(.status == "finished" or .status == "failed") | .id]) as $done
@@ -128,31 +127,18 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--profile", help="cProfile this service (ask, door, resume, ...) while it runs")
     args = parser.parse_args()
-    extra: dict[str, str] = {}
-    if args.profile:  # bench/_profile/sitecustomize.py cProfiles that service
-        path = [str(HERE / "_profile"), *filter(None, [os.environ.get("PYTHONPATH")])]
-        extra = {
-            "PYTHONPATH": os.pathsep.join(path),
-            "BENCH_PROFILE_SERVICE": args.profile,
-            "BENCH_PROFILE_OUT": f"/tmp/layby-bench-doors-{args.profile}.prof",
-        }
-    up = start_up(**extra)
-    try:
-        with flow_worker(up, "door_flows:worker") as worker:
-            r = uvloop.run(bench(args, up, worker))
-    finally:
-        up.stop()
+    profile = f"/tmp/layby-bench-doors-{args.profile}.prof"
+    with layby_up(**profiled(args.profile, profile)) as up, flow_worker(up, "door_flows:worker") as worker:
+        r = uvloop.run(bench(args, up, worker))
     lat = r["latencies"]
     print()
     print("CPU per visit, by process:")
     for name, ms in sorted(r["cpu_ms"].items()):
         print(f"  {name:<20} {ms:.2f} ms")
-    print()
-    print(
+    table_head(
         f"| measure ({args.subjects} subjects, {args.seconds:.0f} s, "
         f"{args.steps} caller asks per run) | value |"
     )
-    print("|---|---:|")
     print(f"| hook visits/s (all actions) | {r['visits'] / r['elapsed']:.0f} |")
     print(f"| resume visits/s (resume → next outcome back) | {len(lat['resume']) / r['elapsed']:.0f} |")
     for action in ("resume", "take", "start"):
@@ -160,11 +146,7 @@ def main() -> None:
             print(f"| {action}: p50 / p99 | {pct(lat[action], 0.5):.0f} / {pct(lat[action], 0.99):.0f} ms |")
     print(f"| refused visits (non-200) | {r['errors']} |")
     if args.profile:
-        import pstats
-
-        out = f"/tmp/layby-bench-doors-{args.profile}.prof"
-        print(f"\n{args.profile} (cProfile, {out}): the most time of its own")
-        pstats.Stats(out).sort_stats("tottime").print_stats(25)
+        print_profile(f"{args.profile} (cProfile, {profile})", profile, 25)
 
 
 if __name__ == "__main__":

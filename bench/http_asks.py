@@ -27,7 +27,7 @@ import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _http import Conn
-from _up import pct, tree_cpu_seconds, up_unless_given
+from _up import add_system_options, load_level, pct, table_head, up_unless_given
 
 TARGET_ASKS_PER_SECOND = 500
 
@@ -57,24 +57,10 @@ async def asks_per_second(url: str, token: str, clients: int, seconds: float, se
             asked += 1
             i += 1
 
-    cpu_before = tree_cpu_seconds(server_pid) if server_pid else float("nan")
-    started = time.perf_counter()
-    tasks = [asyncio.create_task(client(k, conn)) for k, conn in enumerate(conns)]
-    await asyncio.sleep(seconds)
-    stop.set()
-    await asyncio.gather(*tasks)
-    elapsed = time.perf_counter() - started
-    cpu = tree_cpu_seconds(server_pid) - cpu_before if server_pid else float("nan")
+    level = await load_level((client(k, conn) for k, conn in enumerate(conns)), stop, seconds, server_pid)
     for conn in conns:
         await conn.close()
-    return {
-        "clients": clients,
-        "asked": asked,
-        "rate": asked / elapsed,
-        "p50": pct(latencies, 0.5),
-        "p99": pct(latencies, 0.99),
-        "cpu_ms": cpu * 1000 / max(asked, 1),
-    }
+    return {"clients": clients, "asked": asked, **level.figures(asked, latencies)}
 
 
 async def answer_to_return(url: str, token: str, polls: int) -> dict:
@@ -104,8 +90,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--polls", type=int, default=300)
-    parser.add_argument("--url")
-    parser.add_argument("--token")
+    add_system_options(parser, nats=False)
     args = parser.parse_args()
 
     with up_unless_given(args.url) as up:
@@ -114,9 +99,7 @@ def main() -> None:
             asks_per_second(url, token, args.clients, args.seconds, up.proc.pid if up else None)
         )
         latency = uvloop.run(answer_to_return(url, token, args.polls))
-    print()
-    print("| clients | asks | asks/s | POST /api/asks p50 | p99 | server CPU per ask |")
-    print("|---:|---:|---:|---:|---:|---:|")
+    table_head("| clients | asks | asks/s | POST /api/asks p50 | p99 | server CPU per ask |", first="---:")
     print(
         f"| {rate['clients']} | {rate['asked']} | {rate['rate']:.0f} | {rate['p50']:.1f} ms "
         f"| {rate['p99']:.1f} ms | {rate['cpu_ms']:.2f} ms |"

@@ -25,21 +25,13 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
 from _http import wait_total
-from _up import pct, start_up
+from _up import layby_up, pct, table_head
 
 from layby.sdk import connect
 from layby_server.settings import load_settings
-
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+from tests.browser.chromium import ARGS, CHROMIUM
 
 # Scroll the list from top to bottom in steps of one screen per animation frame and return the
 # longest gap between two frames (ms): what a person scrolling fast would feel.
@@ -64,9 +56,8 @@ SCROLL = """async (rows) => {
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     from playwright.async_api import async_playwright, expect
 
-    up = start_up()
     out: dict[str, Any] = {}
-    try:
+    with layby_up() as up:
         client = await connect(
             nats_url=up.nats_url, token=up.token, settings=load_settings({}, max_concurrent=None)
         )
@@ -89,7 +80,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 await asyncio.sleep(0.2)
         await wait_total(up.url, up.token, "/api/interactions?pageSize=1", args.pending, every=0.2)
         async with async_playwright() as pw:
-            browser = await pw.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
+            browser = await pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
             page = await browser.new_page(viewport={"width": 1280, "height": 800})
             await page.goto(up.url + "/")
             await page.evaluate(f"sessionStorage.setItem('layby.token', {up.token!r})")
@@ -136,8 +127,6 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         for task in waiting:
             task.cancel()
         await client.close()
-    finally:
-        up.stop()
     return out
 
 
@@ -147,9 +136,7 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=20)
     args = parser.parse_args()
     r = asyncio.run(run(args))
-    print()
-    print(f"| measure ({args.pending} pending questions, 1280x800) | value | target |")
-    print("|---|---:|---:|")
+    table_head(f"| measure ({args.pending} pending questions, 1280x800) | value | target |")
     print(f"| navigation → first row usable | {r['first_row_ms']:.0f} ms | < 1,000 ms |")
     print(f"| navigation → every pending question loaded | {r['all_loaded_ms']:.0f} ms | |")
     print(f"| rows in the document (virtualized) | {r['rows_in_document']} | |")

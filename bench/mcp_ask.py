@@ -19,7 +19,7 @@ import time
 from typing import Any
 
 import httpx
-from _up import free_port, pct, start_up
+from _up import free_port, layby_up, pct
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -44,9 +44,8 @@ async def answerer(url: str, token: str, ready: asyncio.Event) -> None:
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     port = free_port()
-    up = start_up(LAYBY_HTTP_PORT=str(port))
     out: dict[str, Any] = {}
-    try:
+    with layby_up(LAYBY_HTTP_PORT=str(port)) as up:
         ready = asyncio.Event()
         answering = asyncio.create_task(answerer(f"http://127.0.0.1:{port}", up.token, ready))
         await ready.wait()
@@ -79,8 +78,6 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         }
         answering.cancel()
         await client.close()
-    finally:
-        up.stop()
     return out
 
 

@@ -22,7 +22,7 @@ import httpx
 import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _up import pct, tree_cpu_seconds, up_unless_given
+from _up import add_level_options, add_system_options, load_level, table_head, up_unless_given
 
 from layby.sdk import connect
 from layby_server.settings import load_settings
@@ -46,23 +46,9 @@ async def run_level(nats_url: str, token: str, n: int, seconds: float, server_pi
             sent += 1
             i += 1
 
-    cpu_before = tree_cpu_seconds(server_pid) if server_pid else float("nan")
-    started = time.perf_counter()
-    senders = [asyncio.create_task(sender(k)) for k in range(n)]
-    await asyncio.sleep(seconds)
-    stop.set()
-    await asyncio.gather(*senders)
-    elapsed = time.perf_counter() - started
-    cpu = tree_cpu_seconds(server_pid) - cpu_before if server_pid else float("nan")
+    level = await load_level((sender(k) for k in range(n)), stop, seconds, server_pid)
     await client.close()
-    return {
-        "n": n,
-        "sent": sent,
-        "rate": sent / elapsed,
-        "p50": pct(latencies, 0.5),
-        "p99": pct(latencies, 0.99),
-        "cpu_ms": cpu * 1000 / max(sent, 1),
-    }
+    return {"n": n, "sent": sent, **level.figures(sent, latencies)}
 
 
 def read_feed(url: str, token: str) -> tuple[int, float]:
@@ -76,11 +62,8 @@ def read_feed(url: str, token: str) -> tuple[int, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seconds", type=float, default=10)
-    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 10, 100])
-    parser.add_argument("--url")
-    parser.add_argument("--token")
-    parser.add_argument("--nats")
+    add_level_options(parser)
+    add_system_options(parser)
     args = parser.parse_args()
 
     with up_unless_given(args.url) as up:
@@ -91,12 +74,11 @@ def main() -> None:
             for n in args.concurrency
         ]
         listed, list_ms = read_feed(url, token)
-    print()
-    print(
+    table_head(
         "| senders N | notifications | notifications/s | notify_user p50 | notify_user p99 "
-        "| server CPU per notification |"
+        "| server CPU per notification |",
+        first="---:",
     )
-    print("|---:|---:|---:|---:|---:|---:|")
     for r in results:
         print(
             f"| {r['n']} | {r['sent']} | {r['rate']:.0f} | {r['p50']:.1f} ms | {r['p99']:.1f} ms "

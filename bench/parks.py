@@ -36,7 +36,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _http import Conn, sse
 from _result import Result, add_json_option
-from _up import Up, flow_worker, free_port, pct, start_up, tree_rss_mb
+from _up import Up, flow_worker, free_port, layby_up, pct, table_head, tree_rss_mb
 
 from layby.sdk import connect
 from layby_server.settings import load_settings
@@ -258,12 +258,8 @@ def main() -> None:
     args = parser.parse_args()
 
     os.environ["BENCH_REPORT_PORT"] = str(free_port())
-    up = start_up()
-    try:
-        with flow_worker(up, "park_flows:worker") as worker:  # BENCH_REPORT_PORT inherited
-            r = uvloop.run(bench(args, up, worker))
-    finally:
-        up.stop()
+    with layby_up() as up, flow_worker(up, "park_flows:worker") as worker:  # BENCH_REPORT_PORT inherited
+        r = uvloop.run(bench(args, up, worker))
     n = args.runs
     rows = [
         (f"parks/s ({n} started at once, until all parked)", f"{r['parks_per_s']:.0f}"),
@@ -296,9 +292,9 @@ def main() -> None:
     for name, ms in sorted(r["cpu_ms_per_cycle"].items(), key=lambda kv: -kv[1]):
         if ms >= 0.01:
             print(f"  {name:<20} {ms:.2f} ms")
-    print()
-    print(f"| measure ({n} parked runs, {args.expiries} expiries, {args.fanout} fan-outs of 3) | value |")
-    print("|---|---:|")
+    table_head(
+        f"| measure ({n} parked runs, {args.expiries} expiries, {args.fanout} fan-outs of 3) | value |"
+    )
     for label, value in rows:
         print(f"| {label} | {value} |")
     out = Result("parks")

@@ -22,7 +22,7 @@ import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _result import Result, add_json_option
-from _up import cpu_split, pct, start_up, tree_cpu_by_process, tree_cpu_seconds
+from _up import add_level_options, layby_up, load_level, table_head
 
 from layby.sdk import connect
 from layby_server.settings import load_settings
@@ -42,43 +42,25 @@ async def run_level(nats_url: str, token: str, n: int, seconds: float, server_pi
             i += 1
 
     await client.start_run("bench-unserved", {"warmup": True})
-    cpu0, t0 = tree_cpu_seconds(server_pid), time.perf_counter()
-    split0 = tree_cpu_by_process(server_pid)
-    tasks = [asyncio.create_task(starter(k)) for k in range(n)]
-    await asyncio.sleep(seconds)
-    stop.set()
-    await asyncio.gather(*tasks)
-    elapsed, cpu = time.perf_counter() - t0, tree_cpu_seconds(server_pid) - cpu0
-    split = cpu_split(split0, tree_cpu_by_process(server_pid), len(latencies))
+    level = await load_level((starter(k) for k in range(n)), stop, seconds, server_pid, by_part=True)
     await client.close()
-    return {
-        "n": n,
-        "starts": len(latencies),
-        "rate": len(latencies) / elapsed,
-        "p50": pct(latencies, 0.5),
-        "p99": pct(latencies, 0.99),
-        "cpu_ms": cpu * 1000 / max(len(latencies), 1),
-        "split": split,
-    }
+    starts = len(latencies)
+    return {"n": n, "starts": starts, **level.figures(starts, latencies), "split": level.split_ms(starts)}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seconds", type=float, default=10)
-    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 10, 100])
+    add_level_options(parser)
     add_json_option(parser)
     args = parser.parse_args()
-    up = start_up()
-    try:
+    with layby_up() as up:
         results = [
             uvloop.run(run_level(up.nats_url, up.token, n, args.seconds, up.proc.pid))
             for n in args.concurrency
         ]
-    finally:
-        up.stop()
-    print()
-    print("| starters N | starts | starts/s | start p50 | start p99 | server CPU per start |")
-    print("|---:|---:|---:|---:|---:|---:|")
+    table_head(
+        "| starters N | starts | starts/s | start p50 | start p99 | server CPU per start |", first="---:"
+    )
     out = Result("run_starts")
     for r in results:
         print(

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import multiprocessing as mp
-import os
 import random
 import re
 import resource
@@ -35,7 +34,7 @@ import psutil
 import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _up import pct, start_up
+from _up import pct, profiled, start_up, table_head
 
 FRAME = re.compile(rb"id: (\d+)\nevent: ([\w.]+)\ndata: ([^\n]*)\n\n")
 QUESTION = re.compile(rb'"question":"([^"]*)"')
@@ -245,17 +244,7 @@ def main() -> None:
     args = parser.parse_args()
 
     _raise_fd_limit()  # inherited by `layby up` and its door
-    profiling: dict[str, str] = {}
-    if args.profile:  # bench/_profile/sitecustomize.py cProfiles the door
-        path = [
-            str(Path(__file__).resolve().parent / "_profile"),
-            *filter(None, [os.environ.get("PYTHONPATH")]),
-        ]
-        profiling = {
-            "PYTHONPATH": os.pathsep.join(path),
-            "BENCH_PROFILE_SERVICE": "door",
-            "BENCH_PROFILE_OUT": "/tmp/layby-bench-sse.prof",
-        }
+    profiling = profiled("door" if args.profile else None, "/tmp/layby-bench-sse.prof")
     up = start_up(LAYBY_SSE_MAX_CLIENTS=str(args.subscribers + 1000), **profiling)
     results: list[dict[str, Any]] = []
     try:
@@ -304,12 +293,11 @@ def main() -> None:
         f"{args.subscribers} subscribers in {args.processes} client processes, "
         f"connected in {connect_s:.1f} s; {args.events} questions {args.gap:g} s apart"
     )
-    print()
-    print(
+    table_head(
         "| subscribers | door RSS idle | door RSS connected | per subscriber | door RSS at the end "
-        "| ask→first p50 | ask→all p50 | ask→all p99 | delivery p99 | door CPU per event |"
+        "| ask→first p50 | ask→all p50 | ask→all p99 | delivery p99 | door CPU per event |",
+        first="---:",
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     print(
         f"| {args.subscribers} | {rss_idle:.0f} MB | {rss_connected:.0f} MB "
         f"| {(rss_connected - rss_idle) * 1024 / args.subscribers:.1f} KB | {phases.rss_after:.0f} MB "

@@ -31,7 +31,7 @@ import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _http import Conn, sse, wait_total
-from _up import Up, start_up
+from _up import Up, layby_up, table_head
 
 import layby
 from layby.sdk import connect
@@ -162,20 +162,15 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--passes", type=int, default=3, help="passes of the steps-only phase")
     args = parser.parse_args()
-    up = start_up()
-    try:
+    with layby_up() as up:
         r = uvloop.run(bench(args, up))
-    finally:
-        up.stop()
     steps = args.runs * args.steps
     step_ms = r["steps_s"] / steps * 1000
     park_ms = max(r["park_s"] - r["steps_s"], 0.0) / args.runs * 1000
-    print()
-    print(
+    table_head(
         f"| measure ({args.runs} runs, {args.steps} steps each, "
         f"worker concurrency {args.concurrency}) | value |"
     )
-    print("|---|---:|")
     rates = sorted(steps / s for s in r["passes"])
     print(f"| steps only: wall time (median of {len(rates)} passes) | {r['steps_s']:.1f} s |")
     median = steps / r["steps_s"]

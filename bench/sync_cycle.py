@@ -28,7 +28,7 @@ import uvloop
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _http import Conn, sse
 from _result import Result, add_json_option
-from _up import cpu_split, pct, start_up, tree_cpu_by_process, tree_cpu_seconds, tree_rss_mb
+from _up import add_level_options, add_system_options, load_level, pct, start_up, table_head, tree_rss_mb
 
 from layby.sdk import connect
 from layby_server.settings import load_settings
@@ -94,16 +94,7 @@ async def run_level(
     assert await asyncio.wait_for(client.ask_user("bench-warmup", timeout=30), 30) == "ok"
     ask_to_add.clear()
     answer_to_return.clear()
-    started = time.perf_counter()
-    cpu_before = tree_cpu_seconds(server_pid) if server_pid else float("nan")
-    split_before = tree_cpu_by_process(server_pid) if server_pid else {}
-    askers = [asyncio.create_task(asker(k)) for k in range(n)]
-    await asyncio.sleep(seconds)
-    stop.set()
-    await asyncio.gather(*askers)
-    elapsed = time.perf_counter() - started
-    cpu = tree_cpu_seconds(server_pid) - cpu_before if server_pid else float("nan")
-    split = cpu_split(split_before, tree_cpu_by_process(server_pid), cycles) if server_pid else {}
+    level = await load_level((asker(k) for k in range(n)), stop, seconds, server_pid, by_part=True)
     for t in tasks:
         t.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
@@ -111,23 +102,20 @@ async def run_level(
     return {
         "n": n,
         "cycles": cycles,
-        "rate": cycles / elapsed,
+        "rate": cycles / level.elapsed,
         "add_p50": pct(ask_to_add, 0.5),
         "add_p99": pct(ask_to_add, 0.99),
         "ret_p50": pct(answer_to_return, 0.5),
         "ret_p99": pct(answer_to_return, 0.99),
-        "cpu_ms": cpu * 1000 / max(cycles, 1),
-        "split": split,
+        "cpu_ms": level.cpu_ms(cycles),
+        "split": level.split_ms(cycles),
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seconds", type=float, default=10)
-    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 10, 100])
-    parser.add_argument("--url")
-    parser.add_argument("--token")
-    parser.add_argument("--nats")
+    add_level_options(parser)
+    add_system_options(parser)
     parser.add_argument("--answerers", type=int, default=8, help="keep-alive connections answering")
     parser.add_argument("--without-nats-auth", action="store_true", help="NATS without authorization")
     parser.add_argument("--tracing", action="store_true", help="tracing on, spans sent to a discarding sink")
@@ -175,12 +163,11 @@ def main() -> None:
     print(f"NATS authorization: {'off' if args.without_nats_auth else 'on'}")
     print(f"tracing: {'on (OTLP to a discarding endpoint)' if args.tracing else 'off'}")
     print(f"layby up idle resident memory (all processes): {idle_mb:.0f} MB")
-    print()
-    print(
+    table_head(
         "| askers N | cycles | cycles/s | ask→add p50 | ask→add p99 | answer→return p50 | answer→return p99 "
-        "| server CPU per cycle |"
+        "| server CPU per cycle |",
+        first="---:",
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in results:
         print(
             f"| {r['n']} | {r['cycles']} | {r['rate']:.0f} | {r['add_p50']:.1f} ms | {r['add_p99']:.1f} ms "
@@ -190,9 +177,7 @@ def main() -> None:
     if any(r["split"] for r in results):
         print()
         print("CPU per cycle by process (ms):")
-        print()
-        print("| askers N | " + " | ".join(parts) + " |")
-        print("|---:|" + "---:|" * len(parts))
+        table_head("| askers N | " + " | ".join(parts) + " |", first="---:")
         for r in results:
             print(f"| {r['n']} | " + " | ".join(f"{r['split'].get(p, 0.0):.3f}" for p in parts) + " |")
     out = Result("sync_cycle")

@@ -25,6 +25,7 @@ import contextlib
 import json
 import sys
 import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
@@ -33,7 +34,7 @@ from aiohttp import web
 from standardwebhooks import Webhook
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _up import free_port, pct, start_up
+from _up import free_port, layby_up, pct, table_head
 
 from layby.sdk import connect
 from layby_contracts.errors import InteractionTimeoutError
@@ -70,34 +71,15 @@ class Receiver:
         return web.Response(status=204)
 
 
-async def expire_many(nats_url: str, token: str, url: str, count: int, askers: int) -> int:
-    """``count`` questions asked and left to expire, ``askers`` at a time."""
+async def _expire(nats_url: str, token: str, url: str, askers: int, another: Callable[[], bool]) -> int:
+    """Questions asked and left to expire, ``askers`` at a time, while ``another()`` says to ask
+    one more; how many expired."""
     client = await connect(nats_url=nats_url, token=token, settings=load_settings({}))
-    left = count
-    done = 0
-
-    async def asker() -> None:
-        nonlocal left, done
-        while left > 0:
-            left -= 1
-            try:
-                await client.ask_user("bench", timeout=0.2, notify_url=url)
-            except InteractionTimeoutError:
-                done += 1
-
-    await asyncio.gather(*(asker() for _ in range(askers)))
-    await client.close()
-    return done
-
-
-async def expire_for(nats_url: str, token: str, url: str, seconds: float, askers: int) -> int:
-    client = await connect(nats_url=nats_url, token=token, settings=load_settings({}))
-    stop = time.monotonic() + seconds
     done = 0
 
     async def asker() -> None:
         nonlocal done
-        while time.monotonic() < stop:
+        while another():
             try:
                 await client.ask_user("bench", timeout=0.2, notify_url=url)
             except InteractionTimeoutError:
@@ -106,6 +88,18 @@ async def expire_for(nats_url: str, token: str, url: str, seconds: float, askers
     await asyncio.gather(*(asker() for _ in range(askers)))
     await client.close()
     return done
+
+
+async def expire_many(nats_url: str, token: str, url: str, count: int, askers: int) -> int:
+    """``count`` questions asked and left to expire, ``askers`` at a time."""
+    tickets = iter(range(count))
+    return await _expire(nats_url, token, url, askers, lambda: next(tickets, None) is not None)
+
+
+async def expire_for(nats_url: str, token: str, url: str, seconds: float, askers: int) -> int:
+    """Questions asked and left to expire for ``seconds``, ``askers`` at a time."""
+    stop = time.monotonic() + seconds
+    return await _expire(nats_url, token, url, askers, lambda: time.monotonic() < stop)
 
 
 async def _until(recv: Receiver, count: int, timeout: float) -> None:
@@ -159,23 +153,19 @@ def main() -> None:
     parser.add_argument("--askers", type=int, default=100)
     parser.add_argument("--seconds", type=float, default=10)
     args = parser.parse_args()
-    up = start_up(
+    with layby_up(
         LAYBY_WEBHOOKS_ALLOW_HTTP="on",
         LAYBY_WEBHOOKS_ALLOW_PRIVATE="on",
         LAYBY_WEBHOOKS_OUT_SECRETS=json.dumps({"operator": SECRET}),
         LAYBY_WEBHOOKS_BACKOFF_SECONDS="1",
         LAYBY_WEBHOOKS_BACKOFF_MAX_SECONDS="1",
-    )
-    try:
+    ) as up:
         result = uvloop.run(bench(up.nats_url, up.token, free_port(), Receiver(), args))
-    finally:
-        up.stop()
-    print()
-    print(
+    table_head(
         "| backlog | delivered | webhooks/s (drain) | live outcomes | received "
-        "| resolution -> received p50 | p99 |"
+        "| resolution -> received p50 | p99 |",
+        first="---:",
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|")
     print(
         f"| {result['backlog']} | {result['drained']} | {result['rate']:.0f} | {result['live']} "
         f"| {result['live_received']} | {result['p50']:.1f} ms | {result['p99']:.1f} ms |"

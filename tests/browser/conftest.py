@@ -10,30 +10,18 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 from collections.abc import AsyncIterator, Generator
 from typing import Any
 
 import pytest
 
+from tests.browser.chromium import ARGS, CHROMIUM, HAVE_CHROMIUM
 from tests.integration.test_parks import (  # noqa: F401 - fixtures for browser tests
     clock,
     clocked,
     clocked_workers,
     workers,
 )
-
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-HAVE_CHROMIUM = os.path.exists(CHROMIUM)
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 def expect(locator: Any) -> Any:

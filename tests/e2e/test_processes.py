@@ -10,8 +10,9 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import msgspec
@@ -50,12 +51,20 @@ def spawn(name: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
     )
 
 
+@contextlib.contextmanager
+def services(env: dict[str, str]) -> Iterator[dict[str, subprocess.Popen[bytes]]]:
+    """The five services as processes in ``env``, by name, stopped after the block."""
+    procs = {name: spawn(name, env) for name in SERVICES}
+    try:
+        yield procs
+    finally:
+        stop_processes(procs)
+
+
 @pytest.fixture
 def processes(settings: Settings) -> Iterator[dict[str, subprocess.Popen[bytes]]]:
-    env = service_env(settings)
-    procs = {name: spawn(name, env) for name in SERVICES}
-    yield procs
-    stop_processes(procs)
+    with services(service_env(settings)) as procs:
+        yield procs
 
 
 def stop_processes(procs: dict[str, subprocess.Popen[bytes]]) -> None:
@@ -218,14 +227,52 @@ def cli(env: dict[str, str], *args: str, check: bool = True) -> subprocess.Compl
     )
 
 
+def up_env(data: Path, port: int, **more: str) -> dict[str, str]:
+    """This process's environment without its LAYBY_ variables, for a `layby up` on ``data`` and
+    the HTTP ``port`` (``more``: other variables)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAYBY_")}
+    env.update(LAYBY_DATA_DIR=str(data), LAYBY_HTTP_PORT=str(port), **more)
+    return env
+
+
+def in_background(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
+    """``python *args`` running beside the test, its output kept for ``communicate``."""
+    return subprocess.Popen(
+        [sys.executable, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def listed(env: dict[str, str], what: str, **patience: Any) -> list[dict[str, Any]]:
+    """The questions `layby interactions list --json` shows, once it shows any."""
+    return eventually_sync(  # type: ignore[no-any-return]
+        lambda: json.loads(cli(env, "interactions", "list", "--json").stdout)["items"], what, **patience
+    )
+
+
+def kill_and_see_it_restarted(
+    up: subprocess.Popen[str],
+    victims: Callable[[], list[int]],
+    url: str,
+    *,
+    restarted: str,
+    ready: str,
+    timeout: float,
+) -> None:
+    """kill -9 the one process ``victims()`` finds under ``up``: another takes its place within
+    ``timeout`` s, the door at ``url`` is ready again and `layby up` is still running (``restarted``,
+    ``ready``: what a timeout says was awaited)."""
+    [victim] = victims()
+    os.kill(victim, signal.SIGKILL)
+    eventually_sync(lambda: victims() not in ([], [victim]), restarted, timeout=timeout, interval=0.2)
+    eventually_sync(lambda: _ready(url), ready, timeout=90, interval=0.2)
+    assert up.poll() is None
+
+
 def test_layby_up_then_ask_and_answer_from_another_terminal(tmp_path: Path) -> None:
     """The README tour: `layby up`; `layby ask` blocks in one terminal, `layby interactions answer`
     in another wakes it; the CLI stream shows both frames; `layby projections rebuild` works; a
     second `layby up` finds the data (and the token) of the first."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LAYBY_")}
-    env.update(
-        LAYBY_DATA_DIR=str(tmp_path / "data"), LAYBY_HTTP_PORT=str(free_port()), LAYBY_LOG_LEVEL="warning"
-    )
+    env = up_env(tmp_path / "data", free_port(), LAYBY_LOG_LEVEL="warning")
     up, token = start_up(env)
     try:
         assert len(token) >= 40
@@ -240,32 +287,22 @@ def test_layby_up_then_ask_and_answer_from_another_terminal(tmp_path: Path) -> N
         eventually_sync(  # the stream's start point is taken when it connects
             lambda: _log_consumers(env), "the CLI's stream to connect", until=lambda n: n > before, timeout=30
         )
-        ask = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "layby.cli",
-                "ask",
-                "Ship it?",
-                "--format",
-                "select",
-                "--option",
-                "yes",
-                "--option",
-                "no",
-                "--timeout",
-                "60",
-            ],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
+        ask = in_background(
+            env,
+            "-m",
+            "layby.cli",
+            "ask",
+            "Ship it?",
+            "--format",
+            "select",
+            "--option",
+            "yes",
+            "--option",
+            "no",
+            "--timeout",
+            "60",
         )
-        items = eventually_sync(
-            lambda: json.loads(cli(env, "interactions", "list", "--json").stdout)["items"],
-            "the question in `layby interactions list`",
-            timeout=60,
-        )
+        items = listed(env, "the question in `layby interactions list`", timeout=60)
         iid = items[0]["interaction_id"]
         assert iid, "the question never appeared"
         assert "Ship it?" in cli(env, "interactions", "list").stdout
@@ -361,46 +398,23 @@ def test_layby_up_restarts_an_embedded_server_killed_under_it(tmp_path: Path, se
     """kill -9 of embedded NATS (or PostgreSQL) under `layby up`: it is restarted on its own
     port and data, readiness comes back, and a question asked before the crash is still there
     and answerable after it."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LAYBY_")}
     port = free_port()
-    env.update(LAYBY_DATA_DIR=str(tmp_path / "data"), LAYBY_HTTP_PORT=str(port), LAYBY_LOG_LEVEL="warning")
+    env = up_env(tmp_path / "data", port, LAYBY_LOG_LEVEL="warning")
     url = f"http://127.0.0.1:{port}"
     up, _token = start_up(env)
     try:
-        ask = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "layby.cli",
-                "ask",
-                "Still there?",
-                "--format",
-                "confirm",
-                "--timeout",
-                "120",
-            ],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
+        ask = in_background(
+            env, "-m", "layby.cli", "ask", "Still there?", "--format", "confirm", "--timeout", "120"
         )
-        items: list[dict[str, object]] = []
-
-        def asked() -> bool:
-            items[:] = json.loads(cli(env, "interactions", "list", "--json").stdout)["items"]
-            return bool(items)
-
-        eventually_sync(asked, "the question to be listed", timeout=60, interval=0.2)
-        [victim] = _children(up.pid, server)
-        os.kill(victim, signal.SIGKILL)
-        eventually_sync(
-            lambda: _children(up.pid, server) not in ([], [victim]),
-            f"{server} to be restarted",
+        items = listed(env, "the question to be listed", timeout=60, interval=0.2)
+        kill_and_see_it_restarted(
+            up,
+            lambda: _children(up.pid, server),
+            url,
+            restarted=f"{server} to be restarted",
+            ready="the system to be ready again",
             timeout=60,
-            interval=0.2,
         )
-        eventually_sync(lambda: _ready(url), "the system to be ready again", timeout=90, interval=0.2)
-        assert up.poll() is None
         answered = cli(
             env, "interactions", "answer", str(items[0]["interaction_id"]), "--answer", "true", check=False
         )
@@ -416,31 +430,18 @@ def test_layby_up_restarts_an_embedded_server_killed_under_it(tmp_path: Path, se
 def test_a_sensitive_answer_is_nowhere_in_plaintext_under_the_data_dir(tmp_path: Path) -> None:
     """`layby up`, a sensitive question answered with a unique value: the asker gets it, and no
     file under the data dir (NATS's streams, PostgreSQL's tables and WAL, logs) holds it."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LAYBY_")}
     data = tmp_path / "data"
-    env.update(LAYBY_DATA_DIR=str(data), LAYBY_HTTP_PORT=str(free_port()), LAYBY_LOG_LEVEL="warning")
+    env = up_env(data, free_port(), LAYBY_LOG_LEVEL="warning")
     canary = "canary-" + os.urandom(12).hex()
     up, _token = start_up(env)
     try:
-        ask = subprocess.Popen(
-            [
-                sys.executable,
-                "-c",
-                "import asyncio, layby\n"
-                "print(asyncio.run(layby.ask_user('PIN?', sensitive=True, timeout=60)).reveal())",
-            ],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
+        ask = in_background(
+            env,
+            "-c",
+            "import asyncio, layby\n"
+            "print(asyncio.run(layby.ask_user('PIN?', sensitive=True, timeout=60)).reveal())",
         )
-        items: list[dict[str, object]] = []
-
-        def asked() -> bool:
-            items[:] = json.loads(cli(env, "interactions", "list", "--json").stdout)["items"]
-            return bool(items)
-
-        eventually_sync(asked, "the question to be listed", timeout=60, interval=0.2)
+        items = listed(env, "the question to be listed", timeout=60, interval=0.2)
         cli(env, "interactions", "answer", str(items[0]["interaction_id"]), "--answer", json.dumps(canary))
         out, err = ask.communicate(timeout=60)
         assert ask.returncode == 0, err
@@ -456,7 +457,6 @@ def test_a_sensitive_answer_is_nowhere_in_plaintext_under_the_data_dir(tmp_path:
 
 def test_layby_up_refuses_to_start_beside_a_running_one(tmp_path: Path) -> None:
     """`layby up` whose data dir names another live `layby up` says so and exits 1, starting nothing."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LAYBY_")}
     data = tmp_path / "data"
     data.mkdir()
     runtime = {
@@ -466,8 +466,7 @@ def test_layby_up_refuses_to_start_beside_a_running_one(tmp_path: Path) -> None:
         "pid": os.getpid(),
     }
     (data / "runtime.json").write_bytes(msgspec.json.encode(runtime))
-    env.update(LAYBY_DATA_DIR=str(data), LAYBY_HTTP_PORT=str(free_port()))
-    result = cli(env, "up", check=False)
+    result = cli(up_env(data, free_port()), "up", check=False)
     assert result.returncode == 1
     assert result.stderr == f"layby is already running (pid {os.getpid()}) at http://127.0.0.1:9\n"
     assert sorted(p.name for p in data.iterdir()) == ["runtime.json"]
@@ -475,14 +474,12 @@ def test_layby_up_refuses_to_start_beside_a_running_one(tmp_path: Path) -> None:
 
 def test_layby_up_refuses_a_port_in_use(tmp_path: Path) -> None:
     """`layby up` on a taken HTTP port names it and the variable to change, exits 1, starting nothing."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LAYBY_")}
     data = tmp_path / "data"
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        env.update(LAYBY_DATA_DIR=str(data), LAYBY_HTTP_PORT=str(port))
-        result = cli(env, "up", check=False)
+        result = cli(up_env(data, port), "up", check=False)
     assert result.returncode == 1
     assert result.stderr == (
         f"error: 127.0.0.1:{port} is already in use; set LAYBY_HTTP_PORT to a free port\n"
@@ -505,23 +502,17 @@ def _service(pid: int, name: str) -> list[int]:
 
 def test_layby_up_restarts_a_service_killed_under_it(tmp_path: Path) -> None:
     """kill -9 of a service under `layby up`: it is started again and the door becomes ready again."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LAYBY_")}
     port = free_port()
-    env.update(LAYBY_DATA_DIR=str(tmp_path / "data"), LAYBY_HTTP_PORT=str(port), LAYBY_LOG_LEVEL="warning")
-    up, _token = start_up(env)
+    up, _token = start_up(up_env(tmp_path / "data", port, LAYBY_LOG_LEVEL="warning"))
     try:
-        [victim] = _service(up.pid, "door")
-        os.kill(victim, signal.SIGKILL)
-        eventually_sync(
-            lambda: _service(up.pid, "door") not in ([], [victim]),
-            "the door to be started again",
+        kill_and_see_it_restarted(
+            up,
+            lambda: _service(up.pid, "door"),
+            f"http://127.0.0.1:{port}",
+            restarted="the door to be started again",
+            ready="the door to be ready again",
             timeout=90,
-            interval=0.2,
         )
-        eventually_sync(
-            lambda: _ready(f"http://127.0.0.1:{port}"), "the door to be ready again", timeout=90, interval=0.2
-        )
-        assert up.poll() is None
     finally:
         stop_up(up)
     assert up.returncode == 0

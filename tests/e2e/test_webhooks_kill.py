@@ -14,7 +14,7 @@ import pytest
 
 from layby_server.settings import Settings
 from tests.conftest import OPERATOR
-from tests.e2e.test_processes import SERVICES, service_env, spawn, stop_processes, wait_ready
+from tests.e2e.test_processes import service_env, services, spawn, wait_ready
 from tests.helpers import eventually
 from tests.integration.test_webhooks_out import SECRET, Receiver, receiver  # noqa: F401 - its fixture
 
@@ -35,10 +35,8 @@ def hooks_env(settings: Settings) -> dict[str, str]:
 
 @pytest.fixture
 def hook_processes(settings: Settings) -> Iterator[dict[str, subprocess.Popen[bytes]]]:
-    env = hooks_env(settings)
-    procs = {name: spawn(name, env) for name in SERVICES}
-    yield procs
-    stop_processes(procs)
+    with services(hooks_env(settings)) as procs:
+        yield procs
 
 
 async def test_a_delivery_service_killed_mid_retry_delivers_after_its_restart(

@@ -107,6 +107,40 @@ def _refused(op: Op, exc: LaybyError) -> None:
         op.ids["interaction_id"] = found
 
 
+def _indeterminate(op: Op, exc: BaseException) -> None:
+    _done(op, "indeterminate", error=type(exc).__name__, message=str(exc))
+
+
+async def _sdk_call(op: Op, call: Awaitable[Any], *, keep_value: bool = True) -> bool:
+    """Await the SDK ``call`` of ``op`` and record how it ended: ok (with the value it returned,
+    when ``keep_value``), refused, cancelled (raised again) or indeterminate. True when ok."""
+    try:
+        value = await call
+    except LaybyError as exc:
+        _refused(op, exc)
+    except asyncio.CancelledError:
+        _done(op, "cancelled")
+        raise
+    except Exception as exc:
+        _indeterminate(op, exc)
+    else:
+        _done(op, "ok", **({"value": value} if keep_value else {}))
+        return True
+    return False
+
+
+async def _http_call(op: Op, request: Awaitable[httpx.Response]) -> httpx.Response | None:
+    """Await the HTTP ``request`` of ``op`` and record its response (``_http_result``), or the
+    transport error as indeterminate (then None)."""
+    try:
+        resp = await request
+    except httpx.HTTPError as exc:
+        _indeterminate(op, exc)
+        return None
+    _http_result(op, resp)
+    return resp
+
+
 def _http_result(op: Op, resp: httpx.Response) -> None:
     """2xx ok; 5xx indeterminate (an append may have landed before the error); else refused."""
     try:
@@ -230,19 +264,8 @@ class Load:
         while not self.stopping.is_set():
             question = f"{SYNC}{uuid.uuid4()}"
             op = self.history.begin("ask", question=question)
-            try:
-                value = await self.client.ask_user(question, timeout=self.history.ask_timeout)
-            except LaybyError as exc:
-                _refused(op, exc)
-            except asyncio.CancelledError:
-                _done(op, "cancelled")
-                raise
-            except Exception as exc:
-                _done(op, "indeterminate", error=type(exc).__name__, message=str(exc))
-            else:
-                _done(op, "ok", value=value)
-                continue
-            await asyncio.sleep(0.2)
+            if not await _sdk_call(op, self.client.ask_user(question, timeout=self.history.ask_timeout)):
+                await asyncio.sleep(0.2)
 
     async def _external_asker(self) -> None:
         assert self.client is not None
@@ -255,19 +278,12 @@ class Load:
                 posting.append(asyncio.create_task(self._call_back(callback_url, question)))
                 return "https://pay.example/checkout"
 
-            try:
-                value = await self.client.ask_user(
+            await _sdk_call(
+                op,
+                self.client.ask_user(
                     question, answer_format="external", link=link, timeout=self.history.ask_timeout
-                )
-            except LaybyError as exc:
-                _refused(op, exc)
-            except asyncio.CancelledError:
-                _done(op, "cancelled")
-                raise
-            except Exception as exc:
-                _done(op, "indeterminate", error=type(exc).__name__, message=str(exc))
-            else:
-                _done(op, "ok", value=value)
+                ),
+            )
             if posting:
                 await asyncio.wait(posting, timeout=5)  # its 200 may still be on its way back
             for task in posting:
@@ -283,14 +299,11 @@ class Load:
         while time.monotonic() < deadline:
             door = random.randrange(len(self.doors))
             op = self.history.begin("callback", door=door, question=question)
-            try:
-                resp = await self.http.post(f"{self.doors[door]}/api/{ticket_path}", json={"q": question})
-            except httpx.HTTPError as exc:
-                _done(op, "indeterminate", error=type(exc).__name__, message=str(exc))
-            else:
-                _http_result(op, resp)
-                if resp.status_code == 200:
-                    return
+            resp = await _http_call(
+                op, self.http.post(f"{self.doors[door]}/api/{ticket_path}", json={"q": question})
+            )
+            if resp is not None and resp.status_code == 200:
+                return
             await asyncio.sleep(0.5)
 
     async def _runner(self) -> None:
@@ -302,17 +315,7 @@ class Load:
                 run_id, tag = str(uuid.uuid4()), f"{PARK}{uuid.uuid4()}"
                 self.run_tags[run_id] = tag
                 op = self.history.begin("run_start", run_id=run_id, question=tag)
-                try:
-                    await self.client.start_run("faulty", tag, run_id=run_id)
-                except LaybyError as exc:
-                    _refused(op, exc)
-                except asyncio.CancelledError:
-                    _done(op, "cancelled")
-                    raise
-                except Exception as exc:
-                    _done(op, "indeterminate", error=type(exc).__name__, message=str(exc))
-                else:
-                    _done(op, "ok")
+                await _sdk_call(op, self.client.start_run("faulty", tag, run_id=run_id), keep_value=False)
             await asyncio.sleep(1 / self.runs_per_second)
 
     def _finished_runs(self) -> int:
@@ -352,22 +355,18 @@ class Load:
         while time.monotonic() < deadline:
             door = random.randrange(len(self.doors))
             op = self.history.begin("answer", door=door, interaction_id=interaction_id, question=question)
-            try:
-                resp = await self.http.post(
+            resp = await _http_call(
+                op,
+                self.http.post(
                     f"{self.doors[door]}/api/interactions/{interaction_id}/answer", json={"answer": question}
-                )
-            except httpx.HTTPError as exc:
-                _done(op, "indeterminate", error=type(exc).__name__, message=str(exc))
-            else:
-                _http_result(op, resp)
-                if resp.status_code == 200:
-                    if question.startswith(SYNC):
-                        await self._read_after(
-                            interaction_id, question, 1 - door if len(self.doors) > 1 else 0
-                        )
-                    return
-                if resp.status_code == 409:
-                    return
+                ),
+            )
+            if resp is not None and resp.status_code == 200:
+                if question.startswith(SYNC):
+                    await self._read_after(interaction_id, question, 1 - door if len(self.doors) > 1 else 0)
+                return
+            if resp is not None and resp.status_code == 409:
+                return
             await asyncio.sleep(0.3)
 
     async def _read_after(self, interaction_id: str, question: str, door: int) -> None:
@@ -375,14 +374,12 @@ class Load:
         op = self.history.begin(
             "read_after_answer", door=door, interaction_id=interaction_id, question=question
         )
-        try:
-            resp = await self.http.get(
+        await _http_call(
+            op,
+            self.http.get(
                 f"{self.doors[door]}/api/interactions/{interaction_id}/outcome", params={"wait": "0"}
-            )
-        except httpx.HTTPError as exc:
-            _done(op, "indeterminate", error=type(exc).__name__, message=str(exc))
-        else:
-            _http_result(op, resp)
+            ),
+        )
 
     # -- SSE clients ----------------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ tests hold whatever path records them."""
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
@@ -25,6 +25,7 @@ from layby_contracts.events import (
 )
 from layby_server.eventstore import EventStore
 from layby_server.projector import rebuild
+from tests import samples
 from tests.channel_plugins import ScriptedChat
 from tests.conftest import ALICE, OPERATOR, System
 from tests.helpers import caught_up, eventually, handled_by, mint, sse
@@ -38,29 +39,17 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def caller_ask(run_id: str | None = None, **fields: Any) -> InteractionAsked:
-    """A caller ask as the ask service records it: an async park of its run, on a subject."""
-    now = _now()
-    values: dict[str, Any] = {
-        "interaction_id": str(uuid.uuid4()),
+def caller_ask(**fields: Any) -> InteractionAsked:
+    """A caller ask of alice's as the ask service records it: an async park of its run, on a subject,
+    asked now."""
+    alices: dict[str, Any] = {
         "group_id": str(uuid.uuid4()),
-        "question": "Which plan?",
-        "answer_format": "text",
-        "created_at": now,
-        "timeout_at": now + timedelta(hours=1),
-        "expiry_at": now + timedelta(hours=1),
-        "mode": "async",
         "asked_by": "alice",
         "audience": "alice",
-        "run_id": run_id or str(uuid.uuid4()),
-        "call": 0,
-        "to": "caller",
-        "subject": "orders-42",
         "payload": {"plan": None},
         "chain": ["orders"],
     }
-    values.update(fields)
-    return InteractionAsked(**values)
+    return samples.caller_ask(str(uuid.uuid4()), _now(), **(alices | fields))
 
 
 def question(**fields: Any) -> InteractionAsked:
@@ -68,62 +57,30 @@ def question(**fields: Any) -> InteractionAsked:
     return caller_ask(to=None, subject=None, payload=None, chain=None, question="Ship it?", **fields)
 
 
+def _through_the_api(asked: InteractionAsked, **fields: Any) -> InteractionAnswered:
+    return samples.answered(asked, _now(), audience=asked.audience, run_id=asked.run_id, via="api", **fields)
+
+
 def resumed(asked: InteractionAsked) -> InteractionAnswered:
-    return InteractionAnswered(
-        interaction_id=asked.interaction_id,
-        group_id=asked.group_id,
-        audience=asked.audience,
-        answered_by="alice",
-        answered_at=_now(),
-        answer="gold",
-        run_id=asked.run_id,
-        via="api",
-        to="caller",
-        visit="v-1",
-    )
+    return _through_the_api(asked, visit="v-1")
 
 
 def answered(asked: InteractionAsked) -> InteractionAnswered:
-    return InteractionAnswered(
-        interaction_id=asked.interaction_id,
-        group_id=asked.group_id,
-        audience=asked.audience,
-        answered_by="alice",
-        answered_at=_now(),
-        answer="yes",
-        run_id=asked.run_id,
-        via="api",
-    )
+    return _through_the_api(asked, answer="yes")
 
 
 def settled(asked: InteractionAsked, outcome: Any = "finished") -> InteractionSettled:
-    return InteractionSettled(
-        interaction_id=asked.interaction_id,
-        group_id=asked.group_id,
-        outcome=outcome,
-        result={"plan": "gold"},
-        run_id=asked.run_id,
-        subject=asked.subject,
-        settled_at=_now(),
+    return samples.settled(
+        asked, outcome, _now(), result={"plan": "gold"}, run_id=asked.run_id, subject=asked.subject
     )
 
 
 def taken(asked: InteractionAsked) -> InteractionTaken:
-    return InteractionTaken(
-        interaction_id=asked.interaction_id, group_id=asked.group_id, by="alice", taken_at=_now()
-    )
+    return samples.taken(asked, _now())
 
 
 def removed(asked: InteractionAsked) -> InteractionRemoved:
-    return InteractionRemoved(
-        interaction_id=asked.interaction_id,
-        group_id=asked.group_id,
-        audience=asked.audience,
-        reason="cancelled",
-        removed_at=_now(),
-        run_id=asked.run_id,
-        to="caller",
-    )
+    return samples.removed(asked, "cancelled", _now(), audience=asked.audience, run_id=asked.run_id)
 
 
 async def record(store: EventStore, *events: Event) -> None:
@@ -300,15 +257,7 @@ async def test_the_delivery_service_never_delivers_or_retracts_a_caller_ask(
     )
     await record(
         store,
-        InteractionAnswered(
-            interaction_id=asked.interaction_id,
-            group_id=asked.group_id,
-            answered_by="alice",
-            answered_at=_now(),
-            answer="gold",
-            channels=["chat-a"],
-            to="caller",
-        ),
+        samples.answered(asked, _now(), channels=["chat-a"]),
     )
     await handled_by(store, "delivery")
     chat = ScriptedChat.LOGS["chat-a"]

@@ -8,7 +8,6 @@ import contextlib
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import asyncpg
 import pytest
@@ -19,11 +18,6 @@ from layby_contracts.events import (
     ConversationReplied,
     DoorDeleted,
     Event,
-    InteractionAnswered,
-    InteractionAsked,
-    InteractionRemoved,
-    InteractionSettled,
-    InteractionTaken,
     ScheduleFired,
     SubjectIndexed,
     VisitRecorded,
@@ -37,7 +31,7 @@ from layby_server.settings import Settings
 from layby_services.ask.admission import CALLER_POOL, USER_POOL, Admitter, caller_deadline, caller_limit_error
 from tests.conftest import System
 from tests.helpers import eventually
-from tests.samples import interaction_asked
+from tests.samples import answered, caller_ask, removed, settled, taken
 
 pytestmark = pytest.mark.integration
 
@@ -126,39 +120,6 @@ def test_the_refusal_at_the_caller_cap_is_an_interaction_limit_error_naming_the_
     assert back.message == reply.message
 
 
-def caller_ask(iid: str) -> InteractionAsked:
-    return interaction_asked(
-        iid,
-        T0,
-        question="Which plan?",
-        timeout_at=T0 + timedelta(hours=1),
-        expiry_at=T0 + timedelta(hours=1),
-        mode="async",
-        run_id=str(uuid.uuid4()),
-        call=0,
-        to="caller",
-        subject="orders-42",
-    )
-
-
-def resumed(iid: str, at: datetime) -> InteractionAnswered:
-    return InteractionAnswered(
-        interaction_id=iid, group_id="g", answered_by="ops", answered_at=at, answer="gold", to="caller"
-    )
-
-
-def settled(iid: str, outcome: Any, at: datetime) -> InteractionSettled:
-    return InteractionSettled(interaction_id=iid, group_id="g", outcome=outcome, settled_at=at)
-
-
-def taken(iid: str, at: datetime) -> InteractionTaken:
-    return InteractionTaken(interaction_id=iid, group_id="g", by="ops", taken_at=at)
-
-
-def removed(iid: str, reason: Any, at: datetime) -> InteractionRemoved:
-    return InteractionRemoved(interaction_id=iid, group_id="g", reason=reason, removed_at=at, to="caller")
-
-
 async def slots(db: asyncpg.Pool, table: str) -> dict[str, datetime]:
     rows = await db.fetch(f"SELECT interaction_id, deadline FROM {table}")
     return {r["interaction_id"]: r["deadline"] for r in rows}
@@ -188,18 +149,19 @@ async def test_the_projector_keeps_a_caller_slot_while_the_entry_runs_or_waits_a
     t1, t2, t3 = (T0 + timedelta(minutes=m) for m in (5, 10, 15))
     events: list[Event] = []
     for name, iid in ids.items():
-        events += [caller_ask(iid), resumed(iid, t1)]
+        asked = caller_ask(iid, T0)
+        events += [asked, answered(asked, t1)]
         match name:
             case "finished" | "failed":
-                events.append(settled(iid, name, t2))
+                events.append(settled(asked, name, t2))
             case "taken":
-                events += [settled(iid, "finished", t2), taken(iid, t3)]
+                events += [settled(asked, "finished", t2), taken(asked, t3)]
             case "parked":
-                events.append(settled(iid, "parked", t2))
+                events.append(settled(asked, "parked", t2))
             case "removed":
-                events[-1:] = [removed(iid, "cancelled", t1)]
+                events[-1:] = [removed(asked, "cancelled", t1)]
             case "dropped":
-                events += [settled(iid, "failed", t2), removed(iid, "dropped", t3)]
+                events += [settled(asked, "failed", t2), removed(asked, "dropped", t3)]
     # The door, visit and subject events of the same chains pass the projector by.
     events += [
         SubjectIndexed(subject="orders-42", ids=list(ids.values()), changed_at=t1),
@@ -244,18 +206,15 @@ async def test_the_live_projector_keeps_a_waiting_outcome_for_the_configured_ret
     )
     settled_at = T0 + timedelta(minutes=30)
     subject = store.names.ix(iid)
-    for event in (
-        caller_ask(iid),
-        resumed(iid, T0 + timedelta(minutes=1)),
-        settled(iid, "finished", settled_at),
-    ):
+    asked = caller_ask(iid, T0)
+    for event in (asked, answered(asked, T0 + timedelta(minutes=1)), settled(asked, "finished", settled_at)):
         await store.append(subject, event, msg_id=str(uuid.uuid4()), expected_seq=None)
     await eventually(
         lambda: slots(db, CALLER_POOL),
         "the waiting outcome's slot to be kept for the retention",
         until=lambda held: held.get(iid) == settled_at + timedelta(hours=1),
     )
-    await store.append(subject, taken(iid, settled_at), msg_id=str(uuid.uuid4()), expected_seq=None)
+    await store.append(subject, taken(asked, settled_at), msg_id=str(uuid.uuid4()), expected_seq=None)
     await eventually(
         lambda: slots(db, CALLER_POOL), "the taken outcome's slot to be freed", until=lambda held: not held
     )

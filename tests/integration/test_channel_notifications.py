@@ -29,8 +29,7 @@ from tests.integration.chat_systems import (
     TELEGRAM_SECRETS,
     chat_system,
     door_url,
-    slack_channel,
-    telegram_channel,
+    telegram_and_slack,
 )
 from tests.standins import slack as slack_standin
 from tests.standins.slack import SlackStandin, serve_slack_standin
@@ -63,12 +62,9 @@ class Stack:
 
 @pytest.fixture
 async def stack(settings: Settings, store: EventStore, db: Any) -> AsyncIterator[Stack]:
-    async with serve_telegram_standin() as tg, serve_slack_standin() as sl:
+    async with telegram_and_slack(settings, PERSON) as (tg, sl, channels):
         door = door_url(settings)
-        tg.add_person(PERSON)
-        channels = {"tg": telegram_channel(tg, PERSON), "slack": slack_channel(sl, default_recipient=CHANNEL)}
         secrets = TELEGRAM_SECRETS | SLACK_SECRETS
-        sl.target = f"{door}/api/channels/slack/events"
         tg.point_webhook(f"{door}/api/channels/tg/events", TELEGRAM_HOOK)
         encoded = {name: value.encode() for name, value in secrets.items()}
         slack_config = {k: v for k, v in channels["slack"].items() if k != "plugin"}

@@ -5,7 +5,6 @@ Slack plugin pointed at the Slack stand-in, which plays the person in a direct m
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -19,7 +18,13 @@ from layby_server.eventstore import EventStore
 from layby_server.settings import Settings
 from tests.conftest import System
 from tests.helpers import eventually, handled_by, serving
-from tests.integration.chat_systems import SLACK_SECRETS, chat_system, door_url, slack_channel
+from tests.integration.chat_systems import (
+    SLACK_SECRETS,
+    chat_system,
+    door_url,
+    inbound_messages,
+    slack_channel,
+)
 from tests.integration.test_hooks import save_door
 from tests.standins.slack import PERSON, SlackStandin, serve_slack_standin
 
@@ -178,15 +183,8 @@ async def test_a_refused_visit_is_recorded_and_the_provider_is_acknowledged(
 
     [visit] = await eventually(refused, "the refused visit recorded", until=bool)
     assert visit.error is not None and "start_expr" in visit.error and visit.action == "none"
-    async with (
-        system.http() as http,
-        http.stream("GET", "/api/messages/stream", headers={"Last-Event-ID": "0"}) as stream,
-    ):
-        async for line in stream.aiter_lines():
-            if line.startswith("data:"):
-                message = json.loads(line[5:])
-                assert (message["reason"], message["text"], message["chat"]) == ("unmatched", "hi", DM)
-                break
+    [message] = await inbound_messages(system, 1)
+    assert (message["reason"], message["text"], message["chat"]) == ("unmatched", "hi", DM)
     await handled_by(store, "delivery-replies")
     assert [m for m in standin.messages(DM) if m.bot] == []
 

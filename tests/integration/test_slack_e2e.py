@@ -6,7 +6,6 @@ retraction; a provider 429; forged and stale signatures."""
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -22,7 +21,14 @@ from layby_server.eventstore import EventStore
 from layby_server.settings import Settings
 from tests.conftest import System
 from tests.helpers import eventually, finished_run, serving
-from tests.integration.chat_systems import SLACK_SECRETS, chat_system, door_url, slack_channel
+from tests.integration.chat_systems import (
+    SLACK_SECRETS,
+    answer_in_the_inbox,
+    chat_system,
+    door_url,
+    inbound_messages,
+    slack_channel,
+)
 from tests.standins.slack import (
     CHANNEL,
     PERSON,
@@ -58,6 +64,10 @@ async def sdk(slack: tuple[System, SlackStandin]) -> Client:
     return await system.sdk(public_base_url=system.url)
 
 
+def _ask(sdk: Client, question: str, **kw: Any) -> asyncio.Task[Any]:
+    return asyncio.create_task(sdk.ask_user(question, channel="slack", timeout=30, **kw))
+
+
 async def _question(standin: SlackStandin, n: int = 1) -> Message:
     async def posted() -> Message | None:
         found = [m for m in standin.messages(CHANNEL) if m.bot]
@@ -78,16 +88,8 @@ async def test_select_buttons_answer_with_the_option_text_and_the_message_is_ret
     slack: tuple[System, SlackStandin], sdk: Client
 ) -> None:
     _, standin = slack
-    ask = asyncio.create_task(
-        sdk.ask_user(
-            "Region?",
-            answer_format="select",
-            options=["eu", "us"],
-            channel="slack",
-            reply_ids=["r1", "r2"],
-            details=True,
-            timeout=30,
-        )
+    ask = _ask(
+        sdk, "Region?", answer_format="select", options=["eu", "us"], reply_ids=["r1", "r2"], details=True
     )
     msg = await _question(standin)
     assert [b["text"]["text"] for b in msg.buttons()] == ["eu", "us"]
@@ -106,9 +108,7 @@ async def test_a_long_select_is_a_menu_and_a_pick_answers(
 ) -> None:
     _, standin = slack
     options = [f"zone-{i}" for i in range(12)]
-    ask = asyncio.create_task(
-        sdk.ask_user("Zone?", answer_format="select", options=options, channel="slack", timeout=30)
-    )
+    ask = _ask(sdk, "Zone?", answer_format="select", options=options)
     msg = await _question(standin)
     assert msg.menus() and not msg.buttons()
     await standin.pick(CHANNEL, msg.ts, "zone-7")
@@ -119,13 +119,11 @@ async def test_confirm_yes_and_a_typed_thread_reply_answer_text(
     slack: tuple[System, SlackStandin], sdk: Client
 ) -> None:
     _, standin = slack
-    confirm = asyncio.create_task(
-        sdk.ask_user("Deploy?", answer_format="confirm", channel="slack", timeout=30)
-    )
+    confirm = _ask(sdk, "Deploy?", answer_format="confirm")
     msg = await _question(standin)
     await standin.tap(CHANNEL, msg.ts, "Yes")
     assert await asyncio.wait_for(confirm, 10) is True
-    text = asyncio.create_task(sdk.ask_user("Why?", channel="slack", timeout=30))
+    text = _ask(sdk, "Why?")
     second = await _question(standin, 2)
     await standin.type_message(CHANNEL, "because it is Friday", thread_ts=second.ts)
     assert await asyncio.wait_for(text, 10) == "because it is Friday"
@@ -135,9 +133,7 @@ async def test_a_form_opens_as_a_modal_and_its_submission_answers_after_a_refusa
     slack: tuple[System, SlackStandin], sdk: Client
 ) -> None:
     _, standin = slack
-    ask = asyncio.create_task(
-        sdk.ask_user("Scale", answer_format="form", schema=FORM, channel="slack", timeout=30)
-    )
+    ask = _ask(sdk, "Scale", answer_format="form", schema=FORM)
     msg = await _question(standin)
     [opener] = msg.buttons()
     await standin.tap(CHANNEL, msg.ts, opener["text"]["text"])
@@ -153,11 +149,7 @@ async def test_a_mismatched_reply_gets_the_notice_in_the_thread_and_the_ask_stay
     slack: tuple[System, SlackStandin], sdk: Client
 ) -> None:
     _, standin = slack
-    ask = asyncio.create_task(
-        sdk.ask_user(
-            "Ship?", answer_format="confirm", channel="slack", mismatch_notice="Please: {reason}", timeout=30
-        )
-    )
+    ask = _ask(sdk, "Ship?", answer_format="confirm", mismatch_notice="Please: {reason}")
     msg = await _question(standin)
     await standin.type_message(CHANNEL, "perhaps", thread_ts=msg.ts)
 
@@ -175,37 +167,18 @@ async def test_an_inbox_answer_retracts_the_slack_copy_and_a_late_tap_is_an_inbo
     slack: tuple[System, SlackStandin], sdk: Client
 ) -> None:
     system, standin = slack
-    ask = asyncio.create_task(sdk.ask_user("Restart?", answer_format="confirm", channel="slack", timeout=30))
+    ask = _ask(sdk, "Restart?", answer_format="confirm")
     msg = await _question(standin)
     [yes, _] = msg.buttons()
-    async with system.http() as http:
-
-        async def pending() -> list[Any]:
-            items: list[Any] = (await http.get("/api/interactions")).json()["data"]["items"]
-            return items
-
-        # Posted to Slack can come a moment before the inbox's read model has the question.
-        listed = await eventually(pending, "the question in the inbox list")
-        resp = await http.post(
-            f"/api/interactions/{listed[0]['interaction_id']}/answer",
-            json={"answer": False},
-            headers={"Layby-Client": "inbox"},
-        )
-        assert resp.status_code == 200
+    _, resp = await answer_in_the_inbox(system, False)
+    assert resp.status_code == 200
     assert await asyncio.wait_for(ask, 10) is False
     tap = standin.build_tap(CHANNEL, msg.ts, yes["text"]["text"])  # built before the edit removes it
     shown = await _retracted(standin, msg.ts)
     assert any("inbox" in line for line in shown.lines())
     await standin.send(tap)
-    async with (
-        system.http() as http,
-        http.stream("GET", "/api/messages/stream", headers={"Last-Event-ID": "0"}) as s,
-    ):
-        async for line in s.aiter_lines():
-            if line.startswith("data:"):
-                frame = json.loads(line[5:])
-                assert frame["reason"] == "late" and frame["channel"] == "slack" and frame["sender"] == PERSON
-                break
+    [frame] = await inbound_messages(system, 1)
+    assert frame["reason"] == "late" and frame["channel"] == "slack" and frame["sender"] == PERSON
 
 
 async def test_a_parked_run_resumes_on_a_slack_tap(slack: tuple[System, SlackStandin], sdk: Client) -> None:
@@ -235,7 +208,7 @@ async def test_a_provider_429_is_honoured_and_the_question_still_arrives(
 ) -> None:
     _, standin = slack
     standin.fail_next("chat.postMessage", "ratelimited", status=429, retry_after=0.05)
-    ask = asyncio.create_task(sdk.ask_user("Again?", channel="slack", timeout=30))
+    ask = _ask(sdk, "Again?")
     msg = await _question(standin)
     assert [c.error for c in standin.calls if c.method == "chat.postMessage"][:2] == ["ratelimited", None]
     await standin.type_message(CHANNEL, "ok", thread_ts=msg.ts)
@@ -246,7 +219,7 @@ async def test_forged_and_stale_signatures_are_401_and_url_verification_is_answe
     slack: tuple[System, SlackStandin], sdk: Client
 ) -> None:
     _, standin = slack
-    ask = asyncio.create_task(sdk.ask_user("Sure?", answer_format="confirm", channel="slack", timeout=30))
+    ask = _ask(sdk, "Sure?", answer_format="confirm")
     msg = await _question(standin)
     good = standin.build_tap(CHANNEL, msg.ts, "Yes")
     forged = {**good.headers, "X-Slack-Signature": "v0=" + "0" * 64}
@@ -267,7 +240,7 @@ async def test_slack_retrying_an_event_is_taken_once(slack: tuple[System, SlackS
     """Slack redelivers an event it thinks was not acknowledged, with X-Slack-Retry-Num and the
     same event_id: the redelivery is acknowledged and changes nothing."""
     system, standin = slack
-    ask = asyncio.create_task(sdk.ask_user("Note?", channel="slack", timeout=30))
+    ask = _ask(sdk, "Note?")
     msg = await _question(standin)
     signed = standin.build_message(CHANNEL, "first words", thread_ts=msg.ts)
     assert (await standin.send(signed)).status_code == 200
@@ -278,14 +251,8 @@ async def test_slack_retrying_an_event_is_taken_once(slack: tuple[System, SlackS
     assert resp.status_code == 200
     marker = standin.build_message(CHANNEL, "after", thread_ts=msg.ts)
     await standin.send(marker)
-    async with (
-        system.http() as http,
-        http.stream("GET", "/api/messages/stream", headers={"Last-Event-ID": "0"}) as stream,
-    ):
-        async for line in stream.aiter_lines():
-            if line.startswith("data:"):
-                assert json.loads(line[5:])["text"] == "after"  # the retry recorded nothing
-                break
+    [first] = await inbound_messages(system, 1)
+    assert first["text"] == "after"  # the retry recorded nothing
 
 
 async def test_a_recipient_slack_refuses_fails_the_ask_with_the_reason_and_nothing_is_left_open(

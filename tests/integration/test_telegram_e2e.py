@@ -26,13 +26,13 @@ from tests.integration.chat_systems import (
     TELEGRAM_SECRETS,
     chat_system,
     door_url,
-    slack_channel,
-    telegram_channel,
+    inbound_messages,
+    telegram_and_slack,
 )
 from tests.integration.test_hooks import save_door
 from tests.standins import slack as slack_standin
-from tests.standins.slack import SlackStandin, serve_slack_standin
-from tests.standins.telegram import Stored, TelegramStandin, serve_telegram_standin
+from tests.standins.slack import SlackStandin
+from tests.standins.telegram import Stored, TelegramStandin
 
 pytestmark = pytest.mark.timeout(90)
 PERSON = 424242
@@ -48,14 +48,8 @@ class Chats:
 
 @pytest.fixture
 async def chats(settings: Settings, store: EventStore, db: Any) -> AsyncIterator[Chats]:
-    async with serve_telegram_standin() as tg, serve_slack_standin() as sl:
+    async with telegram_and_slack(settings, PERSON, register_webhook=True) as (tg, sl, channels):
         door = door_url(settings)
-        tg.add_person(PERSON)
-        channels = {
-            "tg": telegram_channel(tg, PERSON, register_webhook=True),
-            "slack": slack_channel(sl, default_recipient=slack_standin.CHANNEL),
-        }
-        sl.target = f"{door}/api/channels/slack/events"
         async with chat_system(
             settings, channels, TELEGRAM_SECRETS | SLACK_SECRETS, delivery_backoff_seconds=0.02
         ) as system:
@@ -188,16 +182,9 @@ async def test_one_question_on_slack_and_telegram_answered_on_both_at_once_one_w
         return tg_done and sl_done
 
     await eventually(both_retracted, "both copies retracted", timeout=10)
-    async with (
-        chats.system.http() as http,
-        http.stream("GET", "/api/messages/stream", headers={"Last-Event-ID": "0"}) as stream,
-    ):
-        async for line in stream.aiter_lines():
-            if line.startswith("data:"):
-                late = json.loads(line[5:])
-                assert late["reason"] == "late"
-                assert late["channel"] in ("slack", "tg") and late["value"] is (late["channel"] == "tg")
-                break
+    [late] = await inbound_messages(chats.system, 1)
+    assert late["reason"] == "late"
+    assert late["channel"] in ("slack", "tg") and late["value"] is (late["channel"] == "tg")
 
 
 async def test_a_parked_run_resumes_on_a_telegram_reply(chats: Chats, sdk: Client) -> None:

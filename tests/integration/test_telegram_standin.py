@@ -5,9 +5,7 @@ does comes back as the replies the door expects (docs/channels.md#telegram)."""
 from __future__ import annotations
 
 import contextlib
-import uuid
 from collections.abc import AsyncIterator, Callable
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -28,6 +26,7 @@ from layby_contracts.channels import (
 from layby_contracts.events import MediaItem
 from layby_server.chat.telegram import SECRET_HEADER, TelegramChannel
 from tests.helpers import eventually
+from tests.samples import channel_delivery as ask
 from tests.standins.serving import serve
 from tests.standins.telegram import TOKEN, TelegramStandin, serve_telegram_standin
 
@@ -36,7 +35,6 @@ pytestmark = pytest.mark.timeout(60)
 HOOK = "hook_Secret-1"
 PERSON = 4242
 GROUP = -1001234567890
-CALLBACK = "https://layby.example/api/interactions/callback/tkt"
 
 
 @pytest.fixture
@@ -63,17 +61,6 @@ async def tg(standin: TelegramStandin) -> AsyncIterator[TelegramChannel]:
     )
     yield plugin
     await plugin.aclose()
-
-
-def ask(answer_format: str = "text", **fields: Any) -> ChannelDelivery:
-    base: dict[str, Any] = {
-        "interaction_id": str(uuid.uuid4()),
-        "question": "Deploy now?",
-        "answer_format": answer_format,
-        "callback_url": CALLBACK,
-        "timeout_at": datetime.now(UTC) + timedelta(days=1),  # built at collection: far enough off
-    }
-    return ChannelDelivery(**(base | fields))
 
 
 def as_request(update: dict[str, Any], secret: str | None = HOOK) -> InboundRequest:

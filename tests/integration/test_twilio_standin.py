@@ -5,15 +5,13 @@ notifications are one text, and media fall back to links (docs/channels.md#twili
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import AsyncIterator, Callable
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from layby_contracts.channels import (
-    ChannelDelivery,
     ChannelDeliveryError,
     ChannelInputError,
     ChannelNotification,
@@ -22,6 +20,7 @@ from layby_contracts.channels import (
 )
 from layby_contracts.events import MediaItem
 from layby_server.chat.twilio import TwilioChannel
+from tests.samples import channel_delivery as ask
 from tests.standins.twilio import (
     ACCOUNT_SID,
     AUTH_TOKEN,
@@ -33,7 +32,6 @@ from tests.standins.twilio import (
 
 pytestmark = pytest.mark.timeout(60)
 PERSON = "+15551230001"
-CALLBACK = "https://layby.example/api/interactions/callback/tkt"
 
 
 @pytest.fixture
@@ -64,17 +62,6 @@ async def make(standin: TwilioStandin) -> AsyncIterator[Callable[..., TwilioChan
     yield build
     for plugin in made:
         await plugin.aclose()
-
-
-def ask(answer_format: str = "text", **fields: Any) -> ChannelDelivery:
-    base: dict[str, Any] = {
-        "interaction_id": str(uuid.uuid4()),
-        "question": "Deploy now?",
-        "answer_format": answer_format,
-        "callback_url": CALLBACK,
-        "timeout_at": datetime.now(UTC) + timedelta(days=1),
-    }
-    return ChannelDelivery(**(base | fields))
 
 
 async def test_a_question_is_one_message_through_the_sdk_and_posted_names_the_pair(

@@ -24,8 +24,10 @@ from tests.integration.chat_systems import (
     TELEGRAM_HOOK,
     TELEGRAM_SECRETS,
     WHATSAPP_SECRETS,
+    answer_in_the_inbox,
     chat_system,
     door_url,
+    inbound_messages,
     telegram_channel,
     whatsapp_channel,
 )
@@ -102,21 +104,6 @@ async def _texts(wa: WhatsAppStandin, containing: str, n: int = 1) -> list[Store
     return await eventually(
         found, f"{n} text(s) with {containing!r}", until=lambda f: len(f) >= n, timeout=10
     )
-
-
-async def _inbound(system: System, n: int) -> list[dict[str, Any]]:
-    """The first ``n`` inbound messages on the messages stream."""
-    got: list[dict[str, Any]] = []
-    async with (
-        system.http() as http,
-        http.stream("GET", "/api/messages/stream", headers={"Last-Event-ID": "0"}) as stream,
-    ):
-        async for line in stream.aiter_lines():
-            if line.startswith("data:"):
-                got.append(json.loads(line[5:]))
-                if len(got) == n:
-                    return got
-    return got
 
 
 def _ask(sdk: Client, question: str, **kw: Any) -> asyncio.Task[Any]:
@@ -217,7 +204,7 @@ async def test_a_mismatch_gets_the_notice_and_under_bridge_becomes_an_inbound_me
     bridged = _ask(sdk, "Size?", answer_format="select", options=["S", "M"], on_mismatch="bridge")
     await _sent(wa, 2, kind="button")
     await wa.type(PERSON, "what sizes are there?")
-    [frame] = await _inbound(system, 1)
+    [frame] = await inbound_messages(system, 1)
     assert (frame["reason"], frame["text"], frame["channel"]) == ("mismatch", "what sizes are there?", "wa")
     assert not bridged.done()
     bridged.cancel()
@@ -268,19 +255,8 @@ async def test_a_stale_tap_and_a_malformed_tap_are_inbound_messages_never_answer
     wa, system = chat.wa, chat.system
     ask = _ask(sdk, "Restart?", answer_format="confirm")
     msg = await _sent(wa, kind="button")
-    async with system.http() as http:
-
-        async def pending() -> list[Any]:
-            items: list[Any] = (await http.get("/api/interactions")).json()["data"]["items"]
-            return items
-
-        listed = await eventually(pending, "the question in the inbox list", until=bool)
-        answered = await http.post(
-            f"/api/interactions/{listed[0]['interaction_id']}/answer",
-            json={"answer": False},
-            headers={"Layby-Client": "inbox"},
-        )
-        assert answered.status_code == 200
+    listed_id, answered = await answer_in_the_inbox(system, False)
+    assert answered.status_code == 200
     assert await asyncio.wait_for(ask, 10) is False
     [retraction] = await _texts(wa, "in the inbox")
     assert retraction.reply_to == msg.wamid
@@ -288,11 +264,11 @@ async def test_a_stale_tap_and_a_malformed_tap_are_inbound_messages_never_answer
     fresh = await _sent(wa, 2, kind="button")
     await wa.tap(msg.wamid, "Yes")  # the first question's button: stale
     await wa.tap(fresh.wamid, "Yes", button_id="Yes")  # no tap id: malformed
-    late, unmatched = await _inbound(system, 2)
+    late, unmatched = await inbound_messages(system, 2)
     assert (late["reason"], late["value"], late["interaction_id"]) == (
         "late",
         True,
-        listed[0]["interaction_id"],
+        listed_id,
     )
     assert (unmatched["reason"], unmatched["text"]) == ("unmatched", "Yes")
     assert not second.done()
@@ -319,7 +295,7 @@ async def test_a_forged_webhook_is_401_and_nothing_is_recorded_and_a_replay_is_t
     assert await asyncio.wait_for(ask, 10) == "first words"
     assert (await wa.send(real)).status_code == 200  # Meta redelivers: the same wamid
     await wa.type(PERSON, "after")
-    [frame] = await _inbound(system, 1)
+    [frame] = await inbound_messages(system, 1)
     assert frame["text"] == "after"  # neither the forgeries nor the replay recorded anything
 
 
@@ -337,7 +313,7 @@ async def test_the_handshake_statuses_template_buttons_and_the_body_cap(
         assert (await wa.send(wa.status_notification(msg.wamid, status))).status_code == 200
     press = wa.template_button_notification(PERSON, msg.wamid, "stop-promos", "Stop")
     assert (await wa.send(press)).status_code == 200
-    [frame] = await _inbound(system, 1)
+    [frame] = await inbound_messages(system, 1)
     assert (frame["reason"], frame["text"]) == ("unmatched", "Stop")
     recorded = await store.last(store.names.messages("wa"), stream=store.names.messages_stream)
     assert recorded is not None and isinstance(recorded.event, ChannelMessageReceived)
@@ -388,7 +364,7 @@ async def test_one_question_on_whatsapp_and_telegram_the_first_reply_wins_and_th
     telegram = await eventually(tg_msg, "the Telegram copy", timeout=10)
     await asyncio.gather(wa.tap(wa_msg.wamid, "Yes"), tg.tap(TG_PERSON, telegram.message_id, "No"))
     answer = await asyncio.wait_for(ask, 10)
-    frames = await _inbound(system, 1)
+    frames = await inbound_messages(system, 1)
     assert frames[0]["reason"] == "late"
     if answer is True:  # WhatsApp won: Telegram's copy is edited, its tap recorded as late
         assert frames[0]["channel"] == "tg"
@@ -519,6 +495,6 @@ async def test_a_notification_form_is_a_flow_whose_submission_is_the_persons_mes
     [flow] = [m for m in chat.wa.sent(PERSON) if m.interactive == "flow"]
     submitted = await chat.wa.submit(flow.wamid, {"seats": 3})
     assert submitted.status_code == 200
-    [message] = await _inbound(chat.system, 1)
+    [message] = await inbound_messages(chat.system, 1)
     assert message["reason"] == "unmatched" and message["value"] == {"seats": 3}
     assert "notification_id" in message and "interaction_id" not in message

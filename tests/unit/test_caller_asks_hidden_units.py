@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -38,50 +38,36 @@ from layby_server.eventstore import Stored
 from layby_server.resolve import state_of
 from layby_services.door.cache import AskedCache
 from layby_services.door.routes.stream import frame
+from tests import samples
 
 pytestmark = pytest.mark.unit
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 IX = "0b0c5d4e-6f70-4a81-92a3-b4c5d6e7f801"
+RUN = "5c3e2f10-0000-4000-8000-000000000001"
 OPS = Principal("ops", "operator")
 
 
 def asked(**overrides: Any) -> InteractionAsked:
-    fields: dict[str, Any] = {
-        "interaction_id": IX,
-        "group_id": "g-1",
-        "question": "Which plan?",
-        "answer_format": "text",
-        "created_at": NOW,
-        "timeout_at": NOW + timedelta(hours=1),
-        "expiry_at": NOW + timedelta(hours=1),
-        "mode": "async",
-        "asked_by": "ops",
-        "run_id": "5c3e2f10-0000-4000-8000-000000000001",
-        "call": 0,
-        "to": "caller",
-        "subject": "orders-42",
-    }
-    fields.update(overrides)
-    return InteractionAsked(**fields)
-
-
-def answered(to: Any = "caller") -> InteractionAnswered:
-    return InteractionAnswered(
-        interaction_id=IX, group_id="g-1", answered_by="ops", answered_at=NOW, answer="gold", to=to
+    return samples.caller_ask(
+        overrides.pop("interaction_id", IX), NOW, group_id="g-1", run_id=RUN, **overrides
     )
 
 
+def answered(to: Any = "caller") -> InteractionAnswered:
+    return samples.answered(asked(to=to), NOW)
+
+
 def removed(to: Any = "caller") -> InteractionRemoved:
-    return InteractionRemoved(interaction_id=IX, group_id="g-1", reason="cancelled", removed_at=NOW, to=to)
+    return samples.removed(asked(to=to), "cancelled", NOW)
 
 
 def settled(outcome: Any = "finished") -> InteractionSettled:
-    return InteractionSettled(interaction_id=IX, group_id="g-1", outcome=outcome, result=1, settled_at=NOW)
+    return samples.settled(asked(), outcome, NOW, result=1)
 
 
 def taken() -> InteractionTaken:
-    return InteractionTaken(interaction_id=IX, group_id="g-1", by="ops", taken_at=NOW)
+    return samples.taken(asked(), NOW)
 
 
 def answer(state: Interaction) -> Any:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -25,6 +24,7 @@ from layby_server.channels import load_channels
 from layby_server.chat import telegram
 from layby_server.chat.common import PICK_ONE
 from layby_server.chat.telegram import TelegramChannel, parse_callback, render
+from tests.samples import channel_delivery
 
 pytestmark = pytest.mark.unit
 
@@ -41,14 +41,7 @@ def channel(**config: Any) -> TelegramChannel:
 
 
 def delivery(answer_format: str = "text", **fields: Any) -> ChannelDelivery:
-    base: dict[str, Any] = {
-        "interaction_id": ID,
-        "question": "Deploy now?",
-        "answer_format": answer_format,
-        "callback_url": "https://layby.example/api/interactions/callback/tkt",
-        "timeout_at": datetime.now(UTC) + timedelta(days=1),  # built at collection: far enough off
-    }
-    return ChannelDelivery(**(base | fields))
+    return channel_delivery(answer_format, **({"interaction_id": ID} | fields))
 
 
 def rows(markup: InlineKeyboardMarkup | None) -> list[list[dict[str, Any]]]:

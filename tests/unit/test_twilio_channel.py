@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
@@ -30,6 +29,7 @@ from layby_server.chat.twilio import TwilioChannel, render, retraction_text, seg
 from layby_server.chat.twilio.errors import delivery_error
 from layby_server.chat.twilio.rendering import TEXT_LIMIT, cut, units
 from layby_server.chat.twilio.webhook import EMPTY_TWIML, url_forms
+from tests.samples import channel_delivery
 
 pytestmark = pytest.mark.unit
 
@@ -47,14 +47,7 @@ def channel(**config: Any) -> TwilioChannel:
 
 
 def delivery(answer_format: str = "text", **fields: Any) -> ChannelDelivery:
-    base: dict[str, Any] = {
-        "interaction_id": ID,
-        "question": "Deploy now?",
-        "answer_format": answer_format,
-        "callback_url": CALLBACK,
-        "timeout_at": datetime.now(UTC) + timedelta(days=1),  # built at collection: far enough off
-    }
-    return ChannelDelivery(**(base | fields))
+    return channel_delivery(answer_format, **({"interaction_id": ID} | fields))
 
 
 def webhook(

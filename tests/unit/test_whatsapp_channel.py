@@ -32,6 +32,7 @@ from layby_server.channels import load_channels
 from layby_server.chat.common import PICK_ONE, YES_OR_NO
 from layby_server.chat.whatsapp import WhatsAppChannel, graph, rendering, webhook
 from layby_server.chat.whatsapp.graph import Sent
+from tests.samples import channel_delivery
 
 pytestmark = pytest.mark.unit
 
@@ -53,14 +54,7 @@ def channel(**config: Any) -> WhatsAppChannel:
 
 
 def delivery(answer_format: str = "text", **fields: Any) -> ChannelDelivery:
-    base: dict[str, Any] = {
-        "interaction_id": ID,
-        "question": "Deploy now?",
-        "answer_format": answer_format,
-        "callback_url": "https://layby.example/api/interactions/callback/tkt",
-        "timeout_at": datetime.now(UTC) + timedelta(days=1),
-    }
-    return ChannelDelivery(**(base | fields))
+    return channel_delivery(answer_format, **({"interaction_id": ID} | fields))
 
 
 def options(n: int, width: int = 5) -> list[str]:
