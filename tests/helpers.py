@@ -94,10 +94,28 @@ async def eventually(
 
 
 def eventually_sync(probe: Callable[[], T], what: str, **patience: Unpack[Patience[T]]) -> T:
-    """``eventually`` for a synchronous test (one that drives processes and blocks between tries):
-    the same wait (a try every 0.05 s unless told), in an event loop of its own."""
-    patience.setdefault("interval", 0.05)
-    return asyncio.run(eventually(probe, what, **patience))
+    """``eventually`` for a synchronous test (one that drives processes and blocks between tries;
+    its probe may run an event loop of its own, so this one runs none): a try every 0.05 s unless
+    told."""
+    until, timeout = patience.get("until"), patience.get("timeout", 10)
+    interval, retry = patience.get("interval", 0.05), patience.get("retry", Exception)
+    deadline = time.monotonic() + timeout
+    seen: object = None
+    error: BaseException | None = None
+    tries = 0
+    while True:
+        tries += 1
+        try:
+            value = probe()
+        except retry as exc:
+            error = exc
+        else:
+            if _holds(until, value):
+                return value
+            seen, error = value, None
+        if time.monotonic() >= deadline:
+            raise _timed_out(what, timeout, tries, seen, error) from error
+        time.sleep(interval)
 
 
 @dataclass

@@ -100,6 +100,27 @@ async def question_of(store: ChatStore, channel: str, reply: InboundReply) -> st
     return _interaction(await store.get_chat(names.chat_latest(key(channel, reply.chat))))
 
 
+def by_latest(reply: InboundReply) -> bool:
+    """Whether ``question_of`` took the reply for the last question posted in its chat."""
+    return reply.interaction_id is None and reply.message is None and reply.direct
+
+
+async def newer_latest(store: ChatStore, channel: str, reply: InboundReply, seen: str | None) -> str | None:
+    """A question posted in the reply's chat after ``seen`` (None: any), recorded within a moment.
+
+    A person can answer a question as soon as it reaches them, before the delivery service has
+    recorded it as the chat's last (it records right after the provider answers): a message that
+    would be late for the last question recorded, or finds none, looks again briefly, as a reply to
+    a message does."""
+    subject = store.names.chat_latest(key(channel, reply.chat))
+    for pause in POSTED_PAUSES:
+        await asyncio.sleep(pause)
+        found = _interaction(await store.get_chat(subject))
+        if found is not None and found != seen:
+            return found
+    return None
+
+
 def _interaction(found: dict[str, Any] | None) -> str | None:
     value = (found or {}).get("interaction_id")
     return value if isinstance(value, str) else None

@@ -121,11 +121,17 @@ class ChatInbound:
             await self._record(name, reply, "unmatched", None)
             return ReplyOutcome(status="unmatched")
         interaction_id = await correlation.question_of(self._store, name, reply)
+        if interaction_id is None and correlation.by_latest(reply):
+            interaction_id = await correlation.newer_latest(self._store, name, reply, None)
         if interaction_id is None:
             await self._record(name, reply, "unmatched", None)
             return ReplyOutcome(status="unmatched")
-        subject = self._store.names.ix(interaction_id)
-        state = state_of(await self._store.last(subject, leader=True))
+        state = state_of(await self._store.last(self._store.names.ix(interaction_id), leader=True))
+        if state.status not in ("pending", "absent") and correlation.by_latest(reply):
+            newer = await correlation.newer_latest(self._store, name, reply, interaction_id)
+            if newer is not None:
+                interaction_id = newer
+                state = state_of(await self._store.last(self._store.names.ix(newer), leader=True))
         if state.status == "absent":
             await self._record(name, reply, "unmatched", None)
             return ReplyOutcome(status="unmatched")
