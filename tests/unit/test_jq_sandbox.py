@@ -38,11 +38,16 @@ async def quick() -> AsyncIterator[JqRunner]:
 
 
 def _sandbox_pids() -> set[int]:
-    return {
-        child.pid
-        for child in psutil.Process().children()
-        if "layby_server.jqchild" in " ".join(child.cmdline())
-    }
+    """The live jq children of this process (an ended child an earlier test's runner has not
+    reaped yet has no command line left to read: it is no sandbox)."""
+    return {child.pid for child in psutil.Process().children() if "layby_server.jqchild" in _cmdline(child)}
+
+
+def _cmdline(process: psutil.Process) -> str:
+    try:
+        return " ".join(process.cmdline())
+    except (psutil.ZombieProcess, psutil.NoSuchProcess):
+        return ""
 
 
 async def test_the_documented_example_programs_give_their_documented_values(jq: JqRunner) -> None:
