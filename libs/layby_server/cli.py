@@ -66,8 +66,8 @@ def cmd_migrate(_client: ClientSettings, _args: argparse.Namespace) -> int:
     Every service migrates when it opens its pool too; running it once before the new version's
     pods start means they never race an old version over the schema (docs/kubernetes.md#upgrades)."""
     from layby_contracts.errors import Permanent
+    from layby_server.db import open_pool
     from layby_server.runtime import resolve_urls
-    from layby_server.service import open_pool
 
     settings = load_settings()
     _, db_url = resolve_urls(settings)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 from dataclasses import dataclass
@@ -11,7 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 import asyncpg
 
+from layby.connection import redacted
 from layby.settings import SettingsError
+from layby_contracts.errors import Permanent
 from layby_server.logs import get_logger
 
 if TYPE_CHECKING:
@@ -175,3 +178,32 @@ def _refuse_unknown(recorded: dict[int, str], shipped: list[Migration]) -> None:
                 f"recorded, {m.checksum[:12]} shipped): an applied migration is never edited; "
                 "put the change in a new numbered file"
             )
+
+
+async def open_pool(dsn: str, schema: str) -> asyncpg.Pool:
+    """The PostgreSQL pool, waiting (with backoff, one log line per step) while the database
+    cannot be reached; a URL that can never work fails at once, naming the variable."""
+    pause = 0.5
+    while True:
+        try:
+            return await create_pool(dsn, schema)
+        except SettingsError:
+            raise  # the schema refused this build (docs/engineering.md#sql-files): not a URL problem
+        except (ValueError, asyncpg.exceptions.ClientConfigurationError) as exc:
+            raise Permanent(
+                f"LAYBY_DATABASE_URL is not a usable PostgreSQL URL ({redacted(dsn)}): {exc}"
+            ) from None
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            if isinstance(exc, asyncpg.InvalidPasswordError | asyncpg.InvalidAuthorizationSpecificationError):
+                raise Permanent(
+                    f"PostgreSQL at {redacted(dsn)} (LAYBY_DATABASE_URL) refused the login: {exc}"
+                ) from None
+            log.warning(
+                "postgres.unreachable",
+                variable="LAYBY_DATABASE_URL",
+                address=redacted(dsn),
+                error=f"{type(exc).__name__}: {exc}",
+                retry_in=pause,
+            )
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 10.0)

@@ -27,9 +27,9 @@ from layby_server.backup import (
     messages_text,
     stream_bounds,
 )
+from layby_server.db import open_pool
 from layby_server.eventstore import EventStore
 from layby_server.projector import rebuild
-from layby_server.service import open_pool
 from layby_server.settings import Settings
 from layby_server.snapshots import SnapshotError, restore_stream
 

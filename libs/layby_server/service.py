@@ -15,14 +15,13 @@ import nats.errors
 import nats.js.errors
 from nats.aio.client import Client as NATS
 
-from layby.connection import connect_nats, redacted
+from layby.connection import connect_nats
 from layby.natskeys import service_inbox
-from layby.settings import SettingsError
 from layby_contracts.errors import Permanent, Transient
 from layby_contracts.http import ReadyChecks
 from layby_domain.clock import Clock, SystemClock
 from layby_server import tracing
-from layby_server.db import create_pool
+from layby_server.db import open_pool
 from layby_server.eventstore import TRIED_AGAIN, EventStore, wait_for_jetstream
 from layby_server.health import serve_health
 from layby_server.limits import ownership
@@ -173,35 +172,6 @@ async def _checks(res: Resources) -> ReadyChecks:
     except Exception:  # noqa: BLE001, S110
         pass
     return ReadyChecks(nats=nats, postgres=postgres)
-
-
-async def open_pool(dsn: str, schema: str) -> asyncpg.Pool:
-    """The PostgreSQL pool, waiting (with backoff, one log line per step) while the database
-    cannot be reached; a URL that can never work fails at once, naming the variable."""
-    pause = 0.5
-    while True:
-        try:
-            return await create_pool(dsn, schema)
-        except SettingsError:
-            raise  # the schema refused this build (docs/engineering.md#sql-files): not a URL problem
-        except (ValueError, asyncpg.exceptions.ClientConfigurationError) as exc:
-            raise Permanent(
-                f"LAYBY_DATABASE_URL is not a usable PostgreSQL URL ({redacted(dsn)}): {exc}"
-            ) from None
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-            if isinstance(exc, asyncpg.InvalidPasswordError | asyncpg.InvalidAuthorizationSpecificationError):
-                raise Permanent(
-                    f"PostgreSQL at {redacted(dsn)} (LAYBY_DATABASE_URL) refused the login: {exc}"
-                ) from None
-            log.warning(
-                "postgres.unreachable",
-                variable="LAYBY_DATABASE_URL",
-                address=redacted(dsn),
-                error=f"{type(exc).__name__}: {exc}",
-                retry_in=pause,
-            )
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, 10.0)
 
 
 def run_main(main: Callable[[Settings, asyncio.Event], Awaitable[None]], settings: Settings) -> None:
