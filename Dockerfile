@@ -52,6 +52,6 @@ EXPOSE 8000 8081
 # Asks /healthz on the health port, else on the door's port: whichever the service serves.
 # Kubernetes ignores it and uses the chart's HTTP probes (docs/kubernetes.md#probes).
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
-    CMD ["python", "-m", "layby_server.healthcheck"]
+    CMD ["python", "-m", "layby_server.operations.healthcheck"]
 ENTRYPOINT ["layby"]
 CMD ["serve", "door"]

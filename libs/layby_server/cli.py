@@ -27,7 +27,7 @@ def cmd_serve(_client: ClientSettings, args: argparse.Namespace) -> int:
 
 
 def cmd_up(_client: ClientSettings, args: argparse.Namespace) -> int:
-    from layby_server.up import Shape, up
+    from layby_server.operations.up import Shape, up
 
     return up(load_settings(), shape=Shape(nats_nodes=args.nats_cluster, replicas=args.replicas))
 
@@ -43,7 +43,7 @@ def _at_least_one(raw: str) -> int:
 
 
 def cmd_rebuild(_client: ClientSettings, _args: argparse.Namespace) -> int:
-    from layby_server.projector import rebuild
+    from layby_server.projection.projector import rebuild
     from layby_server.service import open_resources
 
     settings = load_settings()
@@ -66,8 +66,8 @@ def cmd_migrate(_client: ClientSettings, _args: argparse.Namespace) -> int:
     Every service migrates when it opens its pool too; running it once before the new version's
     pods start means they never race an old version over the schema (docs/kubernetes.md#upgrades)."""
     from layby_contracts.errors import Permanent
-    from layby_server.db import open_pool
-    from layby_server.runtime import resolve_urls
+    from layby_server.operations.runtime import resolve_urls
+    from layby_server.projection.db import open_pool
 
     settings = load_settings()
     _, db_url = resolve_urls(settings)
@@ -99,8 +99,8 @@ async def _admin_nats(settings: Any, nats_url: str) -> Any:
     from layby.connection import connect_nats
     from layby.natskeys import service_inbox
     from layby_contracts.errors import Unavailable
-    from layby_server.eventstore import wait_for_jetstream
-    from layby_server.runtime import resolve_seed
+    from layby_server.operations.runtime import resolve_seed
+    from layby_server.store.eventstore import wait_for_jetstream
 
     nc = await connect_nats(
         nats_url,
@@ -124,7 +124,7 @@ def _run_admin(main: Any) -> int:
 
     from layby.settings import SettingsError
     from layby_contracts.errors import LaybyError
-    from layby_server.backup import BackupError
+    from layby_server.operations.backup import BackupError
 
     try:
         asyncio.run(main())
@@ -138,8 +138,8 @@ def cmd_backup(_client: ClientSettings, args: argparse.Namespace) -> int:
     """Snapshot every stream of LAYBY_NAMESPACE into a folder (docs/operations.md#backup-and-restore)."""
     from pathlib import Path
 
-    from layby_server.backup import take_backup
-    from layby_server.runtime import resolve_urls
+    from layby_server.operations.backup import take_backup
+    from layby_server.operations.runtime import resolve_urls
 
     settings = load_settings()
     nats_url, _ = resolve_urls(settings)
@@ -164,9 +164,9 @@ def cmd_restore(_client: ClientSettings, args: argparse.Namespace) -> int:
     (docs/operations.md#backup-and-restore)."""
     from pathlib import Path
 
-    from layby_server.backup import load_backup
-    from layby_server.restore import restore_namespace
-    from layby_server.runtime import resolve_urls
+    from layby_server.operations.backup import load_backup
+    from layby_server.operations.restore import restore_namespace
+    from layby_server.operations.runtime import resolve_urls
 
     settings = load_settings()
     nats_url, db_url = resolve_urls(settings)
@@ -201,7 +201,7 @@ def cmd_nats_config(_client: ClientSettings, args: argparse.Namespace) -> int:
     """Write the NATS authorization block for LAYBY_API_TOKENS and every service role's key."""
     from pathlib import Path
 
-    from layby_server.natsauth import authorization_for
+    from layby_server.operations.natsauth import authorization_for
 
     settings = load_settings()
     if not settings.api_tokens:
@@ -220,7 +220,7 @@ def cmd_nats_config(_client: ClientSettings, args: argparse.Namespace) -> int:
 
 
 def cmd_secrets_key(_client: ClientSettings, _args: argparse.Namespace) -> int:
-    from layby_server.sealing import new_key
+    from layby_server.store.sealing import new_key
 
     print(new_key())
     return 0

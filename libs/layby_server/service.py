@@ -20,17 +20,17 @@ from layby.natskeys import service_inbox
 from layby_contracts.errors import Permanent, Transient
 from layby_contracts.http import ReadyChecks
 from layby_domain.clock import Clock, SystemClock
-from layby_server import tracing
-from layby_server.db import open_pool
-from layby_server.eventstore import TRIED_AGAIN, EventStore, wait_for_jetstream
-from layby_server.health import serve_health
-from layby_server.limits import ownership
-from layby_server.logs import configure_logging, get_logger
-from layby_server.metrics import ServiceMetrics
-from layby_server.natsauth import SERVICE_ROLES
-from layby_server.runtime import resolve_seed, resolve_urls
-from layby_server.sealing import Sealer
+from layby_server.observability import tracing
+from layby_server.observability.health import serve_health
+from layby_server.observability.logs import configure_logging, get_logger
+from layby_server.observability.metrics import ServiceMetrics
+from layby_server.operations.natsauth import SERVICE_ROLES
+from layby_server.operations.runtime import resolve_seed, resolve_urls
+from layby_server.projection.db import open_pool
 from layby_server.settings import Settings
+from layby_server.store.eventstore import TRIED_AGAIN, EventStore, wait_for_jetstream
+from layby_server.store.limits import ownership
+from layby_server.store.sealing import Sealer
 
 log = get_logger("layby_server.service")
 _SERVED = ("door", "ask", "delivery", "resume", "sweeper")

@@ -28,8 +28,8 @@ from layby.settings import (
     read_fields,
 )
 from layby_contracts.limits import KEEPALIVE_SECONDS, MAX_BODY_BYTES_DEFAULT
-from layby_server.limits import check_log_horizon
-from layby_server.sealing import parse_keys
+from layby_server.store.limits import check_log_horizon
+from layby_server.store.sealing import parse_keys
 
 __all__ = [
     "WAITING_OUTCOME_RETENTION_SECONDS",

@@ -158,7 +158,7 @@ async def test_the_page_survives_a_door_restart_and_catches_up_with_last_event_i
     # Answered while the door is down (through the log directly, as another door would).
     from layby.connection import connect_nats
     from layby_contracts.events import InteractionAnswered, InteractionAsked
-    from layby_server.eventstore import EventStore
+    from layby_server.store.eventstore import EventStore
 
     nc = await connect_nats(str(system.settings.nats_url), name="test")
     try:
@@ -235,7 +235,7 @@ async def _inject(system: System, **fields: Any) -> str:
 
     from layby.connection import connect_nats
     from layby_contracts.events import InteractionAsked
-    from layby_server.eventstore import EventStore
+    from layby_server.store.eventstore import EventStore
 
     iid = str(uuid.uuid4())
     now = datetime.now(UTC)

@@ -70,7 +70,7 @@ def test_the_command_and_every_service_load(image_venv: Path) -> None:
     health check) imports in the image's environment."""
     out = _run(image_venv / "bin" / "layby", "serve", "--help")
     assert "{ask,door,delivery,resume,sweeper}" in out
-    modules = [f"layby_services.{name}.main" for name in SERVICES] + ["layby_server.healthcheck"]
+    modules = [f"layby_services.{name}.main" for name in SERVICES] + ["layby_server.operations.healthcheck"]
     probe = f"import importlib\nfor m in {modules!r}:\n    importlib.import_module(m)\nprint('ok')\n"
     assert _run(image_venv / "bin" / "python", "-c", probe).strip() == "ok"
 

@@ -23,9 +23,9 @@ import nats.js.errors
 import pytest
 
 from layby_contracts.events import RunFinished, RunResumed
-from layby_server.eventstore import EventStore
-from layby_server.projector import read_range
+from layby_server.projection.projector import read_range
 from layby_server.settings import Settings
+from layby_server.store.eventstore import EventStore
 from tests.conftest import OPERATOR
 from tests.e2e.park_flows import SCHEMA_SQL
 from tests.e2e.test_processes import SERVICES, service_env, spawn, stop_processes, wait_ready
@@ -186,7 +186,7 @@ async def test_a_nats_restart_under_parked_runs_resumes_each_run_once(
     settings: Settings, tmp_path: Path, effects: asyncpg.Pool
 ) -> None:
     from layby.connection import connect_nats
-    from layby_server.embedded import EmbeddedNats
+    from layby_server.operations.embedded import EmbeddedNats
 
     server = EmbeddedNats(tmp_path / "nats").start()
     own = msgspec.structs.replace(settings, nats_url=server.url)

@@ -18,7 +18,7 @@ import httpx
 import msgspec
 import pytest
 
-from layby_server.embedded import free_port
+from layby_server.operations.embedded import free_port
 from layby_server.settings import Settings
 from tests.conftest import OPERATOR, TOKENS
 from tests.helpers import SSE, eventually, eventually_sync
@@ -174,7 +174,7 @@ def _log_consumers(env: dict[str, str]) -> int:
     from layby.connection import connect_nats
     from layby.natskeys import service_inbox
     from layby.runtime import read_runtime
-    from layby_server.natsauth import ensure_service_seeds
+    from layby_server.operations.natsauth import ensure_service_seeds
     from layby_server.settings import load_settings
 
     data = Path(env["LAYBY_DATA_DIR"])
@@ -339,7 +339,7 @@ async def test_services_survive_a_restart_of_the_nats_server(
     """Stop NATS under the five running services and start it again on the same store: the
     services reconnect and the next ask is answered end to end (nothing needs a restart)."""
     from layby.sdk import connect
-    from layby_server.embedded import EmbeddedNats
+    from layby_server.operations.embedded import EmbeddedNats
 
     server = EmbeddedNats(tmp_path / "nats").start()
     own = msgspec.structs.replace(settings, nats_url=server.url)

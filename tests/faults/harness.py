@@ -27,7 +27,7 @@ import asyncpg
 import httpx
 
 from layby.connection import connect_nats
-from layby_server.embedded import EmbeddedNats, EmbeddedNatsCluster, EmbeddedPostgres, free_port
+from layby_server.operations.embedded import EmbeddedNats, EmbeddedNatsCluster, EmbeddedPostgres, free_port
 from layby_server.settings import Settings, load_settings
 from tests.conftest import OPERATOR, SECRETS_KEY, TOKENS
 from tests.faults.flows import SCHEMA_SQL

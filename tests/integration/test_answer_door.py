@@ -266,7 +266,7 @@ async def test_answered_by_is_the_answerers_identity(system: System) -> None:
 
 async def _last_event(system: System, iid: str) -> dict:
     from layby.connection import connect_nats
-    from layby_server.eventstore import EventStore
+    from layby_server.store.eventstore import EventStore
 
     assert system.settings.nats_url
     nc = await connect_nats(system.settings.nats_url, name="t")

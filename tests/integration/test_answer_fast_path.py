@@ -18,7 +18,7 @@ import msgspec
 import pytest
 import uvicorn
 
-from layby_server.embedded import free_port
+from layby_server.operations.embedded import free_port
 from layby_services.door.main import server_config
 from tests.conftest import ALICE, OPERATOR, System
 from tests.helpers import eventually

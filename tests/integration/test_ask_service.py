@@ -13,8 +13,8 @@ import pytest
 from layby import CrossIdentityAudienceError, InteractionLimitError, SecretValue
 from layby_contracts.commands import REPLY_DECODER, Accepted, Ask, Refused
 from layby_domain.clock import ManualClock
-from layby_server.eventstore import EventStore
 from layby_server.settings import Settings
+from layby_server.store.eventstore import EventStore
 from tests.conftest import ALICE, BOB, OPERATOR, System, start_system, stop_system
 from tests.helpers import eventually, sse, wait_total
 from tests.samples import interaction_asked
@@ -301,7 +301,7 @@ async def test_an_answer_racing_the_sweepers_prune_resolves_exactly_once(
 
 
 async def _events_of(store: EventStore, iid: str) -> list[str]:
-    from layby_server.projector import read_range
+    from layby_server.projection.projector import read_range
 
     _, last = await store.bounds()
     return [

@@ -26,13 +26,13 @@ from layby.connection import connect_nats
 from layby_contracts.commands import Continuation
 from layby_contracts.events import EVENT_SCHEMA, RunParked, RunResumed, RunStarted
 from layby_domain.clock import ManualClock
-from layby_server.backup import MANIFEST, backed_up_streams
-from layby_server.db import migrations
-from layby_server.eventstore import EventStore
-from layby_server.projector import read_range
-from layby_server.restore import prune_orphan_continuations
+from layby_server.operations.backup import MANIFEST, backed_up_streams
+from layby_server.operations.restore import prune_orphan_continuations
+from layby_server.projection.db import migrations
+from layby_server.projection.projector import read_range
 from layby_server.settings import Settings
-from layby_server.snapshots import restore_stream, snapshot_stream
+from layby_server.store.eventstore import EventStore
+from layby_server.store.snapshots import restore_stream, snapshot_stream
 from tests.conftest import System, start_system, stop_system
 from tests.helpers import SSE, eventually, serving, wait_total
 

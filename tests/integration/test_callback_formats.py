@@ -15,7 +15,7 @@ import httpx
 
 from layby.sdk import Client, SecretValue
 from layby_contracts.events import InteractionAnswered
-from layby_server.eventstore import EventStore
+from layby_server.store.eventstore import EventStore
 from tests.channel_plugins import Bridge
 from tests.conftest import System
 from tests.helpers import ASKED, mint, pending, wait_total

@@ -23,8 +23,8 @@ from layby_contracts.events import (
     InteractionTaken,
     RunStarted,
 )
-from layby_server.eventstore import EventStore
-from layby_server.projector import rebuild
+from layby_server.projection.projector import rebuild
+from layby_server.store.eventstore import EventStore
 from tests import samples
 from tests.channel_plugins import ScriptedChat
 from tests.conftest import ALICE, OPERATOR, System

@@ -25,9 +25,9 @@ from layby_contracts.events import (
 )
 from layby_contracts.refusals import from_refused, to_refused
 from layby_domain.clock import ManualClock
-from layby_server.eventstore import EventStore, Stored
-from layby_server.projector import apply_batch
+from layby_server.projection.projector import apply_batch
 from layby_server.settings import Settings
+from layby_server.store.eventstore import EventStore, Stored
 from layby_services.ask.admission import CALLER_POOL, USER_POOL, Admitter, caller_deadline, caller_limit_error
 from tests.conftest import System
 from tests.helpers import eventually

@@ -17,7 +17,7 @@ import layby
 from layby_contracts.doors import DoorSpec
 from layby_contracts.events import DoorSaved, InteractionRemoved
 from layby_domain.clock import ManualClock
-from layby_server.eventstore import EventStore
+from layby_server.store.eventstore import EventStore
 from tests.conftest import System
 from tests.helpers import eventually, serving
 

@@ -18,9 +18,9 @@ import pytest
 from layby_contracts.errors import Unavailable
 from layby_contracts.events import InteractionAnswered
 from layby_domain.clock import ManualClock
-from layby_server.eventstore import EventStore
-from layby_server.projector import apply_batch, projected_through, read_range
+from layby_server.projection.projector import apply_batch, projected_through, read_range
 from layby_server.settings import Settings
+from layby_server.store.eventstore import EventStore
 from layby_services.ask.admission import Admitter
 from tests.samples import interaction_asked
 
@@ -122,7 +122,7 @@ async def test_a_checkpoint_past_an_unacknowledged_batch_does_not_count_as_curre
     consumer's leader) comes back only after its ack wait; a checkpoint that later batches moved
     past it is not a watermark, so the projection is not called current until the floor of the
     projector's acknowledgements reaches the log's end."""
-    from layby_server.consumer import ensure_consumer
+    from layby_server.store.consumer import ensure_consumer
 
     await answered_question(store, db)
     durable = await ensure_consumer(store, "projector", deliver_all=True)

@@ -18,8 +18,8 @@ from layby_contracts.events import ChannelMessageReceived, MediaItem
 from layby_server.channel_webhook import WebhookChannel
 from layby_server.chat.slack import SlackChannel
 from layby_server.chat.telegram import TelegramChannel
-from layby_server.eventstore import EventStore
 from layby_server.settings import Settings
+from layby_server.store.eventstore import EventStore
 from tests.channel_plugins import BRIDGE_SECRET, Bridge
 from tests.conftest import System
 from tests.helpers import eventually

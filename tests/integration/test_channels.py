@@ -17,7 +17,7 @@ import pytest
 from layby.sdk import Client
 from layby_contracts.channels import ChannelDeliveryError
 from layby_contracts.errors import BadInput
-from layby_server.eventstore import EventStore
+from layby_server.store.eventstore import EventStore
 from tests.channel_plugins import Bridge
 from tests.conftest import System
 from tests.helpers import eventually, handled_by, wait_total

@@ -10,7 +10,7 @@ import pytest
 
 from layby_contracts.channels import InboundReply, Posted
 from layby_server.chat.correlation import newer_latest, question_of, remember
-from layby_server.eventstore import EventStore
+from layby_server.store.eventstore import EventStore
 
 pytestmark = pytest.mark.integration
 TYPED = InboundReply(kind="typed", sender="p1", chat="chat-1", value="b", direct=True)

@@ -16,7 +16,7 @@ from httpx_sse import aconnect_sse
 
 from layby.sdk import AnswerDetails, Client
 from layby_contracts.errors import BadInput
-from layby_server.eventstore import EventStore
+from layby_server.store.eventstore import EventStore
 from tests.channel_plugins import ScriptedChat, sign_chat
 from tests.conftest import System
 from tests.helpers import eventually

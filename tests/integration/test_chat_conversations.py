@@ -14,8 +14,8 @@ import pytest
 import layby
 from layby_contracts.events import ConversationReplied, Event, VisitRecorded, decode_event
 from layby_domain.conversations import chat_subject
-from layby_server.eventstore import EventStore
 from layby_server.settings import Settings
+from layby_server.store.eventstore import EventStore
 from tests.conftest import System
 from tests.helpers import eventually, handled_by, serving
 from tests.integration.chat_systems import (

@@ -10,8 +10,8 @@ import pytest
 
 from layby import InteractionTimeoutError
 from layby_domain.clock import ManualClock
-from layby_server.eventstore import EventStore
 from layby_server.settings import Settings
+from layby_server.store.eventstore import EventStore
 from tests.conftest import OPERATOR, System, start_system, stop_system
 from tests.helpers import eventually, wait_total
 

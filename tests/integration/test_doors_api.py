@@ -13,7 +13,7 @@ import msgspec
 import pytest
 
 from layby_contracts.commands import REPLY_DECODER, DeleteDoor, Listed, ListParked, PutDoor, Refused
-from layby_server.eventstore import EventStore
+from layby_server.store.eventstore import EventStore
 from tests.conftest import ALICE, OPERATOR, System
 from tests.helpers import eventually
 from tests.integration.test_nats_authorization import Secured, secured  # noqa: F401 - a fixture
@@ -255,7 +255,7 @@ async def test_a_rebuild_from_the_log_keeps_the_doors(
 ) -> None:
     """Dropping the projections and replaying the log rebuilds the ``doors`` table exactly,
     deleted doors included (docs/engineering.md#the-event-log-is-the-source-of-truth)."""
-    from layby_server.projector import rebuild
+    from layby_server.projection.projector import rebuild
 
     for name in ("a", "b", "c"):
         assert (await put(system, name, {**HOOK, "target": f"flow-{name}"}))[0] == 200

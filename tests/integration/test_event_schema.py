@@ -7,9 +7,9 @@ import pytest
 from layby.connection import connect_nats
 from layby.settings import SettingsError
 from layby_contracts.events import EVENT_SCHEMA
-from layby_server import eventschema
-from layby_server.eventstore import EventStore
 from layby_server.settings import Settings
+from layby_server.store import eventschema
+from layby_server.store.eventstore import EventStore
 
 pytestmark = pytest.mark.integration
 

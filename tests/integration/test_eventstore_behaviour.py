@@ -2,7 +2,7 @@
 
 Every test takes ``log``: once an ``EventStore`` on a fresh namespace of the test NATS server,
 once a ``MemoryEventStore``. A rule that passes for one and fails for the other is a divergence
-of the twin (libs/layby_server/memstore.py) from JetStream.
+of the twin (libs/layby_server/store/memstore.py) from JetStream.
 """
 
 from __future__ import annotations
@@ -28,12 +28,12 @@ from layby_contracts.events import (
 from layby_contracts.subjects import Names
 from layby_domain.interaction import Decision, Interaction, decide_answer, decide_remove
 from layby_domain.run import Steps
-from layby_server.embedded import EmbeddedNats
-from layby_server.eventlog import Outcome, as_event, decide_and_append
-from layby_server.eventstore import EventStore
-from layby_server.memstore import MemoryEventStore
-from layby_server.resolve import resolve
-from layby_server.sealing import Sealer, new_key
+from layby_server.operations.embedded import EmbeddedNats
+from layby_server.store.eventlog import Outcome, as_event, decide_and_append
+from layby_server.store.eventstore import EventStore
+from layby_server.store.memstore import MemoryEventStore
+from layby_server.store.sealing import Sealer, new_key
+from layby_server.write.resolve import resolve
 from tests.infra import delete_streams
 from tests.samples import interaction_asked
 

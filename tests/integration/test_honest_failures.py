@@ -14,7 +14,7 @@ import pytest
 
 from layby.sdk import connect
 from layby_contracts.errors import InteractionTimeoutError, Unavailable
-from layby_server.embedded import free_port
+from layby_server.operations.embedded import free_port
 from layby_server.settings import Settings
 from tests.conftest import OPERATOR
 

@@ -13,7 +13,7 @@ import pytest
 
 import layby
 from layby_domain.clock import ManualClock
-from layby_server.eventstore import EventStore
+from layby_server.store.eventstore import EventStore
 from layby_services.door.routes.asks import TOO_MANY_POLLS
 from tests.conftest import ALICE, BOB, OPERATOR, System
 from tests.helpers import eventually

@@ -25,8 +25,8 @@ from mcp.shared.exceptions import MCPError
 
 import layby
 from layby_contracts.events import InteractionAsked, InteractionRemoved
-from layby_server.embedded import free_port
-from layby_server.eventstore import EventStore
+from layby_server.operations.embedded import free_port
+from layby_server.store.eventstore import EventStore
 from tests.conftest import ALICE, OPERATOR, System
 from tests.helpers import eventually, finished_run, serving, wait_total
 

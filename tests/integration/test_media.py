@@ -14,7 +14,7 @@ import pytest
 
 from layby.ids import new_interaction_id
 from layby_contracts.errors import BadInput
-from layby_server.eventstore import EventStore
+from layby_server.store.eventstore import EventStore
 from tests.conftest import System
 from tests.helpers import wait_total
 

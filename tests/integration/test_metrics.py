@@ -17,11 +17,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import layby
 from layby_contracts.channels import ChannelDeliveryError
-from layby_server.embedded import free_port
-from layby_server.eventstore import EventStore
-from layby_server.metrics import ServiceMetrics
+from layby_server.observability.metrics import ServiceMetrics
+from layby_server.operations.embedded import free_port
 from layby_server.service import open_resources
 from layby_server.settings import Settings
+from layby_server.store.eventstore import EventStore
 from tests.channel_plugins import BRIDGE_SECRET, Bridge, channels_json
 from tests.conftest import System, start_system, stop_system
 from tests.helpers import eventually

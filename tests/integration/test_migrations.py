@@ -10,8 +10,8 @@ import asyncpg
 import pytest
 
 from layby.settings import SettingsError
-from layby_server import db
-from layby_server.db import migrate, migrations, recreate_projection_tables, sql_files
+from layby_server.projection import db
+from layby_server.projection.db import migrate, migrations, recreate_projection_tables, sql_files
 
 pytestmark = pytest.mark.integration
 

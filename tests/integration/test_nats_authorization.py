@@ -23,11 +23,11 @@ from layby.natskeys import client_inbox, client_seed, key_id, service_inbox
 from layby.sdk import Client
 from layby_contracts.commands import Ask
 from layby_contracts.errors import Unavailable
-from layby_server.db import create_pool
-from layby_server.embedded import EmbeddedNats, free_port
-from layby_server.eventstore import EventStore
-from layby_server.natsauth import authorization_for
+from layby_server.operations.embedded import EmbeddedNats, free_port
+from layby_server.operations.natsauth import authorization_for
+from layby_server.projection.db import create_pool
 from layby_server.settings import load_settings
+from layby_server.store.eventstore import EventStore
 from tests.conftest import ALICE, BOB, OPERATOR, SECRETS_KEY, TOKENS, System, start_system, stop_system
 from tests.helpers import eventually
 from tests.integration.test_parks import Workers, answer, open_asks, wait_status
@@ -276,7 +276,7 @@ async def test_the_admin_key_backs_up_and_restores_a_namespace_under_authorizati
     """``layby backup`` and ``layby restore`` need nothing beyond the admin key's permissions,
     flow control of a snapshot in many chunks included (docs/operations.md#backup-and-restore);
     the fixture fails on any permission violation."""
-    from layby_server.snapshots import snapshot_stream
+    from layby_server.store.snapshots import snapshot_stream
     from tests.integration.test_backup_restore import layby_cli
 
     settings = secured.system.settings

@@ -25,8 +25,8 @@ from layby_contracts.errors import (
     UnsupportedError,
 )
 from layby_domain.clock import ManualClock
-from layby_server.eventstore import EventStore
 from layby_server.settings import Settings
+from layby_server.store.eventstore import EventStore
 from tests.channel_plugins import NotifyingChannel
 from tests.conftest import ALICE, BOB, OPERATOR, System, start_system, stop_system
 from tests.integration.test_nats_authorization import Secured, secured  # noqa: F401 - its fixture

@@ -12,8 +12,8 @@ from typing import Any
 import asyncpg
 import pytest
 
-from layby_server.eventstore import EventStore, Stored
-from layby_server.projector import PROJECTOR_LOCK, run_projector
+from layby_server.projection.projector import PROJECTOR_LOCK, run_projector
+from layby_server.store.eventstore import EventStore, Stored
 from tests.helpers import eventually
 from tests.samples import interaction_asked
 

@@ -19,8 +19,8 @@ import pytest
 
 import layby
 from layby_domain.clock import ManualClock
-from layby_server.eventstore import EventStore
 from layby_server.settings import Settings
+from layby_server.store.eventstore import EventStore
 from tests.conftest import ALICE, BOB, OPERATOR, System, start_system, stop_system
 from tests.helpers import eventually, handled_by
 
@@ -162,7 +162,7 @@ async def last_event(store: EventStore, subject: str) -> Any:
 
 
 async def count_events(store: EventStore, subject: str, kind: type) -> int:
-    from layby_server.projector import read_range
+    from layby_server.projection.projector import read_range
 
     first, last = await store.bounds()
     events = await read_range(store, max(first, 1), last)
@@ -678,7 +678,7 @@ async def test_cli_starts_lists_and_shows_runs(
 async def test_rebuild_reproduces_the_runs_table(
     system: System, workers: Workers, db: asyncpg.Pool, store: EventStore
 ) -> None:
-    from layby_server.projector import rebuild
+    from layby_server.projection.projector import rebuild
 
     def register(w: layby.Worker) -> None:
         @w.flow("rb")

@@ -7,8 +7,8 @@ import asyncio
 import asyncpg
 import pytest
 
-from layby_server.eventstore import EventStore
-from layby_server.projector import rebuild
+from layby_server.projection.projector import rebuild
+from layby_server.store.eventstore import EventStore
 from tests.conftest import System
 from tests.helpers import caught_up, wait_total
 
@@ -50,7 +50,7 @@ async def test_replaying_a_batch_twice_is_a_no_op(
     system: System, store: EventStore, db: asyncpg.Pool
 ) -> None:
     """A redelivered message changes nothing: rows are guarded by their stream sequence (docs/engineering.md#exactly-once-effects)."""
-    from layby_server.projector import apply_batch, read_range
+    from layby_server.projection.projector import apply_batch, read_range
 
     client = await system.sdk()
     task = asyncio.create_task(client.ask_user("q", timeout=60))
@@ -78,8 +78,8 @@ async def test_runs_projection_is_the_same_whatever_order_its_events_are_applied
     from datetime import UTC, datetime, timedelta
 
     from layby_contracts.events import ParkedAsk, Resolution, RunFinished, RunParked, RunResumed, RunStarted
-    from layby_server.eventstore import Stored
-    from layby_server.projector import apply_batch
+    from layby_server.projection.projector import apply_batch
+    from layby_server.store.eventstore import Stored
 
     t0 = datetime(2030, 1, 1, tzinfo=UTC)
     snapshots = []

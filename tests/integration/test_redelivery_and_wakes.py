@@ -10,8 +10,8 @@ import nats.errors
 import pytest
 
 from layby.connection import connect_nats
-from layby_server.consumer import Flusher, _reconcile_filter, ensure_consumer
-from layby_server.eventstore import EventStore
+from layby_server.store.consumer import Flusher, _reconcile_filter, ensure_consumer
+from layby_server.store.eventstore import EventStore
 
 pytestmark = pytest.mark.integration
 

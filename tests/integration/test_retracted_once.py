@@ -22,8 +22,8 @@ from layby_contracts.events import InteractionAnswered, InteractionAsked
 from layby_domain.clock import SystemClock
 from layby_domain.verifiers import parse_secrets
 from layby_server.channels import close_channels, load_channels
-from layby_server.eventstore import EventStore, Stored
 from layby_server.settings import Settings
+from layby_server.store.eventstore import EventStore, Stored
 from layby_services.delivery.deliver import Deliverer
 from tests.integration.chat_systems import whatsapp_channel
 from tests.samples import interaction_asked

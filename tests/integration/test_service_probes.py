@@ -12,10 +12,10 @@ import pytest
 
 from layby import cli
 from layby_contracts.http import ReadyChecks
-from layby_server.embedded import free_port
-from layby_server.eventstore import EventStore
-from layby_server.health import serve_health
+from layby_server.observability.health import serve_health
+from layby_server.operations.embedded import free_port
 from layby_server.settings import Settings
+from layby_server.store.eventstore import EventStore
 from layby_services.sweeper.main import serve as serve_sweeper
 from tests.helpers import eventually
 

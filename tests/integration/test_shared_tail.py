@@ -17,7 +17,7 @@ import structlog
 from layby_contracts.errors import Unavailable
 from layby_contracts.events import InteractionAsked, encode_event
 from layby_domain.clock import Clock, ManualClock, SystemClock
-from layby_server.eventstore import EventStore
+from layby_server.store.eventstore import EventStore
 from layby_services.door.fanout import SharedTail, Tails
 from layby_services.door.listeners import frames
 from layby_services.door.routes.stream import InteractionFeed, evicted_frame

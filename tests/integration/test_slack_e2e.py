@@ -17,8 +17,8 @@ import layby
 from layby.sdk import AnswerDetails, Client
 from layby_contracts.channels import ChannelDeliveryError
 from layby_contracts.errors import BadInput
-from layby_server.eventstore import EventStore
 from layby_server.settings import Settings
+from layby_server.store.eventstore import EventStore
 from tests.conftest import System
 from tests.helpers import eventually, finished_run, serving
 from tests.integration.chat_systems import (

@@ -16,7 +16,7 @@ import layby
 from layby_contracts.commands import CheckCurrent, Current, RecordStep, Refused, RunAccepted
 from layby_contracts.errors import Conflict, RunCancelledError
 from layby_contracts.events import RunCancelled, StepResult, StepsClosed
-from layby_server.eventstore import EventStore
+from layby_server.store.eventstore import EventStore
 from tests.conftest import ALICE, BOB, OPERATOR, System
 from tests.helpers import Booking, eventually, settled
 from tests.integration.test_parks import Workers, answer, open_asks, run_row, soon, wait_status

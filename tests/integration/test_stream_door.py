@@ -192,7 +192,7 @@ async def test_unauthenticated_stream_is_401(system: System) -> None:
 
 async def _bounds(system: System) -> tuple[int, int]:
     from layby.connection import connect_nats
-    from layby_server.eventstore import EventStore
+    from layby_server.store.eventstore import EventStore
 
     assert system.settings.nats_url
     nc = await connect_nats(system.settings.nats_url, name="t")

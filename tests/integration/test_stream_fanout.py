@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from layby_server.eventstore import EventStore
+from layby_server.store.eventstore import EventStore
 from tests.conftest import ALICE, OPERATOR, System
 
 pytestmark = pytest.mark.integration

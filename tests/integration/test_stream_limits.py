@@ -10,9 +10,9 @@ import dataclasses
 
 import pytest
 
-from layby_server.eventstore import EventStore
 from layby_server.service import open_resources
 from layby_server.settings import Settings, load_settings
+from layby_server.store.eventstore import EventStore
 
 pytestmark = pytest.mark.integration
 

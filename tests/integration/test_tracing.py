@@ -22,9 +22,9 @@ import layby
 from layby_contracts.commands import REPLY_DECODER, Accepted, Ask
 from layby_contracts.events import InteractionAnswered, encode_event
 from layby_domain.clock import ManualClock
-from layby_server import tracing
-from layby_server.eventstore import EventStore
+from layby_server.observability import tracing
 from layby_server.settings import Settings, load_settings
+from layby_server.store.eventstore import EventStore
 from tests.conftest import OPERATOR, System, start_system, stop_system
 from tests.helpers import eventually
 

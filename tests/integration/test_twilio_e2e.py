@@ -16,8 +16,8 @@ from httpx_sse import aconnect_sse
 
 import layby
 from layby.sdk import Client
-from layby_server.eventstore import EventStore
 from layby_server.settings import Settings
+from layby_server.store.eventstore import EventStore
 from tests.conftest import System
 from tests.helpers import eventually, serving
 from tests.integration.chat_systems import chat_system, door_url

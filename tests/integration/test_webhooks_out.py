@@ -22,9 +22,9 @@ from standardwebhooks.webhooks import WebhookVerificationError
 
 import layby
 from layby_contracts.errors import BadInput, InteractionTimeoutError
-from layby_server.embedded import free_port
-from layby_server.eventstore import EventStore
+from layby_server.operations.embedded import free_port
 from layby_server.settings import Settings
+from layby_server.store.eventstore import EventStore
 from tests.conftest import BOB, OPERATOR, System, start_system, stop_system
 from tests.helpers import eventually
 from tests.integration.test_core_loop import wait_listed

@@ -16,8 +16,8 @@ import pytest
 
 from layby.sdk import Client
 from layby_contracts.events import ChannelMessageReceived
-from layby_server.eventstore import EventStore
 from layby_server.settings import Settings
+from layby_server.store.eventstore import EventStore
 from tests.conftest import System
 from tests.helpers import eventually
 from tests.integration.chat_systems import (

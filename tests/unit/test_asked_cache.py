@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from layby_contracts.events import InteractionAnswered
-from layby_server.eventstore import Stored
+from layby_server.store.eventstore import Stored
 from layby_services.door.cache import AskedCache
 from tests.samples import interaction_asked
 

@@ -15,9 +15,9 @@ from layby.ids import new_interaction_id, new_ticket
 from layby_contracts.events import InteractionAnswered
 from layby_domain.clock import ManualClock
 from layby_server.auth import Authenticator
-from layby_server.eventstore import Stored
-from layby_server.memstore import MemoryEventStore
 from layby_server.settings import load_settings
+from layby_server.store.eventstore import Stored
+from layby_server.store.memstore import MemoryEventStore
 from layby_services.door.deps import DoorState
 from layby_services.door.routes.callback import callback_post
 from tests.samples import interaction_asked

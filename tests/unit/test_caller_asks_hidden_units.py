@@ -34,8 +34,8 @@ from layby_domain.interaction import (
     of_caller_ask,
 )
 from layby_server.auth import Principal
-from layby_server.eventstore import Stored
-from layby_server.resolve import state_of
+from layby_server.store.eventstore import Stored
+from layby_server.write.resolve import state_of
 from layby_services.door.cache import AskedCache
 from layby_services.door.routes.stream import frame
 from tests import samples

@@ -33,9 +33,9 @@ from layby_domain.caller import (
 )
 from layby_domain.clock import ManualClock
 from layby_server.auth import Principal
-from layby_server.memstore import MemoryEventStore
-from layby_server.parked import Entries, settle_visit
-from layby_server.visits import Visitor
+from layby_server.store.memstore import MemoryEventStore
+from layby_server.write.parked import Entries, settle_visit
+from layby_server.write.visits import Visitor
 from tests.samples import interaction_asked
 
 pytestmark = pytest.mark.unit

@@ -15,8 +15,8 @@ from layby_contracts.errors import BadInput, NotFound
 from layby_contracts.events import DoorDeleted
 from layby_domain.clock import ManualClock
 from layby_server.auth import Authenticator
-from layby_server.memstore import MemoryEventStore
 from layby_server.settings import load_settings
+from layby_server.store.memstore import MemoryEventStore
 from layby_services.ask.doors import CACHE_SECONDS, DoorHandlers
 
 pytestmark = pytest.mark.unit

@@ -9,7 +9,7 @@ import pytest
 from nats.aio.client import ServerVersion
 
 from layby_contracts.events import EVENT_SCHEMA
-from layby_server.eventschema import METADATA_KEY, keeps_metadata, stream_metadata
+from layby_server.store.eventschema import METADATA_KEY, keeps_metadata, stream_metadata
 
 
 def _connected_to(version: str) -> Any:

@@ -24,7 +24,7 @@ from layby_contracts.commands import (
 )
 from layby_contracts.events import EVENT_DECODER, Event, InteractionRemoved, decode_event
 from layby_contracts.webhooks import ATTEMPT_DECODER, WebhookAttempt
-from layby_server.feed import FeedEntry
+from layby_server.write.feed import FeedEntry
 
 pytestmark = pytest.mark.unit
 GOLDEN = Path(__file__).parent / "golden"

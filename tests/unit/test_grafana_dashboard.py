@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from layby_domain.clock import ManualClock
-from layby_server.gauges import ConsumerGauges, ReadModelGauges
-from layby_server.metrics import ServiceMetrics
+from layby_server.observability.gauges import ConsumerGauges, ReadModelGauges
+from layby_server.observability.metrics import ServiceMetrics
 
 pytestmark = pytest.mark.unit
 

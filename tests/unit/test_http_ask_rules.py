@@ -13,7 +13,7 @@ import pytest
 from layby_contracts.errors import BadInput
 from layby_contracts.http import AskRequest
 from layby_contracts.subjects import Names
-from layby_server.natsauth import service_permissions
+from layby_server.operations.natsauth import service_permissions
 from layby_server.settings import load_settings
 from layby_services.door.routes.asks import command_of, parse_ask_body
 

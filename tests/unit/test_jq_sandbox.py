@@ -13,8 +13,8 @@ import pytest
 import pytest_asyncio
 
 from layby_contracts.errors import BadInput
-from layby_server.jqchild import Failed, ProgramCache
-from layby_server.jqrun import JqRunner
+from layby_server.write.jqchild import Failed, ProgramCache
+from layby_server.write.jqrun import JqRunner
 
 pytestmark = pytest.mark.unit
 
@@ -40,7 +40,9 @@ async def quick() -> AsyncIterator[JqRunner]:
 def _sandbox_pids() -> set[int]:
     """The live jq children of this process (an ended child an earlier test's runner has not
     reaped yet has no command line left to read: it is no sandbox)."""
-    return {child.pid for child in psutil.Process().children() if "layby_server.jqchild" in _cmdline(child)}
+    return {
+        child.pid for child in psutil.Process().children() if "layby_server.write.jqchild" in _cmdline(child)
+    }
 
 
 def _cmdline(process: psutil.Process) -> str:

@@ -15,9 +15,9 @@ from layby_contracts.errors import Conflict, Transient
 from layby_contracts.events import InteractionAnswered, RunStarted
 from layby_contracts.subjects import Names
 from layby_domain.clock import ManualClock
-from layby_server.eventstore import DUPLICATE_WINDOW
-from layby_server.memstore import MemoryEventStore
-from layby_server.streams import CONTINUATION_MAX_AGE
+from layby_server.store.eventstore import DUPLICATE_WINDOW
+from layby_server.store.memstore import MemoryEventStore
+from layby_server.store.streams import CONTINUATION_MAX_AGE
 
 pytestmark = pytest.mark.unit
 

@@ -18,9 +18,9 @@ from layby_contracts.events import (
     RunResumed,
 )
 from layby_domain.clock import ManualClock
-from layby_server.gauges import ReadModelGauges
-from layby_server.logs import get_logger
-from layby_server.metrics import ServiceMetrics
+from layby_server.observability.gauges import ReadModelGauges
+from layby_server.observability.logs import get_logger
+from layby_server.observability.metrics import ServiceMetrics
 from layby_services.door.access import AccessMiddleware, request_id_of
 from tests.samples import interaction_asked
 

@@ -29,8 +29,8 @@ from layby_domain.notify import (
     decide_notify,
     field_of,
 )
-from layby_server.feed import FeedEntry, live
-from layby_server.metrics import ServiceMetrics
+from layby_server.observability.metrics import ServiceMetrics
+from layby_server.write.feed import FeedEntry, live
 from tests.unit.keywords import validate_notify
 
 OPERATOR = Asker("ops", "operator")

@@ -20,7 +20,7 @@ from layby_contracts.events import (
 )
 from layby_domain.clock import ManualClock
 from layby_domain.validation import call_interaction_id
-from layby_server.memstore import MemoryEventStore
+from layby_server.store.memstore import MemoryEventStore
 from layby_services.resume.parks import Resumer
 from tests.samples import interaction_asked
 

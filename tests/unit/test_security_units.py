@@ -8,17 +8,17 @@ from layby.natskeys import client_inbox, client_seed, key_id, public_key
 from layby.settings import SettingsError, load_client_settings
 from layby_contracts.errors import Permanent
 from layby_contracts.subjects import Names
-from layby_server.memstore import MemoryEventStore
-from layby_server.natsauth import (
+from layby_server.operations.natsauth import (
     new_seed,
     render_authorization,
     service_permissions,
     token_entries,
     token_permissions,
 )
-from layby_server.sealing import Sealer, SealError, new_key, parse_keys
 from layby_server.settings import load_settings
-from layby_server.streams import stream_names
+from layby_server.store.memstore import MemoryEventStore
+from layby_server.store.sealing import Sealer, SealError, new_key, parse_keys
+from layby_server.store.streams import stream_names
 
 
 def test_a_sealed_answer_opens_only_for_its_own_subject() -> None:

@@ -18,8 +18,8 @@ from layby_contracts.events import InteractionAnswered, InteractionAsked, Intera
 from layby_domain.clock import ManualClock
 from layby_domain.interaction import withdrawal
 from layby_server.auth import Authenticator
-from layby_server.memstore import MemoryEventStore
 from layby_server.settings import load_settings
+from layby_server.store.memstore import MemoryEventStore
 from layby_services.ask.admission import CALLER_POOL, Admitter
 from layby_services.ask.handlers import AskHandlers
 from layby_services.door.deps import DoorState

@@ -11,7 +11,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from layby.tracecontext import command_headers, continued
-from layby_server import tracing
+from layby_server.observability import tracing
 from layby_server.settings import SettingsError, load_settings
 
 pytestmark = pytest.mark.unit

@@ -8,7 +8,7 @@ from typing import Any
 
 from layby_contracts.commands import WorkerSeen
 from layby_server.auth import Principal
-from layby_server.workers import SERVED_CACHE_SECONDS, WorkerRegistry
+from layby_server.projection.workers import SERVED_CACHE_SECONDS, WorkerRegistry
 
 
 class _Pool:

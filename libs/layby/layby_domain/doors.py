@@ -1,7 +1,7 @@
 """The door contract's pure rules (docs/caller-asks.md#the-door-contract): what a door definition
 may hold, what each of its four programs must yield, and what one visit does with the values.
 
-Running the programs is the server's business (``layby_server.jqrun``, a sandbox of child
+Running the programs is the server's business (``layby_server.write.jqrun``, a sandbox of child
 processes); this module only judges their values, so the SDK and the services share it without
 either one importing jq. Every error is a ``BadInput`` naming the field, and a value an author's
 program yielded is never echoed back: at most its JSON type is named.

@@ -40,9 +40,9 @@ from layby_domain.formats import format_named
 from layby_domain.interaction import Interaction, channels_of, decide_reply, mismatch_notice, targets_of
 from layby_server.channels import delivery_of
 from layby_server.chat import correlation
-from layby_server.eventstore import EventStore
-from layby_server.logs import get_logger
-from layby_server.resolve import resolve, state_of
+from layby_server.observability.logs import get_logger
+from layby_server.store.eventstore import EventStore
+from layby_server.write.resolve import resolve, state_of
 
 log = get_logger("layby.door.chat")
 Converse = Callable[[ChannelMessageReceived, str], Awaitable[None]]

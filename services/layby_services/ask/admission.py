@@ -24,8 +24,8 @@ import asyncpg
 from layby_contracts.errors import InteractionLimitError, Unavailable
 from layby_domain.clock import Clock
 from layby_domain.tickets import ASYNC_MARGIN_SECONDS
-from layby_server.caller_slots import CALLER_POOL
-from layby_server.logs import get_logger
+from layby_server.observability.logs import get_logger
+from layby_server.projection.caller_slots import CALLER_POOL
 
 __all__ = ["CALLER_POOL", "POOLS", "USER_POOL", "Admitter", "caller_deadline", "caller_limit_error"]
 

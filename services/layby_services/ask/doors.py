@@ -29,11 +29,11 @@ from layby_domain.clock import Clock
 from layby_domain.doors import check_spec, is_door_name
 from layby_domain.values import nul_path
 from layby_server.auth import Authenticator, Principal
-from layby_server.doors import DOOR_NOT_FOUND, OPERATORS_ONLY, door_of, last_door_event
-from layby_server.eventlog import as_event, decide_and_append, kept_changing
-from layby_server.eventstore import EventStore
-from layby_server.logs import get_logger
+from layby_server.observability.logs import get_logger
 from layby_server.settings import Settings
+from layby_server.store.eventlog import as_event, decide_and_append, kept_changing
+from layby_server.store.eventstore import EventStore
+from layby_server.write.doors import DOOR_NOT_FOUND, OPERATORS_ONLY, door_of, last_door_event
 
 log = get_logger("layby.doors")
 
@@ -48,7 +48,7 @@ _FIELDS = frozenset(f.encode_name for f in msgspec.structs.fields(DoorSpec))
 
 
 class Compiler(Protocol):
-    """What the handlers need of ``layby_server.jqrun.JqRunner``: compile one program."""
+    """What the handlers need of ``layby_server.write.jqrun.JqRunner``: compile one program."""
 
     async def check(self, column: Column, program: str) -> None: ...
 

@@ -33,12 +33,12 @@ from layby_domain.validation import check_wait, is_interaction_id, is_sha256_hex
 from layby_domain.verifiers import parse_secrets
 from layby_server.auth import Authenticator, Principal, asker_of
 from layby_server.channels import abilities, load_channels
-from layby_server.eventstore import EventStore
-from layby_server.logs import get_logger
-from layby_server.parked import Entries
-from layby_server.resolve import resolve, state_of
+from layby_server.observability.logs import get_logger
 from layby_server.settings import Settings
-from layby_server.webhooks import webhook_policy
+from layby_server.store.eventstore import EventStore
+from layby_server.write.parked import Entries
+from layby_server.write.resolve import resolve, state_of
+from layby_server.write.webhooks import webhook_policy
 from layby_services.ask.admission import Admitter, caller_deadline, caller_limit_error
 from layby_services.ask.caller import identify
 from layby_services.ask.runs import RunHandlers

@@ -39,16 +39,16 @@ from layby_contracts.errors import BadInput, LaybyError, Unavailable
 from layby_contracts.refusals import to_refused
 from layby_domain.clock import Clock
 from layby_domain.notify import field_of
-from layby_server import tracing
 from layby_server.auth import Authenticator
 from layby_server.channels import close_channels
-from layby_server.feed import Feed
-from layby_server.jqrun import JqRunner
-from layby_server.logs import get_logger
-from layby_server.projector import projected_through
+from layby_server.observability import tracing
+from layby_server.observability.logs import get_logger
+from layby_server.projection.projector import projected_through
+from layby_server.projection.workers import WorkerRegistry
 from layby_server.service import open_resources, run_main
 from layby_server.settings import Settings, load_settings
-from layby_server.workers import WorkerRegistry
+from layby_server.write.feed import Feed
+from layby_server.write.jqrun import JqRunner
 from layby_services.ask.admission import CALLER_POOL, Admitter
 from layby_services.ask.doors import DoorHandlers
 from layby_services.ask.handlers import AskHandlers

@@ -39,11 +39,11 @@ from layby_domain.notify import (
     validate_notify,
 )
 from layby_server.auth import Authenticator, asker_of
-from layby_server.eventstore import EventStore
-from layby_server.feed import Feed, FeedEntry
-from layby_server.logs import get_logger
-from layby_server.metrics import NO_CHANNEL, OTHER, ServiceMetrics
+from layby_server.observability.logs import get_logger
+from layby_server.observability.metrics import NO_CHANNEL, OTHER, ServiceMetrics
 from layby_server.settings import Settings
+from layby_server.store.eventstore import EventStore
+from layby_server.write.feed import Feed, FeedEntry
 from layby_services.ask.caller import identify
 
 log = get_logger("layby.ask.notify")

@@ -44,14 +44,14 @@ from layby_domain.run import Run, Steps, checkpoint, decide_end, decide_park, de
 from layby_domain.validation import call_interaction_id, is_flow_name, is_interaction_id, is_subject
 from layby_domain.values import nul_path
 from layby_server.auth import Authenticator, Principal, asker_of
-from layby_server.consumer import ensure_flow_consumer
-from layby_server.eventlog import as_event, decide_and_append, kept_changing
-from layby_server.eventstore import EventStore, Stored
-from layby_server.logs import get_logger
-from layby_server.parked import executing_visits
-from layby_server.runops import cancel_run, read_steps, retry_run
+from layby_server.observability.logs import get_logger
+from layby_server.projection.workers import WorkerRegistry
 from layby_server.settings import Settings
-from layby_server.workers import WorkerRegistry
+from layby_server.store.consumer import ensure_flow_consumer
+from layby_server.store.eventlog import as_event, decide_and_append, kept_changing
+from layby_server.store.eventstore import EventStore, Stored
+from layby_server.write.parked import executing_visits
+from layby_server.write.runops import cancel_run, read_steps, retry_run
 from layby_services.ask.caller import identify
 
 log = get_logger("layby.runs")

@@ -9,9 +9,9 @@ from layby_contracts.events import RunStarted
 from layby_domain.clock import Clock
 from layby_domain.validation import is_interaction_id, is_subject
 from layby_server.auth import Authenticator, Principal
-from layby_server.eventstore import EventStore
-from layby_server.parked import Entries
-from layby_server.visits import Visitor
+from layby_server.store.eventstore import EventStore
+from layby_server.write.parked import Entries
+from layby_server.write.visits import Visitor
 from layby_services.ask.runs import RunHandlers
 
 NOT_FOUND = "visit not found"

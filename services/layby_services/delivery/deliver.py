@@ -33,11 +33,11 @@ from layby_domain.interaction import Interaction, decide_remove, evolve, targets
 from layby_domain.tickets import callback_url, ticket_expires_at
 from layby_server.channels import delivery_of
 from layby_server.chat import correlation
-from layby_server.eventstore import EventStore, Stored
-from layby_server.logs import get_logger
-from layby_server.metrics import ServiceMetrics
-from layby_server.resolve import resolve
+from layby_server.observability.logs import get_logger
+from layby_server.observability.metrics import ServiceMetrics
 from layby_server.settings import Settings
+from layby_server.store.eventstore import EventStore, Stored
+from layby_server.write.resolve import resolve
 
 log = get_logger("layby.delivery")
 

@@ -32,14 +32,14 @@ from layby_domain.clock import Clock
 from layby_domain.interaction import of_caller_ask
 from layby_domain.verifiers import parse_secrets
 from layby_server.channels import close_channels, load_channels
-from layby_server.consumer import Handler, Traced, consume
-from layby_server.eventstore import Stored
-from layby_server.gauges import ConsumerGauges
-from layby_server.logs import get_logger
-from layby_server.parked import Entries
+from layby_server.observability.gauges import ConsumerGauges
+from layby_server.observability.logs import get_logger
 from layby_server.service import open_resources, run_main
 from layby_server.settings import Settings, load_settings
-from layby_server.visits import Visitor
+from layby_server.store.consumer import Handler, Traced, consume
+from layby_server.store.eventstore import Stored
+from layby_server.write.parked import Entries
+from layby_server.write.visits import Visitor
 from layby_services.delivery.deliver import Deliverer
 from layby_services.delivery.replies import Replier
 from layby_services.delivery.webhooks import CONCURRENCY as WEBHOOKS_CONCURRENCY

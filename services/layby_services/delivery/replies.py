@@ -26,9 +26,9 @@ from layby_contracts.events import ConversationReplied
 from layby_domain.conversations import reply_text
 from layby_server.auth import Principal
 from layby_server.chat import correlation
-from layby_server.eventstore import EventStore, Stored
-from layby_server.logs import get_logger
-from layby_server.visits import Visitor
+from layby_server.observability.logs import get_logger
+from layby_server.store.eventstore import EventStore, Stored
+from layby_server.write.visits import Visitor
 
 log = get_logger("layby.delivery.replies")
 _TAKES = uuid.UUID("0f4e2b8a-3c71-4d95-b6e0-5a9d17c2e843")

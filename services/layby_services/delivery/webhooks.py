@@ -33,11 +33,11 @@ from layby_domain.webhooks import (
     sign,
     webhook_id,
 )
-from layby_server.consumer import RetryLater
-from layby_server.eventstore import EventStore, Stored
-from layby_server.logs import get_logger
+from layby_server.observability.logs import get_logger
 from layby_server.settings import Settings
-from layby_server.webhooks import resolve_host
+from layby_server.store.consumer import RetryLater
+from layby_server.store.eventstore import EventStore, Stored
+from layby_server.write.webhooks import resolve_host
 
 log = get_logger("layby.webhooks")
 CONCURRENCY = 512

@@ -27,8 +27,8 @@ import structlog
 from litestar.enums import ScopeType
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
-from layby_server.logs import get_logger
-from layby_server.metrics import ServiceMetrics
+from layby_server.observability.logs import get_logger
+from layby_server.observability.metrics import ServiceMetrics
 
 __all__ = ["IDENTITY_KEY", "REQUEST_ID_HEADER", "AccessMiddleware", "request_id_of"]
 

@@ -24,16 +24,16 @@ from layby_domain.verifiers import parse_secrets
 from layby_server.auth import Authenticator
 from layby_server.channels import chat_channels, close_channels, load_channels
 from layby_server.chat.inbound import ChatInbound
-from layby_server.gauges import ConsumerGauges
-from layby_server.jqrun import LazyJq
-from layby_server.logs import get_logger
-from layby_server.metrics import ServiceMetrics
-from layby_server.parked import Entries
-from layby_server.projector import run_projector
+from layby_server.observability.gauges import ConsumerGauges
+from layby_server.observability.logs import get_logger
+from layby_server.observability.metrics import ServiceMetrics
+from layby_server.projection.projector import run_projector
+from layby_server.projection.workers import WorkerRegistry
 from layby_server.service import open_resources
 from layby_server.settings import Settings
-from layby_server.visits import Visitor
-from layby_server.workers import WorkerRegistry
+from layby_server.write.jqrun import LazyJq
+from layby_server.write.parked import Entries
+from layby_server.write.visits import Visitor
 from layby_services.door.conversations import ChatConversations
 from layby_services.door.deps import AUTHENTICATED, DEPENDENCIES, DoorState, authenticated
 from layby_services.door.errors import EXCEPTION_HANDLERS

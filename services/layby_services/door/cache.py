@@ -12,7 +12,7 @@ from collections import OrderedDict
 
 from layby_contracts.events import InteractionAnswered, InteractionAsked, InteractionRemoved
 from layby_domain.interaction import of_caller_ask
-from layby_server.eventstore import Stored
+from layby_server.store.eventstore import Stored
 
 MAX_ENTRIES = 100_000
 

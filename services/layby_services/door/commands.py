@@ -9,8 +9,8 @@ import msgspec
 from layby.requests import Retry, request
 from layby_contracts.commands import Command, DoorCommand, Notify, Refused, Reply
 from layby_contracts.refusals import from_refused
-from layby_server import tracing
-from layby_server.eventstore import EventStore
+from layby_server.observability import tracing
+from layby_server.store.eventstore import EventStore
 
 REQUEST_TIMEOUT = 10.0
 """How long the door waits for the ask service (a door save compiles its programs first)."""

@@ -23,8 +23,8 @@ from layby_domain.clock import Clock
 from layby_domain.conversations import chat_input, chat_subject
 from layby_domain.doors import is_door_name
 from layby_server.auth import Principal
-from layby_server.logs import get_logger
-from layby_server.visits import Visitor
+from layby_server.observability.logs import get_logger
+from layby_server.write.visits import Visitor
 
 log = get_logger("layby.door.conversations")
 ROUTES_CACHE_SECONDS = 3.0

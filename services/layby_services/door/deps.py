@@ -18,10 +18,10 @@ from layby_contracts.errors import Forbidden
 from layby_domain.clock import Clock
 from layby_server.auth import Authenticator, Principal
 from layby_server.chat.inbound import ChatInbound
-from layby_server.doors import OPERATORS_ONLY
-from layby_server.eventstore import EventStore
 from layby_server.settings import Settings
-from layby_server.visits import Visitor
+from layby_server.store.eventstore import EventStore
+from layby_server.write.doors import OPERATORS_ONLY
+from layby_server.write.visits import Visitor
 from layby_services.door.access import IDENTITY_KEY
 from layby_services.door.cache import AskedCache
 from layby_services.door.errors import PayloadTooLarge

@@ -39,7 +39,7 @@ from layby_contracts.errors import (
     WorkerSetupError,
 )
 from layby_contracts.http import Error
-from layby_server.logs import get_logger
+from layby_server.observability.logs import get_logger
 from layby_services.door.messages import (
     INTERNAL_ERROR,
     METHOD_NOT_ALLOWED,

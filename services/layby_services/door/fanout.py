@@ -32,8 +32,8 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from layby_contracts.errors import Unavailable
 from layby_domain.clock import Clock
-from layby_server.eventstore import EventStore
-from layby_server.logs import get_logger
+from layby_server.observability.logs import get_logger
+from layby_server.store.eventstore import EventStore
 from layby_services.door.listeners import EVICTED, FAILED, Entry, Feed, Listener, sees
 
 log = get_logger("layby.door.fanout")

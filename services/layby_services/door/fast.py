@@ -23,7 +23,7 @@ from litestar.types import ASGIApp, HTTPResponseBodyEvent, HTTPResponseStartEven
 
 from layby_contracts.errors import LaybyError
 from layby_contracts.http import Answered, AnsweredData, Error
-from layby_server.logs import get_logger
+from layby_server.observability.logs import get_logger
 from layby_services.door.access import IDENTITY_KEY
 from layby_services.door.deps import DoorState, capped
 from layby_services.door.errors import NO_STORE, layby_error

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Protocol
 
 from layby_contracts.errors import Unavailable
-from layby_server.logs import get_logger
+from layby_server.observability.logs import get_logger
 
 if TYPE_CHECKING:
     from layby_services.door.fanout import SharedTail

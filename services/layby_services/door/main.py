@@ -8,7 +8,7 @@ import socket
 import uvicorn
 
 from layby_domain.clock import Clock
-from layby_server.metrics import ServiceMetrics
+from layby_server.observability.metrics import ServiceMetrics
 from layby_server.service import run_main
 from layby_server.settings import Settings, load_settings
 from layby_services.door.access import AccessMiddleware

@@ -7,7 +7,7 @@ span: a span as long as a connection, or one per probe, says nothing useful.
 
 A route whose handler makes its request's span itself says so with ``opt={OWN_SPAN: True}``:
 the answer and callback doors, whose span continues the question's trace instead of starting
-one (``layby_server.tracing.joining``), so one answer costs one span.
+one (``layby_server.observability.tracing.joining``), so one answer costs one span.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 from litestar.enums import ScopeType
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
-from layby_server import tracing
+from layby_server.observability import tracing
 
 _UNTRACED = ("/stream", "/healthz", "/readyz")
 OWN_SPAN = "layby_own_span"

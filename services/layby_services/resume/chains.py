@@ -34,10 +34,10 @@ from layby_contracts.events import (
     RunParked,
     RunStarted,
 )
-from layby_server.chains import KILLER, kill_chain
-from layby_server.eventlog import EventLog
-from layby_server.logs import get_logger
-from layby_server.parked import Entries, caller_entries, outcome_of, settle_visit
+from layby_server.observability.logs import get_logger
+from layby_server.store.eventlog import EventLog
+from layby_server.write.chains import KILLER, kill_chain
+from layby_server.write.parked import Entries, caller_entries, outcome_of, settle_visit
 
 log = get_logger("layby.resume")
 

@@ -21,12 +21,12 @@ from layby_contracts.commands import Wake
 from layby_contracts.errors import Transient
 from layby_contracts.events import Event, InteractionAnswered, InteractionAsked, InteractionRemoved
 from layby_domain.clock import Clock
-from layby_server.consumer import Flusher, consume_push
-from layby_server.eventstore import EventStore, Stored
-from layby_server.gauges import ConsumerGauges
-from layby_server.logs import get_logger
+from layby_server.observability.gauges import ConsumerGauges
+from layby_server.observability.logs import get_logger
 from layby_server.service import open_resources, run_main
 from layby_server.settings import Settings, load_settings
+from layby_server.store.consumer import Flusher, consume_push
+from layby_server.store.eventstore import EventStore, Stored
 from layby_services.resume.parks import Resumer
 
 log = get_logger("layby.resume")

@@ -46,11 +46,11 @@ from layby_contracts.events import (
 )
 from layby_domain.clock import Clock
 from layby_domain.run import Run, decide_resume, resolution, resume_id_of
-from layby_server.chains import call_resolution
-from layby_server.eventstore import EventStore, Stored
-from layby_server.logs import get_logger
-from layby_server.parked import Entries, caller_entries
-from layby_server.runops import close_steps, remove_open_asks
+from layby_server.observability.logs import get_logger
+from layby_server.store.eventstore import EventStore, Stored
+from layby_server.write.chains import call_resolution
+from layby_server.write.parked import Entries, caller_entries
+from layby_server.write.runops import close_steps, remove_open_asks
 from layby_services.resume.chains import Chains
 
 log = get_logger("layby.resume")

@@ -15,10 +15,10 @@ import asyncpg
 
 from layby_domain.clock import Clock
 from layby_domain.interaction import Facts, Interaction, decide_expire
-from layby_server import tracing
-from layby_server.eventstore import EventStore
-from layby_server.logs import get_logger
-from layby_server.resolve import resolve
+from layby_server.observability import tracing
+from layby_server.observability.logs import get_logger
+from layby_server.store.eventstore import EventStore
+from layby_server.write.resolve import resolve
 
 log = get_logger("layby.sweeper")
 EXPIRY_BATCH = 1000

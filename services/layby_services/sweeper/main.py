@@ -20,16 +20,16 @@ import asyncpg
 
 from layby_contracts.errors import Transient
 from layby_domain.clock import Clock
-from layby_server.consumer import every
-from layby_server.gauges import ReadModelGauges
-from layby_server.jqrun import LazyJq
-from layby_server.logs import get_logger
-from layby_server.parked import Entries
-from layby_server.prune import prune_abandoned
+from layby_server.observability.gauges import ReadModelGauges
+from layby_server.observability.logs import get_logger
+from layby_server.projection.workers import WorkerRegistry
 from layby_server.service import open_resources, run_main
 from layby_server.settings import Settings, load_settings
-from layby_server.visits import Visitor
-from layby_server.workers import WorkerRegistry
+from layby_server.store.consumer import every
+from layby_server.write.jqrun import LazyJq
+from layby_server.write.parked import Entries
+from layby_server.write.prune import prune_abandoned
+from layby_server.write.visits import Visitor
 from layby_services.sweeper.expiry import EXPIRY_BATCH, expire_due
 from layby_services.sweeper.parked import drop_waiting_outcomes, expire_caller_asks
 from layby_services.sweeper.retention import Retention, trim_read_models

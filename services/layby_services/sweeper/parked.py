@@ -25,10 +25,10 @@ import asyncpg
 from layby_contracts.events import InteractionAnswered, InteractionRemoved
 from layby_domain.caller import Parked, decide_deadline, decide_drop
 from layby_domain.clock import Clock
-from layby_server.eventlog import EventLog, as_event, decide_and_append
-from layby_server.eventlog import Outcome as Decided
-from layby_server.logs import get_logger
-from layby_server.parked import Entries
+from layby_server.observability.logs import get_logger
+from layby_server.store.eventlog import EventLog, as_event, decide_and_append
+from layby_server.store.eventlog import Outcome as Decided
+from layby_server.write.parked import Entries
 
 log = get_logger("layby.sweeper")
 BATCH = 500

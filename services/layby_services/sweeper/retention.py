@@ -22,7 +22,7 @@ from datetime import timedelta
 import asyncpg
 
 from layby_domain.clock import Clock
-from layby_server.logs import get_logger
+from layby_server.observability.logs import get_logger
 
 log = get_logger("layby.sweeper")
 BATCH = 1000

@@ -26,9 +26,9 @@ from layby_contracts.errors import Conflict, LaybyError
 from layby_contracts.events import DoorSaved, ScheduleFired
 from layby_domain.clock import Clock
 from layby_server.auth import Principal
-from layby_server.eventlog import EventLog
-from layby_server.logs import get_logger
-from layby_server.visits import Visitor
+from layby_server.observability.logs import get_logger
+from layby_server.store.eventlog import EventLog
+from layby_server.write.visits import Visitor
 
 log = get_logger("layby.sweeper.schedules")
 _SCHEDULES = "SELECT name FROM doors WHERE kind = 'schedule' AND NOT deleted ORDER BY name"

@@ -87,7 +87,7 @@ from layby_server.chat.slack.blocks import (
     unpack_form,
 )
 from layby_server.chat.slack.payloads import action_replies, form_payload, submission_reply, typed_reply
-from layby_server.logs import get_logger
+from layby_server.observability.logs import get_logger
 
 __all__ = [
     "ANSWER_IN_THREAD",

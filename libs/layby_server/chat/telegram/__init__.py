@@ -78,7 +78,7 @@ from layby_server.chat.telegram.rendering import (
     yes_no_id,
 )
 from layby_server.chat.telegram.updates import Tap, parse_callback, read_update, reply_of
-from layby_server.logs import get_logger
+from layby_server.observability.logs import get_logger
 
 __all__ = [
     "ALLOWED_UPDATES",

@@ -65,7 +65,7 @@ from layby_server.chat.twilio.webhook import (
     signature,
     verified_params,
 )
-from layby_server.logs import get_logger
+from layby_server.observability.logs import get_logger
 
 __all__ = [
     "API_URL",

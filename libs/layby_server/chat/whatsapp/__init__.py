@@ -52,7 +52,7 @@ from layby_server.chat.whatsapp.rendering import (
     question_message,
     text_message,
 )
-from layby_server.logs import get_logger
+from layby_server.observability.logs import get_logger
 
 __all__ = ["API_URL", "API_VERSION", "OPTIONS", "PLUGIN", "WhatsAppChannel"]
 

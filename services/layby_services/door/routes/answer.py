@@ -29,10 +29,10 @@ from layby_domain.interaction import (
     decide_answer,
 )
 from layby_domain.validation import check_submitted_answer, is_interaction_id
-from layby_server import tracing
 from layby_server.auth import Principal
-from layby_server.eventstore import Stored
-from layby_server.resolve import resolve, state_of
+from layby_server.observability import tracing
+from layby_server.store.eventstore import Stored
+from layby_server.write.resolve import resolve, state_of
 from layby_services.door.bodies import decode_body
 from layby_services.door.deps import Door, DoorState, Who, json_body
 from layby_services.door.openapi import UUID4, documented, refusal

@@ -35,10 +35,10 @@ from layby_domain.tickets import ticket_hash
 from layby_domain.validation import check_submitted_answer, validate_answer
 from layby_domain.verifiers import POST_ONLY, VerificationFailed, VerifierError, parse_secrets, verify
 from layby_domain.verifiers import Request as SignedRequest
-from layby_server import tracing
-from layby_server.eventstore import Stored
-from layby_server.logs import get_logger
-from layby_server.resolve import resolve, state_of
+from layby_server.observability import tracing
+from layby_server.observability.logs import get_logger
+from layby_server.store.eventstore import Stored
+from layby_server.write.resolve import resolve, state_of
 from layby_services.door.bodies import decode_object
 from layby_services.door.callback_pages import (
     AWAITING_PAGE,

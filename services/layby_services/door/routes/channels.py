@@ -22,7 +22,7 @@ from layby_contracts.channels import InboundMalformed, InboundRefused, InboundRe
 from layby_contracts.errors import NotFound
 from layby_contracts.http import Error
 from layby_server.chat.inbound import ChatInbound
-from layby_server.logs import get_logger
+from layby_server.observability.logs import get_logger
 from layby_services.door.deps import Door, DoorState, read_capped_body
 from layby_services.door.messages import NOT_FOUND, PAYLOAD_TOO_LARGE, UNAUTHORIZED_CHANNEL
 from layby_services.door.openapi import documented, refusal

@@ -24,7 +24,7 @@ from layby_contracts.errors import NotFound, Unavailable
 from layby_contracts.http import DoorBody, DoorPage, DoorPageData, DoorRemoved, DoorRemovedData, DoorView
 from layby_contracts.limits import PAGE_SIZE_MAX
 from layby_domain.doors import is_door_name
-from layby_server.doors import DOOR_NOT_FOUND, OPERATORS_ONLY, door_of, last_door_event
+from layby_server.write.doors import DOOR_NOT_FOUND, OPERATORS_ONLY, door_of, last_door_event
 from layby_services.door.bodies import decode_object
 from layby_services.door.commands import door_command
 from layby_services.door.deps import Door, Token, Who, json_body, operators_only

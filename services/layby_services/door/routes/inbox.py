@@ -19,8 +19,8 @@ from layby_contracts.http import (
     PendingQuestion,
 )
 from layby_contracts.limits import PAGE_MAX, PAGE_SIZE_MAX
-from layby_server.logs import get_logger
-from layby_server.prune import prune_abandoned
+from layby_server.observability.logs import get_logger
+from layby_server.write.prune import prune_abandoned
 from layby_services.door.deps import Door, DoorState, Who
 from layby_services.door.openapi import documented, refusal
 from layby_services.door.openapi.components import NO_STORE, SEQ, header

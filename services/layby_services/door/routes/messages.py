@@ -22,7 +22,7 @@ from msgspec import UNSET
 from layby_contracts.events import ChannelMessageReceived, decode_event
 from layby_contracts.http import InboundMessage
 from layby_server.auth import Principal
-from layby_server.logs import get_logger
+from layby_server.observability.logs import get_logger
 from layby_services.door.deps import Door, Who
 from layby_services.door.listeners import Entry, sees
 from layby_services.door.openapi import refusal

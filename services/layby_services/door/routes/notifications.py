@@ -24,7 +24,7 @@ from layby_contracts.http import (
     NotifyRequest,
     NotifyResult,
 )
-from layby_server.feed import Feed
+from layby_server.write.feed import Feed
 from layby_services.door.bodies import decode_struct
 from layby_services.door.commands import send
 from layby_services.door.deps import Door, DoorState, Token, Who, json_body

@@ -60,9 +60,9 @@ from layby_contracts.http import (
 from layby_contracts.limits import ANSWERED_BY_EXPIRY, PAGE_SIZE_MAX
 from layby_domain.validation import is_flow_name, is_interaction_id
 from layby_server.auth import Principal
-from layby_server.eventstore import EventStore, Stored
-from layby_server.runops import NOT_FOUND, cancel_run, load_run, retry_run
-from layby_server.workers import WorkerRegistry
+from layby_server.projection.workers import WorkerRegistry
+from layby_server.store.eventstore import EventStore, Stored
+from layby_server.write.runops import NOT_FOUND, cancel_run, load_run, retry_run
 from layby_services.door.bodies import decode_struct
 from layby_services.door.commands import send
 from layby_services.door.deps import Door, Token, Who, json_body

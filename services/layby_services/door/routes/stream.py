@@ -25,10 +25,10 @@ from layby_contracts.events import InteractionAnswered, InteractionAsked, Intera
 from layby_contracts.http import TerminalFrame
 from layby_domain.frames import add_frame
 from layby_domain.interaction import of_caller_ask
-from layby_server import tracing
 from layby_server.auth import Principal
-from layby_server.eventstore import Stored
-from layby_server.logs import get_logger
+from layby_server.observability import tracing
+from layby_server.observability.logs import get_logger
+from layby_server.store.eventstore import Stored
 from layby_services.door.cache import AskedCache
 from layby_services.door.deps import Door, DoorState, Who
 from layby_services.door.errors import Busy

@@ -31,7 +31,7 @@ from layby_domain.validation import is_subject
 from layby_domain.verifiers import Request as SignedRequest
 from layby_domain.verifiers import VerificationFailed, VerifierError, parse_secrets, verify
 from layby_server.auth import Principal
-from layby_server.logs import get_logger
+from layby_server.observability.logs import get_logger
 from layby_services.door.bodies import decode_body
 from layby_services.door.deps import Door, DoorState, Raw, Who, authenticate
 from layby_services.door.messages import NOT_FOUND, WEBHOOK_ERROR, WEBHOOK_FAILED

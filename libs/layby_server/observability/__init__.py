@@ -1,0 +1,1 @@
+"""Logs, metrics, gauges, traces and the health port."""

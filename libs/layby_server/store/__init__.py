@@ -1,0 +1,1 @@
+"""The event store: JetStream's streams, appends, reads and consumers, and the in-memory twin."""
