@@ -41,6 +41,37 @@ def _timed_out(
 Retry = type[BaseException] | tuple[type[BaseException], ...]
 
 
+@dataclass
+class _Wait:
+    """One wait's bookkeeping, shared by ``eventually`` and ``eventually_sync``: what it saw last
+    and whether its time is up."""
+
+    what: str
+    timeout: float
+    until: Callable[[Any], object] | None
+    deadline: float = 0.0
+    tries: int = 0
+    seen: object = None
+    error: BaseException | None = None
+
+    def __post_init__(self) -> None:
+        self.deadline = time.monotonic() + self.timeout
+
+    def holds(self, value: object) -> bool:
+        """Whether ``value`` ends the wait (else it is what the wait saw last)."""
+        if _holds(self.until, value):
+            return True
+        self.seen, self.error = value, None
+        return False
+
+    def give_up(self) -> AssertionError | None:
+        """The wait's failure once its time is up (None: try again)."""
+        self.tries += 1
+        if time.monotonic() < self.deadline:
+            return None
+        return _timed_out(self.what, self.timeout, self.tries, self.seen, self.error)
+
+
 class Patience(TypedDict, Generic[T], total=False):
     """How a wait goes (``eventually``): ``until`` the value holds (else while it is falsy), for
     ``timeout`` seconds, a try every ``interval``; an exception of a ``retry`` class is "not yet"."""
@@ -72,24 +103,20 @@ async def eventually(
     return that value. An exception of a ``retry`` class counts as "not yet" (a door not
     listening yet, a consumer not created yet); any other propagates at once. After ``timeout``
     seconds it fails with ``what`` it waited for and the last value or exception it saw."""
-    deadline = time.monotonic() + timeout
-    seen: object = None
-    error: BaseException | None = None
-    tries = 0
+    wait = _Wait(what, timeout, until)
     while True:
-        tries += 1
         try:
             value = probe()
             if inspect.isawaitable(value):
                 value = await value
         except retry as exc:
-            error = exc
+            wait.error = exc
         else:
-            if _holds(until, value):
+            if wait.holds(value):
                 return value
-            seen, error = value, None
-        if time.monotonic() >= deadline:
-            raise _timed_out(what, timeout, tries, seen, error) from error
+        failed = wait.give_up()
+        if failed is not None:
+            raise failed from wait.error
         await asyncio.sleep(interval)
 
 
@@ -97,25 +124,19 @@ def eventually_sync(probe: Callable[[], T], what: str, **patience: Unpack[Patien
     """``eventually`` for a synchronous test (one that drives processes and blocks between tries;
     its probe may run an event loop of its own, so this one runs none): a try every 0.05 s unless
     told."""
-    until, timeout = patience.get("until"), patience.get("timeout", 10)
-    interval, retry = patience.get("interval", 0.05), patience.get("retry", Exception)
-    deadline = time.monotonic() + timeout
-    seen: object = None
-    error: BaseException | None = None
-    tries = 0
+    wait = _Wait(what, patience.get("timeout", 10), patience.get("until"))
     while True:
-        tries += 1
         try:
             value = probe()
-        except retry as exc:
-            error = exc
+        except patience.get("retry", Exception) as exc:
+            wait.error = exc
         else:
-            if _holds(until, value):
+            if wait.holds(value):
                 return value
-            seen, error = value, None
-        if time.monotonic() >= deadline:
-            raise _timed_out(what, timeout, tries, seen, error) from error
-        time.sleep(interval)
+        failed = wait.give_up()
+        if failed is not None:
+            raise failed from wait.error
+        time.sleep(patience.get("interval", 0.05))
 
 
 @dataclass

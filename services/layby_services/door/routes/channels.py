@@ -68,6 +68,15 @@ _HANDSHAKE_DOC = documented(
 )
 
 
+ChannelName = Annotated[
+    str,
+    PathParameter(
+        description="The channel's name in `LAYBY_CHANNELS`.", schema_extra={"pattern": CHANNEL_NAME}
+    ),
+]
+"""The ``name`` path parameter of every channel door."""
+
+
 @post(
     "/api/channels/{name:str}/events",
     operation_id="postChannelEvents",
@@ -91,12 +100,7 @@ _HANDSHAKE_DOC = documented(
 async def channel_events(
     request: Request[Any, Any, Any],
     door: Door,
-    name: Annotated[
-        str,
-        PathParameter(
-            description="The channel's name in `LAYBY_CHANNELS`.", schema_extra={"pattern": CHANNEL_NAME}
-        ),
-    ],
+    name: ChannelName,
 ) -> Response[bytes]:
     _plugin(door, name)  # an unknown channel is the uniform 404 before its body is read
     body = await read_capped_body(request, door.settings.max_body_bytes)
@@ -121,12 +125,7 @@ async def channel_events(
 async def channel_handshake(
     request: Request[Any, Any, Any],
     door: Door,
-    name: Annotated[
-        str,
-        PathParameter(
-            description="The channel's name in `LAYBY_CHANNELS`.", schema_extra={"pattern": CHANNEL_NAME}
-        ),
-    ],
+    name: ChannelName,
 ) -> Response[bytes]:
     """The plugin answers (WhatsApp: the challenge as text when the verify token matches, 403
     otherwise); a plugin without a handshake refuses it as an unsigned request (401)."""
