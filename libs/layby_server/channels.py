@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.util
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -43,6 +44,33 @@ BUILTIN: dict[str, str] = {
 EXTRAS = {"slack_sdk": "slack", "telegram": "telegram", "twilio": "twilio"}
 """The package extra that brings each channel SDK a built-in plugin imports
 (docs/channels.md#installing-a-channel)."""
+SDKS = {"slack": "slack_sdk", "telegram": "telegram", "twilio": "twilio"}
+"""The SDK each built-in chat plugin imports (WhatsApp and the webhook channel need none)."""
+
+
+def needs_extra(name: str, plugin: str) -> str:
+    """What stops a channel whose plugin's SDK is not installed: the extra that brings it."""
+    extra = EXTRAS[SDKS[plugin]]
+    return (
+        f"channel {name!r}: plugin {plugin!r} needs the {extra!r} extra: pip install 'layby-server[{extra}]'"
+    )
+
+
+def missing_extras(raw: str | None) -> list[str]:
+    """For each configured built-in channel whose SDK is not installed, what stops it (``layby
+    up`` says so before it starts a service)."""
+    return [
+        needs_extra(name, config["plugin"])
+        for name, config in parse_channels(raw).items()
+        if config["plugin"] in SDKS and not _installed(SDKS[config["plugin"]])
+    ]
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # ValueError: an import already failed (None in sys.modules)
+        return False
 
 
 def parse_channels(raw: str | None) -> dict[str, dict[str, Any]]:
@@ -75,12 +103,10 @@ def load_channels(raw: str | None, secrets: Mapping[str, bytes]) -> dict[str, Ch
         try:
             factory = getattr(importlib.import_module(module_name), attr)
         except ImportError as exc:
-            extra = EXTRAS.get((exc.name or "").partition(".")[0])
-            if extra is not None:
-                raise ValueError(
-                    f"channel {name!r}: plugin {config['plugin']!r} needs the {extra!r} extra: "
-                    f"pip install 'layby-server[{extra}]'"
-                ) from None
+            sdk = (exc.name or "").partition(".")[0]
+            if sdk in EXTRAS:
+                plugin = next((p for p, m in SDKS.items() if m == sdk), config["plugin"])
+                raise ValueError(needs_extra(name, plugin)) from None
             raise ValueError(f"channel {name!r}: cannot load plugin {config['plugin']!r}: {exc}") from None
         except (AttributeError, ValueError) as exc:
             raise ValueError(f"channel {name!r}: cannot load plugin {config['plugin']!r}: {exc}") from None

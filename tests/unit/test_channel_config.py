@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -75,6 +76,21 @@ def test_a_channel_whose_sdk_is_not_installed_names_the_extra_that_brings_it(
         load_channels(f'{{"ops": {{"plugin": "{plugin}"}}}}', {})
     assert str(err.value) == (
         f"channel 'ops': plugin '{plugin}' needs the '{extra}' extra: pip install 'layby-server[{extra}]'"
+    )
+
+
+def test_layby_up_names_the_missing_extra_before_it_starts_a_service(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``layby up`` with a chat channel whose SDK is not installed refuses to start, naming the
+    extra, before any service starts (docs/channels.md#installing-a-channel)."""
+    from layby_server.operations.up import _refusal
+
+    monkeypatch.setitem(sys.modules, "telegram", None)
+    raw = '{"ops": {"plugin": "webhook", "url": "https://bridge.example/x"}, "tg": {"plugin": "telegram"}}'
+    settings = load_settings({"LAYBY_CHANNELS": raw, "LAYBY_DATA_DIR": str(tmp_path)})
+    assert _refusal(settings, tmp_path) == (
+        "error: channel 'tg': plugin 'telegram' needs the 'telegram' extra: pip install 'layby-server[telegram]'"
     )
 
 

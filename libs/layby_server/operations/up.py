@@ -24,6 +24,7 @@ from types import FrameType
 
 from layby.runtime import TOKEN_FILE, Runtime, data_dir, read_runtime
 from layby_server.auth import new_token
+from layby_server.channels import missing_extras
 from layby_server.operations.embedded import (
     EmbeddedNats,
     EmbeddedNatsCluster,
@@ -236,11 +237,14 @@ class _System:
 
 
 def _refusal(settings: Settings, directory: Path) -> str | None:
-    """Why `layby up` cannot start here: an embedded server it needs is not installed, another one
-    runs on this data dir, or the port is taken."""
+    """Why `layby up` cannot start here: an embedded server it needs is not installed, nor the SDK
+    of a configured channel, another one runs on this data dir, or the port is taken."""
     missing = missing_embedded(nats=settings.nats_url is None, postgres=settings.database_url is None)
     if missing is not None:
         return missing
+    extras = missing_extras(settings.channels)
+    if extras:
+        return "error: " + "; ".join(extras)
     existing = read_runtime(directory)
     if existing is not None and existing.pid != os.getpid():
         return f"layby is already running (pid {existing.pid}) at {existing.url}"
