@@ -47,8 +47,10 @@ async def test_sync_ask_returns_the_typed_answer_given_at_the_answer_door(system
 async def test_sync_ask_times_out_prunes_and_raises(system: System) -> None:
     """On timeout the question is pruned and InteractionTimeoutError raised (docs/aggregates/interaction.md#sync-timeout)."""
     client = await system.sdk()
+    # A budget the ask is surely recorded within on a loaded machine: a prune that overtakes the
+    # ask itself is "already gone" (tests/integration/test_ask_service.py covers that race).
     with pytest.raises(InteractionTimeoutError, match="the question was pruned"):
-        await client.ask_user("Anyone?", timeout=0.3)
+        await client.ask_user("Anyone?", timeout=2)
     await wait_total(system, 0)
     async with system.http() as http:
         assert (await http.get("/api/interactions")).json()["data"]["total"] == 0
