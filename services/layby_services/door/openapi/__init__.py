@@ -71,17 +71,11 @@ def _parameter(parameter: Json) -> Json:
     """A parameter as the wire has it: a path parameter is one plain segment (the media door's id
     is typed as a path only so that everything under its prefix reaches it); a query or header
     parameter is a string, left out when absent, never ``null``."""
-    schema = dict(parameter["schema"])
+    schema = {k: v for k, v in parameter["schema"].items() if k != "oneOf"}
     if parameter["in"] == "path":
         schema.pop("format", None)
-    else:
-        arms = [arm for arm in schema.pop("oneOf", []) if arm.get("type") != "null"]
-        schema = {**arms[0], **schema} if len(arms) == 1 else {**schema, **({"oneOf": arms} if arms else {})}
-        if isinstance(schema.get("type"), list):
-            kinds = [k for k in schema["type"] if k != "null"]
-            schema["type"] = kinds[0] if len(kinds) == 1 else kinds
-        if "enum" in schema:
-            schema["enum"] = [v for v in schema["enum"] if v is not None]
+    for arm in parameter["schema"].get("oneOf", []):
+        schema = schema if arm == {"type": "null"} else {**arm, **schema}
     return {**parameter, "schema": schema}
 
 
