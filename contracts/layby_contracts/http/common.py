@@ -6,18 +6,17 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 import msgspec
-from msgspec import UNSET, Struct, UnsetType
+from msgspec import UNSET, Meta, Struct, UnsetType
 
 Timestamp = Annotated[str, msgspec.Meta(extra_json_schema={"extra": {"format": "date-time"}})]
 """An ISO 8601 moment, as the doors write it (``datetime.isoformat``)."""
 
 
 class Error(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Every failure of a JSON door: what went wrong, for a person to read, and the input field
-    to blame when one is."""
+    """Every failure of a JSON door (docs/doors/common.md#envelope-and-errors)."""
 
-    error: str
-    field: str | UnsetType = UNSET
+    error: Annotated[str, Meta(description="What went wrong, for a person to read.")]
+    field: Annotated[str | UnsetType, Meta(description="The input field to blame, when one is.")] = UNSET
 
 
 class HealthData(Struct, frozen=True, kw_only=True):

@@ -160,16 +160,6 @@ TAGS: list[Json] = [
     {"name": "notifications", "description": "One-way notifications: send one, read the feed."},
     {"name": "health", "description": "Probes and this document."},
 ]
-ERROR_SCHEMA: Json = {
-    "type": "object",
-    "properties": {
-        "error": {"type": "string", "description": "What went wrong, for a person to read."},
-        "field": {"type": "string", "description": "The input field to blame, when one is."},
-    },
-    "required": ["error"],
-    "additionalProperties": False,
-    "description": "Every failure of a JSON door (docs/doors/common.md#envelope-and-errors).",
-}
 UNAVAILABLE_503 = {"503": ref("responses", "Unavailable")}
 RETRY_503 = {"503": {"headers": {**ERROR_HEADERS, "Retry-After": ref("headers", "RetryAfter")}}}
 OPENAPI_PATH = "/schema/openapi.json"
