@@ -17,6 +17,7 @@ from litestar.handlers import HTTPRouteHandler
 from litestar.middleware import DefineMiddleware
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import OpenAPIRenderPlugin
+from litestar.openapi.spec import Components
 
 from layby_contracts.channels import ChatChannel
 from layby_domain.clock import Clock, SystemClock
@@ -39,7 +40,7 @@ from layby_services.door.deps import AUTHENTICATED, DEPENDENCIES, DoorState, aut
 from layby_services.door.errors import EXCEPTION_HANDLERS
 from layby_services.door.fanout import Tails
 from layby_services.door.openapi import finish
-from layby_services.door.openapi.components import BEARER
+from layby_services.door.openapi.components import BEARER, BEARER_AUTH, DESCRIPTION, SUMMARY, TAGS
 from layby_services.door.query import PARAMETER_HANDLERS
 from layby_services.door.ratelimit import RateLimiter, RateLimitMiddleware
 from layby_services.door.routes.answer import answer_door
@@ -99,6 +100,10 @@ def _openapi_config() -> OpenAPIConfig:
     return OpenAPIConfig(
         title="Layby",
         version="0.1.0",
+        summary=SUMMARY,
+        description=DESCRIPTION,
+        tags=TAGS,
+        components=Components(security_schemes={"bearerAuth": BEARER_AUTH}),
         path="/schema",
         render_plugins=[_Document()],
         openapi_router=Router(

@@ -27,11 +27,9 @@ from layby_services.door.openapi.components import (
     CAPABILITY,
     COMPONENTS,
     ERROR_HEADERS,
-    INFO,
     JSON,
     OPENAPI_OPERATION,
     OPENAPI_PATH,
-    TAGS,
     UUID4,
     Json,
     ref,
@@ -171,11 +169,11 @@ def finish(generated: Json) -> Json:
         }
         for path, item in generated["paths"].items()
     }
-    schemas = dict(generated.get("components", {}).get("schemas", {}))
+    generated_components = generated["components"]
     _, bodies = msgspec.json.schema_components(
         [_BODIES[name] for name in sorted(_BODIES)], ref_template="#/components/schemas/{name}"
     )
-    schemas.update(bodies)
+    schemas = {**generated_components["schemas"], **bodies}
     # The save door's body is the definition the responses show, closed: an unknown key is refused.
     schemas["DoorSpecRequest"] = {
         **schemas["DoorSpec"],
@@ -185,13 +183,12 @@ def finish(generated: Json) -> Json:
         "(docs/doors/doors.md#the-definition).",
     }
     del schemas["Error"]["title"]
+    components = {**COMPONENTS, "securitySchemes": generated_components["securitySchemes"]}
     served: Json = _whole_numbers(
         {
-            "openapi": "3.1.0",
-            "info": INFO,
-            "tags": TAGS,
+            **{key: generated[key] for key in ("openapi", "info", "tags")},
             "paths": paths,
-            "components": {**COMPONENTS, "schemas": dict(sorted(schemas.items()))},
+            "components": {**components, "schemas": dict(sorted(schemas.items()))},
         }
     )
     return served

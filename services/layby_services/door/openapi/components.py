@@ -1,9 +1,12 @@
 """The hand-written components of the doors' OpenAPI document: what every operation may answer
-before its handler runs, the shared headers, the security scheme, and the document's info."""
+before its handler runs, the shared headers; and what the application's OpenAPIConfig hands
+Litestar: the document's summary, description and tags, the bearer security scheme."""
 
 from __future__ import annotations
 
 from typing import Any
+
+from litestar.openapi.spec import SecurityScheme, Tag
 
 from layby_contracts.limits import MAX_BODY_BYTES_DEFAULT
 from layby_server.auth import BAD_SCHEME, MISSING_CREDENTIALS, UNKNOWN_CREDENTIALS
@@ -73,17 +76,6 @@ def error(description: str, messages: tuple[str, ...], *, headers: Json | None =
 
 
 COMPONENTS: Json = {
-    "securitySchemes": {
-        "bearerAuth": {
-            "type": "http",
-            "scheme": "bearer",
-            "description": (
-                "A token of `LAYBY_API_TOKENS` (`TOKEN:IDENTITY:ROLE`). Role `operator` sees and answers "
-                "everything; role `user` only what is addressed to its identity, and only its own runs "
-                "(docs/doors/common.md#authentication)."
-            ),
-        }
-    },
     "headers": {
         "NoStore": header(text("no-store"), "Never cached."),
         "NoSniff": header(text("nosniff"), "The declared content type is the only one."),
@@ -141,25 +133,28 @@ BEFORE_ANY_DOOR = {
 (docs/doors/common.md#connection-limits) and the catch-all for the unexpected."""
 
 
-INFO: Json = {
-    "title": "Layby",
-    "version": "0.1.0",
-    "summary": "Human-in-the-loop questions for AI agents: the HTTP doors.",
-    "description": (
-        'Success is `{"data": ...}`; failure is `{"error": "<message>"}` plus `field` when one input '
-        "field is to blame (docs/doors/common.md). Every JSON error carries `Cache-Control: no-store` "
-        "and `X-Content-Type-Options: nosniff`."
-    ),
-}
-TAGS: list[Json] = [
-    {"name": "interactions", "description": "Pending questions: list, stream, answer, media."},
-    {"name": "callback", "description": "Public doors of external and channel-delivered questions."},
-    {"name": "channels", "description": "Chat channels: providers' inbound webhooks and inbound messages."},
-    {"name": "runs", "description": "The status of runs and their parks."},
-    {"name": "doors", "description": "Door definitions: hooks, schedules and conversation routes."},
-    {"name": "notifications", "description": "One-way notifications: send one, read the feed."},
-    {"name": "health", "description": "Probes and this document."},
+SUMMARY = "Human-in-the-loop questions for AI agents: the HTTP doors."
+DESCRIPTION = (
+    'Success is `{"data": ...}`; failure is `{"error": "<message>"}` plus `field` when one input '
+    "field is to blame (docs/doors/common.md). Every JSON error carries `Cache-Control: no-store` "
+    "and `X-Content-Type-Options: nosniff`."
+)
+TAGS = [
+    Tag(name="interactions", description="Pending questions: list, stream, answer, media."),
+    Tag(name="callback", description="Public doors of external and channel-delivered questions."),
+    Tag(name="channels", description="Chat channels: providers' inbound webhooks and inbound messages."),
+    Tag(name="runs", description="The status of runs and their parks."),
+    Tag(name="doors", description="Door definitions: hooks, schedules and conversation routes."),
+    Tag(name="notifications", description="One-way notifications: send one, read the feed."),
+    Tag(name="health", description="Probes and this document."),
 ]
+BEARER_AUTH = SecurityScheme(
+    type="http",
+    scheme="bearer",
+    description="A token of `LAYBY_API_TOKENS` (`TOKEN:IDENTITY:ROLE`). Role `operator` sees and answers "
+    "everything; role `user` only what is addressed to its identity, and only its own runs "
+    "(docs/doors/common.md#authentication).",
+)
 UNAVAILABLE_503 = {"503": ref("responses", "Unavailable")}
 RETRY_503 = {"503": {"headers": {**ERROR_HEADERS, "Retry-After": ref("headers", "RetryAfter")}}}
 OPENAPI_PATH = "/schema/openapi.json"
