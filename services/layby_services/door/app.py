@@ -39,7 +39,7 @@ from layby_services.door.conversations import ChatConversations
 from layby_services.door.deps import AUTHENTICATED, DEPENDENCIES, DoorState, authenticated
 from layby_services.door.errors import EXCEPTION_HANDLERS
 from layby_services.door.fanout import Tails
-from layby_services.door.openapi import finish
+from layby_services.door.openapi import DoorOperation, finish
 from layby_services.door.openapi.components import BEARER, BEARER_AUTH, DESCRIPTION, SUMMARY, TAGS
 from layby_services.door.query import PARAMETER_HANDLERS
 from layby_services.door.ratelimit import RateLimiter, RateLimitMiddleware
@@ -179,6 +179,13 @@ PUBLIC_DOORS: list[HTTPRouteHandler] = [
     channel_handshake,
     hook_door,  # authenticates itself, unless its door binds a verifier (routes/visits.py)
 ]
+
+
+for _door in (*AUTHENTICATED_DOORS, *PUBLIC_DOORS):
+    # Every door's operation follows the doors' conventions (openapi.DoorOperation); a handler
+    # whose operation says more declares ``operation_class=documented(...)``.
+    if not issubclass(_door.operation_class, DoorOperation):
+        _door.operation_class = DoorOperation
 
 
 def register_webhooks(chats: dict[str, ChatChannel], public_base_url: str | None) -> asyncio.Task[None]:

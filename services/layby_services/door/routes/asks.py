@@ -56,7 +56,7 @@ from layby_services.door.bodies import decode_struct
 from layby_services.door.commands import send
 from layby_services.door.deps import Door, DoorState, Token, Who, json_body
 from layby_services.door.errors import Busy
-from layby_services.door.openapi import UUID4, DoorOperation, documented, refusal
+from layby_services.door.openapi import UUID4, documented, refusal
 from layby_services.door.openapi.components import RETRY_503
 from layby_services.door.wakes import WakeHub
 
@@ -335,7 +335,6 @@ async def outcome_door(
     "/api/interactions/{interaction_id:str}",
     operation_id="withdrawInteraction",
     tags=["interactions"],
-    operation_class=DoorOperation,
     status_code=200,
     summary="Withdraw a question",
     description="Removes a pending question (reason `cancelled`), as the SDK's cancellation does. "

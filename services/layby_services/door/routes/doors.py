@@ -28,7 +28,7 @@ from layby_server.write.doors import DOOR_NOT_FOUND, OPERATORS_ONLY, door_of, la
 from layby_services.door.bodies import decode_object
 from layby_services.door.commands import door_command
 from layby_services.door.deps import Door, Token, Who, json_body, operators_only
-from layby_services.door.openapi import DoorOperation, documented, refusal
+from layby_services.door.openapi import documented, refusal
 from layby_services.door.openapi.components import JSON, UNAVAILABLE_503, ref
 from layby_services.door.query import DEFAULT_PAGE_SIZE, Page, PageSize
 from layby_services.door.routes.inbox import PAGING_400, next_page
@@ -99,7 +99,6 @@ async def put_door(
     "/api/doors/{name:str}",
     operation_id="getDoor",
     tags=["doors"],
-    operation_class=DoorOperation,
     summary="One door definition",
     description="Read from the door's last event in the log: a save that returned is what this shows "
     "(docs/doors/doors.md#show).",

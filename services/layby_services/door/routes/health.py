@@ -8,7 +8,7 @@ from litestar.openapi import ResponseSpec
 from layby_contracts.http import Health, HealthData, NotReady, Ready, ReadyChecks, ReadyData
 from layby_services.door.deps import Door
 from layby_services.door.messages import NOT_READY
-from layby_services.door.openapi import DoorOperation, documented
+from layby_services.door.openapi import documented
 from layby_services.door.openapi.components import RETRY_503
 
 NOT_READY_HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff", "Retry-After": "1"}
@@ -18,7 +18,6 @@ NOT_READY_HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nos
     "/healthz",
     operation_id="healthz",
     tags=["health"],
-    operation_class=DoorOperation,
     summary="The process is alive",
 )
 async def healthz() -> Health:

@@ -66,7 +66,7 @@ from layby_server.write.runops import NOT_FOUND, cancel_run, load_run, retry_run
 from layby_services.door.bodies import decode_struct
 from layby_services.door.commands import send
 from layby_services.door.deps import Door, Token, Who, json_body
-from layby_services.door.openapi import UUID4, DoorOperation, documented, refusal
+from layby_services.door.openapi import UUID4, documented, refusal
 from layby_services.door.openapi.components import UNAVAILABLE_503
 from layby_services.door.query import (
     DEFAULT_PAGE_SIZE,
@@ -183,7 +183,6 @@ def _park_view(data: dict[str, Any], park: list[dict[str, Any]]) -> None:
     "/api/runs/{run_id:str}",
     operation_id="getRun",
     tags=["runs"],
-    operation_class=DoorOperation,
     summary="One run's status",
     description="The run; keys that do not apply to its status are absent (docs/doors/runs.md).",
     responses={404: RUN_NOT_FOUND},
@@ -228,7 +227,6 @@ async def _warn_unserved(pool: Any, data: dict[str, Any]) -> None:
     "/api/workers",
     operation_id="listWorkers",
     tags=["runs"],
-    operation_class=DoorOperation,
     summary="Workers seen in the last hour: alive or not, and the flows they serve",
 )
 async def workers_door(door: Door, who: Who) -> Workers:
@@ -379,7 +377,6 @@ async def runs_door(
     "/api/runs/summary",
     operation_id="summarizeRuns",
     tags=["runs"],
-    operation_class=DoorOperation,
     summary="How many runs are in each status, their flows, the oldest open question",
     description="One snapshot: the counts and the oldest question for `flow` when given; a `user` token "
     "counts its own identity's runs only (docs/doors/runs.md#summary).",

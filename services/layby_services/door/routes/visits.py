@@ -35,7 +35,7 @@ from layby_server.observability.logs import get_logger
 from layby_services.door.bodies import decode_body
 from layby_services.door.deps import Door, DoorState, Raw, Who, authenticate
 from layby_services.door.messages import NOT_FOUND, WEBHOOK_ERROR, WEBHOOK_FAILED
-from layby_services.door.openapi import BEARER, DoorOperation, documented, refusal
+from layby_services.door.openapi import BEARER, documented, refusal
 from layby_services.door.openapi.components import JSON
 
 log = get_logger("layby.door.visits")
@@ -259,7 +259,6 @@ async def _receive(state: DoorState, result: VisitResult, who: Principal) -> Vis
     "/api/subjects/{subject:str}/parked",
     operation_id="listParked",
     tags=["doors"],
-    operation_class=DoorOperation,
     summary="Every entry parked on a subject",
     description="Operators only (docs/doors/hooks.md#parked-entries).",
     responses={
