@@ -49,7 +49,6 @@ NO_STORE = ref("headers", "NoStore")
 NOSNIFF = ref("headers", "NoSniff")
 ERROR_HEADERS = {"Cache-Control": NO_STORE, "X-Content-Type-Options": NOSNIFF}
 BEARER: list[Json] = [{"bearerAuth": []}]
-PUBLIC: list[Json] = []
 
 
 SEQ = {"type": "string", "pattern": "^[0-9]+$"}
@@ -162,7 +161,7 @@ OPENAPI_OPERATION: Json = {
     "operationId": "openapi",
     "summary": "Handler",
     "tags": ["health"],
-    "security": PUBLIC,
+    "security": [],
     "responses": {
         "200": {
             "description": "This OpenAPI 3.1 document, generated from the doors' handlers.",

@@ -19,6 +19,7 @@ from typing import Annotated, Any
 
 import msgspec
 from litestar import Request, get, post
+from litestar.openapi.spec import Operation
 from litestar.params import PathParameter, QueryParameter
 
 from layby_contracts.commands import Explicit
@@ -96,20 +97,16 @@ async def _until_settled(state: DoorState, visit_id: str, act: Any, wait: float)
         await sub.unsubscribe()
 
 
-_HOOK_DOC = documented(
-    body={
-        "required": False,
-        "description": "The hook's input document (any JSON; an empty body is `{}`).",
-        "content": {JSON: {"schema": {}}},
-    }
-)
+def _reads_input(description: str) -> type[Operation]:
+    """A visit door's operation: its body is the door's input document, any JSON (``_input``)."""
+    return documented(body={"required": False, "description": description, "content": {JSON: {"schema": {}}}})
 
 
 @post(
     "/api/hooks/{name:str}",
     operation_id="visitHook",
     tags=["doors"],
-    operation_class=_HOOK_DOC,
+    operation_class=_reads_input("The hook's input document (any JSON; an empty body is `{}`)."),
     # A bearer token, or (a hook whose door binds a webhook verifier) the sender's signature.
     security=[*BEARER, {}],
     status_code=200,
@@ -184,20 +181,11 @@ def _verify(state: DoorState, found: DoorSaved, raw: bytes, request: Request[Any
         raise RuntimeError(WEBHOOK_ERROR) from None
 
 
-_MESSAGE_DOC = documented(
-    body={
-        "required": False,
-        "description": "The message: the route's input document (any JSON).",
-        "content": {JSON: {"schema": {}}},
-    }
-)
-
-
 @post(
     "/api/conversations/{subject:str}/messages",
     operation_id="postConversationMessage",
     tags=["doors"],
-    operation_class=_MESSAGE_DOC,
+    operation_class=_reads_input("The message: the route's input document (any JSON)."),
     status_code=200,
     summary="Post a message to a conversation: its route's contract runs over it, then acts",
     description="The route is `door` when given, else the first conversation door (by name) whose "
