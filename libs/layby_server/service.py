@@ -58,10 +58,13 @@ async def open_resources(
     name: str,
     clock: Clock | None = None,
     database: bool = True,
+    pool_size: int = 10,
     secrets: bool = False,
     metrics: ServiceMetrics | None = None,
 ) -> AsyncIterator[Resources]:
     """Open the NATS connection, the event store and (optionally) the pool, in one place.
+    ``pool_size``: the most PostgreSQL connections the service's pool opens (each is a server
+    process of its own, about 13 MB while idle; docs/performance.md#what-a-process-loads).
     ``secrets``: this service keeps or reads sensitive answers, so it needs LAYBY_SECRETS_KEY.
     ``metrics``: the service's registry, when the caller counts into it before this opens (the
     door's requests); the store counts every event it appends into it, and the health port
@@ -114,7 +117,7 @@ async def open_resources(
             await provision_patiently(store)
             if database:
                 assert db_url is not None
-                pool = await open_pool(db_url, settings.db_schema)
+                pool = await open_pool(db_url, settings.db_schema, max_size=pool_size)
         finally:
             _opening.discard(me)
         res = Resources(settings, nc, store, pool, clock or SystemClock(), metrics or ServiceMetrics())

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from nats.aio.client import Client as NATS
 
+from layby import lean
 from layby.logs import get_logger
 from layby_contracts.errors import Unavailable
 
@@ -124,6 +125,8 @@ async def connect_nats(
         addresses = servers(url)
     except ValueError as exc:
         raise Unavailable(f"{variable} is not a usable NATS URL: {exc}") from None
+    if any(urlsplit(address).scheme in ("ws", "wss") for address in addresses):
+        lean.websocket_transport()
     errors = _ErrorLog(name, url, variable, servers=len(addresses))
     nc = NATS()
     options: dict[str, Any] = {}

@@ -180,13 +180,13 @@ def _refuse_unknown(recorded: dict[int, str], shipped: list[Migration]) -> None:
             )
 
 
-async def open_pool(dsn: str, schema: str) -> asyncpg.Pool:
+async def open_pool(dsn: str, schema: str, *, max_size: int = 10) -> asyncpg.Pool:
     """The PostgreSQL pool, waiting (with backoff, one log line per step) while the database
     cannot be reached; a URL that can never work fails at once, naming the variable."""
     pause = 0.5
     while True:
         try:
-            return await create_pool(dsn, schema)
+            return await create_pool(dsn, schema, max_size=max_size)
         except SettingsError:
             raise  # the schema refused this build (docs/engineering.md#sql-files): not a URL problem
         except (ValueError, asyncpg.exceptions.ClientConfigurationError) as exc:

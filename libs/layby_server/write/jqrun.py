@@ -376,3 +376,9 @@ class LazyJq:
             if self._runner is not None:
                 await self._runner.__aexit__(None, None, None)
                 self._runner = None
+
+    async def __aenter__(self) -> LazyJq:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()

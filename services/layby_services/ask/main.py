@@ -48,7 +48,7 @@ from layby_server.projection.workers import WorkerRegistry
 from layby_server.service import open_resources, run_main
 from layby_server.settings import Settings, load_settings
 from layby_server.write.feed import Feed
-from layby_server.write.jqrun import JqRunner
+from layby_server.write.jqrun import LazyJq
 from layby_services.ask.admission import CALLER_POOL, Admitter
 from layby_services.ask.doors import DoorHandlers
 from layby_services.ask.handlers import AskHandlers
@@ -63,7 +63,7 @@ MAX_INFLIGHT = 2000
 async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None = None) -> None:
     async with (
         open_resources(settings, name="ask", clock=clock, secrets=True) as res,
-        JqRunner() as jq,
+        LazyJq() as jq,
     ):
         assert res.pool is not None
         # A refusal at a cap waits until the projector has freed the slots of what resolved.

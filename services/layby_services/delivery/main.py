@@ -42,8 +42,6 @@ from layby_server.write.parked import Entries
 from layby_server.write.visits import Visitor
 from layby_services.delivery.deliver import Deliverer
 from layby_services.delivery.replies import Replier
-from layby_services.delivery.webhooks import CONCURRENCY as WEBHOOKS_CONCURRENCY
-from layby_services.delivery.webhooks import WebhookSender, new_client
 
 log = get_logger("layby.delivery")
 CONCURRENCY = 256
@@ -89,19 +87,13 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
                 if isinstance(stored.event, ConversationReplied):
                     await replier.on_replied(stored)
 
-        webhook_client = new_client()
-        sender = WebhookSender(res.store, settings, res.clock, webhook_client)
+        # Webhooks out, and the HTTP client they need, only where signing secrets are configured:
+        # without one no ask can name a notify_url (docs/webhooks.md#signing-secrets).
+        webhooks = None
+        if settings.webhooks_out_secrets:
+            from layby_services.delivery.webhooks import Webhooks
 
-        async def webhooks(batch: list[Stored]) -> None:
-            for stored in batch:
-                ev = stored.event
-                if of_caller_ask(ev):
-                    continue
-                if isinstance(ev, InteractionAsked):
-                    sender.on_asked(ev)
-                elif isinstance(ev, InteractionAnswered | InteractionRemoved):
-                    await sender.on_resolved(stored)
-
+            webhooks = Webhooks(res.store, settings, res.clock)
         log.info("delivery.ready", namespace=settings.namespace, channels=sorted(channels))
         try:
             async with asyncio.TaskGroup() as group:
@@ -111,8 +103,10 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
                     ("delivery", handle, names.ix_all, CONCURRENCY, _sends),
                     ("delivery-replies", replies, names.conversations_all, REPLIES_CONCURRENCY, None),
                 ]
-                if settings.webhooks_out_secrets:
-                    loops.append(("delivery-webhooks", webhooks, names.ix_all, WEBHOOKS_CONCURRENCY, None))
+                if webhooks is not None:
+                    loops.append(
+                        ("delivery-webhooks", webhooks.handle, names.ix_all, webhooks.CONCURRENCY, None)
+                    )
                 group.create_task(lag.run(stop))
                 for role, handler, subjects, concurrency, traced in loops:
                     group.create_task(
@@ -127,7 +121,8 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
                         )
                     )
         finally:
-            await webhook_client.close()
+            if webhooks is not None:
+                await webhooks.aclose()
             await close_channels(channels)
 
 

@@ -22,6 +22,7 @@ from layby_contracts.errors import BadInput
 from layby_contracts.events import InteractionAnswered, InteractionAsked, InteractionRemoved
 from layby_contracts.webhooks import AttemptResult, WebhookAttempt
 from layby_domain.clock import Clock
+from layby_domain.interaction import of_caller_ask
 from layby_domain.webhooks import (
     body_of,
     check_addresses,
@@ -205,3 +206,26 @@ def new_client() -> aiohttp.ClientSession:
         cookie_jar=aiohttp.DummyCookieJar(),
         trust_env=False,
     )
+
+
+class Webhooks:
+    """The ``delivery-webhooks`` consumer's handler: its sender and the HTTP session it owns."""
+
+    CONCURRENCY = CONCURRENCY
+
+    def __init__(self, store: EventStore, settings: Settings, clock: Clock) -> None:
+        self._client = new_client()
+        self._sender = WebhookSender(store, settings, clock, self._client)
+
+    async def handle(self, batch: list[Stored]) -> None:
+        for stored in batch:
+            ev = stored.event
+            if of_caller_ask(ev):
+                continue
+            if isinstance(ev, InteractionAsked):
+                self._sender.on_asked(ev)
+            elif isinstance(ev, InteractionAnswered | InteractionRemoved):
+                await self._sender.on_resolved(stored)
+
+    async def aclose(self) -> None:
+        await self._client.close()

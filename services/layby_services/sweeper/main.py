@@ -37,10 +37,14 @@ from layby_services.sweeper.schedules import Schedules
 
 log = get_logger("layby.sweeper")
 RETENTION_PASS_SECONDS = 60.0
+SWEEPER_CONNECTIONS = 1
+"""The sweeper's loops are periodic background work of short statements in batches: they take
+turns on one PostgreSQL connection instead of each keeping an idle server process of its own
+(docs/performance.md#what-a-process-loads)."""
 
 
 async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None = None) -> None:
-    async with open_resources(settings, name="sweeper", clock=clock) as res:
+    async with open_resources(settings, name="sweeper", clock=clock, pool_size=SWEEPER_CONNECTIONS) as res:
         assert res.pool is not None
         log.info(
             "sweeper.ready",
