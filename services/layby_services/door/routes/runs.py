@@ -19,20 +19,9 @@ from litestar.params import PathParameter
 
 from layby.ids import new_interaction_id
 from layby.requests import expect
+from layby_contracts import events
 from layby_contracts.commands import RunAccepted, StartRun
 from layby_contracts.errors import BadInput, NotFound
-from layby_contracts.events import (
-    InteractionAnswered,
-    InteractionRemoved,
-    RunCancelled,
-    RunEvent,
-    RunFailed,
-    RunFinished,
-    RunParked,
-    RunResumed,
-    RunStarted,
-    RunStepRecorded,
-)
 from layby_contracts.http import (
     RUN_STATUSES,
     Cancelled,
@@ -258,10 +247,10 @@ async def _settle_pending(store: EventStore, park: list[dict[str, Any]]) -> None
         if ask["status"] != "pending" or ask.get("kind") == "call":
             continue
         last = await store.last(store.names.ix(ask["interaction_id"]))
-        if isinstance(last, Stored) and isinstance(last.event, InteractionAnswered):
+        if isinstance(last, Stored) and isinstance(last.event, events.InteractionAnswered):
             expired = last.event.answered_by == ANSWERED_BY_EXPIRY
             ask["status"], ask["answered_by"] = ("expired" if expired else "answered"), last.event.answered_by
-        elif isinstance(last, Stored) and isinstance(last.event, InteractionRemoved):
+        elif isinstance(last, Stored) and isinstance(last.event, events.InteractionRemoved):
             ask["status"] = "removed"
 
 
@@ -271,7 +260,11 @@ async def _from_log(store: EventStore, run_id: str, who: Principal) -> dict[str,
     started, run = await load_run(store, run_id, who)
     event = run.last
     assert event is not None
-    status = "resumed" if isinstance(event, RunResumed | RunStepRecorded) and run.generation else run.status
+    status = (
+        "resumed"
+        if isinstance(event, events.RunResumed | events.RunStepRecorded) and run.generation
+        else run.status
+    )
     data: dict[str, Any] = {
         "run_id": run_id,
         "flow": started.flow,
@@ -280,9 +273,9 @@ async def _from_log(store: EventStore, run_id: str, who: Principal) -> dict[str,
         "generation": run.generation,
         "created_at": _iso(started.started_at),
         "updated_at": _iso(_at(event)),
-        "steps": event.step_count if isinstance(event, RunFinished) else len(run.steps),
+        "steps": event.step_count if isinstance(event, events.RunFinished) else len(run.steps),
     }
-    if isinstance(event, RunParked):
+    if isinstance(event, events.RunParked):
         park = [
             {
                 "interaction_id": a.interaction_id,
@@ -297,30 +290,30 @@ async def _from_log(store: EventStore, run_id: str, who: Principal) -> dict[str,
         _park_view(data, park)
         deadlines = [a.expiry_at for a in event.asks if a.expiry_at is not None]
         data["expiry_at"] = _iso(min(deadlines, default=None))
-    if isinstance(event, RunFinished):
+    if isinstance(event, events.RunFinished):
         data["result"] = event.result
-    if isinstance(event, RunFailed):
+    if isinstance(event, events.RunFailed):
         data["error"] = event.error
-    if isinstance(event, RunCancelled):
+    if isinstance(event, events.RunCancelled):
         data["cancelled_by"] = event.by
     return data
 
 
-def _at(event: RunEvent) -> datetime:
+def _at(event: events.RunEvent) -> datetime:
     match event:
-        case RunStarted():
+        case events.RunStarted():
             return event.started_at
-        case RunParked():
+        case events.RunParked():
             return event.parked_at
-        case RunResumed():
+        case events.RunResumed():
             return event.resumed_at
-        case RunStepRecorded():
+        case events.RunStepRecorded():
             return event.recorded_at
-        case RunFinished():
+        case events.RunFinished():
             return event.finished_at
-        case RunFailed():
+        case events.RunFailed():
             return event.failed_at
-        case RunCancelled():
+        case events.RunCancelled():
             return event.cancelled_at
 
 
