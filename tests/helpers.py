@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import inspect
 import json
+import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -137,6 +138,17 @@ def eventually_sync(probe: Callable[[], T], what: str, **patience: Unpack[Patien
         if failed is not None:
             raise failed from wait.error
         time.sleep(patience.get("interval", 0.05))
+
+
+class Records(logging.Handler):
+    """A logging handler that keeps every record it is given, from debug up."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
 
 
 @dataclass
