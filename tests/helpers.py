@@ -15,9 +15,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, TypedDict, TypeVar, Unpack, overload
 
 import httpx
+import msgspec
 
 from layby.ids import new_ticket
 from layby.sdk import Client
+from layby_contracts.doors import DoorSpec
+from layby_contracts.events import DoorSaved
 from layby_server.store.eventstore import EventStore
 from tests.channel_plugins import Bridge
 from tests.conftest import OPERATOR, System
@@ -356,6 +359,23 @@ class Booking:
             if self.broken:
                 raise RuntimeError("the mail server is down")
             return seat
+
+
+async def save_door(store: EventStore, name: str, **spec: Any) -> None:
+    """A door as saving one records it (the doors API is tested on its own)."""
+    event = DoorSaved(name=name, spec=msgspec.convert(spec, DoorSpec), by="ops", saved_at=datetime.now(UTC))
+    await store.append(store.names.door(name), event, msg_id=f"door-{name}", expected_seq=None)
+
+
+async def route(system: System, store: EventStore, name: str, **spec: Any) -> None:
+    """Save door ``name`` and wait until the doors API lists it (routes read what it reads)."""
+    await save_door(store, name, **spec)
+    async with system.http() as http:
+        await eventually(
+            lambda: http.get("/api/doors"),
+            f"door {name} listed",
+            until=lambda r: name in [d["name"] for d in r.json()["data"]["items"]],
+        )
 
 
 @contextlib.asynccontextmanager
