@@ -361,6 +361,11 @@ class Booking:
             return seat
 
 
+def soon(minutes: float = 60) -> datetime:
+    """A deadline ``minutes`` from now (a park's or a caller ask's ``expiry_at``)."""
+    return datetime.now(UTC) + timedelta(minutes=minutes)
+
+
 async def save_door(store: EventStore, name: str, **spec: Any) -> None:
     """A door as saving one records it (the doors API is tested on its own)."""
     event = DoorSaved(name=name, spec=msgspec.convert(spec, DoorSpec), by="ops", saved_at=datetime.now(UTC))

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -16,7 +15,7 @@ import pytest
 import layby
 from layby_server.store.eventstore import EventStore
 from tests.conftest import System
-from tests.helpers import eventually, save_door, serving
+from tests.helpers import eventually, save_door, serving, soon
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -30,10 +29,6 @@ RESUME = """
 """
 START = "if .approve == null and .cancel == null then {n: .n} else null end"
 CANCEL = 'if .cancel then [$parked[] | select(.status == "asking") | .id] else null end'
-
-
-def soon(minutes: float = 60) -> datetime:
-    return datetime.now(UTC) + timedelta(minutes=minutes)
 
 
 @pytest.fixture

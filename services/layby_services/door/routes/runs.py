@@ -41,7 +41,7 @@ from layby_services.door.query import (
     Status,
     parse_status,
 )
-from layby_services.door.routes.inbox import PAGING_400, next_page
+from layby_services.door.routes.inbox import PAGING_400, first_item_link, next_page
 
 STATUSES = http.RUN_STATUSES
 _enc = msgspec.json.Encoder()
@@ -294,13 +294,7 @@ def _at(event: events.RunEvent) -> datetime:
 
 
 _RUNS_DOC = documented(
-    links={
-        "ShowTheFirstRun": {
-            "operationId": "getRun",
-            "parameters": {"run_id": "$response.body#/data/items/0/run_id"},
-            "description": "The first run of the page.",
-        }
-    }
+    links=first_item_link("ShowTheFirstRun", "getRun", "run_id", "The first run of the page.")
 )
 
 
