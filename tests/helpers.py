@@ -61,19 +61,18 @@ class _Wait:
     def __post_init__(self) -> None:
         self.deadline = time.monotonic() + self.timeout
 
-    def holds(self, value: object) -> bool:
-        """Whether ``value`` ends the wait (else it is what the wait saw last)."""
-        if _holds(self.until, value):
+    def done(self, value: object, error: BaseException | None) -> bool:
+        """Whether a try that gave ``value`` (or raised ``error``, a "not yet") ends the wait; once
+        the time is up, the wait's failure is raised instead of trying again."""
+        if error is None and _holds(self.until, value):
             return True
-        self.seen, self.error = value, None
-        return False
-
-    def give_up(self) -> AssertionError | None:
-        """The wait's failure once its time is up (None: try again)."""
+        if error is None:
+            self.seen = value
+        self.error = error
         self.tries += 1
-        if time.monotonic() < self.deadline:
-            return None
-        return _timed_out(self.what, self.timeout, self.tries, self.seen, self.error)
+        if time.monotonic() >= self.deadline:
+            raise _timed_out(self.what, self.timeout, self.tries, self.seen, self.error) from error
+        return False
 
 
 class Patience(TypedDict, Generic[T], total=False):
@@ -109,18 +108,15 @@ async def eventually(
     seconds it fails with ``what`` it waited for and the last value or exception it saw."""
     wait = _Wait(what, timeout, until)
     while True:
+        value, error = None, None
         try:
             value = probe()
             if inspect.isawaitable(value):
                 value = await value
         except retry as exc:
-            wait.error = exc
-        else:
-            if wait.holds(value):
-                return value
-        failed = wait.give_up()
-        if failed is not None:
-            raise failed from wait.error
+            error = exc
+        if wait.done(value, error):
+            return value
         await asyncio.sleep(interval)
 
 
@@ -130,16 +126,13 @@ def eventually_sync(probe: Callable[[], T], what: str, **patience: Unpack[Patien
     told."""
     wait = _Wait(what, patience.get("timeout", 10), patience.get("until"))
     while True:
+        value, error = None, None
         try:
             value = probe()
         except patience.get("retry", Exception) as exc:
-            wait.error = exc
-        else:
-            if wait.holds(value):
-                return value
-        failed = wait.give_up()
-        if failed is not None:
-            raise failed from wait.error
+            error = exc
+        if wait.done(value, error):
+            return value
         time.sleep(patience.get("interval", 0.05))
 
 
