@@ -13,22 +13,7 @@ from typing import Any, ClassVar
 
 import msgspec
 
-from layby_contracts.channels import (
-    NOTIFY_FLAGS,
-    ChannelDelivery,
-    ChannelDeliveryError,
-    ChannelInputError,
-    ChannelNotification,
-    Inbound,
-    InboundMalformed,
-    InboundRefused,
-    InboundReply,
-    InboundRequest,
-    InboundResponse,
-    Posted,
-    ReplyOutcome,
-    Retraction,
-)
+from layby_contracts import channels
 
 
 class HangingChannel:
@@ -42,7 +27,7 @@ class HangingChannel:
     def __init__(self, *, name: str, config: dict[str, Any], secrets: Mapping[str, bytes]) -> None:
         self.calls = 0
 
-    async def deliver(self, delivery: ChannelDelivery) -> None:
+    async def deliver(self, delivery: channels.ChannelDelivery) -> None:
         self.calls += 1
         hang = HangingChannel.hangs.setdefault(delivery.interaction_id, asyncio.Event())
         HangingChannel.started.append(delivery.interaction_id)
@@ -50,7 +35,7 @@ class HangingChannel:
             await hang.wait()
         finally:
             HangingChannel.hangs.pop(delivery.interaction_id, None)
-        raise ChannelDeliveryError("the hung send was released by the test")
+        raise channels.ChannelDeliveryError("the hung send was released by the test")
 
     @classmethod
     def release(cls, interaction_id: str) -> None:
@@ -65,8 +50,8 @@ class LeakyChannel:
     def __init__(self, *, name: str, config: dict[str, Any], secrets: Mapping[str, bytes]) -> None:
         pass
 
-    async def deliver(self, delivery: ChannelDelivery) -> None:
-        raise ChannelDeliveryError(f"the medium refused the button {delivery.callback_url}")
+    async def deliver(self, delivery: channels.ChannelDelivery) -> None:
+        raise channels.ChannelDeliveryError(f"the medium refused the button {delivery.callback_url}")
 
 
 class RetryLaterChannel:
@@ -77,9 +62,9 @@ class RetryLaterChannel:
     def __init__(self, *, name: str, config: dict[str, Any], secrets: Mapping[str, bytes]) -> None:
         pass
 
-    async def deliver(self, delivery: ChannelDelivery) -> None:
+    async def deliver(self, delivery: channels.ChannelDelivery) -> None:
         RetryLaterChannel.calls.append(delivery.interaction_id)
-        raise ChannelDeliveryError("busy", retryable=True, retry_after=0.3)
+        raise channels.ChannelDeliveryError("busy", retryable=True, retry_after=0.3)
 
 
 class CrashingChannel:
@@ -94,7 +79,7 @@ class CrashingChannel:
         if len(schema.get("properties", {})) > self.limit:
             raise ValueError(f"at most {self.limit} fields fit on this medium")
 
-    async def deliver(self, delivery: ChannelDelivery) -> None:
+    async def deliver(self, delivery: channels.ChannelDelivery) -> None:
         raise KeyError("recipient_id")
 
 
@@ -156,7 +141,7 @@ def channels_json(bridge_url: str) -> str:
 class ChatLog:
     """What a scripted chat medium saw: posted questions, outcomes of replies, retractions."""
 
-    posted: list[ChannelDelivery] = field(default_factory=list)
+    posted: list[channels.ChannelDelivery] = field(default_factory=list)
     outcomes: list[Any] = field(default_factory=list)
     retracted: dict[str, Any] = field(default_factory=dict)
     arrived: asyncio.Event = field(default_factory=asyncio.Event)
@@ -177,33 +162,35 @@ class ScriptedChat:
         self._secret = secrets[config["secret"]]
         self.log = ScriptedChat.LOGS.setdefault(name, ChatLog())
 
-    async def deliver(self, delivery: ChannelDelivery) -> Posted:
+    async def deliver(self, delivery: channels.ChannelDelivery) -> channels.Posted:
         self.log.posted.append(delivery)
         self.log.arrived.set()
-        return Posted(chat=delivery.recipient or "room", message=f"m-{delivery.interaction_id}")
+        return channels.Posted(chat=delivery.recipient or "room", message=f"m-{delivery.interaction_id}")
 
-    async def inbound(self, request: InboundRequest) -> Inbound:
+    async def inbound(self, request: channels.InboundRequest) -> channels.Inbound:
         given = request.headers.get("x-test-signature", "")
         expected = hmac.new(self._secret, request.body, hashlib.sha256).hexdigest()
         if not hmac.compare_digest(given, expected):
-            raise InboundRefused("bad test signature")
+            raise channels.InboundRefused("bad test signature")
         try:
-            reply = msgspec.json.decode(request.body, type=InboundReply)
+            reply = msgspec.json.decode(request.body, type=channels.InboundReply)
         except msgspec.DecodeError as exc:
-            raise InboundMalformed(str(exc)) from None
-        return Inbound(replies=[reply])
+            raise channels.InboundMalformed(str(exc)) from None
+        return channels.Inbound(replies=[reply])
 
-    async def respond(self, reply: InboundReply, outcome: ReplyOutcome) -> InboundResponse | None:
+    async def respond(
+        self, reply: channels.InboundReply, outcome: channels.ReplyOutcome
+    ) -> channels.InboundResponse | None:
         self.log.outcomes.append(outcome)
-        return InboundResponse(body=msgspec.json.encode(outcome), content_type="application/json")
+        return channels.InboundResponse(body=msgspec.json.encode(outcome), content_type="application/json")
 
-    async def follow_up(self, reply: InboundReply, outcome: ReplyOutcome) -> None:
+    async def follow_up(self, reply: channels.InboundReply, outcome: channels.ReplyOutcome) -> None:
         return None
 
-    async def open_form(self, reply: InboundReply, delivery: ChannelDelivery) -> None:
+    async def open_form(self, reply: channels.InboundReply, delivery: channels.ChannelDelivery) -> None:
         return None
 
-    async def retract(self, posted: Posted, retraction: Retraction) -> None:
+    async def retract(self, posted: channels.Posted, retraction: channels.Retraction) -> None:
         self.log.retracted[retraction.interaction_id] = retraction
 
 
@@ -221,31 +208,31 @@ class NotifyingChannel:
     notification it was handed is kept in ``sent`` (failed sends too), with the medium's ids it
     returned in ``ids``."""
 
-    sent: ClassVar[list[ChannelNotification]] = []
+    sent: ClassVar[list[channels.ChannelNotification]] = []
     ids: ClassVar[dict[str, list[str]]] = {}
 
     def __init__(self, *, name: str, config: dict[str, Any], secrets: Mapping[str, bytes]) -> None:
         self.name = name
         for key in config.get("flags", []):
-            setattr(self, NOTIFY_FLAGS[key], True)
+            setattr(self, channels.NOTIFY_FLAGS[key], True)
         self.fail = config.get("fail")
         self.retry_after = config.get("retry_after")
 
-    async def deliver(self, delivery: ChannelDelivery) -> None:
-        raise ChannelDeliveryError("this medium only notifies")
+    async def deliver(self, delivery: channels.ChannelDelivery) -> None:
+        raise channels.ChannelDeliveryError("this medium only notifies")
 
-    async def notify(self, notification: ChannelNotification) -> list[str]:
+    async def notify(self, notification: channels.ChannelNotification) -> list[str]:
         NotifyingChannel.sent.append(notification)
         if self.fail == "retryable":
-            raise ChannelDeliveryError(
+            raise channels.ChannelDeliveryError(
                 "medium busy at https://medium.example/token-abc",
                 retryable=True,
                 retry_after=self.retry_after,
             )
         if self.fail == "final":
-            raise ChannelDeliveryError("medium said no at https://medium.example/token-abc")
+            raise channels.ChannelDeliveryError("medium said no at https://medium.example/token-abc")
         if self.fail == "input":
-            raise ChannelInputError("the medium refuses this recipient")
+            raise channels.ChannelInputError("the medium refuses this recipient")
         ids = [
             f"{self.name}-{len(NotifyingChannel.sent)}-{i}" for i in range(len(notification.media or []) + 1)
         ]
@@ -253,7 +240,7 @@ class NotifyingChannel:
         return ids
 
     @classmethod
-    def with_message(cls, message: str) -> list[ChannelNotification]:
+    def with_message(cls, message: str) -> list[channels.ChannelNotification]:
         return [n for n in cls.sent if n.message == message]
 
 
@@ -263,5 +250,5 @@ class DeliverOnlyChannel:
     def __init__(self, *, name: str, config: dict[str, Any], secrets: Mapping[str, bytes]) -> None:
         pass
 
-    async def deliver(self, delivery: ChannelDelivery) -> None:
+    async def deliver(self, delivery: channels.ChannelDelivery) -> None:
         return None

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import inspect
 import json
+import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -14,9 +15,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, TypedDict, TypeVar, Unpack, overload
 
 import httpx
+import msgspec
 
 from layby.ids import new_ticket
 from layby.sdk import Client
+from layby_contracts.doors import DoorSpec
+from layby_contracts.events import DoorSaved
 from layby_server.store.eventstore import EventStore
 from tests.channel_plugins import Bridge
 from tests.conftest import OPERATOR, System
@@ -57,19 +61,18 @@ class _Wait:
     def __post_init__(self) -> None:
         self.deadline = time.monotonic() + self.timeout
 
-    def holds(self, value: object) -> bool:
-        """Whether ``value`` ends the wait (else it is what the wait saw last)."""
-        if _holds(self.until, value):
+    def done(self, value: object, error: BaseException | None) -> bool:
+        """Whether a try that gave ``value`` (or raised ``error``, a "not yet") ends the wait; once
+        the time is up, the wait's failure is raised instead of trying again."""
+        if error is None and _holds(self.until, value):
             return True
-        self.seen, self.error = value, None
-        return False
-
-    def give_up(self) -> AssertionError | None:
-        """The wait's failure once its time is up (None: try again)."""
+        if error is None:
+            self.seen = value
+        self.error = error
         self.tries += 1
-        if time.monotonic() < self.deadline:
-            return None
-        return _timed_out(self.what, self.timeout, self.tries, self.seen, self.error)
+        if time.monotonic() >= self.deadline:
+            raise _timed_out(self.what, self.timeout, self.tries, self.seen, self.error) from error
+        return False
 
 
 class Patience(TypedDict, Generic[T], total=False):
@@ -105,18 +108,15 @@ async def eventually(
     seconds it fails with ``what`` it waited for and the last value or exception it saw."""
     wait = _Wait(what, timeout, until)
     while True:
+        value, error = None, None
         try:
             value = probe()
             if inspect.isawaitable(value):
                 value = await value
         except retry as exc:
-            wait.error = exc
-        else:
-            if wait.holds(value):
-                return value
-        failed = wait.give_up()
-        if failed is not None:
-            raise failed from wait.error
+            error = exc
+        if wait.done(value, error):
+            return value
         await asyncio.sleep(interval)
 
 
@@ -126,17 +126,25 @@ def eventually_sync(probe: Callable[[], T], what: str, **patience: Unpack[Patien
     told."""
     wait = _Wait(what, patience.get("timeout", 10), patience.get("until"))
     while True:
+        value, error = None, None
         try:
             value = probe()
         except patience.get("retry", Exception) as exc:
-            wait.error = exc
-        else:
-            if wait.holds(value):
-                return value
-        failed = wait.give_up()
-        if failed is not None:
-            raise failed from wait.error
+            error = exc
+        if wait.done(value, error):
+            return value
         time.sleep(patience.get("interval", 0.05))
+
+
+class Records(logging.Handler):
+    """A logging handler that keeps every record it is given, from debug up."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
 
 
 @dataclass
@@ -344,6 +352,28 @@ class Booking:
             if self.broken:
                 raise RuntimeError("the mail server is down")
             return seat
+
+
+def soon(minutes: float = 60) -> datetime:
+    """A deadline ``minutes`` from now (a park's or a caller ask's ``expiry_at``)."""
+    return datetime.now(UTC) + timedelta(minutes=minutes)
+
+
+async def save_door(store: EventStore, name: str, **spec: Any) -> None:
+    """A door as saving one records it (the doors API is tested on its own)."""
+    event = DoorSaved(name=name, spec=msgspec.convert(spec, DoorSpec), by="ops", saved_at=datetime.now(UTC))
+    await store.append(store.names.door(name), event, msg_id=f"door-{name}", expected_seq=None)
+
+
+async def route(system: System, store: EventStore, name: str, **spec: Any) -> None:
+    """Save door ``name`` and wait until the doors API lists it (routes read what it reads)."""
+    await save_door(store, name, **spec)
+    async with system.http() as http:
+        await eventually(
+            lambda: http.get("/api/doors"),
+            f"door {name} listed",
+            until=lambda r: name in [d["name"] for d in r.json()["data"]["items"]],
+        )
 
 
 @contextlib.asynccontextmanager

@@ -350,7 +350,19 @@ class RunCancelled(msgspec.Struct, frozen=True, kw_only=True, tag="run.cancelled
     """Visits that were waiting on the cancelled execution: each is told the run failed."""
 
 
-class ChannelMessageReceived(msgspec.Struct, frozen=True, kw_only=True, tag="channel.message.v1"):
+class MessageFields(msgspec.Struct, frozen=True, kw_only=True):
+    """What every record of a chat message that answered nothing holds: the event's and the
+    messages door's frame's (docs/doors/messages.md)."""
+
+    message_id: str
+    channel: str
+    sender: str
+    chat: str
+    received_at: datetime
+    reason: Literal["late", "mismatch", "unmatched"]
+
+
+class ChannelMessageReceived(MessageFields, frozen=True, kw_only=True, tag="channel.message.v1"):
     """A person wrote on a chat channel and it answered nothing: a reply to a question that is
     gone, a bridged mismatch, or an ordinary message to the bot (docs/channels.md#inbound-messages).
     Recorded on the messages stream so no reply is lost; readers follow it on the messages door.
@@ -360,12 +372,6 @@ class ChannelMessageReceived(msgspec.Struct, frozen=True, kw_only=True, tag="cha
     question we know). ``audience`` is the question's (a restricted identity sees only replies to
     what it asked; a message about no question is for unrestricted readers only)."""
 
-    message_id: str
-    channel: str
-    sender: str
-    chat: str
-    received_at: datetime
-    reason: Literal["late", "mismatch", "unmatched"]
     text: str | None = None
     value: Any = None
     """A structured submission (a form's values) instead of text."""

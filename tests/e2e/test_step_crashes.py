@@ -13,30 +13,12 @@ import pytest
 
 from layby_server.settings import Settings
 from tests.conftest import OPERATOR
-from tests.e2e.test_park_crashes import effects, spawn_worker, worker_env  # noqa: F401 - fixture
+from tests.e2e.test_park_crashes import effects, spawn_worker, start_and_park, worker_env  # noqa: F401 - fixture
 from tests.e2e.test_processes import SERVICES, service_env, spawn, stop_processes, wait_ready
 from tests.helpers import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 RUNS = 4
-
-
-async def start_chargers(settings: Settings, db: asyncpg.Pool) -> dict[str, str]:
-    from layby.sdk import connect
-
-    client = await connect(nats_url=settings.nats_url, token=OPERATOR, settings=settings)
-    try:
-        run_ids = [await client.start_run("charger", n) for n in range(RUNS)]
-    finally:
-        await client.close()
-
-    async def parked() -> dict[str, str] | None:
-        rows = await db.fetch("SELECT run_id, asks FROM runs WHERE status = 'parked'")
-        found = {r["run_id"]: msgspec.json.decode(r["asks"])[0]["interaction_id"] for r in rows}
-        return found if set(found) >= set(run_ids) else None
-
-    found = await eventually(parked, "every run to park", timeout=60, interval=0.1)
-    return {k: v for k, v in found.items() if k in run_ids}
 
 
 async def test_a_step_before_and_after_a_park_charges_exactly_twice_across_replays_and_kill_9(
@@ -53,7 +35,7 @@ async def test_a_step_before_and_after_a_park_charges_exactly_twice_across_repla
     try:
         await wait_ready(f"http://127.0.0.1:{settings.http_port}")
         procs["worker-a"] = spawn_worker(worker_env(settings, "worker.after_flow"))
-        asks = await start_chargers(settings, effects)
+        asks = await start_and_park(settings, effects, "charger", RUNS)
         url = f"http://127.0.0.1:{settings.http_port}"
         first, *rest = asks.values()
         async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {OPERATOR}"}) as http:

@@ -12,9 +12,12 @@ from typing import Any
 import httpx
 import msgspec
 
+import layby
+from layby.sdk import Client
 from layby_server.settings import Settings
+from layby_server.store.eventstore import EventStore
 from tests.conftest import System, start_system, stop_system
-from tests.helpers import eventually
+from tests.helpers import eventually, route
 from tests.standins import slack, telegram, whatsapp
 
 TELEGRAM_HOOK = "tg-hook_0123456789"
@@ -27,6 +30,25 @@ WHATSAPP_SECRETS = {
     "wa-app": whatsapp.APP_SECRET,
     "wa-verify": whatsapp.VERIFY_TOKEN,
 }
+
+
+ECHO_START = '{text, subject: "\\(.channel):\\(.chat)"}'
+"""A conversation route's start program: the message's text, on the subject ``<channel>:<chat>``."""
+
+
+async def echo_route(system: System, sdk: Client, store: EventStore, name: str, channel: str) -> layby.Worker:
+    """A conversation route ``name`` on ``channel`` to the flow ``echo`` (it answers
+    ``<subject> got: <text>``), listed by the door; the worker it returns serves that flow."""
+    worker = layby.Worker(sdk, settings=system.settings)
+
+    @worker.flow("echo")
+    async def echo(inp: dict[str, Any]) -> str:
+        return f"{inp['subject']} got: {inp['text']}"
+
+    await route(
+        system, store, name, kind="conversation", target="echo", channel=channel, start_expr=ECHO_START
+    )
+    return worker
 
 
 def door_url(settings: Settings) -> str:

@@ -6,7 +6,6 @@ docs/caller-asks.md. Real NATS and PostgreSQL, the five services in-process, wor
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -14,13 +13,9 @@ import pytest
 import layby
 from layby_contracts.errors import BadInput
 from tests.conftest import System
-from tests.helpers import finished_run, serving
+from tests.helpers import finished_run, serving, soon
 
 pytestmark = pytest.mark.timeout(90)
-
-
-def soon(minutes: float = 60) -> datetime:
-    return datetime.now(UTC) + timedelta(minutes=minutes)
 
 
 @pytest.fixture

@@ -14,15 +14,7 @@ import asyncpg
 import httpx
 import pytest
 
-from layby_contracts.events import (
-    Event,
-    InteractionAnswered,
-    InteractionAsked,
-    InteractionRemoved,
-    InteractionSettled,
-    InteractionTaken,
-    RunStarted,
-)
+from layby_contracts import events
 from layby_server.projection.projector import rebuild
 from layby_server.store.eventstore import EventStore
 from tests import samples
@@ -39,7 +31,7 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def caller_ask(**fields: Any) -> InteractionAsked:
+def caller_ask(**fields: Any) -> events.InteractionAsked:
     """A caller ask of alice's as the ask service records it: an async park of its run, on a subject,
     asked now."""
     alices: dict[str, Any] = {
@@ -52,43 +44,43 @@ def caller_ask(**fields: Any) -> InteractionAsked:
     return samples.caller_ask(str(uuid.uuid4()), _now(), **(alices | fields))
 
 
-def question(**fields: Any) -> InteractionAsked:
+def question(**fields: Any) -> events.InteractionAsked:
     """An ordinary question for a person (an async park, so no waiter is needed)."""
     return caller_ask(to=None, subject=None, payload=None, chain=None, question="Ship it?", **fields)
 
 
-def _through_the_api(asked: InteractionAsked, **fields: Any) -> InteractionAnswered:
+def _through_the_api(asked: events.InteractionAsked, **fields: Any) -> events.InteractionAnswered:
     return samples.answered(asked, _now(), audience=asked.audience, run_id=asked.run_id, via="api", **fields)
 
 
-def resumed(asked: InteractionAsked) -> InteractionAnswered:
+def resumed(asked: events.InteractionAsked) -> events.InteractionAnswered:
     return _through_the_api(asked, visit="v-1")
 
 
-def answered(asked: InteractionAsked) -> InteractionAnswered:
+def answered(asked: events.InteractionAsked) -> events.InteractionAnswered:
     return _through_the_api(asked, answer="yes")
 
 
-def settled(asked: InteractionAsked, outcome: Any = "finished") -> InteractionSettled:
+def settled(asked: events.InteractionAsked, outcome: Any = "finished") -> events.InteractionSettled:
     return samples.settled(
         asked, outcome, _now(), result={"plan": "gold"}, run_id=asked.run_id, subject=asked.subject
     )
 
 
-def taken(asked: InteractionAsked) -> InteractionTaken:
+def taken(asked: events.InteractionAsked) -> events.InteractionTaken:
     return samples.taken(asked, _now())
 
 
-def removed(asked: InteractionAsked) -> InteractionRemoved:
+def removed(asked: events.InteractionAsked) -> events.InteractionRemoved:
     return samples.removed(asked, "cancelled", _now(), audience=asked.audience, run_id=asked.run_id)
 
 
-async def record(store: EventStore, *events: Event) -> None:
+async def record(store: EventStore, *log: events.Event) -> None:
     """Append each event on its interaction's subject (runs on theirs), in order."""
-    for event in events:
+    for event in log:
         subject = (
             store.names.run(event.run_id)
-            if isinstance(event, RunStarted)
+            if isinstance(event, events.RunStarted)
             else store.names.ix(event.interaction_id)  # type: ignore[union-attr]
         )
         await store.append(subject, event, msg_id=str(uuid.uuid4()), expected_seq=None)
@@ -165,7 +157,8 @@ async def test_the_runs_summary_never_names_a_caller_ask_as_a_waiting_question(
     """The dashboard's oldest open question, which a person would go and answer, is never a caller ask."""
     run_id = str(uuid.uuid4())
     await record(
-        store, RunStarted(run_id=run_id, flow="orders", identity="alice", input=None, started_at=_now())
+        store,
+        events.RunStarted(run_id=run_id, flow="orders", identity="alice", input=None, started_at=_now()),
     )
     await record(store, caller_ask(run_id=run_id))
     await caught_up(db, store)
@@ -192,7 +185,9 @@ async def test_the_answer_door_refuses_a_caller_ask_with_the_unknown_id_404(
         assert (late.status_code, late.content) == (404, unknown.content)
     last = await store.last(store.names.ix(asked.interaction_id))
     assert (
-        last is not None and isinstance(last.event, InteractionAnswered) and last.event.answered_by == "alice"
+        last is not None
+        and isinstance(last.event, events.InteractionAnswered)
+        and last.event.answered_by == "alice"
     )
     assert last.event.to == "caller"
 
@@ -224,7 +219,9 @@ async def test_a_ticket_bound_to_a_caller_ask_gets_the_uniform_404(system: Syste
             await record(store, resumed(asked))
     last = await store.last(store.names.ix(asked.interaction_id))
     assert (
-        last is not None and isinstance(last.event, InteractionAnswered) and last.event.answered_by == "alice"
+        last is not None
+        and isinstance(last.event, events.InteractionAnswered)
+        and last.event.answered_by == "alice"
     )
 
 

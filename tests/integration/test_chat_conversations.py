@@ -17,7 +17,7 @@ from layby_domain.conversations import chat_subject
 from layby_server.settings import Settings
 from layby_server.store.eventstore import EventStore
 from tests.conftest import System
-from tests.helpers import eventually, handled_by, serving
+from tests.helpers import eventually, handled_by, route, save_door, serving
 from tests.integration.chat_systems import (
     SLACK_SECRETS,
     chat_system,
@@ -25,7 +25,6 @@ from tests.integration.chat_systems import (
     inbound_messages,
     slack_channel,
 )
-from tests.integration.test_hooks import save_door
 from tests.standins.slack import PERSON, SlackStandin, serve_slack_standin
 
 pytestmark = pytest.mark.timeout(90)
@@ -65,15 +64,9 @@ async def flows(slack: tuple[System, SlackStandin]) -> AsyncIterator[None]:
         yield
 
 
-async def route(system: System, store: EventStore, name: str, **spec: Any) -> None:
+async def slack_route(system: System, store: EventStore, name: str, **spec: Any) -> None:
     """Save a conversation door on the ``slack`` channel and wait until routes can list it."""
-    await save_door(store, name, kind="conversation", channel="slack", **spec)
-    async with system.http() as http:
-        await eventually(
-            lambda: http.get("/api/doors"),
-            f"door {name} listed",
-            until=lambda r: name in [d["name"] for d in r.json()["data"]["items"]],
-        )
+    await route(system, store, name, kind="conversation", channel="slack", **spec)
 
 
 async def events(store: EventStore, prefix: str) -> list[Event]:
@@ -104,7 +97,7 @@ async def test_a_plain_message_starts_the_route_and_its_reply_is_posted_once(
     message's input document, and its result's text is posted into that chat once, even when
     the delivery service sees the reply again (docs/doors/hooks.md#conversations-on-a-chat-channel)."""
     system, standin = slack
-    await route(system, store, "chat", target="greeter", start_expr=GREET)
+    await slack_route(system, store, "chat", target="greeter", start_expr=GREET)
     response = await standin.type_message(DM, "hi there")
     assert response.status_code == 200
     assert await said(standin, 1) == [f"hello back, {PERSON}: hi there"]
@@ -136,7 +129,7 @@ async def test_a_caller_ask_is_asked_in_the_chat_and_the_next_message_resumes_it
     the chat has received that outcome, so the message after starts afresh
     (docs/doors/hooks.md#conversations-on-a-chat-channel)."""
     system, standin = slack
-    await route(system, store, "approvals", target="approver", resume_expr=RESUME)
+    await slack_route(system, store, "approvals", target="approver", resume_expr=RESUME)
     await standin.type_message(DM, "deploy please")
     assert await said(standin, 1) == ["approve?"]
     await standin.type_message(DM, "yes")
@@ -157,7 +150,7 @@ async def test_a_failed_post_is_retried_by_redelivery_and_posted_once(
     """A post Slack refuses for now gives its claim back, so the reply's redelivery posts it:
     once (docs/doors/hooks.md#conversations-on-a-chat-channel)."""
     system, standin = slack
-    await route(system, store, "chat", target="greeter", start_expr=GREET)
+    await slack_route(system, store, "chat", target="greeter", start_expr=GREET)
     standin.fail_next("chat.postMessage", "internal_error", status=500)
     await standin.type_message(DM, "hi")
     assert await said(standin, 1) == [f"hello back, {PERSON}: hi"]
@@ -173,7 +166,7 @@ async def test_a_refused_visit_is_recorded_and_the_provider_is_acknowledged(
     the visit's log, nothing is posted, and the message stays an inbound message
     (docs/doors/hooks.md#conversations-on-a-chat-channel)."""
     system, standin = slack
-    await route(system, store, "broken", target="greeter", start_expr='error("no")')
+    await slack_route(system, store, "broken", target="greeter", start_expr='error("no")')
     response = await standin.type_message(DM, "hi")
     assert response.status_code == 200
 
@@ -196,8 +189,8 @@ async def test_a_route_takes_only_its_own_channel_and_the_first_matching_glob(
     matches the chat's subject (docs/doors/hooks.md#conversations-on-a-chat-channel)."""
     system, standin = slack
     await save_door(store, "a-other", kind="conversation", target="approver", channel="tg")
-    await route(system, store, "b-elsewhere", target="approver", subjects="slack:C*")
-    await route(system, store, "c-dm", target="greeter", subjects="slack:D*", start_expr=GREET)
-    await route(system, store, "d-later", target="approver")
+    await slack_route(system, store, "b-elsewhere", target="approver", subjects="slack:C*")
+    await slack_route(system, store, "c-dm", target="greeter", subjects="slack:D*", start_expr=GREET)
+    await slack_route(system, store, "d-later", target="approver")
     await standin.type_message(DM, "hi")
     assert await said(standin, 1) == [f"hello back, {PERSON}: hi"]

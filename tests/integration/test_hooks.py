@@ -8,18 +8,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import msgspec
 import pytest
 
 import layby
-from layby_contracts.doors import DoorSpec
-from layby_contracts.events import DoorSaved
 from layby_server.store.eventstore import EventStore
 from tests.conftest import System
-from tests.helpers import eventually, serving
+from tests.helpers import eventually, save_door, serving, soon
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -33,16 +29,6 @@ RESUME = """
 """
 START = "if .approve == null and .cancel == null then {n: .n} else null end"
 CANCEL = 'if .cancel then [$parked[] | select(.status == "asking") | .id] else null end'
-
-
-def soon(minutes: float = 60) -> datetime:
-    return datetime.now(UTC) + timedelta(minutes=minutes)
-
-
-async def save_door(store: EventStore, name: str, **spec: Any) -> None:
-    """A door as saving one records it (the doors API is tested on its own)."""
-    event = DoorSaved(name=name, spec=msgspec.convert(spec, DoorSpec), by="ops", saved_at=datetime.now(UTC))
-    await store.append(store.names.door(name), event, msg_id=f"door-{name}", expected_seq=None)
 
 
 @pytest.fixture

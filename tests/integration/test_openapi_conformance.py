@@ -100,6 +100,12 @@ def _load(system: System) -> Any:
     return schema
 
 
+def _operations(system: System, skip: tuple[str, ...]) -> list[Any]:
+    """Every operation of the live door's document but those on a path in ``skip``."""
+    operations = (result.ok() for result in _load(system).get_all_operations())
+    return [operation for operation in operations if operation.path not in skip]
+
+
 @dataclass
 class Seeded:
     """Live things for generated requests to hit, and the asks that keep them pending."""
@@ -183,14 +189,10 @@ def _fuzz(
 ) -> list[str]:
     """Every operation but ``skip``, with valid and invalid input: 20 generated requests each,
     then 8 on each live path. Returns every failing operation's report (one failure each)."""
-    schema = _load(system)
     headers = _auth(token)
     failures: list[str] = []
     with requests.Session() as session:
-        for result in schema.get_all_operations():
-            operation = result.ok()
-            if operation.path in skip:
-                continue
+        for operation in _operations(system, skip):
             runs = [(None, 20)] + [(pinned, 8) for pinned in live.get(operation.path, [])]
             for pinned, examples in runs:
                 # Invalid input first, while the live questions are still pending.
@@ -413,14 +415,10 @@ over-long, out of range, not a number, a lookalike of null, bidi and astral char
 def _every_query_parameter(
     system: System, token: str | None, live: dict[str, list[dict[str, str]]]
 ) -> list[str]:
-    schema = _load(system)
     headers = _auth(token)
     failures: list[str] = []
     with requests.Session() as session:
-        for result in schema.get_all_operations():
-            operation = result.ok()
-            if operation.path in STREAMS and token:
-                continue  # a granted stream never ends
+        for operation in _operations(system, STREAMS if token else ()):  # a granted stream never ends
             names = [p.name for p in operation.iter_parameters() if p.location.value == "query"]
             for name in names:
                 for value in HOSTILE:

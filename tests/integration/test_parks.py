@@ -22,13 +22,9 @@ from layby_domain.clock import ManualClock
 from layby_server.settings import Settings
 from layby_server.store.eventstore import EventStore
 from tests.conftest import ALICE, BOB, OPERATOR, System, start_system, stop_system
-from tests.helpers import eventually, handled_by
+from tests.helpers import eventually, handled_by, soon
 
 pytestmark = pytest.mark.timeout(90)
-
-
-def soon(minutes: float = 60) -> datetime:
-    return datetime.now(UTC) + timedelta(minutes=minutes)
 
 
 class Workers:

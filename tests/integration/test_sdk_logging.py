@@ -10,25 +10,16 @@ from collections.abc import Iterator
 import pytest
 
 from tests.conftest import OPERATOR, System
-from tests.helpers import wait_total
+from tests.helpers import Records, wait_total
 
 pytestmark = pytest.mark.integration
 
 
-class _Records(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-
 @pytest.fixture
-def sdk_records() -> Iterator[_Records]:
+def sdk_records() -> Iterator[Records]:
     """Every record of the ``layby`` logger during one test, from debug up."""
     sdk = logging.getLogger("layby")
-    records = _Records()
+    records = Records()
     level = sdk.level
     sdk.setLevel(logging.DEBUG)
     sdk.addHandler(records)
@@ -47,7 +38,7 @@ async def answer_the_only_question(system: System, answer: str) -> str:
     return str(item["interaction_id"])
 
 
-async def test_an_answered_ask_logs_only_at_debug(system: System, sdk_records: _Records) -> None:
+async def test_an_answered_ask_logs_only_at_debug(system: System, sdk_records: Records) -> None:
     """An ask answered in time writes no SDK line at info or above; what it waited for is a debug
     line with the question's id as a field."""
     client = await system.sdk()

@@ -26,17 +26,16 @@ from tests.integration.chat_systems import (
     TELEGRAM_SECRETS,
     chat_system,
     door_url,
+    echo_route,
     inbound_messages,
     telegram_and_slack,
 )
-from tests.integration.test_hooks import save_door
 from tests.standins import slack as slack_standin
 from tests.standins.slack import SlackStandin
 from tests.standins.telegram import Stored, TelegramStandin
 
 pytestmark = pytest.mark.timeout(90)
 PERSON = 424242
-ECHO = '{text, subject: "\\(.channel):\\(.chat)"}'
 
 
 @dataclass
@@ -217,19 +216,7 @@ async def test_a_private_chat_is_a_conversation_and_the_reply_is_a_telegram_mess
     the channel, on the subject ``tg:<chat id>``, and the result comes back as a message from the
     bot (docs/doors/hooks.md#conversations-on-a-chat-channel)."""
     system, tg = chats.system, chats.tg
-    worker = layby.Worker(sdk, settings=system.settings)
-
-    @worker.flow("echo")
-    async def echo(inp: dict[str, Any]) -> str:
-        return f"{inp['subject']} got: {inp['text']}"
-
-    await save_door(store, "tg-chat", kind="conversation", target="echo", channel="tg", start_expr=ECHO)
-    async with system.http() as http:
-        await eventually(
-            lambda: http.get("/api/doors"),
-            "the route listed",
-            until=lambda r: [d["name"] for d in r.json()["data"]["items"]] == ["tg-chat"],
-        )
+    worker = await echo_route(system, sdk, store, "tg-chat", "tg")
     async with serving(worker):
         await tg.type(PERSON, "ping")
 

@@ -14,14 +14,12 @@ import msgspec
 import pytest
 from httpx_sse import aconnect_sse
 
-import layby
 from layby.sdk import Client
 from layby_server.settings import Settings
 from layby_server.store.eventstore import EventStore
 from tests.conftest import System
 from tests.helpers import eventually, serving
-from tests.integration.chat_systems import chat_system, door_url
-from tests.integration.test_hooks import save_door
+from tests.integration.chat_systems import chat_system, door_url, echo_route
 from tests.standins.twilio import ACCOUNT_SID, AUTH_TOKEN, NUMBER, Sent, TwilioStandin, serve_twilio_standin
 
 pytestmark = pytest.mark.timeout(90)
@@ -370,20 +368,7 @@ async def test_a_text_with_no_question_is_a_conversation_and_the_reply_is_a_text
     channel (subject ``sms:<pair>``) and its result comes back as a text
     (docs/doors/hooks.md#conversations-on-a-chat-channel)."""
     system, tw = phones.system, phones.tw
-    worker = layby.Worker(sdk, settings=system.settings)
-
-    @worker.flow("echo")
-    async def echo(inp: dict[str, Any]) -> str:
-        return f"{inp['subject']} got: {inp['text']}"
-
-    start = '{text, subject: "\\(.channel):\\(.chat)"}'
-    await save_door(store, "sms-chat", kind="conversation", target="echo", channel="sms", start_expr=start)
-    async with system.http() as http:
-        await eventually(
-            lambda: http.get("/api/doors"),
-            "the route listed",
-            until=lambda r: [d["name"] for d in r.json()["data"]["items"]] == ["sms-chat"],
-        )
+    worker = await echo_route(system, sdk, store, "sms-chat", "sms")
     async with serving(worker):
         await tw.text(PERSON, "ping")
         reply = await _line(tw, PERSON, "got:")

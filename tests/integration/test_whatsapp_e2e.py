@@ -19,7 +19,7 @@ from layby_contracts.events import ChannelMessageReceived
 from layby_server.settings import Settings
 from layby_server.store.eventstore import EventStore
 from tests.conftest import System
-from tests.helpers import eventually
+from tests.helpers import eventually, serving
 from tests.integration.chat_systems import (
     TELEGRAM_HOOK,
     TELEGRAM_SECRETS,
@@ -27,6 +27,7 @@ from tests.integration.chat_systems import (
     answer_in_the_inbox,
     chat_system,
     door_url,
+    echo_route,
     inbound_messages,
     telegram_channel,
     whatsapp_channel,
@@ -385,25 +386,8 @@ async def test_a_message_to_no_question_is_a_conversation_and_the_reply_is_a_wha
     """A message when no question was sent to the person visits the route naming the channel,
     on the subject ``wa:<phone number>``, and the result comes back as a text message
     (docs/doors/hooks.md#conversations-on-a-chat-channel)."""
-    import layby
-    from tests.helpers import serving
-    from tests.integration.test_hooks import save_door
-
     system, wa = chat.system, chat.wa
-    worker = layby.Worker(sdk, settings=system.settings)
-
-    @worker.flow("echo")
-    async def echo(inp: dict[str, Any]) -> str:
-        return f"{inp['subject']} got: {inp['text']}"
-
-    start = '{text, subject: "\\(.channel):\\(.chat)"}'
-    await save_door(store, "wa-chat", kind="conversation", target="echo", channel="wa", start_expr=start)
-    async with system.http() as http:
-        await eventually(
-            lambda: http.get("/api/doors"),
-            "the route listed",
-            until=lambda r: [d["name"] for d in r.json()["data"]["items"]] == ["wa-chat"],
-        )
+    worker = await echo_route(system, sdk, store, "wa-chat", "wa")
     async with serving(worker):
         await wa.type(PERSON, "ping")
         [reply] = await _texts(wa, "got: ping")

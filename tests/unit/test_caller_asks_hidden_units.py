@@ -8,21 +8,9 @@ from typing import Any
 
 import pytest
 
+from layby_contracts import events
 from layby_contracts.doors import Outcome
 from layby_contracts.errors import NotFound
-from layby_contracts.events import (
-    DoorDeleted,
-    Event,
-    InteractionAnswered,
-    InteractionAsked,
-    InteractionRemoved,
-    InteractionSettled,
-    InteractionTaken,
-    ScheduleFired,
-    SubjectIndexed,
-    VisitSettled,
-    encode_event,
-)
 from layby_domain.interaction import (
     NOT_FOUND,
     Append,
@@ -48,25 +36,25 @@ RUN = "5c3e2f10-0000-4000-8000-000000000001"
 OPS = Principal("ops", "operator")
 
 
-def asked(**overrides: Any) -> InteractionAsked:
+def asked(**overrides: Any) -> events.InteractionAsked:
     return samples.caller_ask(
         overrides.pop("interaction_id", IX), NOW, group_id="g-1", run_id=RUN, **overrides
     )
 
 
-def answered(to: Any = "caller") -> InteractionAnswered:
+def answered(to: Any = "caller") -> events.InteractionAnswered:
     return samples.answered(asked(to=to), NOW)
 
 
-def removed(to: Any = "caller") -> InteractionRemoved:
+def removed(to: Any = "caller") -> events.InteractionRemoved:
     return samples.removed(asked(to=to), "cancelled", NOW)
 
 
-def settled(outcome: Any = "finished") -> InteractionSettled:
+def settled(outcome: Any = "finished") -> events.InteractionSettled:
     return samples.settled(asked(), outcome, NOW, result=1)
 
 
-def taken() -> InteractionTaken:
+def taken() -> events.InteractionTaken:
     return samples.taken(asked(), NOW)
 
 
@@ -85,7 +73,7 @@ def test_the_answer_door_refuses_a_pending_caller_ask_as_not_found() -> None:
 
 
 @pytest.mark.parametrize("last", [answered(), removed(), settled(), settled("parked"), taken()])
-def test_the_answer_door_refuses_a_caller_ask_in_any_later_state_as_not_found(last: Event) -> None:
+def test_the_answer_door_refuses_a_caller_ask_in_any_later_state_as_not_found(last: events.Event) -> None:
     """Whatever a caller ask's last event (resumed, removed, settled, taken), a person's answer gets the
     same not-found refusal, never the already-answered conflict that would reveal it exists."""
     with pytest.raises(NotFound, match=f"^{NOT_FOUND}$"):
@@ -96,7 +84,7 @@ def test_an_ordinary_question_is_still_answered() -> None:
     """The refusal is for caller asks only: the same question addressed to a person is answered."""
     decision = answer(evolve(Interaction(), asked(to=None), 1))
     assert isinstance(decision, Append)
-    assert isinstance(decision.event, InteractionAnswered)
+    assert isinstance(decision.event, events.InteractionAnswered)
     assert decision.event.to is None
 
 
@@ -112,31 +100,31 @@ def test_resolutions_decided_on_a_caller_ask_stay_marked_as_the_caller_s() -> No
 @pytest.mark.parametrize(
     "event", [asked(), answered(), removed(), settled(), settled("failed"), settled("parked"), taken()]
 )
-def test_no_stream_frame_for_any_event_of_a_caller_ask(event: Event) -> None:
+def test_no_stream_frame_for_any_event_of_a_caller_ask(event: events.Event) -> None:
     """The stream sends no frame for a caller ask's asked, answered, removed, settled or taken event."""
     assert of_caller_ask(event)
-    assert frame(5, encode_event(event), OPS) is None
-    assert frame(5, encode_event(event), Principal("alice", "user")) is None
+    assert frame(5, events.encode_event(event), OPS) is None
+    assert frame(5, events.encode_event(event), Principal("alice", "user")) is None
 
 
 @pytest.mark.parametrize(
     "event",
     [
-        SubjectIndexed(subject="orders-42", ids=[IX], changed_at=NOW),
-        DoorDeleted(name="orders", by="ops", deleted_at=NOW),
-        ScheduleFired(name="nightly", tick=NOW, visit_id="v-1", fired_at=NOW),
-        VisitSettled(visit_id="v-1", outcome=Outcome(status="finished", result=1), settled_at=NOW),
+        events.SubjectIndexed(subject="orders-42", ids=[IX], changed_at=NOW),
+        events.DoorDeleted(name="orders", by="ops", deleted_at=NOW),
+        events.ScheduleFired(name="nightly", tick=NOW, visit_id="v-1", fired_at=NOW),
+        events.VisitSettled(visit_id="v-1", outcome=Outcome(status="finished", result=1), settled_at=NOW),
     ],
 )
-def test_no_stream_frame_for_door_visit_or_subject_events(event: Event) -> None:
+def test_no_stream_frame_for_door_visit_or_subject_events(event: events.Event) -> None:
     """Door, visit and subject events are no part of the interactions stream."""
-    assert frame(5, encode_event(event), OPS) is None
+    assert frame(5, events.encode_event(event), OPS) is None
 
 
 def test_ordinary_questions_keep_their_frames() -> None:
     """The same events without to='caller' still make their add, answered and removed frames."""
-    events = [asked(to=None), answered(to=None), removed(to=None)]
-    names = [frame(5, encode_event(ev), OPS) for ev in events]
+    sample = [asked(to=None), answered(to=None), removed(to=None)]
+    names = [frame(5, events.encode_event(ev), OPS) for ev in sample]
     assert [out.split(b"\n")[1] if out else None for out in names] == [
         b"event: interaction.add",
         b"event: interaction.answered",

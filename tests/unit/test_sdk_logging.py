@@ -17,6 +17,7 @@ import structlog
 
 from layby.logs import get_logger
 from layby.logsetup import configure_logging
+from tests.helpers import Records
 
 pytestmark = pytest.mark.unit
 
@@ -67,15 +68,6 @@ def test_importing_and_using_the_sdk_configures_nothing() -> None:
     assert done.stderr == "probe.warning error='no way' n=3\n"
 
 
-class _Records(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-
 @pytest.fixture
 def sdk_logger() -> Iterator[logging.Logger]:
     """The ``layby`` logger at debug for one test; its handlers, level and propagation restored
@@ -96,7 +88,7 @@ def test_a_line_is_readable_text_with_its_fields_as_attributes(sdk_logger: loggi
     """A line reads ``event key=value ...`` (strings with spaces quoted); each field is also an
     attribute of the record, renamed with a trailing ``_`` where a record attribute has its name;
     the record names the caller's line, not the SDK's logging helper."""
-    records = _Records()
+    records = Records()
     sdk_logger.addHandler(records)
     get_logger("layby.sdk").debug("sdk.waiting", interaction_id="ix-1", timeout_at="2026-01-01T00:00:00Z")
     get_logger("layby.worker").warning("worker.retry", error="it broke", name="flows", pct="100%")

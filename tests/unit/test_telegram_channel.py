@@ -10,14 +10,7 @@ from typing import Any
 import pytest
 from telegram import InlineKeyboardMarkup
 
-from layby_contracts.channels import (
-    ChannelDelivery,
-    ChannelInputError,
-    InboundMalformed,
-    InboundRefused,
-    InboundReply,
-    InboundRequest,
-)
+from layby_contracts import channels
 from layby_contracts.events import MediaItem
 from layby_domain.clock import ManualClock
 from layby_server.channels import load_channels
@@ -40,7 +33,7 @@ def channel(**config: Any) -> TelegramChannel:
     )
 
 
-def delivery(answer_format: str = "text", **fields: Any) -> ChannelDelivery:
+def delivery(answer_format: str = "text", **fields: Any) -> channels.ChannelDelivery:
     return channel_delivery(answer_format, **({"interaction_id": ID} | fields))
 
 
@@ -49,8 +42,8 @@ def rows(markup: InlineKeyboardMarkup | None) -> list[list[dict[str, Any]]]:
     return [[button.to_dict() for button in row] for row in markup.inline_keyboard]
 
 
-def request(body: bytes, headers: dict[str, str]) -> InboundRequest:
-    return InboundRequest(
+def request(body: bytes, headers: dict[str, str]) -> channels.InboundRequest:
+    return channels.InboundRequest(
         method="POST",
         url="https://layby.example/api/channels/tg/events",
         headers=headers,
@@ -150,13 +143,13 @@ def test_the_registry_builds_a_telegram_channel_that_delivers_forms() -> None:
 
 async def test_an_update_without_the_secret_token_is_refused() -> None:
     """Fail closed: no header, no update."""
-    with pytest.raises(InboundRefused):
+    with pytest.raises(channels.InboundRefused):
         await channel().inbound(request(UPDATE, {"content-type": "application/json"}))
 
 
 async def test_an_update_with_a_wrong_secret_token_is_refused() -> None:
     """A wrong secret token is refused before the body is read."""
-    with pytest.raises(InboundRefused):
+    with pytest.raises(channels.InboundRefused):
         await channel().inbound(request(b"not even json", {telegram.SECRET_HEADER: HOOK + "x"}))
 
 
@@ -172,7 +165,7 @@ async def test_the_secret_token_is_compared_in_constant_time(monkeypatch: pytest
     inbound = await channel().inbound(request(UPDATE, {telegram.SECRET_HEADER: HOOK}))
     assert seen == [(HOOK.encode(), HOOK.encode())]
     assert inbound.replies == [
-        InboundReply(
+        channels.InboundReply(
             kind="typed",
             sender="42",
             sender_name="ada",
@@ -188,7 +181,7 @@ async def test_the_secret_token_is_compared_in_constant_time(monkeypatch: pytest
 @pytest.mark.parametrize("body", [b"{not json", b"[1, 2]", b'{"update_id": "x", "message": 5}'])
 async def test_an_unreadable_update_after_authentication_is_malformed(body: bytes) -> None:
     """A verified request that is no Telegram Update is a 400, not an answer."""
-    with pytest.raises(InboundMalformed):
+    with pytest.raises(channels.InboundMalformed):
         await channel().inbound(request(body, {telegram.SECRET_HEADER: HOOK}))
 
 
@@ -336,7 +329,7 @@ async def test_a_question_past_its_deadline_is_not_sent() -> None:
     plugin = TelegramChannel(
         name="tg", config={"bot_token": "bot", "secret_token": "hook"}, secrets=SECRETS, clock=clock
     )
-    with pytest.raises(ChannelInputError) as err:
+    with pytest.raises(channels.ChannelInputError) as err:
         await plugin.deliver(delivery(timeout_at=clock.now(), recipient="42"))
     assert "already timed out" in str(err.value)
     assert "nothing was sent" in str(err.value)
@@ -344,7 +337,7 @@ async def test_a_question_past_its_deadline_is_not_sent() -> None:
 
 async def test_a_question_with_no_recipient_is_refused() -> None:
     """Without a recipient on the ask or a default_recipient there is nowhere to send."""
-    with pytest.raises(ChannelInputError) as err:
+    with pytest.raises(channels.ChannelInputError) as err:
         await channel().deliver(delivery())
     assert str(err.value) == "telegram 'tg': no recipient (give one on the ask or set default_recipient)"
 
@@ -389,7 +382,7 @@ async def test_a_forged_tap_is_read_as_a_tap_of_nothing_so_it_is_still_acknowled
     }
     inbound = await channel().inbound(request(json.dumps(update).encode(), {telegram.SECRET_HEADER: HOOK}))
     assert inbound.replies == [
-        InboundReply(
+        channels.InboundReply(
             kind="tap",
             sender="42",
             sender_name="Ada",

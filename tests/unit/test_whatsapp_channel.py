@@ -12,20 +12,7 @@ from typing import Any
 
 import pytest
 
-from layby_contracts.channels import (
-    ChannelDelivery,
-    ChannelDeliveryError,
-    ChannelInputError,
-    ChannelNotification,
-    ChannelTemplate,
-    InboundMalformed,
-    InboundRefused,
-    InboundReply,
-    InboundRequest,
-    Posted,
-    ReplyOutcome,
-    Retraction,
-)
+from layby_contracts import channels
 from layby_contracts.events import MediaItem
 from layby_domain.clock import ManualClock
 from layby_server.channels import load_channels
@@ -53,7 +40,7 @@ def channel(**config: Any) -> WhatsAppChannel:
     return WhatsAppChannel(name="wa", config=CONFIG | config, secrets=SECRETS)
 
 
-def delivery(answer_format: str = "text", **fields: Any) -> ChannelDelivery:
+def delivery(answer_format: str = "text", **fields: Any) -> channels.ChannelDelivery:
     return channel_delivery(answer_format, **({"interaction_id": ID} | fields))
 
 
@@ -126,8 +113,8 @@ def test_the_signature_matches_an_independently_published_vector() -> None:
     webhook.verify(b"secret", {"x-hub-signature-256": expected}, b"test")
 
 
-def post(body: bytes, headers: dict[str, str]) -> InboundRequest:
-    return InboundRequest(
+def post(body: bytes, headers: dict[str, str]) -> channels.InboundRequest:
+    return channels.InboundRequest(
         method="POST", url="https://l.example/api/channels/wa/events", headers=headers, query={}, body=body
     )
 
@@ -151,7 +138,7 @@ def signed(body: bytes, secret: bytes = b"app-secret") -> dict[str, str]:
 async def test_a_notification_without_a_signature_over_its_exact_bytes_is_refused(
     headers: dict[str, str],
 ) -> None:
-    with pytest.raises(InboundRefused):
+    with pytest.raises(channels.InboundRefused):
         await channel().inbound(post(b'{"entry": []}', headers))
 
 
@@ -159,17 +146,17 @@ async def test_the_signature_covers_the_ascii_escaped_bytes_meta_sends() -> None
     body = json.dumps({"entry": [], "note": "Grüße"}, ensure_ascii=True).encode()
     assert (await channel().inbound(post(body, signed(body)))).replies == []
     again = json.dumps({"entry": [], "note": "Grüße"}, ensure_ascii=False).encode()
-    with pytest.raises(InboundRefused):
+    with pytest.raises(channels.InboundRefused):
         await channel().inbound(post(again, signed(body)))
 
 
 async def test_an_unreadable_signed_body_is_malformed() -> None:
-    with pytest.raises(InboundMalformed, match="not JSON"):
+    with pytest.raises(channels.InboundMalformed, match="not JSON"):
         await channel().inbound(post(b"{nope", signed(b"{nope")))
 
 
-def handshake(query: dict[str, str]) -> InboundRequest:
-    return InboundRequest(
+def handshake(query: dict[str, str]) -> channels.InboundRequest:
+    return channels.InboundRequest(
         method="GET", url="https://l.example/api/channels/wa/events", headers={}, query=query, body=b""
     )
 
@@ -182,7 +169,7 @@ async def test_the_handshake_answers_the_challenge_only_for_the_verify_token() -
     for bad in ({**good, "hub.verify_token": "verify-mE"}, {**good, "hub.mode": "unsubscribe"}, {}):
         refused = (await channel().inbound(handshake(bad))).response
         assert refused is not None and refused.status == 403 and b"1158201444" not in refused.body
-    with pytest.raises(InboundMalformed, match=r"hub\.challenge"):
+    with pytest.raises(channels.InboundMalformed, match=r"hub\.challenge"):
         await channel().inbound(handshake({**good, "hub.challenge": "<script>"}))
 
 
@@ -329,7 +316,7 @@ def notification(message: dict[str, Any], number: str = NUMBER) -> bytes:
     ).encode()
 
 
-def read(message: dict[str, Any]) -> list[InboundReply]:
+def read(message: dict[str, Any]) -> list[channels.InboundReply]:
     return webhook.read(notification(message), NUMBER).replies
 
 
@@ -445,18 +432,18 @@ def envelope(code: int) -> bytes:
 @pytest.mark.parametrize("code", [4, 80007, 130429, 131056, 131000, 131016])
 def test_rate_limits_and_service_faults_are_retryable(code: int) -> None:
     error = graph.failure("whatsapp 'wa'", graph.read_error(400, envelope(code)))
-    assert error.retryable and not isinstance(error, ChannelInputError)
+    assert error.retryable and not isinstance(error, channels.ChannelInputError)
 
 
 @pytest.mark.parametrize("code", [100, 131026, 131047, 132000])
 def test_refusals_of_the_input_are_final(code: int) -> None:
     error = graph.failure("whatsapp 'wa'", graph.read_error(400, envelope(code)))
-    assert isinstance(error, ChannelInputError) and not error.retryable
+    assert isinstance(error, channels.ChannelInputError) and not error.retryable
 
 
 def test_a_missing_template_is_refused_naming_it_and_a_bad_token_is_final() -> None:
     error = graph.failure("w", graph.read_error(404, envelope(132001)), template="welcome")
-    assert isinstance(error, ChannelInputError) and "'welcome'" in str(error)
+    assert isinstance(error, channels.ChannelInputError) and "'welcome'" in str(error)
     auth = graph.failure("w", graph.read_error(401, envelope(190)))
     assert not auth.retryable and "access token" in str(auth)
     assert graph.failure("w", graph.read_error(502, b"<html>")).retryable
@@ -468,7 +455,7 @@ def test_a_missing_template_is_refused_naming_it_and_a_bad_token_is_final() -> N
 async def test_a_question_past_its_deadline_is_not_sent() -> None:
     clock = ManualClock(datetime.now(UTC) + timedelta(days=2))
     ch = WhatsAppChannel(name="wa", config=CONFIG, secrets=SECRETS, clock=clock)
-    with pytest.raises(ChannelInputError, match="timed out"):
+    with pytest.raises(channels.ChannelInputError, match="timed out"):
         await ch.deliver(delivery())
 
 
@@ -477,15 +464,15 @@ async def test_media_go_first_then_the_question_whose_wamid_is_posted() -> None:
     rec = recorded(ch)
     posted = await ch.deliver(delivery(media=[MediaItem(kind="document", url="https://x/a.pdf")]))
     assert [m["type"] for _, m, _ in rec.sent] == ["document", "text"]
-    assert posted == Posted(chat="491512345678", message="wamid.2")
+    assert posted == channels.Posted(chat="491512345678", message="wamid.2")
 
 
 async def test_retraction_is_a_reply_to_the_question() -> None:
     ch = channel()
     rec = recorded(ch)
     await ch.retract(
-        Posted(chat="4915", message="wamid.Q"),
-        Retraction(interaction_id=ID, question="q", outcome="answered", by="ada", via="inbox"),
+        channels.Posted(chat="4915", message="wamid.Q"),
+        channels.Retraction(interaction_id=ID, question="q", outcome="answered", by="ada", via="inbox"),
     )
     assert rec.sent == [
         (
@@ -500,12 +487,12 @@ async def test_notify_sends_media_one_by_one_then_the_text_or_a_template_alone()
     ch = channel()
     rec = recorded(ch)
     media = [MediaItem(kind="image", url="https://x/1.png"), MediaItem(kind="video", url="https://x/2.mp4")]
-    ids = await ch.notify(ChannelNotification(notification_id="n", message="Deployed", media=media))
+    ids = await ch.notify(channels.ChannelNotification(notification_id="n", message="Deployed", media=media))
     assert ids == ["wamid.1", "wamid.2", "wamid.3"]
     assert [m["type"] for _, m, _ in rec.sent] == ["image", "video", "text"]
-    template = ChannelTemplate(name="deploy_done", language="en_US", parameters=["v2"])
+    template = channels.ChannelTemplate(name="deploy_done", language="en_US", parameters=["v2"])
     assert await ch.notify(
-        ChannelNotification(notification_id="t", message="fallback", template=template)
+        channels.ChannelNotification(notification_id="t", message="fallback", template=template)
     ) == ["wamid.4"]
     assert rec.sent[-1][1]["template"] == {
         "name": "deploy_done",
@@ -519,7 +506,7 @@ async def test_a_refused_form_is_sent_again_five_times_then_the_person_is_told()
     rec = recorded(ch)
     form = delivery("form", schema={"type": "object", "properties": {"n": {"type": "integer"}}})
     for resends in range(6):
-        submitted = InboundReply(
+        submitted = channels.InboundReply(
             kind="submitted",
             sender="4915",
             chat="4915",
@@ -528,8 +515,8 @@ async def test_a_refused_form_is_sent_again_five_times_then_the_person_is_told()
             message="wamid.F",
             value={},
         )
-        await ch.respond(submitted, ReplyOutcome(status="rejected", reason="n: not an integer"))
-        reopen = InboundReply(
+        await ch.respond(submitted, channels.ReplyOutcome(status="rejected", reason="n: not an integer"))
+        reopen = channels.InboundReply(
             kind="open_form",
             sender="4915",
             chat="4915",
@@ -552,7 +539,7 @@ async def test_a_refused_form_is_sent_again_five_times_then_the_person_is_told()
 async def test_a_form_that_was_not_refused_is_not_sent_again() -> None:
     ch = channel()
     rec = recorded(ch)
-    reopen = InboundReply(
+    reopen = channels.InboundReply(
         kind="open_form",
         sender="4915",
         chat="4915",
@@ -561,8 +548,8 @@ async def test_a_form_that_was_not_refused_is_not_sent_again() -> None:
         context={"resends": 0},
     )
     await ch.respond(
-        InboundReply(kind="submitted", sender="4915", chat="4915", event_id="w"),
-        ReplyOutcome(status="bridged"),
+        channels.InboundReply(kind="submitted", sender="4915", chat="4915", event_id="w"),
+        channels.ReplyOutcome(status="bridged"),
     )
     await ch.open_form(reopen, delivery("form", schema={"type": "object"}))
     assert rec.sent == []
@@ -571,27 +558,31 @@ async def test_a_form_that_was_not_refused_is_not_sent_again() -> None:
 async def test_a_typed_mismatch_gets_the_notice_as_a_reply_and_a_failed_follow_up_is_swallowed() -> None:
     ch = channel()
     rec = recorded(ch)
-    typed = InboundReply(kind="typed", sender="4915", chat="4915", value="c", context={"wamid": "wamid.IN1"})
-    await ch.follow_up(typed, ReplyOutcome(status="rejected", notice="Please pick one."))
+    typed = channels.InboundReply(
+        kind="typed", sender="4915", chat="4915", value="c", context={"wamid": "wamid.IN1"}
+    )
+    await ch.follow_up(typed, channels.ReplyOutcome(status="rejected", notice="Please pick one."))
     assert rec.sent == [
         ("4915", {"type": "text", "text": {"body": "Please pick one.", "preview_url": False}}, "wamid.IN1")
     ]
 
     async def failing(*_: Any, **__: Any) -> Sent:
-        raise ChannelDeliveryError("down", retryable=True)
+        raise channels.ChannelDeliveryError("down", retryable=True)
 
     rec.send = failing  # type: ignore[method-assign]
-    await ch.follow_up(typed, ReplyOutcome(status="late"))
+    await ch.follow_up(typed, channels.ReplyOutcome(status="late"))
 
 
 async def test_a_form_submitted_after_its_question_ended_hears_it_is_no_longer_open() -> None:
     ch = channel()
     rec = recorded(ch)
-    late = InboundReply(
+    late = channels.InboundReply(
         kind="submitted", sender="4915", chat="4915", value={}, context={"wamid": "wamid.IN9"}
     )
-    await ch.follow_up(late, ReplyOutcome(status="late"))
-    await ch.follow_up(late, ReplyOutcome(status="rejected", notice="ignored: the Flow is sent again"))
+    await ch.follow_up(late, channels.ReplyOutcome(status="late"))
+    await ch.follow_up(
+        late, channels.ReplyOutcome(status="rejected", notice="ignored: the Flow is sent again")
+    )
     assert rec.sent == [
         (
             "4915",
@@ -614,9 +605,9 @@ def test_a_form_the_flow_cannot_show_is_refused_at_ask_time_naming_the_property(
 async def test_a_recipient_that_is_not_a_phone_number_is_refused_naming_it() -> None:
     ch = channel(default_recipient=None)
     recorded(ch)
-    with pytest.raises(ChannelInputError, match="recipient 'ada' is not a phone number"):
+    with pytest.raises(channels.ChannelInputError, match="recipient 'ada' is not a phone number"):
         await ch.deliver(delivery(recipient="ada"))
-    with pytest.raises(ChannelInputError, match="no recipient"):
+    with pytest.raises(channels.ChannelInputError, match="no recipient"):
         await ch.deliver(delivery())
 
 

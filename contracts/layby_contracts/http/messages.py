@@ -3,23 +3,18 @@ nothing. A key that does not apply is absent, never null."""
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
-from msgspec import UNSET, Struct, UnsetType
+from msgspec import UNSET, UnsetType
+
+from layby_contracts.events import MessageFields
 
 
-class InboundMessage(Struct, frozen=True, kw_only=True, omit_defaults=True):
+class InboundMessage(MessageFields, frozen=True, kw_only=True, omit_defaults=True):
     """One message a person wrote on a chat channel that answered no question: ``late`` (its
     question was already answered, expired or removed), ``mismatch`` (refused by a question that
     bridges mismatches), ``unmatched`` (about no question we know)."""
 
-    message_id: str
-    channel: str
-    sender: str
-    chat: str
-    received_at: datetime
-    reason: Literal["late", "mismatch", "unmatched"]
     text: str | UnsetType = UNSET
     value: Any = UNSET
     sender_name: str | UnsetType = UNSET

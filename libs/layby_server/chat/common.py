@@ -18,6 +18,8 @@ PICK_ONE = "Reply with the text of one option."
 YES_OR_NO = "Reply yes or no."
 TAP_SEPARATOR = ":"
 ELLIPSIS = "…"
+Fits = Callable[[str], object]
+"""A text setting's check: truthy when the value is acceptable (``re.Pattern.fullmatch``)."""
 
 
 def check_options(config: Mapping[str, Any], plugin: str, allowed: set[str]) -> None:
@@ -86,15 +88,7 @@ class PluginConfig:
             raise ValueError(f"{self.plugin} {key} must be true or false")  # noqa: TRY004
         return value
 
-    def text(
-        self,
-        key: str,
-        fits: Callable[[str], object],
-        must: str,
-        *,
-        default: str | None = None,
-        ids: bool = False,
-    ) -> str:
+    def text(self, key: str, fits: Fits, must: str, *, default: str | None = None, ids: bool = False) -> str:
         """A required text setting that ``fits``; ``must`` says what it must be."""
         value = self.optional_text(key, fits, must, default=default, ids=ids)
         if value is None:
@@ -104,7 +98,7 @@ class PluginConfig:
     def optional_text(
         self,
         key: str,
-        fits: Callable[[str], object],
+        fits: Fits,
         must: str,
         *,
         default: str | None = None,

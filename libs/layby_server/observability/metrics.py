@@ -18,18 +18,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 
-from layby_contracts.events import (
-    EXPIRY_ANSWERER,
-    Event,
-    InteractionAnswered,
-    InteractionAsked,
-    InteractionRemoved,
-    RunCancelled,
-    RunFailed,
-    RunFinished,
-    RunParked,
-    RunResumed,
-)
+from layby_contracts import events
 from layby_contracts.formats import FORMAT_NAMES
 
 __all__ = ["CONTENT_TYPE", "HTTP_BUCKETS", "ServiceMetrics"]
@@ -51,7 +40,7 @@ NO_CHANNEL = "none"
 """The channel label of a notification recorded to the feed only."""
 
 
-def _mode(event: InteractionAsked) -> str:
+def _mode(event: events.InteractionAsked) -> str:
     if event.to == "caller":
         return "caller"
     return "park" if event.mode == "async" else "sync"
@@ -142,28 +131,28 @@ class ServiceMetrics:
 
     # -- facts recorded as events ---------------------------------------------------------------
 
-    def appended(self, event: Event) -> None:
+    def appended(self, event: events.Event) -> None:
         """Count one event that just landed in the log (called by the event store, once)."""
         match event:
-            case InteractionAsked():
+            case events.InteractionAsked():
                 self._asked(event.answer_format, _mode(event)).inc()
-            case InteractionAnswered():
-                if event.answered_by == EXPIRY_ANSWERER or event.via == "expiry":
+            case events.InteractionAnswered():
+                if event.answered_by == events.EXPIRY_ANSWERER or event.via == "expiry":
                     self._resolution("expired").inc()
                 else:
                     self._answer(event.via).inc()
                     self._resolution("answered").inc()
-            case InteractionRemoved():
+            case events.InteractionRemoved():
                 self._resolution(event.reason).inc()
-            case RunParked():
+            case events.RunParked():
                 self._parks.inc()
-            case RunResumed():
+            case events.RunResumed():
                 self._resume_children["retry" if event.retried_by else "resolved"].inc()
-            case RunFinished():
+            case events.RunFinished():
                 self._end_children["finished"].inc()
-            case RunFailed():
+            case events.RunFailed():
                 self._end_children["failed"].inc()
-            case RunCancelled():
+            case events.RunCancelled():
                 self._end_children["cancelled"].inc()
             case _:
                 pass

@@ -21,21 +21,8 @@ import nats.js.errors
 from asyncpg.pool import PoolConnectionProxy
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
+from layby_contracts import events
 from layby_contracts.errors import Permanent, Transient
-from layby_contracts.events import (
-    Event,
-    InteractionAnswered,
-    InteractionAsked,
-    InteractionRemoved,
-    RunCancelled,
-    RunFailed,
-    RunFinished,
-    RunParked,
-    RunResumed,
-    RunStarted,
-    RunStepRecorded,
-    decode_event,
-)
 from layby_domain.frames import add_frame
 from layby_server.observability.logs import get_logger
 from layby_server.projection.caller_slots import CallerSlots
@@ -176,7 +163,7 @@ def _json_or_null(value: Any) -> str | None:
 Row = tuple[Any, ...]
 
 
-def _asked_row(ev: InteractionAsked, seq: int) -> Row:
+def _asked_row(ev: events.InteractionAsked, seq: int) -> Row:
     return (
         ev.interaction_id,
         ev.group_id,
@@ -193,20 +180,20 @@ def _asked_row(ev: InteractionAsked, seq: int) -> Row:
     )
 
 
-def _answered_row(ev: InteractionAnswered, seq: int) -> Row:
+def _answered_row(ev: events.InteractionAnswered, seq: int) -> Row:
     answer = None if ev.sensitive else _json_or_null(ev.answer)
     return (ev.interaction_id, ev.group_id, ev.audience, ev.answered_by, ev.answered_at, answer, seq, ev.via)
 
 
-def _removed_row(ev: InteractionRemoved, seq: int) -> Row:
+def _removed_row(ev: events.InteractionRemoved, seq: int) -> Row:
     return (ev.interaction_id, ev.group_id, ev.audience, ev.reason, ev.removed_at, seq)
 
 
-def _run_started_row(ev: RunStarted, seq: int) -> Row:
+def _run_started_row(ev: events.RunStarted, seq: int) -> Row:
     return (ev.run_id, ev.flow, ev.identity, _json_or_null(ev.input), ev.started_at, seq)
 
 
-def _run_parked_row(ev: RunParked, seq: int) -> Row:
+def _run_parked_row(ev: events.RunParked, seq: int) -> Row:
     return (
         ev.run_id,
         ev.generation,
@@ -220,12 +207,12 @@ def _run_parked_row(ev: RunParked, seq: int) -> Row:
     )
 
 
-def _run_resumed_row(ev: RunResumed, seq: int) -> Row:
+def _run_resumed_row(ev: events.RunResumed, seq: int) -> Row:
     answers = _json.encode(ev.answers).decode()
     return (ev.run_id, ev.generation, ev.resume_id, ev.resumed_at, seq, answers, ev.retried_by, len(ev.steps))
 
 
-def _run_finished_row(ev: RunFinished, seq: int) -> Row:
+def _run_finished_row(ev: events.RunFinished, seq: int) -> Row:
     result = _json_or_null(ev.result)
     return (
         ev.run_id,
@@ -240,16 +227,18 @@ def _run_finished_row(ev: RunFinished, seq: int) -> Row:
     )
 
 
-def _run_failed_row(ev: RunFailed, seq: int) -> Row:
+def _run_failed_row(ev: events.RunFailed, seq: int) -> Row:
     steps = len(ev.steps)
     return (ev.run_id, "failed", ev.generation, None, ev.error, ev.failed_at, seq, ev.resume_id, steps)
 
 
-def _run_step_row(ev: RunStepRecorded, seq: int) -> Row:  # written before steps moved to the step streams
+def _run_step_row(
+    ev: events.RunStepRecorded, seq: int
+) -> Row:  # written before steps moved to the step streams
     return (ev.run_id, ev.generation, ev.recorded_at, seq, len(ev.steps))
 
 
-def _run_cancelled_row(ev: RunCancelled, seq: int) -> Row:
+def _run_cancelled_row(ev: events.RunCancelled, seq: int) -> Row:
     return (ev.run_id, ev.generation, ev.cancelled_at, seq, ev.by)
 
 
@@ -265,17 +254,17 @@ class _Projection(NamedTuple):
     resolves: bool = False
 
 
-_PROJECTIONS: dict[type[Event], _Projection] = {
-    InteractionAsked: _Projection(_ASKED, _asked_row),
-    InteractionAnswered: _Projection(_ANSWERED, _answered_row, resolves=True),
-    InteractionRemoved: _Projection(_REMOVED, _removed_row, resolves=True),
-    RunStarted: _Projection(_RUN_STARTED, _run_started_row),
-    RunParked: _Projection(_RUN_PARKED, _run_parked_row),
-    RunResumed: _Projection(_RUN_RESUMED, _run_resumed_row),
-    RunFinished: _Projection(_RUN_ENDED, _run_finished_row),
-    RunFailed: _Projection(_RUN_ENDED, _run_failed_row),
-    RunStepRecorded: _Projection(_RUN_STEP, _run_step_row),
-    RunCancelled: _Projection(_RUN_CANCELLED, _run_cancelled_row),
+_PROJECTIONS: dict[type[events.Event], _Projection] = {
+    events.InteractionAsked: _Projection(_ASKED, _asked_row),
+    events.InteractionAnswered: _Projection(_ANSWERED, _answered_row, resolves=True),
+    events.InteractionRemoved: _Projection(_REMOVED, _removed_row, resolves=True),
+    events.RunStarted: _Projection(_RUN_STARTED, _run_started_row),
+    events.RunParked: _Projection(_RUN_PARKED, _run_parked_row),
+    events.RunResumed: _Projection(_RUN_RESUMED, _run_resumed_row),
+    events.RunFinished: _Projection(_RUN_ENDED, _run_finished_row),
+    events.RunFailed: _Projection(_RUN_ENDED, _run_failed_row),
+    events.RunStepRecorded: _Projection(_RUN_STEP, _run_step_row),
+    events.RunCancelled: _Projection(_RUN_CANCELLED, _run_cancelled_row),
 }
 """Every event type with a row in the inbox or runs read models; the others have none here."""
 
@@ -328,7 +317,7 @@ async def _execute(conn: Conn, rows: dict[str, list[Row]], statements: tuple[str
             await conn.executemany(statement, rows[statement])
 
 
-def _untraced(_event: Event) -> bool:
+def _untraced(_event: events.Event) -> bool:
     return False
 
 
@@ -356,7 +345,7 @@ async def read_range(store: EventStore, first: int, last: int, *, batch: int = 1
             if seq > last:
                 break
             try:
-                out.append(Stored(seq=seq, event=decode_event(msg.data)))
+                out.append(Stored(seq=seq, event=events.decode_event(msg.data)))
             except (msgspec.DecodeError, msgspec.ValidationError) as exc:
                 raise Permanent(f"event {seq} cannot be decoded: {exc}") from None
             if seq == last:
@@ -377,17 +366,17 @@ async def rebuild(
     live projector then skips what the rebuild already applied (row sequence guards).
     """
     first, last = await store.bounds()
-    events = await read_range(store, max(first, 1), last)
+    stored = await read_range(store, max(first, 1), last)
     async with pool.acquire() as conn, conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock($1)", REBUILD_LOCK)
         await recreate_projection_tables(conn)
-        for start in range(0, len(events), 1000):
-            await apply_batch(conn, events[start : start + 1000], waiting_retention=waiting_retention)
+        for start in range(0, len(stored), 1000):
+            await apply_batch(conn, stored[start : start + 1000], waiting_retention=waiting_retention)
         _, newer = await store.bounds()
         if newer > last:
             late = await read_range(store, last + 1, newer)
             await apply_batch(conn, late, waiting_retention=waiting_retention)
-            events.extend(late)
+            stored.extend(late)
             last = newer
         if last:
             await conn.execute(_CHECKPOINT, INBOX, last)
@@ -396,8 +385,8 @@ async def rebuild(
             "DELETE FROM admissions a USING interactions i "
             "WHERE a.interaction_id = i.interaction_id AND i.status <> 'pending'"
         )
-    log.info("projections.rebuilt", events=len(events), last_seq=last)
-    return len(events)
+    log.info("projections.rebuilt", events=len(stored), last_seq=last)
+    return len(stored)
 
 
 SETTLE_SECONDS = 5.0

@@ -12,19 +12,9 @@ from datetime import datetime
 
 import msgspec
 
+from layby_contracts import events
 from layby_contracts.doors import Entry
 from layby_contracts.errors import Conflict, NotFound
-from layby_contracts.events import (
-    CALLER_ASKS_KEY,
-    Event,
-    ParkedAsk,
-    Resolution,
-    RunCancelled,
-    RunFailed,
-    RunFinished,
-    RunParked,
-    RunStarted,
-)
 from layby_server.auth import Principal
 from layby_server.observability.logs import get_logger
 from layby_server.store.eventlog import EventLog
@@ -35,31 +25,33 @@ KILLER = Principal(identity="system:caller_expiry", role="operator")
 """Who a chain killed at a caller ask's deadline is cancelled by."""
 
 
-def call_resolution(ask: ParkedAsk, last: Event | None, asks: list[Entry]) -> Resolution | None:
+def call_resolution(
+    ask: events.ParkedAsk, last: events.Event | None, asks: list[Entry]
+) -> events.Resolution | None:
     """How a ``layby.call`` resolved, from its child's last event (None: still waiting)."""
     child = ask.interaction_id
     match last:
-        case RunFinished():
-            return Resolution(
+        case events.RunFinished():
+            return events.Resolution(
                 interaction_id=child, question=ask.question, answer=last.result, answered_by=f"run:{child}"
             )
-        case RunFailed():
-            return Resolution(
+        case events.RunFailed():
+            return events.Resolution(
                 interaction_id=child,
                 question=ask.question,
                 answered_by="system:call_failed",
                 detail=last.error,
             )
-        case RunCancelled():
-            return Resolution(
+        case events.RunCancelled():
+            return events.Resolution(
                 interaction_id=child,
                 question=ask.question,
                 answered_by="system:cancelled",
                 detail="the called run was cancelled",
             )
-        case RunParked() if asks:
-            marker = {CALLER_ASKS_KEY: {"run_id": child, "asks": msgspec.to_builtins(asks)}}
-            return Resolution(
+        case events.RunParked() if asks:
+            marker = {events.CALLER_ASKS_KEY: {"run_id": child, "asks": msgspec.to_builtins(asks)}}
+            return events.Resolution(
                 interaction_id=child, question=ask.question, answer=marker, answered_by=f"run:{child}"
             )
         case _:
@@ -68,7 +60,7 @@ def call_resolution(ask: ParkedAsk, last: Event | None, asks: list[Entry]) -> Re
 
 async def kill_chain(
     store: EventLog,
-    started: Callable[[str], Awaitable[RunStarted | None]],
+    started: Callable[[str], Awaitable[events.RunStarted | None]],
     run_id: str,
     who: Principal,
     now: Callable[[], datetime],

@@ -54,6 +54,7 @@ class ChatConversations:
         door = await self.route(message.channel, subject)
         if door is None:
             return  # an ordinary message to the bot: it stays on the messages stream only
+        said = log.bind(channel=message.channel, door=door.name, subject=subject, visit_id=visit_id)
         for attempt in range(1, ATTEMPTS + 1):
             try:
                 result = await self._visitor.visit(
@@ -69,28 +70,14 @@ class ChatConversations:
             except (BadInput, Conflict, NotFound) as exc:
                 # Refused: the visitor recorded it on the visit's log; the person's message stays
                 # on the messages stream.
-                log.warning(
-                    "chat.conversation_refused",
-                    channel=message.channel,
-                    door=door.name,
-                    subject=subject,
-                    visit_id=visit_id,
-                    error=str(exc)[:300],
-                )
+                said.warning("chat.conversation_refused", error=str(exc)[:300])
                 return
             except Transient:
                 if attempt == ATTEMPTS:
                     raise
                 await asyncio.sleep(0.2 * 2**attempt)
                 continue
-            log.info(
-                "chat.conversation_visited",
-                channel=message.channel,
-                door=door.name,
-                subject=subject,
-                visit_id=visit_id,
-                action=result.action,
-            )
+            said.info("chat.conversation_visited", action=result.action)
             return
 
     async def route(self, channel: str, subject: str) -> DoorSaved | None:

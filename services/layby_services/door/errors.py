@@ -13,31 +13,7 @@ from litestar import Request, Response
 from litestar.exceptions import HTTPException
 from msgspec import UNSET
 
-from layby_contracts.errors import (
-    BadInput,
-    CallFailedError,
-    ChannelFailedError,
-    ChannelUnavailableError,
-    Conflict,
-    CrossIdentityAudienceError,
-    Forbidden,
-    InteractionLimitError,
-    InteractionTimeoutError,
-    LaybyError,
-    NonDeterministicRunError,
-    NotConfiguredError,
-    NotFound,
-    ParkExpiryExceedsRetentionError,
-    Permanent,
-    RunCancelledError,
-    RunRequiredError,
-    StepFailedError,
-    Transient,
-    Unauthorized,
-    Unavailable,
-    UnsupportedError,
-    WorkerSetupError,
-)
+from layby_contracts import errors
 from layby_contracts.http import Error
 from layby_server.observability.logs import get_logger
 from layby_services.door.messages import (
@@ -53,13 +29,13 @@ log = get_logger("layby.door")
 NO_STORE = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
 
 
-class PayloadTooLarge(LaybyError):
+class PayloadTooLarge(errors.LaybyError):
     """The body's actual bytes exceed ``INTERACTIONS_CALLBACK_MAX_BODY_BYTES``."""
 
     kind = "too_large"
 
 
-class Busy(LaybyError):
+class Busy(errors.LaybyError):
     """The door cannot take this client now (its open streams are at the cap): 503 + Retry-After."""
 
     kind = "busy"
@@ -69,41 +45,41 @@ class Busy(LaybyError):
         self.retry_after = retry_after
 
     @classmethod
-    def from_wire(cls, message: str, *, field: str | None, interaction_id: str = "") -> LaybyError:
+    def from_wire(cls, message: str, *, field: str | None, interaction_id: str = "") -> errors.LaybyError:
         return cls(message, retry_after=1)
 
 
-STATUS: dict[type[LaybyError], int] = {
-    BadInput: 400,
-    ParkExpiryExceedsRetentionError: 400,
-    Unauthorized: 401,
-    Forbidden: 403,
-    CrossIdentityAudienceError: 403,
-    NotFound: 404,
-    Conflict: 409,
-    RunCancelledError: 409,
+STATUS: dict[type[errors.LaybyError], int] = {
+    errors.BadInput: 400,
+    errors.ParkExpiryExceedsRetentionError: 400,
+    errors.Unauthorized: 401,
+    errors.Forbidden: 403,
+    errors.CrossIdentityAudienceError: 403,
+    errors.NotFound: 404,
+    errors.Conflict: 409,
+    errors.RunCancelledError: 409,
     PayloadTooLarge: 413,
-    InteractionLimitError: 429,
-    Transient: 503,
-    Unavailable: 503,
+    errors.InteractionLimitError: 429,
+    errors.Transient: 503,
+    errors.Unavailable: 503,
     Busy: 503,
-    ChannelUnavailableError: 503,
-    UnsupportedError: 501,
-    ChannelFailedError: 502,
-    InteractionTimeoutError: 504,
-    Permanent: 500,
-    NonDeterministicRunError: 500,
-    NotConfiguredError: 500,
-    RunRequiredError: 500,
-    WorkerSetupError: 500,
-    StepFailedError: 500,
-    CallFailedError: 500,
-    LaybyError: 500,
+    errors.ChannelUnavailableError: 503,
+    errors.UnsupportedError: 501,
+    errors.ChannelFailedError: 502,
+    errors.InteractionTimeoutError: 504,
+    errors.Permanent: 500,
+    errors.NonDeterministicRunError: 500,
+    errors.NotConfiguredError: 500,
+    errors.RunRequiredError: 500,
+    errors.WorkerSetupError: 500,
+    errors.StepFailedError: 500,
+    errors.CallFailedError: 500,
+    errors.LaybyError: 500,
 }
 """Every error class's HTTP status; a class not listed takes its nearest listed base's."""
 
 
-def status_of(exc: LaybyError) -> int:
+def status_of(exc: errors.LaybyError) -> int:
     """The HTTP status of an error: its class's own, else its nearest base's."""
     for cls in type(exc).__mro__:
         if cls in STATUS:
@@ -129,7 +105,7 @@ def error_response(
     return Response(body, status_code=status, headers={**NO_STORE, **_error_headers(status, retry_after)})
 
 
-def _refusal(exc: LaybyError) -> tuple[int, str, str | None, int | None]:
+def _refusal(exc: errors.LaybyError) -> tuple[int, str, str | None, int | None]:
     """(status, message, field, Retry-After) of an error, logging what a client is not told."""
     status = status_of(exc)
     match exc:
@@ -138,14 +114,14 @@ def _refusal(exc: LaybyError) -> tuple[int, str, str | None, int | None]:
         case Busy():
             log.warning("door.busy", error=str(exc))
             return 503, str(exc), None, exc.retry_after
-        case ChannelUnavailableError():
+        case errors.ChannelUnavailableError():
             # A channel's failed send (docs/notifications.md#statuses): its message names the
             # channel only, and Retry-After carries the medium's pause when it named one.
             wait = None if exc.retry_after is None else max(1, math.ceil(exc.retry_after))
             return 503, exc.message, exc.field, wait
-        case UnsupportedError() | ChannelFailedError():
+        case errors.UnsupportedError() | errors.ChannelFailedError():
             return status, exc.message, exc.field, None
-        case Transient():
+        case errors.Transient():
             log.warning("door.transient", error=str(exc))
             return 503, UNAVAILABLE, None, None
     if status >= 500:
@@ -157,7 +133,7 @@ def _refusal(exc: LaybyError) -> tuple[int, str, str | None, int | None]:
     return status, str(exc), None, None
 
 
-def layby_error(exc: LaybyError) -> tuple[int, list[tuple[bytes, bytes]], Error]:
+def layby_error(exc: errors.LaybyError) -> tuple[int, list[tuple[bytes, bytes]], Error]:
     """An error as the raw parts of its response (the answer door's fast path, fast.py): its
     status, the headers beyond ``NO_STORE`` and the body — what ``_layby`` makes a Response of."""
     status, message, field, retry_after = _refusal(exc)
@@ -169,7 +145,7 @@ def layby_error(exc: LaybyError) -> tuple[int, list[tuple[bytes, bytes]], Error]
 
 
 def _layby(_: Request[Any, Any, Any], exc: Exception) -> Response[Error]:
-    assert isinstance(exc, LaybyError)
+    assert isinstance(exc, errors.LaybyError)
     status, message, field, retry_after = _refusal(exc)
     return error_response(status, message, field=field, retry_after=retry_after)
 
@@ -193,4 +169,4 @@ def _unexpected(_: Request[Any, Any, Any], exc: Exception) -> Response[Error]:
     return error_response(500, INTERNAL_ERROR)
 
 
-EXCEPTION_HANDLERS = {LaybyError: _layby, HTTPException: _http, Exception: _unexpected}
+EXCEPTION_HANDLERS = {errors.LaybyError: _layby, HTTPException: _http, Exception: _unexpected}

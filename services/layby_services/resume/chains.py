@@ -21,19 +21,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 
-from layby_contracts.events import (
-    Event,
-    InteractionAnswered,
-    InteractionAsked,
-    InteractionRemoved,
-    InteractionSettled,
-    InteractionTaken,
-    RunCancelled,
-    RunFailed,
-    RunFinished,
-    RunParked,
-    RunStarted,
-)
+from layby_contracts import events
 from layby_server.observability.logs import get_logger
 from layby_server.store.eventlog import EventLog
 from layby_server.write.chains import KILLER, kill_chain
@@ -47,7 +35,7 @@ class Chains:
         self,
         store: EventLog,
         entries: Entries,
-        started: Callable[[str], Awaitable[RunStarted | None]],
+        started: Callable[[str], Awaitable[events.RunStarted | None]],
         evaluate: Callable[[str], Awaitable[None]],
         now: Callable[[], datetime],
     ) -> None:
@@ -57,9 +45,11 @@ class Chains:
         self._evaluate = evaluate
         self._now = now
 
-    async def on_run_event(self, ev: RunParked | RunFinished | RunFailed | RunCancelled) -> None:
+    async def on_run_event(
+        self, ev: events.RunParked | events.RunFinished | events.RunFailed | events.RunCancelled
+    ) -> None:
         """A run's execution reached an outcome: tell its visits, and wake its caller's call."""
-        asks = await caller_entries(self._entries, ev) if isinstance(ev, RunParked) else None
+        asks = await caller_entries(self._entries, ev) if isinstance(ev, events.RunParked) else None
         outcome = outcome_of(ev, asks)
         if outcome is not None:
             for visit in ev.visits:
@@ -68,21 +58,21 @@ class Chains:
         if started is not None and started.caller is not None:
             await self._evaluate(started.caller)
 
-    async def on_entry_event(self, ev: Event) -> None:
+    async def on_entry_event(self, ev: events.Event) -> None:
         """Keep a subject's index in step with its entries; kill a chain at its deadline."""
         match ev:
-            case InteractionAsked() if ev.to == "caller" and ev.subject is not None:
+            case events.InteractionAsked() if ev.to == "caller" and ev.subject is not None:
                 self._entries.remember(ev)
                 await self._entries.add(ev.subject, ev.interaction_id)
-            case InteractionAnswered() if ev.to == "caller" and ev.visit is None:
+            case events.InteractionAnswered() if ev.to == "caller" and ev.visit is None:
                 await self._gone(ev.interaction_id)  # resumed by its deadline: nobody waits on it
-            case InteractionRemoved() if ev.to == "caller":
+            case events.InteractionRemoved() if ev.to == "caller":
                 await self._gone(ev.interaction_id)
                 if ev.reason == "timeout" and ev.run_id is not None:
                     await kill_chain(self._store, self._started, ev.run_id, KILLER, self._now)
-            case InteractionSettled() if ev.outcome == "parked":
+            case events.InteractionSettled() if ev.outcome == "parked":
                 await self._gone(ev.interaction_id)
-            case InteractionTaken():
+            case events.InteractionTaken():
                 await self._gone(ev.interaction_id)
             case _:
                 return

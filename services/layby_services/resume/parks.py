@@ -27,23 +27,9 @@ from collections import OrderedDict
 import msgspec
 
 from layby import faults
+from layby_contracts import events
 from layby_contracts.commands import Continuation
 from layby_contracts.errors import Conflict
-from layby_contracts.events import (
-    InteractionAnswered,
-    InteractionAsked,
-    InteractionRemoved,
-    InteractionSettled,
-    InteractionTaken,
-    ParkedAsk,
-    Resolution,
-    RunCancelled,
-    RunFailed,
-    RunFinished,
-    RunParked,
-    RunResumed,
-    RunStarted,
-)
 from layby_domain.clock import Clock
 from layby_domain.run import Run, decide_resume, resolution, resume_id_of
 from layby_server.observability.logs import get_logger
@@ -62,38 +48,38 @@ class Resumer:
     def __init__(self, store: EventStore, clock: Clock) -> None:
         self._store = store
         self._clock = clock
-        self._started: OrderedDict[str, RunStarted] = OrderedDict()
+        self._started: OrderedDict[str, events.RunStarted] = OrderedDict()
         self.entries = Entries(store, clock.now)
         self.chains = Chains(store, self.entries, self.started, self.evaluate, clock.now)
 
     async def on_event(self, stored: Stored) -> None:
         ev = stored.event
         match ev:
-            case RunStarted():
+            case events.RunStarted():
                 self._remember(ev)
                 await self.start(ev)
-            case RunParked():
+            case events.RunParked():
                 await self.evaluate(ev.run_id)
                 await self.chains.on_run_event(ev)
-            case RunCancelled():
+            case events.RunCancelled():
                 # Repeats the canceller's removals and closing, should it have stopped half-way
                 # (both idempotent).
                 await remove_open_asks(self._store, ev, self._clock.now)
                 await close_steps(self._store, ev, self._clock.now)
                 await self.chains.on_run_event(ev)
-            case RunFinished() | RunFailed():
+            case events.RunFinished() | events.RunFailed():
                 await self.chains.on_run_event(ev)
-            case RunResumed() if ev.retried_by is not None:
+            case events.RunResumed() if ev.retried_by is not None:
                 # A person retried a failed run: the ask service decided it; publish its continuation.
                 await self.evaluate(ev.run_id)
-            case InteractionAnswered() | InteractionRemoved() if ev.run_id:
+            case events.InteractionAnswered() | events.InteractionRemoved() if ev.run_id:
                 # A resolution is its question's last event: no need to read it back.
                 await self.evaluate(ev.run_id, known={ev.interaction_id: stored})
                 await self.chains.on_entry_event(ev)
-            case InteractionAsked() | InteractionSettled() | InteractionTaken():
+            case events.InteractionAsked() | events.InteractionSettled() | events.InteractionTaken():
                 await self.chains.on_entry_event(ev)
 
-    async def start(self, ev: RunStarted) -> None:
+    async def start(self, ev: events.RunStarted) -> None:
         """Generation 0: the first execution is a continuation like every other.
 
         A redelivered start publishes nothing new (the continuation's subject is taken), and a
@@ -116,11 +102,11 @@ class Resumer:
         last = await self._store.last(subject, leader=True)
         if last is None:
             return
-        if isinstance(last.event, RunResumed):
+        if isinstance(last.event, events.RunResumed):
             # Decided earlier; the publish may not have happened (a crash): it is idempotent.
             await self._continue(run_id, last.event)
             return
-        if not isinstance(last.event, RunParked):
+        if not isinstance(last.event, events.RunParked):
             return  # not parked (yet, or any more): nothing to resume
         park = last.event
         known = known or {}
@@ -129,7 +115,7 @@ class Resumer:
         visits = [
             read.event.visit
             for read in reads
-            if read is not None and isinstance(read.event, InteractionAnswered) and read.event.visit
+            if read is not None and isinstance(read.event, events.InteractionAnswered) and read.event.visit
         ]
         resume_id = resume_id_of(run_id, park.generation)
         resumed = decide_resume(
@@ -146,7 +132,7 @@ class Resumer:
         await self._continue(run_id, resumed)
         faults.hit("resume.after_publish")
 
-    async def _read_item(self, ask: ParkedAsk, known: Stored | None) -> Stored | None:
+    async def _read_item(self, ask: events.ParkedAsk, known: Stored | None) -> Stored | None:
         """A parked question's last event, or (a ``layby.call``) its child run's."""
         if known is not None:
             return known
@@ -154,31 +140,35 @@ class Resumer:
             return await self._store.last(self._store.names.run(ask.interaction_id), leader=True)
         return await self._store.last(self._store.names.ix(ask.interaction_id), leader=True)
 
-    async def _resolved(self, ask: ParkedAsk, read: Stored | None) -> Resolution | None:
+    async def _resolved(self, ask: events.ParkedAsk, read: Stored | None) -> events.Resolution | None:
         event = read.event if read is not None else None
         if ask.kind == "call":
-            asks = await caller_entries(self.entries, event) if isinstance(event, RunParked) else []
+            asks = await caller_entries(self.entries, event) if isinstance(event, events.RunParked) else []
             return call_resolution(ask, event, asks)
-        if isinstance(event, InteractionRemoved) and event.to == "caller" and event.reason == "timeout":
+        if (
+            isinstance(event, events.InteractionRemoved)
+            and event.to == "caller"
+            and event.reason == "timeout"
+        ):
             return None  # on_expiry="kill": the chain is torn down, never resumed
         return resolution(ask, event)
 
-    async def started(self, run_id: str) -> RunStarted | None:
+    async def started(self, run_id: str) -> events.RunStarted | None:
         found = self._started.get(run_id)
         if found is not None:
             return found
         first = await self._store.first(self._store.names.run(run_id))
-        if first is None or not isinstance(first.event, RunStarted):
+        if first is None or not isinstance(first.event, events.RunStarted):
             return None
         self._remember(first.event)
         return first.event
 
-    def _remember(self, started: RunStarted) -> None:
+    def _remember(self, started: events.RunStarted) -> None:
         self._started[started.run_id] = started
         if len(self._started) > STARTED_CACHE:
             self._started.popitem(last=False)
 
-    async def _continue(self, run_id: str, resumed: RunResumed) -> None:
+    async def _continue(self, run_id: str, resumed: events.RunResumed) -> None:
         started = await self.started(run_id)
         if started is None:
             log.error("resume.run_without_start", run_id=run_id)

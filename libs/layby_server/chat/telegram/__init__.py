@@ -35,20 +35,7 @@ from telegram import Bot, Message
 from telegram.error import BadRequest, ChatMigrated, Forbidden, InvalidToken, NetworkError, TelegramError
 from telegram.request import HTTPXRequest
 
-from layby_contracts.channels import (
-    ChannelDelivery,
-    ChannelDeliveryError,
-    ChannelInputError,
-    ChannelNotification,
-    Inbound,
-    InboundRefused,
-    InboundReply,
-    InboundRequest,
-    InboundResponse,
-    Posted,
-    ReplyOutcome,
-    Retraction,
-)
+from layby_contracts import channels
 from layby_contracts.events import MediaItem
 from layby_server.chat import common
 from layby_server.chat.common import ELLIPSIS, link_line
@@ -238,7 +225,7 @@ class TelegramChannel(common.ChatPlugin, plugin=PLUGIN, options=OPTIONS):
                 bot = Bot(self._token, base_url=self.api_url, base_file_url=self.file_url, request=request)
                 try:
                     await self._call(bot.initialize())
-                except ChannelDeliveryError:
+                except channels.ChannelDeliveryError:
                     await request.shutdown()  # the next attempt starts afresh
                     raise
                 self._bot = bot
@@ -262,26 +249,28 @@ class TelegramChannel(common.ChatPlugin, plugin=PLUGIN, options=OPTIONS):
         try:
             return await call
         except _FloodControl as exc:
-            raise ChannelDeliveryError(
+            raise channels.ChannelDeliveryError(
                 f"telegram {self.name!r}: flood control, retry in {exc.seconds:g} s",
                 retryable=True,
                 retry_after=exc.seconds,
             ) from None
         except (BadRequest, Forbidden, InvalidToken, ChatMigrated) as exc:
-            raise ChannelInputError(f"telegram {self.name!r}: {self._scrub(exc.message)}") from None
+            raise channels.ChannelInputError(f"telegram {self.name!r}: {self._scrub(exc.message)}") from None
         except NetworkError as exc:  # timeouts, connection faults, 5xx
-            raise ChannelDeliveryError(
+            raise channels.ChannelDeliveryError(
                 f"telegram {self.name!r}: {self._scrub(exc.message)}", retryable=True
             ) from None
         except TelegramError as exc:
-            raise ChannelDeliveryError(f"telegram {self.name!r}: {self._scrub(exc.message)}") from None
+            raise channels.ChannelDeliveryError(
+                f"telegram {self.name!r}: {self._scrub(exc.message)}"
+            ) from None
 
     # -- outbound -----------------------------------------------------------------------------
 
     def _chat(self, recipient: str | None) -> int | str:
         target = recipient or self.default_recipient
         if not target:
-            raise ChannelInputError(
+            raise channels.ChannelInputError(
                 f"telegram {self.name!r}: no recipient (give one on the ask or set default_recipient)"
             )
         try:
@@ -289,7 +278,7 @@ class TelegramChannel(common.ChatPlugin, plugin=PLUGIN, options=OPTIONS):
         except ValueError:
             return target  # an @channel name
 
-    async def deliver(self, delivery: ChannelDelivery) -> Posted:
+    async def deliver(self, delivery: channels.ChannelDelivery) -> channels.Posted:
         self._refuse_late(delivery)
         chat_id = self._chat(delivery.recipient)
         bot = await self._client()
@@ -298,15 +287,17 @@ class TelegramChannel(common.ChatPlugin, plugin=PLUGIN, options=OPTIONS):
         message: Message = await self._call(
             bot.send_message(chat_id, rendered.text, reply_markup=rendered.keyboard)
         )
-        return Posted(chat=str(message.chat.id), message=str(message.message_id))
+        return channels.Posted(chat=str(message.chat.id), message=str(message.message_id))
 
-    async def notify(self, notification: ChannelNotification) -> list[str]:
+    async def notify(self, notification: channels.ChannelNotification) -> list[str]:
         """The notification's files, then its text with its options' buttons; the ids of the
         messages sent, the text's last (docs/channels.md#notifications-on-telegram)."""
         if notification.template is not None:
-            raise ChannelInputError(f"telegram {self.name!r}: template: Telegram has no message templates")
+            raise channels.ChannelInputError(
+                f"telegram {self.name!r}: template: Telegram has no message templates"
+            )
         if notification.schema is not None:
-            raise ChannelInputError(
+            raise channels.ChannelInputError(
                 f"telegram {self.name!r}: schema: a form cannot be sent with a Telegram notification"
             )
         chat_id = self._chat(notification.recipient)
@@ -331,7 +322,7 @@ class TelegramChannel(common.ChatPlugin, plugin=PLUGIN, options=OPTIONS):
             caption = cut(item.caption, CAPTION_LIMIT) if item.caption else None
             try:
                 message: Message = await self._call(send(chat_id, item.url, caption=caption))
-            except ChannelInputError as exc:
+            except channels.ChannelInputError as exc:
                 log.info("telegram.media_as_link", channel=self.name, kind=item.kind, error=str(exc))
                 unsent.append(item)
             else:
@@ -346,14 +337,14 @@ class TelegramChannel(common.ChatPlugin, plugin=PLUGIN, options=OPTIONS):
             bot.set_webhook(url, secret_token=self._secret_token.decode(), allowed_updates=ALLOWED_UPDATES)
         )
 
-    async def retract(self, posted: Posted, retraction: Retraction) -> None:
+    async def retract(self, posted: channels.Posted, retraction: channels.Retraction) -> None:
         """Rewrite the question's message with how it ended; no keyboard is passed, so Telegram
         drops the buttons."""
         bot = await self._client()
         text = fit(retraction.question, "\n\n" + common.retraction_line(retraction))
         try:
             await self._call(bot.edit_message_text(text, chat_id=posted.chat, message_id=int(posted.message)))
-        except ChannelInputError as exc:
+        except channels.ChannelInputError as exc:
             if "message is not modified" not in str(exc).lower():
                 raise
 
@@ -369,22 +360,24 @@ class TelegramChannel(common.ChatPlugin, plugin=PLUGIN, options=OPTIONS):
 
     # -- inbound ------------------------------------------------------------------------------
 
-    async def inbound(self, request: InboundRequest) -> Inbound:
+    async def inbound(self, request: channels.InboundRequest) -> channels.Inbound:
         given = request.headers.get(SECRET_HEADER)
         if given is None:
-            raise InboundRefused("no X-Telegram-Bot-Api-Secret-Token header")
+            raise channels.InboundRefused("no X-Telegram-Bot-Api-Secret-Token header")
         if not hmac.compare_digest(given.encode(), self._secret_token):
-            raise InboundRefused("a wrong X-Telegram-Bot-Api-Secret-Token")
+            raise channels.InboundRefused("a wrong X-Telegram-Bot-Api-Secret-Token")
         reply = reply_of(read_update(request.body))
-        return Inbound(replies=[reply] if reply is not None else [])
+        return channels.Inbound(replies=[reply] if reply is not None else [])
 
-    async def respond(self, reply: InboundReply, outcome: ReplyOutcome) -> InboundResponse | None:
+    async def respond(
+        self, reply: channels.InboundReply, outcome: channels.ReplyOutcome
+    ) -> channels.InboundResponse | None:
         return None  # Telegram needs only the 200; everything else is a follow-up
 
-    async def open_form(self, reply: InboundReply, delivery: ChannelDelivery) -> None:
+    async def open_form(self, reply: channels.InboundReply, delivery: channels.ChannelDelivery) -> None:
         return None  # the web_app (or link) button opens the form page itself
 
-    async def follow_up(self, reply: InboundReply, outcome: ReplyOutcome) -> None:
+    async def follow_up(self, reply: channels.InboundReply, outcome: channels.ReplyOutcome) -> None:
         """Acknowledge every tap (the person's client spins until it is answered) and tell a
         typist why a reply was refused or that the question has gone. Never raises."""
         try:
@@ -412,7 +405,7 @@ class TelegramChannel(common.ChatPlugin, plugin=PLUGIN, options=OPTIONS):
                             reply_parameters=reply_parameters(target),
                         )
                     )
-        except ChannelDeliveryError as exc:
+        except channels.ChannelDeliveryError as exc:
             log.warning(
                 "telegram.follow_up_failed",
                 channel=self.name,

@@ -31,19 +31,7 @@ from twilio.http.async_http_client import AsyncTwilioHttpClient
 from twilio.http.response import Response
 from twilio.rest import Client
 
-from layby_contracts.channels import (
-    ChannelDelivery,
-    ChannelDeliveryError,
-    ChannelInputError,
-    ChannelNotification,
-    Inbound,
-    InboundReply,
-    InboundRequest,
-    InboundResponse,
-    Posted,
-    ReplyOutcome,
-    Retraction,
-)
+from layby_contracts import channels
 from layby_contracts.events import MediaItem
 from layby_server.chat import common
 from layby_server.chat.twilio.errors import FINAL_CODES, RETRYABLE_CODES, delivery_error
@@ -229,18 +217,18 @@ class TwilioChannel(common.ChatPlugin, plugin=PLUGIN, options=OPTIONS):
         gains the prefix); an SMS number cannot write to one."""
         target = recipient or self.default_recipient
         if not target:
-            raise ChannelInputError(
+            raise channels.ChannelInputError(
                 f"twilio {self.name!r}: no recipient (give one on the ask or set default_recipient)"
             )
         if not _ADDRESS.fullmatch(target):
-            raise ChannelInputError(
+            raise channels.ChannelInputError(
                 f"twilio {self.name!r}: recipient {target!r} is not a number (+ and 7-15 digits) "
                 "or a whatsapp:+… address"
             )
         if self.sender.startswith(WHATSAPP) and not target.startswith(WHATSAPP):
             return WHATSAPP + target
         if _NUMBER.fullmatch(self.sender) and target.startswith(WHATSAPP):
-            raise ChannelInputError(
+            raise channels.ChannelInputError(
                 f"twilio {self.name!r}: recipient {target!r} is a WhatsApp address, but from is an SMS number"
             )
         return target
@@ -274,30 +262,32 @@ class TwilioChannel(common.ChatPlugin, plugin=PLUGIN, options=OPTIONS):
 
     # -- outbound -----------------------------------------------------------------------------
 
-    async def deliver(self, delivery: ChannelDelivery) -> Posted:
+    async def deliver(self, delivery: channels.ChannelDelivery) -> channels.Posted:
         self._refuse_late(delivery)
         if common.control_of(delivery) == "fields":
-            raise ChannelInputError(f"twilio {self.name!r}: a form cannot be sent as a text message")
+            raise channels.ChannelInputError(f"twilio {self.name!r}: a form cannot be sent as a text message")
         to = self._recipient(delivery.recipient)
         unsent: list[MediaItem] = []
         for item in render(delivery, attach=self._attaches(to)).media:
             try:
                 await self._send(to, body=cut(item.caption) if item.caption else None, media=[item.url])
-            except ChannelInputError as exc:
+            except channels.ChannelInputError as exc:
                 # An attachment Twilio refuses still reaches the person, as a link in the text;
                 # a recipient that cannot be written to fails below, on the question itself.
                 log.info("twilio.media_as_link", channel=self.name, kind=item.kind, error=str(exc))
                 unsent.append(item)
         text = render(delivery, attach=self._attaches(to), links=unsent).text
         sid = await self._send(to, body=text)
-        return Posted(chat=pair(to, self.sender), message=sid)
+        return channels.Posted(chat=pair(to, self.sender), message=sid)
 
-    async def notify(self, notification: ChannelNotification) -> list[str]:
+    async def notify(self, notification: channels.ChannelNotification) -> list[str]:
         """A one-way text message (docs/notifications.md): plain text only, cut to Twilio's
         1,600 characters; its SID."""
         for field in ("media", "template", "options", "schema"):
             if getattr(notification, field) is not None:
-                raise ChannelInputError(f"twilio {self.name!r}: a notification's {field} cannot be sent")
+                raise channels.ChannelInputError(
+                    f"twilio {self.name!r}: a notification's {field} cannot be sent"
+                )
         to = self._recipient(notification.recipient)
         return [await self._send(to, body=cut(notification.message))]
 
@@ -305,24 +295,26 @@ class TwilioChannel(common.ChatPlugin, plugin=PLUGIN, options=OPTIONS):
         """A conversation's reply into ``chat`` (a pair id) as a plain message, cut to the limit."""
         await self._send(self._recipient(person_of(chat)), body=cut(text))
 
-    async def retract(self, posted: Posted, retraction: Retraction) -> None:
+    async def retract(self, posted: channels.Posted, retraction: channels.Retraction) -> None:
         """A delivered text message cannot be edited: send the person a short follow-up quoting
         the question and saying how it ended."""
         await self._send(person_of(posted.chat), body=retraction_text(retraction))
 
     # -- inbound ------------------------------------------------------------------------------
 
-    async def inbound(self, request: InboundRequest) -> Inbound:
+    async def inbound(self, request: channels.InboundRequest) -> channels.Inbound:
         params = verified_params(request, self._token.encode(), self.public_url)
         return read(request, params, account_sid=self.account_sid, service=self.service)
 
-    async def respond(self, reply: InboundReply, outcome: ReplyOutcome) -> InboundResponse | None:
+    async def respond(
+        self, reply: channels.InboundReply, outcome: channels.ReplyOutcome
+    ) -> channels.InboundResponse | None:
         return EMPTY_TWIML  # everything the person hears goes out through the API
 
-    async def open_form(self, reply: InboundReply, delivery: ChannelDelivery) -> None:
+    async def open_form(self, reply: channels.InboundReply, delivery: channels.ChannelDelivery) -> None:
         return None  # no form is ever sent here
 
-    async def follow_up(self, reply: InboundReply, outcome: ReplyOutcome) -> None:
+    async def follow_up(self, reply: channels.InboundReply, outcome: channels.ReplyOutcome) -> None:
         """Tell the person why a reply was refused, or that the question has gone. Never raises."""
         line = outcome.notice if outcome.status == "rejected" else None
         line = NOT_OPEN if outcome.status == "late" else line
@@ -330,5 +322,5 @@ class TwilioChannel(common.ChatPlugin, plugin=PLUGIN, options=OPTIONS):
             return
         try:
             await self._send(self._recipient(reply.sender), body=cut(line))
-        except ChannelDeliveryError as exc:
+        except channels.ChannelDeliveryError as exc:
             log.warning("twilio.follow_up_failed", channel=self.name, status=outcome.status, error=str(exc))

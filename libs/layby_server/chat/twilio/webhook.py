@@ -10,19 +10,12 @@ import hmac
 from collections.abc import Sequence
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
-from layby_contracts.channels import (
-    Inbound,
-    InboundMalformed,
-    InboundRefused,
-    InboundReply,
-    InboundRequest,
-    InboundResponse,
-)
+from layby_contracts import channels
 from layby_server.chat.twilio.rendering import TEXT_LIMIT, units
 
 SIGNATURE_HEADER = "x-twilio-signature"
 FORM = "application/x-www-form-urlencoded"
-EMPTY_TWIML = InboundResponse(
+EMPTY_TWIML = channels.InboundResponse(
     body=b'<?xml version="1.0" encoding="UTF-8"?><Response/>', content_type="text/xml"
 )
 """Twilio's acknowledgement: TwiML that does nothing (every reply goes out through the API)."""
@@ -55,21 +48,21 @@ def url_forms(url: str) -> list[str]:
     return list(dict.fromkeys(forms))
 
 
-def verified_params(request: InboundRequest, token: bytes, public_url: str) -> list[tuple[str, str]]:
+def verified_params(request: channels.InboundRequest, token: bytes, public_url: str) -> list[tuple[str, str]]:
     """The POSTed parameters once the signature over ``public_url`` holds; ``InboundRefused``
     (nothing else read) when the header is missing or wrong. The URL is the configured one,
     never one rebuilt from the request's Host or forwarding headers."""
     given = request.headers.get(SIGNATURE_HEADER)
     if not given:
-        raise InboundRefused("no X-Twilio-Signature header")
+        raise channels.InboundRefused("no X-Twilio-Signature header")
     try:
         params = parse_qsl(request.body.decode(), keep_blank_values=True, strict_parsing=bool(request.body))
     except (UnicodeDecodeError, ValueError):
-        raise InboundRefused("a body that is not the form Twilio signs") from None
+        raise channels.InboundRefused("a body that is not the form Twilio signs") from None
     for url in url_forms(public_url):
         if hmac.compare_digest(signature(token, url, params).encode(), given.encode()):
             return params
-    raise InboundRefused("a wrong X-Twilio-Signature")
+    raise channels.InboundRefused("a wrong X-Twilio-Signature")
 
 
 def pair(person: str, ours: str) -> str:
@@ -83,25 +76,27 @@ def person_of(chat: str) -> str:
     return chat.partition(PAIR_SEPARATOR)[0]
 
 
-def read(request: InboundRequest, params: Params, *, account_sid: str, service: bool) -> Inbound:
+def read(
+    request: channels.InboundRequest, params: Params, *, account_sid: str, service: bool
+) -> channels.Inbound:
     """The reply a verified webhook carries: an incoming message as a typed reply in the
     person's direct conversation with our number; a status callback, or a message for another
     account, is acknowledged and ignored. ``service``: the channel sends through a Messaging
     Service, whose SID (not the number it picked) is our side of the pair."""
     content_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
     if content_type != FORM:
-        raise InboundMalformed(f"the body must be {FORM}, not {content_type or 'untyped'}")
+        raise channels.InboundMalformed(f"the body must be {FORM}, not {content_type or 'untyped'}")
     fields = dict(params)
     if "MessageStatus" in fields or fields.get("AccountSid") != account_sid:
-        return Inbound(response=EMPTY_TWIML)
+        return channels.Inbound(response=EMPTY_TWIML)
     for name in ("MessageSid", "From", "To"):
         if not fields.get(name):
-            raise InboundMalformed(f"no {name}")
+            raise channels.InboundMalformed(f"no {name}")
     body = fields.get("Body", "")
     if units(body) > TEXT_LIMIT:
-        raise InboundMalformed(f"Body is longer than {TEXT_LIMIT} characters")
+        raise channels.InboundMalformed(f"Body is longer than {TEXT_LIMIT} characters")
     ours = fields.get("MessagingServiceSid") if service else None
-    reply = InboundReply(
+    reply = channels.InboundReply(
         kind="typed",
         sender=fields["From"],
         sender_name=fields.get("ProfileName") or None,
@@ -111,4 +106,4 @@ def read(request: InboundRequest, params: Params, *, account_sid: str, service: 
         context={"to": fields["To"]},
         direct=True,
     )
-    return Inbound(replies=[reply], response=EMPTY_TWIML)
+    return channels.Inbound(replies=[reply], response=EMPTY_TWIML)

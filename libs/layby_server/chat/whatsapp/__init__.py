@@ -22,19 +22,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from layby_contracts.channels import (
-    ChannelDelivery,
-    ChannelDeliveryError,
-    ChannelInputError,
-    ChannelNotification,
-    Inbound,
-    InboundReply,
-    InboundRequest,
-    InboundResponse,
-    Posted,
-    ReplyOutcome,
-    Retraction,
-)
+from layby_contracts import channels
 from layby_contracts.events import MediaItem
 from layby_server.chat import common
 from layby_server.chat.whatsapp import webhook
@@ -151,12 +139,12 @@ class WhatsAppChannel(common.ChatPlugin, plugin=PLUGIN, options=OPTIONS):
     def _to(self, recipient: str | None) -> str:
         target = phone(recipient) if recipient else self.default_recipient
         if recipient and not target:
-            raise ChannelInputError(
+            raise channels.ChannelInputError(
                 f"whatsapp {self.name!r}: recipient {recipient[:64]!r} is not a phone number "
                 "in international format"
             )
         if not target:
-            raise ChannelInputError(
+            raise channels.ChannelInputError(
                 f"whatsapp {self.name!r}: no recipient "
                 "(give a phone number on the ask or set default_recipient)"
             )
@@ -172,27 +160,29 @@ class WhatsAppChannel(common.ChatPlugin, plugin=PLUGIN, options=OPTIONS):
                 continue
             try:
                 sent.append((await self._graph.send(to, media_message(item))).wamid)
-            except ChannelInputError as exc:
+            except channels.ChannelInputError as exc:
                 log.info("whatsapp.media_as_link", channel=self.name, kind=item.kind, error=str(exc))
                 unsent.append(item)
         return sent, unsent
 
-    async def deliver(self, delivery: ChannelDelivery) -> Posted:
+    async def deliver(self, delivery: channels.ChannelDelivery) -> channels.Posted:
         self._refuse_late(delivery)
         to = self._to(delivery.recipient)
         _, unsent = await self._media(to, list(delivery.media or []))
         sent = await self._graph.send(to, question_message(delivery, links=unsent, flow=self.flow))
-        return Posted(chat=sent.wa_id or to, message=sent.wamid)
+        return channels.Posted(chat=sent.wa_id or to, message=sent.wamid)
 
-    async def notify(self, notification: ChannelNotification) -> list[str]:
+    async def notify(self, notification: channels.ChannelNotification) -> list[str]:
         """Send a one-way notification: a template alone, or each media item then the text (or
         the form's Flow); the ids WhatsApp gave each message, in order."""
         to = self._to(notification.recipient)
         if notification.schema is not None and self.flow is None:
-            raise ChannelInputError(f"whatsapp {self.name!r}: a form needs flow_id set on the channel")
+            raise channels.ChannelInputError(
+                f"whatsapp {self.name!r}: a form needs flow_id set on the channel"
+            )
         return [(await self._graph.send(to, m)).wamid for m in notification_messages(notification, self.flow)]
 
-    async def retract(self, posted: Posted, retraction: Retraction) -> None:
+    async def retract(self, posted: channels.Posted, retraction: channels.Retraction) -> None:
         """WhatsApp cannot edit a delivered message: a short reply to the question says how it
         ended (docs/channels.md#whatsapp-retraction)."""
         await self._graph.send(
@@ -219,9 +209,9 @@ class WhatsAppChannel(common.ChatPlugin, plugin=PLUGIN, options=OPTIONS):
 
     # -- inbound ------------------------------------------------------------------------------
 
-    async def inbound(self, request: InboundRequest) -> Inbound:
+    async def inbound(self, request: channels.InboundRequest) -> channels.Inbound:
         if request.method == "GET":
-            return Inbound(response=webhook.handshake(self._verify_token, request.query))
+            return channels.Inbound(response=webhook.handshake(self._verify_token, request.query))
         webhook.verify(self._app_secret, request.headers, request.body)
         read = webhook.read(request.body, self.phone_number_id)
         for status in read.failures:
@@ -233,9 +223,11 @@ class WhatsAppChannel(common.ChatPlugin, plugin=PLUGIN, options=OPTIONS):
                     (e.get("code"), e.get("title")) for e in status.get("errors") or [] if isinstance(e, dict)
                 ],
             )
-        return Inbound(replies=read.replies)
+        return channels.Inbound(replies=read.replies)
 
-    async def respond(self, reply: InboundReply, outcome: ReplyOutcome) -> InboundResponse | None:
+    async def respond(
+        self, reply: channels.InboundReply, outcome: channels.ReplyOutcome
+    ) -> channels.InboundResponse | None:
         if reply.kind == "submitted" and outcome.status == "rejected" and reply.event_id is not None:
             # The open_form reply after it (same request) sends the form again with the reason.
             while len(self._refused) >= REFUSALS_KEPT:
@@ -243,7 +235,7 @@ class WhatsAppChannel(common.ChatPlugin, plugin=PLUGIN, options=OPTIONS):
             self._refused[reply.event_id] = outcome.reason or "the answer does not fit the form"
         return None  # Meta needs only the 200; everything else is a follow-up
 
-    async def open_form(self, reply: InboundReply, delivery: ChannelDelivery) -> None:
+    async def open_form(self, reply: channels.InboundReply, delivery: channels.ChannelDelivery) -> None:
         """Send a refused form again as a fresh Flow naming the door's reason, at most
         ``MAX_FORM_RESENDS`` times; then say it could not be processed
         (docs/channels.md#whatsapp-forms)."""
@@ -260,7 +252,7 @@ class WhatsAppChannel(common.ChatPlugin, plugin=PLUGIN, options=OPTIONS):
         )
         await self._graph.send(reply.chat, message)
 
-    async def follow_up(self, reply: InboundReply, outcome: ReplyOutcome) -> None:
+    async def follow_up(self, reply: channels.InboundReply, outcome: channels.ReplyOutcome) -> None:
         """Tell the person why a reply was refused, or that the question has gone. Never raises."""
         if reply.kind == "open_form" or (reply.kind == "submitted" and outcome.status != "late"):
             return  # a refused form is sent again by open_form, with the reason in the Flow
@@ -272,7 +264,7 @@ class WhatsAppChannel(common.ChatPlugin, plugin=PLUGIN, options=OPTIONS):
             await self._graph.send(
                 reply.chat, text_message(line), reply_to=(reply.context or {}).get("wamid")
             )
-        except ChannelDeliveryError as exc:
+        except channels.ChannelDeliveryError as exc:
             log.warning(
                 "whatsapp.follow_up_failed",
                 channel=self.name,

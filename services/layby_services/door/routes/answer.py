@@ -10,12 +10,11 @@ race in the log and gets 409.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Any
 
 import msgspec
 from litestar import Request, post
 from litestar.di import NamedDependency
-from litestar.params import PathParameter
 from opentelemetry.util.types import AttributeValue
 
 from layby_contracts.errors import BadInput, Conflict, LaybyError, NotFound
@@ -35,8 +34,9 @@ from layby_server.store.eventstore import Stored
 from layby_server.write.resolve import resolve, state_of
 from layby_services.door.bodies import decode_body
 from layby_services.door.deps import Door, DoorState, Who, json_body
-from layby_services.door.openapi import UUID4, documented, refusal
+from layby_services.door.openapi import documented, refusal
 from layby_services.door.openapi.components import UNAVAILABLE_503
+from layby_services.door.routes.asks import InteractionId
 from layby_services.door.spans import OWN_SPAN, request_trace
 
 _enc = msgspec.json.Encoder()
@@ -162,13 +162,7 @@ async def answer_door(
     door: Door,
     who: Who,
     payload: NamedDependency[Any],
-    interaction_id: Annotated[
-        str,
-        PathParameter(
-            description="A lowercase uuid4; anything else is the same 404 as an unknown question.",
-            schema_extra={"pattern": UUID4},
-        ),
-    ],
+    interaction_id: InteractionId,
 ) -> Answered:
     """Body ``{"answer": <value>}`` (an AnswerRequest, read under the body cap by the door itself);
     200 ``{"data": {"interaction_id", "status": "answered"}}``."""

@@ -75,6 +75,9 @@ ChannelName = Annotated[
     ),
 ]
 """The ``name`` path parameter of every channel door."""
+_UNKNOWN_CHANNEL = refusal(
+    "No chat channel of that name is configured: the same response for any name.", NOT_FOUND
+)
 
 
 @post(
@@ -91,9 +94,7 @@ ChannelName = Annotated[
         401: refusal(
             "A missing, stale or wrong provider signature: nothing is recorded.", UNAUTHORIZED_CHANNEL
         ),
-        404: refusal(
-            "No chat channel of that name is configured: the same response for any name.", NOT_FOUND
-        ),
+        404: _UNKNOWN_CHANNEL,
         413: refusal("The body is larger than the door's cap.", PAYLOAD_TOO_LARGE),
     },
 )
@@ -117,9 +118,7 @@ async def channel_events(
     responses={
         400: refusal("A handshake the channel cannot read.", field=False, name="ChannelHandshakeMalformed"),
         401: refusal("The channel takes no handshake, or its check failed.", UNAUTHORIZED_CHANNEL),
-        404: refusal(
-            "No chat channel of that name is configured: the same response for any name.", NOT_FOUND
-        ),
+        404: _UNKNOWN_CHANNEL,
     },
 )
 async def channel_handshake(

@@ -31,7 +31,7 @@ from layby_services.door.deps import Door, Token, Who, json_body, operators_only
 from layby_services.door.openapi import documented, refusal
 from layby_services.door.openapi.components import JSON, UNAVAILABLE_503, ref
 from layby_services.door.query import DEFAULT_PAGE_SIZE, Page, PageSize
-from layby_services.door.routes.inbox import PAGING_400, next_page
+from layby_services.door.routes.inbox import PAGING_400, first_item_link, next_page
 
 NAME_PATTERN = "^[a-z0-9_-]{1,64}$"
 DoorName = Annotated[
@@ -133,13 +133,7 @@ async def delete_door(door: Door, who: Who, token: Token, name: DoorName) -> Doo
 
 
 _DOORS_DOC = documented(
-    links={
-        "ShowTheFirstDoor": {
-            "operationId": "getDoor",
-            "parameters": {"name": "$response.body#/data/items/0/name"},
-            "description": "The first door of the page.",
-        }
-    }
+    links=first_item_link("ShowTheFirstDoor", "getDoor", "name", "The first door of the page.")
 )
 
 

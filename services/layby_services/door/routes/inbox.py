@@ -107,18 +107,29 @@ PAGING_400 = (
 )
 
 
+def first_item_link(name: str, operation_id: str, parameter: str, description: str) -> dict[str, Any]:
+    """A list door's OpenAPI link ``name``: operation ``operation_id`` on the page's first item,
+    its ``parameter`` read from the item's field of the same name."""
+    return {
+        name: {
+            "operationId": operation_id,
+            "parameters": {parameter: f"$response.body#/data/items/0/{parameter}"},
+            "description": description,
+        }
+    }
+
+
 _LIST_DOC = documented(
     headers={
         "Cache-Control": NO_STORE,
         STREAM_SEQ: header(SEQ, "The stream sequence this page and its total reflect."),
     },
-    links={
-        "AnswerTheFirstItem": {
-            "operationId": "answerInteraction",
-            "parameters": {"interaction_id": "$response.body#/data/items/0/interaction_id"},
-            "description": "Answer the first pending question of the page.",
-        }
-    },
+    links=first_item_link(
+        "AnswerTheFirstItem",
+        "answerInteraction",
+        "interaction_id",
+        "Answer the first pending question of the page.",
+    ),
 )
 
 

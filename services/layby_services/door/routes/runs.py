@@ -19,44 +19,9 @@ from litestar.params import PathParameter
 
 from layby.ids import new_interaction_id
 from layby.requests import expect
+from layby_contracts import events, http
 from layby_contracts.commands import RunAccepted, StartRun
 from layby_contracts.errors import BadInput, NotFound
-from layby_contracts.events import (
-    InteractionAnswered,
-    InteractionRemoved,
-    RunCancelled,
-    RunEvent,
-    RunFailed,
-    RunFinished,
-    RunParked,
-    RunResumed,
-    RunStarted,
-    RunStepRecorded,
-)
-from layby_contracts.http import (
-    RUN_STATUSES,
-    Cancelled,
-    CancelledData,
-    OldestOpen,
-    Retried,
-    RetriedData,
-    Run,
-    RunAsk,
-    RunCall,
-    RunCounts,
-    RunDetail,
-    RunPage,
-    RunPageData,
-    RunsSummary,
-    RunsSummaryData,
-    RunStart,
-    RunStartData,
-    RunSummary,
-    StartRunRequest,
-    Worker,
-    Workers,
-    WorkersData,
-)
 from layby_contracts.limits import ANSWERED_BY_EXPIRY, PAGE_SIZE_MAX
 from layby_domain.validation import is_flow_name, is_interaction_id
 from layby_server.auth import Principal
@@ -76,9 +41,9 @@ from layby_services.door.query import (
     Status,
     parse_status,
 )
-from layby_services.door.routes.inbox import PAGING_400, next_page
+from layby_services.door.routes.inbox import PAGING_400, first_item_link, next_page
 
-STATUSES = RUN_STATUSES
+STATUSES = http.RUN_STATUSES
 _enc = msgspec.json.Encoder()
 RunId = Annotated[
     str,
@@ -160,9 +125,9 @@ def _summary(row: Any) -> dict[str, Any]:
     return item
 
 
-def _asks(park: list[dict[str, Any]]) -> list[RunAsk]:
+def _asks(park: list[dict[str, Any]]) -> list[http.RunAsk]:
     return [
-        RunAsk(**{k: v for k, v in ask.items() if v is not None and k != "kind"})
+        http.RunAsk(**{k: v for k, v in ask.items() if v is not None and k != "kind"})
         for ask in park
         if ask.get("kind", "ask") == "ask"
     ]
@@ -176,7 +141,7 @@ def _park_view(data: dict[str, Any], park: list[dict[str, Any]]) -> None:
     data["asks"] = _asks(questions)
     data["open"] = [a["interaction_id"] for a in questions if a["status"] == "pending"]
     if calls:
-        data["calls"] = [RunCall(run_id=a["interaction_id"], flow=a["question"]) for a in calls]
+        data["calls"] = [http.RunCall(run_id=a["interaction_id"], flow=a["question"]) for a in calls]
 
 
 @get(
@@ -187,7 +152,7 @@ def _park_view(data: dict[str, Any], park: list[dict[str, Any]]) -> None:
     description="The run; keys that do not apply to its status are absent (docs/doors/runs.md).",
     responses={404: RUN_NOT_FOUND},
 )
-async def run_door(door: Door, who: Who, run_id: RunId) -> Run:
+async def run_door(door: Door, who: Who, run_id: RunId) -> http.Run:
     if not is_interaction_id(run_id):
         raise NotFound(NOT_FOUND)
     row = await door.pool.fetchrow(_DETAIL, run_id, who.identity if who.restricted else None)
@@ -214,7 +179,7 @@ async def run_door(door: Door, who: Who, run_id: RunId) -> Run:
             data["resumed_interactions"] = json.loads(row["resumed_interactions"])
     if data["status"] in ("running", "resumed"):
         await _warn_unserved(door.pool, data)
-    return Run(data=RunDetail(**data))
+    return http.Run(data=http.RunDetail(**data))
 
 
 async def _warn_unserved(pool: Any, data: dict[str, Any]) -> None:
@@ -229,11 +194,11 @@ async def _warn_unserved(pool: Any, data: dict[str, Any]) -> None:
     tags=["runs"],
     summary="Workers seen in the last hour: alive or not, and the flows they serve",
 )
-async def workers_door(door: Door, who: Who) -> Workers:
+async def workers_door(door: Door, who: Who) -> http.Workers:
     """A restricted identity sees its own workers only (docs/doors/runs.md#workers)."""
     rows = await WorkerRegistry(door.pool).listing(who.identity if who.restricted else None)
     items = [
-        Worker(
+        http.Worker(
             worker_id=r["worker_id"],
             identity=r["identity"],
             host=r["host"],
@@ -246,7 +211,7 @@ async def workers_door(door: Door, who: Who) -> Workers:
         )
         for r in rows
     ]
-    return Workers(data=WorkersData(items=items, alive=sum(1 for i in items if i.alive)))
+    return http.Workers(data=http.WorkersData(items=items, alive=sum(1 for i in items if i.alive)))
 
 
 async def _settle_pending(store: EventStore, park: list[dict[str, Any]]) -> None:
@@ -256,10 +221,10 @@ async def _settle_pending(store: EventStore, park: list[dict[str, Any]]) -> None
         if ask["status"] != "pending" or ask.get("kind") == "call":
             continue
         last = await store.last(store.names.ix(ask["interaction_id"]))
-        if isinstance(last, Stored) and isinstance(last.event, InteractionAnswered):
+        if isinstance(last, Stored) and isinstance(last.event, events.InteractionAnswered):
             expired = last.event.answered_by == ANSWERED_BY_EXPIRY
             ask["status"], ask["answered_by"] = ("expired" if expired else "answered"), last.event.answered_by
-        elif isinstance(last, Stored) and isinstance(last.event, InteractionRemoved):
+        elif isinstance(last, Stored) and isinstance(last.event, events.InteractionRemoved):
             ask["status"] = "removed"
 
 
@@ -269,7 +234,11 @@ async def _from_log(store: EventStore, run_id: str, who: Principal) -> dict[str,
     started, run = await load_run(store, run_id, who)
     event = run.last
     assert event is not None
-    status = "resumed" if isinstance(event, RunResumed | RunStepRecorded) and run.generation else run.status
+    status = (
+        "resumed"
+        if isinstance(event, events.RunResumed | events.RunStepRecorded) and run.generation
+        else run.status
+    )
     data: dict[str, Any] = {
         "run_id": run_id,
         "flow": started.flow,
@@ -278,9 +247,9 @@ async def _from_log(store: EventStore, run_id: str, who: Principal) -> dict[str,
         "generation": run.generation,
         "created_at": _iso(started.started_at),
         "updated_at": _iso(_at(event)),
-        "steps": event.step_count if isinstance(event, RunFinished) else len(run.steps),
+        "steps": event.step_count if isinstance(event, events.RunFinished) else len(run.steps),
     }
-    if isinstance(event, RunParked):
+    if isinstance(event, events.RunParked):
         park = [
             {
                 "interaction_id": a.interaction_id,
@@ -295,41 +264,35 @@ async def _from_log(store: EventStore, run_id: str, who: Principal) -> dict[str,
         _park_view(data, park)
         deadlines = [a.expiry_at for a in event.asks if a.expiry_at is not None]
         data["expiry_at"] = _iso(min(deadlines, default=None))
-    if isinstance(event, RunFinished):
+    if isinstance(event, events.RunFinished):
         data["result"] = event.result
-    if isinstance(event, RunFailed):
+    if isinstance(event, events.RunFailed):
         data["error"] = event.error
-    if isinstance(event, RunCancelled):
+    if isinstance(event, events.RunCancelled):
         data["cancelled_by"] = event.by
     return data
 
 
-def _at(event: RunEvent) -> datetime:
+def _at(event: events.RunEvent) -> datetime:
     match event:
-        case RunStarted():
+        case events.RunStarted():
             return event.started_at
-        case RunParked():
+        case events.RunParked():
             return event.parked_at
-        case RunResumed():
+        case events.RunResumed():
             return event.resumed_at
-        case RunStepRecorded():
+        case events.RunStepRecorded():
             return event.recorded_at
-        case RunFinished():
+        case events.RunFinished():
             return event.finished_at
-        case RunFailed():
+        case events.RunFailed():
             return event.failed_at
-        case RunCancelled():
+        case events.RunCancelled():
             return event.cancelled_at
 
 
 _RUNS_DOC = documented(
-    links={
-        "ShowTheFirstRun": {
-            "operationId": "getRun",
-            "parameters": {"run_id": "$response.body#/data/items/0/run_id"},
-            "description": "The first run of the page.",
-        }
-    }
+    links=first_item_link("ShowTheFirstRun", "getRun", "run_id", "The first run of the page.")
 )
 
 
@@ -356,7 +319,7 @@ async def runs_door(
     flow: Flow = None,
     page: Page = 1,
     page_size: PageSize = DEFAULT_PAGE_SIZE,
-) -> RunPage:
+) -> http.RunPage:
     """``status`` (a run status), ``flow`` (a flow name; an empty one matches no run), ``page``,
     ``pageSize``."""
     size = min(page_size, PAGE_SIZE_MAX)
@@ -365,9 +328,9 @@ async def runs_door(
     async with door.pool.acquire() as conn:
         total = int(await conn.fetchval(_COUNT, identity, status, flow))
         rows = await conn.fetch(_PAGE, identity, status, flow, size, (page - 1) * size) if total else []
-    items = [RunSummary(**_summary(r)) for r in rows if r["flow"] is not None]
-    return RunPage(
-        data=RunPageData(
+    items = [http.RunSummary(**_summary(r)) for r in rows if r["flow"] is not None]
+    return http.RunPage(
+        data=http.RunPageData(
             items=items, total=total, page=page, page_size=size, next_page=next_page(page, size, total)
         )
     )
@@ -388,7 +351,7 @@ async def runs_door(
         )
     },
 )
-async def summary_door(door: Door, who: Who, flow: Flow = None) -> RunsSummary:
+async def summary_door(door: Door, who: Who, flow: Flow = None) -> http.RunsSummary:
     """The dashboard's header in one snapshot (docs/doors/runs.md#summary): the count of every
     status (zero included) and the oldest question a run waits on, both for ``flow`` when given;
     the flows the caller's runs belong to. A restricted identity counts its own runs only."""
@@ -400,7 +363,7 @@ async def summary_door(door: Door, who: Who, flow: Flow = None) -> RunsSummary:
     counts = {status: counted.get(status, 0) for status in STATUSES}
     waiting = None
     if oldest is not None:
-        waiting = OldestOpen(
+        waiting = http.OldestOpen(
             interaction_id=oldest["interaction_id"],
             run_id=oldest["run_id"],
             flow=oldest["flow"],
@@ -409,9 +372,9 @@ async def summary_door(door: Door, who: Who, flow: Flow = None) -> RunsSummary:
             expiry_at=_iso(oldest["timeout_at"]),
             audience=oldest["audience"] if oldest["audience"] is not None else msgspec.UNSET,
         )
-    return RunsSummary(
-        data=RunsSummaryData(
-            counts=RunCounts(**counts), total=sum(counts.values()), flows=flows, oldest_open=waiting
+    return http.RunsSummary(
+        data=http.RunsSummaryData(
+            counts=http.RunCounts(**counts), total=sum(counts.values()), flows=flows, oldest_open=waiting
         )
     )
 
@@ -433,13 +396,13 @@ _CONFLICT = "The run is in a status this operation does not apply to: "
         409: refusal(_CONFLICT + "`the run is <status>; only a running or parked run can be cancelled`."),
     },
 )
-async def cancel_door(door: Door, who: Who, run_id: RunId) -> Cancelled:
+async def cancel_door(door: Door, who: Who, run_id: RunId) -> http.Cancelled:
     """409 when the run already ended (docs/doors/runs.md#cancel)."""
     if not is_interaction_id(run_id):
         raise NotFound(NOT_FOUND)
     event = await cancel_run(door.store, run_id, who, door.clock.now)
-    return Cancelled(
-        data=CancelledData(run_id=run_id, status="cancelled", was=event.was, cancelled_by=event.by)
+    return http.Cancelled(
+        data=http.CancelledData(run_id=run_id, status="cancelled", was=event.was, cancelled_by=event.by)
     )
 
 
@@ -456,13 +419,13 @@ async def cancel_door(door: Door, who: Who, run_id: RunId) -> Cancelled:
         409: refusal(_CONFLICT + "`the run is <status>; only a failed run can be retried`."),
     },
 )
-async def retry_door(door: Door, who: Who, run_id: RunId) -> Retried:
+async def retry_door(door: Door, who: Who, run_id: RunId) -> http.Retried:
     """Execute a failed run again from its last recorded step or park. 409 unless it failed."""
     if not is_interaction_id(run_id):
         raise NotFound(NOT_FOUND)
     event = await retry_run(door.store, run_id, who, door.clock.now)
-    return Retried(
-        data=RetriedData(
+    return http.Retried(
+        data=http.RetriedData(
             run_id=run_id, status="resumed", generation=event.generation, retried_by=event.retried_by
         )
     )
@@ -471,9 +434,9 @@ async def retry_door(door: Door, who: Who, run_id: RunId) -> Retried:
 INVALID_FLOW = "flow must be 1-64 of [A-Za-z0-9_-]"
 
 
-def parse_start_body(raw: bytes) -> StartRunRequest:
+def parse_start_body(raw: bytes) -> http.StartRunRequest:
     """The body as a ``StartRunRequest``; every refusal names the field."""
-    start = decode_struct(raw, StartRunRequest)
+    start = decode_struct(raw, http.StartRunRequest)
     if not is_flow_name(start.flow):
         raise BadInput(INVALID_FLOW, field="flow")
     if start.run_id is not None and not is_interaction_id(start.run_id):
@@ -485,7 +448,7 @@ def parse_start_body(raw: bytes) -> StartRunRequest:
     "/api/runs",
     operation_id="startRun",
     tags=["runs"],
-    operation_class=documented(body=StartRunRequest),
+    operation_class=documented(body=http.StartRunRequest),
     status_code=201,
     dependencies={"payload": json_body(parse_start_body)},
     summary="Start a run of a registered flow",
@@ -502,7 +465,9 @@ def parse_start_body(raw: bytes) -> StartRunRequest:
         503: refusal("The ask service is unavailable; nothing was recorded.", field=True),
     },
 )
-async def start_run_door(door: Door, token: Token, payload: NamedDependency[StartRunRequest]) -> RunStart:
+async def start_run_door(
+    door: Door, token: Token, payload: NamedDependency[http.StartRunRequest]
+) -> http.RunStart:
     """Body: a ``StartRunRequest``; 201 with the run's id (and the unserved-flow warning)."""
     start = payload
     run_id = start.run_id or new_interaction_id()
@@ -512,4 +477,6 @@ async def start_run_door(door: Door, token: Token, payload: NamedDependency[Star
         RunAccepted,
         "a run start",
     )
-    return RunStart(data=RunStartData(run_id=run_id, **({"warning": reply.warning} if reply.warning else {})))
+    return http.RunStart(
+        data=http.RunStartData(run_id=run_id, **({"warning": reply.warning} if reply.warning else {}))
+    )

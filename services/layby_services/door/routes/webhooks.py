@@ -3,10 +3,7 @@ delivery attempts of its outcome, read from the log (the attempts' own stream)."
 
 from __future__ import annotations
 
-from typing import Annotated
-
 from litestar import get
-from litestar.params import PathParameter
 
 from layby_contracts.errors import NotFound
 from layby_contracts.events import InteractionAsked
@@ -14,8 +11,9 @@ from layby_contracts.http.webhooks import WebhookAttemptView, WebhookBlock, Webh
 from layby_domain.validation import is_interaction_id
 from layby_services.door.deps import Door, Who
 from layby_services.door.messages import NOT_FOUND
-from layby_services.door.openapi import UUID4, documented, refusal
+from layby_services.door.openapi import documented, refusal
 from layby_services.door.openapi.components import UNAVAILABLE_503
+from layby_services.door.routes.asks import InteractionId
 
 _SETTLED = {"delivered", "gone", "gave_up"}
 
@@ -39,13 +37,7 @@ _SETTLED = {"delivered", "gone", "gave_up"}
 async def webhook_door(
     door: Door,
     who: Who,
-    interaction_id: Annotated[
-        str,
-        PathParameter(
-            description="A lowercase uuid4; anything else is the same 404 as an unknown question.",
-            schema_extra={"pattern": UUID4},
-        ),
-    ],
+    interaction_id: InteractionId,
 ) -> WebhookView:
     if not is_interaction_id(interaction_id):
         raise NotFound(NOT_FOUND)
