@@ -1,7 +1,7 @@
 """Benchmark: the sync ask→answer cycle through `layby up` ("How fast").
 
     python bench/sync_cycle.py [--seconds 10] [--concurrency 1 10 100] [--url URL --token T --nats URL]
-                               [--without-nats-auth] [--tracing] [--json PATH]
+                               [--without-nats-auth [--without-fsync]] [--tracing] [--json PATH]
 
 Without --url it starts `layby up` itself (embedded NATS and PostgreSQL, a temporary data dir),
 measures its idle resident memory, then for each N runs N concurrent askers (the SDK's ask_user)
@@ -9,7 +9,9 @@ while one client reads the SSE stream and answers every question as its add fram
 Prints a table: cycles/s, ask→add-frame p50/p99, answer-POST→ask_user-returns p50/p99, and the
 CPU time `layby up`'s processes (services, NATS, PostgreSQL) spent per cycle.
 ``--without-nats-auth`` runs `layby up` on a NATS without authorization (a plain embedded server
-it starts), to measure what NATS authorization costs (docs/performance.md). ``--tracing`` runs
+it starts), to measure what NATS authorization costs (docs/performance.md). ``--without-fsync`` (with
+``--without-nats-auth``) starts that NATS without ``sync_interval: always``, a setting Layby never
+ships, to measure the bound fsync sets. ``--tracing`` runs
 the services with tracing on at the default sampling, exporting over OTLP/HTTP to an endpoint
 that discards every span, to measure what tracing costs (docs/tracing.md#cost).
 """
@@ -118,6 +120,11 @@ def main() -> None:
     add_system_options(parser)
     parser.add_argument("--answerers", type=int, default=8, help="keep-alive connections answering")
     parser.add_argument("--without-nats-auth", action="store_true", help="NATS without authorization")
+    parser.add_argument(
+        "--without-fsync",
+        action="store_true",
+        help="with --without-nats-auth: that NATS without sync_interval: always (the bound fsync sets)",
+    )
     parser.add_argument("--tracing", action="store_true", help="tracing on, spans sent to a discarding sink")
     add_json_option(parser)
     args = parser.parse_args()
@@ -134,8 +141,15 @@ def main() -> None:
 
             from layby_server.operations.embedded import EmbeddedNats
 
+            class Unsynced(EmbeddedNats):
+                """NATS's default: acknowledged before fsync. Never shipped; measures fsync's share."""
+
+                def _config(self) -> str:
+                    return super()._config().replace("  sync_interval: always\n", "")
+
+            kind = Unsynced if args.without_fsync else EmbeddedNats
             plain_dir = tempfile.TemporaryDirectory(prefix="layby-bench-nats-")
-            plain = EmbeddedNats(Path(plain_dir.name)).start()
+            plain = kind(Path(plain_dir.name)).start()
             extra["LAYBY_NATS_URL"] = plain.url
         if args.tracing:
             from _otlp_sink import start_sink
@@ -161,6 +175,9 @@ def main() -> None:
             sink.terminate()
     print()
     print(f"NATS authorization: {'off' if args.without_nats_auth else 'on'}")
+    if args.without_nats_auth:
+        synced = "no" if args.without_fsync else "yes (sync_interval: always)"
+        print(f"NATS fsync before acknowledging: {synced}")
     print(f"tracing: {'on (OTLP to a discarding endpoint)' if args.tracing else 'off'}")
     print(f"layby up idle resident memory (all processes): {idle_mb:.0f} MB")
     table_head(

@@ -52,6 +52,9 @@ class RetryLater(Exception):
 Handler = Callable[[list[Stored]], Awaitable[None]]
 Traced = Callable[[Event], bool]
 """Which events a role's handler does something with: only those get a span (docs/tracing.md#cost)."""
+Skipped = Callable[[Event], bool]
+"""Which events a role's handler has nothing to do with: each is acknowledged as it arrives and
+never handed to the handler — no task, no heartbeat, no span (docs/performance.md#consumers)."""
 Fetch = Callable[[int], Awaitable[list[Msg]]]
 
 
@@ -277,6 +280,7 @@ async def consume(
     filter_subject: str | None = None,
     concurrency: int = 0,
     traced: Traced | None = None,
+    skip: Skipped | None = None,
 ) -> None:
     """Run ``handler`` over batches until ``stop`` is set. Survives NATS restarts.
 
@@ -287,7 +291,9 @@ async def consume(
     ``concurrency`` > 0 is for handlers that wait on the outside world (a channel's send): each
     message is handled on its own, up to that many at once, acknowledged when its handler
     returns, and kept in progress (``+WPI``) while it runs, so a slow one neither holds back the
-    next fetch nor gets redelivered while it is still being handled.
+    next fetch nor gets redelivered while it is still being handled. ``skip`` (with
+    ``concurrency``) names the events the handler has nothing to do with: they are acknowledged
+    together as each fetch arrives, without being handed to it.
     """
     durable = await ensure_consumer(store, role, deliver_all=deliver_all, filter_subject=filter_subject)
     sub = await store.js.pull_subscribe_bind(durable, store.names.events_stream)
@@ -309,7 +315,13 @@ async def consume(
     try:
         if concurrency > 0:
             await _loop_concurrent(
-                fetch, role=role, handler=handler, stop=stop, concurrency=concurrency, traced=traced
+                fetch,
+                role=role,
+                handler=handler,
+                stop=stop,
+                concurrency=concurrency,
+                traced=traced,
+                skip=skip,
             )
         else:
             await _loop(fetch, role=role, handler=handler, stop=stop, linger=linger, traced=traced)
@@ -340,12 +352,32 @@ async def _loop(
             await asyncio.sleep(linger)
 
 
-async def _in_progress(msg: Msg) -> None:
-    """Tell the server a long-running message is still being handled (resets its ack wait)."""
-    while True:
-        await asyncio.sleep(ACK_WAIT_SECONDS / 3)
+class _Heartbeat:
+    """Tells the server a long-running message is still being handled (``+WPI`` resets its ack
+    wait), every third of the ack wait until cancelled. A timer, not a task: most messages are
+    settled long before the first beat, and those cost no task at all."""
+
+    def __init__(self, msg: Msg) -> None:
+        self._msg = msg
+        self._loop = asyncio.get_running_loop()
+        self._timer: asyncio.TimerHandle | None = self._loop.call_later(ACK_WAIT_SECONDS / 3, self._beat)
+
+    def _beat(self) -> None:
+        _BEATS.add(task := self._loop.create_task(self._send()))
+        task.add_done_callback(_BEATS.discard)
+        self._timer = self._loop.call_later(ACK_WAIT_SECONDS / 3, self._beat)
+
+    async def _send(self) -> None:
         with contextlib.suppress(nats.errors.Error, nats.js.errors.Error):
-            await msg.in_progress()
+            await self._msg.in_progress()
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+
+_BEATS: set[asyncio.Task[None]] = set()
 
 
 async def _loop_concurrent(
@@ -356,11 +388,12 @@ async def _loop_concurrent(
     stop: asyncio.Event,
     concurrency: int,
     traced: Traced | None,
+    skip: Skipped | None = None,
 ) -> None:
     running: set[asyncio.Task[None]] = set()
 
     async def one(msg: Msg, stored: Stored) -> None:
-        beat = asyncio.create_task(_in_progress(msg))
+        beat = _Heartbeat(msg)
         try:
             await handle_and_settle(handler, [msg], [stored], role, traced)
         finally:
@@ -373,12 +406,19 @@ async def _loop_concurrent(
                 await asyncio.wait({*running, stopping}, return_when=asyncio.FIRST_COMPLETED)
                 continue
             msgs = await fetch(min(FETCH_BATCH, concurrency - len(running)))
+            skipped: list[Msg] = []
             for msg in msgs:
                 stored = await _decode(msg, role)
-                if stored is not None:
-                    task = asyncio.create_task(one(msg, stored))
-                    running.add(task)
-                    task.add_done_callback(running.discard)
+                if stored is None:
+                    continue
+                if skip is not None and skip(stored.event):
+                    skipped.append(msg)
+                    continue
+                task = asyncio.create_task(one(msg, stored))
+                running.add(task)
+                task.add_done_callback(running.discard)
+            if skipped:
+                await _settle(skipped, ok=True)
     finally:
         stopping.cancel()
         if running:
@@ -399,6 +439,7 @@ async def consume_push(
     deliver_all: bool = False,
     concurrency: int = 1,
     traced: Traced | None = None,
+    skip: Skipped | None = None,
     ack_wait: float = ACK_WAIT_SECONDS,
 ) -> None:
     """Like ``consume``, for latency-critical roles: a durable *push* consumer with a deliver
@@ -407,7 +448,8 @@ async def consume_push(
 
     ``ack_wait``: how soon a message that was not acknowledged goes to a replica again (one
     handed to a replica that died, or whose acknowledgement was lost with a consumer leader);
-    short for roles whose handling is quick and may repeat (docs/reliability.md#redelivery)."""
+    short for roles whose handling is quick and may repeat (docs/reliability.md#redelivery).
+    ``skip``: the events the handler has nothing to do with, acknowledged as they arrive."""
     durable = store.names.durable(role)
     start = await _reconcile_filter(store, durable, store.names.events_all, ack_wait=ack_wait)
 
@@ -423,6 +465,9 @@ async def consume_push(
     async def on_message(msg: Msg) -> None:
         stored = await _decode(msg, role)
         if stored is None:
+            return
+        if skip is not None and skip(stored.event):
+            await _settle([msg], ok=True)  # nothing to do: acknowledged without a slot or a task
             return
         # Messages are handled concurrently (up to ``concurrency``); each is acked on its own.
         await slots.acquire()

@@ -118,12 +118,19 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
                             filter_subject=subjects,
                             concurrency=concurrency,
                             traced=traced,
+                            skip=_nothing_to_send if traced is _sends else None,
                         )
                     )
         finally:
             if webhooks is not None:
                 await webhooks.aclose()
             await close_channels(channels)
+
+
+def _nothing_to_send(event: Event) -> bool:
+    """An inbox question, a caller ask and their resolutions: acknowledged as they arrive, never
+    handed to ``handle`` (docs/performance.md#consumers)."""
+    return not _sends(event)
 
 
 def _sends(event: Event) -> bool:

@@ -104,9 +104,16 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
                     stop=stop,
                     concurrency=CONCURRENCY,
                     traced=_acts_on,
+                    skip=_asked_of_a_person,
                     ack_wait=ACK_WAIT_SECONDS,
                 )
             )
+
+
+def _asked_of_a_person(event: Event) -> bool:
+    """The ask of a person's question: nothing to resume or wake until it resolves, so it is
+    acknowledged as it arrives, never handed to ``handle`` (docs/performance.md#consumers)."""
+    return isinstance(event, InteractionAsked) and event.to != "caller"
 
 
 def _acts_on(event: Event) -> bool:
