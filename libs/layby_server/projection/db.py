@@ -93,6 +93,15 @@ def _quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+async def _no_session_state(conn: asyncpg.Connection) -> None:
+    """What a connection needs before the pool hands it out again, beyond asyncpg's own rollback
+    of a transaction left open: nothing. Layby leaves no session state on a pooled connection —
+    no LISTEN, no cursor, no session SET (the search path is a startup parameter), and the
+    projector gives back its session lock itself or closes the connection — so the default reset
+    (unlock all, close all, unlisten, reset all: one more round trip on every release) is skipped
+    (docs/performance.md#postgresql-round-trips)."""
+
+
 async def create_pool(dsn: str, schema: str, *, min_size: int = 1, max_size: int = 10) -> asyncpg.Pool:
     """A pool whose connections see ``schema`` first; the schema and tables exist on return."""
     bootstrap = await asyncpg.connect(dsn)
@@ -101,9 +110,13 @@ async def create_pool(dsn: str, schema: str, *, min_size: int = 1, max_size: int
     finally:
         await bootstrap.close()
 
-    # A startup parameter, not a SET: the pool's RESET ALL on release keeps it.
+    # A startup parameter, not a SET: a connection keeps it for its whole life.
     pool = await asyncpg.create_pool(
-        dsn, min_size=min_size, max_size=max_size, server_settings={"search_path": schema}
+        dsn,
+        min_size=min_size,
+        max_size=max_size,
+        server_settings={"search_path": schema},
+        reset=_no_session_state,
     )
     assert pool is not None
     return pool

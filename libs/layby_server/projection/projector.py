@@ -434,7 +434,8 @@ PROJECTOR_LOCK = 0x1A7B7
 """The advisory lock class one live projector per schema holds (the other key is the schema)."""
 STANDBY_SECONDS = 2.0
 LOCK_CHECK_SECONDS = 5.0
-"""A lock connection that does not answer within this is taken for lost (the projector steps down)."""
+"""A batch the lock connection has not committed within this is taken for a lost lock (the
+projector steps down, and the batch is redelivered)."""
 
 
 async def run_projector(
@@ -454,7 +455,7 @@ async def run_projector(
     order, so its checkpoint is a true watermark: everything up to it is in the tables, which is
     what the list door's ``after=`` relies on. The lock lives on its own connection: if that
     connection is lost the lock goes with it, and this projector stops before another takes over
-    (each batch first checks that the lock is still held).
+    (each batch is applied on that very connection, so none commits without the lock).
 
     ``observe`` sees each batch after it committed (the door keeps its asked-event cache with it).
     """
@@ -472,12 +473,17 @@ async def run_projector(
             if held:
                 log.info("projector.leading")
                 try:
-                    await _project(pool, store, stop, conn, observe, waiting_retention=waiting_retention)
+                    await _project(store, stop, conn, observe, waiting_retention=waiting_retention)
                 finally:
-                    with contextlib.suppress(OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+                    try:
                         await conn.execute(
                             "SELECT pg_advisory_unlock($1, hashtext(current_schema()))", PROJECTOR_LOCK
                         )
+                    except BaseException:
+                        # The pool hands connections out again without resetting their session
+                        # (db.py): one that may still hold the lock is closed, never pooled.
+                        conn.terminate()
+                        raise
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, _LockLost) as exc:
             log.warning("projector.stepped_down", error=str(exc))
         finally:
@@ -491,7 +497,6 @@ class _LockLost(Exception):
 
 
 async def _project(
-    pool: asyncpg.Pool,
     store: EventStore,
     stop: asyncio.Event,
     lock: Any,
@@ -505,14 +510,21 @@ async def _project(
     lost: list[str] = []
 
     async def handle(batch: list[Stored]) -> None:
+        # Applied on the connection that holds the lock: a batch commits only while the lock is
+        # held (a lost connection takes the lock and the batch's transaction with it), with no
+        # separate check and no second connection per batch.
         try:
-            await lock.fetchval("SELECT 1", timeout=LOCK_CHECK_SECONDS)
-        except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-            lost.append(str(exc))
+            await asyncio.wait_for(
+                apply_batch(lock, batch, waiting_retention=waiting_retention), LOCK_CHECK_SECONDS
+            )
+        except (OSError, TimeoutError, asyncpg.InterfaceError, asyncpg.PostgresConnectionError) as exc:
+            lost.append(f"{type(exc).__name__}: {exc}")
             leading.set()
             raise Transient(f"the projector lock is lost: {exc}") from None  # the batch is redelivered
-        async with pool.acquire() as conn:
-            await apply_batch(conn, batch, waiting_retention=waiting_retention)
+        if lock.is_closed():
+            lost.append("the lock connection closed")
+            leading.set()
+            raise Transient("the projector lock is lost: its connection closed")
         if observe is not None:
             observe(batch)
 
