@@ -49,6 +49,16 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
     group._addoption("-n", "--numprocesses", dest="numprocesses", default=None, help="ignored")
 
 
+@pytest.fixture(autouse=True)
+def _sdk_events_logged_as_the_sdk_logs_them() -> Iterator[None]:
+    """A test that runs the ``layby`` command promotes some SDK events to info for the whole
+    process (``layby.logs.promote``); the next test starts from the SDK's own levels."""
+    yield
+    from layby import logs
+
+    logs.promote(frozenset())
+
+
 @pytest.fixture(scope="session")
 def nats_server() -> Iterator[tuple[str, EmbeddedNats | None]]:
     with nats_url() as found:

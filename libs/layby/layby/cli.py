@@ -420,7 +420,14 @@ def cmd_worker(settings: ClientSettings, args: argparse.Namespace) -> int:
         finally:
             await worker.close()
 
-    asyncio.run(run())
+    try:
+        # A worker spends most of its time in the event loop and its sockets: on uvloop where the
+        # server's packages installed it (docs/cli.md), on asyncio's own loop otherwise.
+        import uvloop
+    except ImportError:
+        asyncio.run(run())
+    else:
+        uvloop.run(run())
     return 0
 
 

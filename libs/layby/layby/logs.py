@@ -48,6 +48,8 @@ class Logger:
         self._log(logging.ERROR, event, fields)
 
     def _log(self, level: int, event: str, fields: dict[str, object]) -> None:
+        if level < logging.INFO and event in _promoted:
+            level = logging.INFO
         if not self._logger.isEnabledFor(level):
             return
         # The values are the record's arguments, formatted only when a handler writes the line.
@@ -57,6 +59,18 @@ class Logger:
         )
         extra = {f"{key}_" if key in _RESERVED else key: value for key, value in fields.items()}
         self._logger.log(level, template, *fields.values(), extra=extra, stacklevel=3)
+
+
+_promoted: frozenset[str] = frozenset()
+"""The SDK events a program shows as info although the SDK logs them at debug (``promote``)."""
+
+
+def promote(events: frozenset[str]) -> None:
+    """Log ``events`` at info from now on: a program that shows a few of the SDK's routine events
+    (``layby ask`` shows ``sdk.waiting``) keeps the SDK's logger at its own level, so every other
+    debug line is dropped before a record is made."""
+    global _promoted  # noqa: PLW0603 - one program-wide choice, made once at start-up
+    _promoted = events
 
 
 def get_logger(name: str) -> Logger:

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 
 import structlog
 
-from layby.logs import ROOT, event_of
+from layby.logs import ROOT, event_of, promote
 
 _HANDLER_NAME = "layby.output"
 
@@ -111,4 +111,5 @@ def configure_logging(
     # This program decides where Layby's lines go: not also to a root handler that a framework
     # installed (Litestar's), which would print each line twice.
     sdk.propagate = False
-    sdk.setLevel(logging.DEBUG if shown_events else threshold)
+    promote(shown_events)  # logged at info: the logger stays at the program's level
+    sdk.setLevel(threshold)
