@@ -49,11 +49,13 @@ class Chains:
         self, ev: events.RunParked | events.RunFinished | events.RunFailed | events.RunCancelled
     ) -> None:
         """A run's execution reached an outcome: tell its visits, and wake its caller's call."""
-        asks = await caller_entries(self._entries, ev) if isinstance(ev, events.RunParked) else None
-        outcome = outcome_of(ev, asks)
-        if outcome is not None:
-            for visit in ev.visits:
-                await settle_visit(self._entries, visit, outcome)
+        if ev.visits:
+            # Which of a park's asks are caller asks is read only for visits to report it to.
+            asks = await caller_entries(self._entries, ev) if isinstance(ev, events.RunParked) else None
+            outcome = outcome_of(ev, asks)
+            if outcome is not None:
+                for visit in ev.visits:
+                    await settle_visit(self._entries, visit, outcome)
         started = await self._started(ev.run_id)
         if started is not None and started.caller is not None:
             await self._evaluate(started.caller)
