@@ -43,7 +43,9 @@ async def _run(store: EventStore, push: bool) -> None:
 
     if push:
         role = "resume"
-        running = consume_push(store, role=role, handler=handler, stop=stop, concurrency=8, skip=_asked)
+        running = consume_push(
+            store, role=role, handler=handler, stop=stop, concurrency=8, skip=_asked, deliver_all=True
+        )
     else:
         role = "delivery"
         running = consume(
