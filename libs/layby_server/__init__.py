@@ -1,3 +1,5 @@
 """Layby's server core."""
 
-import layby  # noqa: F401  # its import hook keeps unused optional packages out (layby/lean.py)
+from layby import lean
+
+lean.install()  # the server's processes load no optional package they do not use (layby/lean.py)

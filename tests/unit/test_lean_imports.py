@@ -1,5 +1,6 @@
 """What a Layby process loads: nats-py without its WebSocket transport's aiohttp, structlog
-without rich, the webhook sender only where webhooks go out (docs/performance.md#what-a-process-loads)."""
+without rich, the webhook sender only where webhooks go out; and the SDK alone in someone else's
+program changes nothing of the kind (docs/performance.md#what-a-process-loads)."""
 
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ def test_the_layby_command_loads_neither() -> None:
 
 def test_a_hidden_package_stays_importable_for_the_code_that_uses_it() -> None:
     out = _run(
-        "import layby, nats, structlog\n"
+        "import layby_server, nats, structlog\n"
         "import nats.aio.transport as transport\n"
         "import aiohttp, rich\n"
         "print(transport.aiohttp is None, aiohttp.ClientSession.__name__, rich.__name__)\n"
@@ -50,7 +51,7 @@ def test_a_hidden_package_stays_importable_for_the_code_that_uses_it() -> None:
 
 def test_a_websocket_url_gets_nats_its_websocket_transport_back() -> None:
     out = _run(
-        "import layby, nats\n"
+        "import layby_server, nats\n"
         "import nats.aio.transport as transport\n"
         "from layby import lean\n"
         "lean.websocket_transport()\n"
@@ -63,7 +64,7 @@ def test_a_websocket_url_gets_nats_its_websocket_transport_back() -> None:
 def test_a_package_imported_before_layby_is_left_as_it_is() -> None:
     out = _run(
         "import aiohttp\n"
-        "import layby, nats\n"
+        "import layby_server, nats\n"
         "import nats.aio.transport as transport\n"
         "print(transport.aiohttp is aiohttp)\n"
     )
@@ -74,7 +75,7 @@ def test_connecting_to_a_websocket_url_uses_the_websocket_transport() -> None:
     """Nothing listens there: the error is the connection's, not a missing transport."""
     out = _run(
         "import asyncio, socket\n"
-        "import layby\n"
+        "import layby_server\n"
         "from layby.connection import connect_nats\n"
         "from layby_contracts.errors import Unavailable\n"
         "s = socket.socket(); s.bind(('127.0.0.1', 0)); port = s.getsockname()[1]; s.close()\n"
@@ -84,3 +85,15 @@ def test_connecting_to_a_websocket_url_uses_the_websocket_transport() -> None:
         "    print('aiohttp' in str(exc), 'cannot reach NATS' in str(exc))\n"
     )
     assert out == "False True"
+
+
+def test_the_sdk_alone_leaves_nats_and_structlog_as_they_are() -> None:
+    """An application that imports the SDK keeps nats-py's WebSocket transport and structlog's
+    rich tracebacks: only the ``layby`` command and the server packages change how they load."""
+    out = _run(
+        "import layby\n"
+        "from layby import ask_user\n"
+        "import nats.aio.transport as transport, structlog.dev\n"
+        "print(transport.aiohttp is not None, structlog.dev.rich is not None)\n"
+    )
+    assert out == "True True"

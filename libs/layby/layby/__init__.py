@@ -8,10 +8,6 @@ approved = await ask_user("Deploy v2 to production?", answer_format="confirm", t
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from layby import lean
-
-lean.install()  # before anything imports nats or structlog (layby/lean.py)
-
 if TYPE_CHECKING:
     from layby.calls import call, cancel_parked, list_parked, resume_parked
     from layby.external import ask_external

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+from layby import lean
+
+# Before anything below imports nats-py or structlog: the command and the services it starts load
+# them without the optional packages they would load for nothing (layby/lean.py).
+lean.install()
+
 import argparse
 import asyncio
 import importlib

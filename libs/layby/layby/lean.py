@@ -12,7 +12,9 @@ Layby connects to NATS over TCP and writes its logs as JSON or plain console lin
 import is used. ``install`` adds an import hook (it imports nothing itself) under which those
 two modules are executed with the optional package hidden: its ``import`` fails, the library
 falls back as it does when the package is absent, and the package stays importable for the code
-that does use it (the webhook sender imports aiohttp where it needs it).
+that does use it (the webhook sender imports aiohttp where it needs it). The ``layby`` command
+(and every service it starts) and the server packages install it; the SDK alone does not, so
+``import layby`` in someone else's program leaves their nats-py and structlog as they are.
 
 A NATS URL with a ``ws://`` or ``wss://`` scheme still works: ``websocket_transport`` gives
 nats-py back its WebSocket transport before such a connection is opened.
