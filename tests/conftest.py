@@ -22,6 +22,7 @@ from layby.natskeys import client_inbox, client_seed, service_inbox
 from layby.sdk import Client, connect
 from layby_domain.clock import Clock, SystemClock
 from layby_server.operations.embedded import EmbeddedNats, free_port
+from layby_server.service import provision_patiently
 from layby_server.settings import Settings, load_settings
 from layby_server.store.eventstore import EventStore
 from layby_server.store.sealing import Sealer, new_key
@@ -98,7 +99,9 @@ async def store(settings: Settings) -> AsyncIterator[EventStore]:
     assert settings.nats_url
     nc = await connect_nats(settings.nats_url, name="test")
     es = EventStore(nc, settings.names, sealer=Sealer(SECRETS_KEY))
-    await es.provision()
+    # As the services do: a 5xx from a busy server (one CI run saw "error creating store for
+    # stream") is tried again, a refusal is raised at once.
+    await provision_patiently(es)
     yield es
     await delete_streams(es)
     await nc.close()

@@ -29,6 +29,7 @@ from layby_contracts.subjects import Names
 from layby_domain.interaction import Decision, Interaction, decide_answer, decide_remove
 from layby_domain.run import Steps
 from layby_server.operations.embedded import EmbeddedNats
+from layby_server.service import provision_patiently
 from layby_server.store.eventlog import Outcome, as_event, decide_and_append
 from layby_server.store.eventstore import EventStore
 from layby_server.store.memstore import MemoryEventStore
@@ -51,7 +52,7 @@ def _namespace() -> str:
 async def jetstream(nats_server: tuple[str, EmbeddedNats | None]) -> AsyncIterator[EventStore]:
     nc = await connect_nats(nats_server[0], name="test-eventstore-behaviour")
     store = EventStore(nc, Names(_namespace()), sealer=Sealer(new_key()))
-    await store.provision()
+    await provision_patiently(store)  # as the services do: a busy server's 5xx is tried again
     yield store
     await delete_streams(store)
     await nc.close()
