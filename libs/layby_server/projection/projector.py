@@ -521,10 +521,6 @@ async def _project(
             lost.append(f"{type(exc).__name__}: {exc}")
             leading.set()
             raise Transient(f"the projector lock is lost: {exc}") from None  # the batch is redelivered
-        if lock.is_closed():
-            lost.append("the lock connection closed")
-            leading.set()
-            raise Transient("the projector lock is lost: its connection closed")
         if observe is not None:
             observe(batch)
 

@@ -36,7 +36,7 @@ from layby_server.observability.gauges import ConsumerGauges
 from layby_server.observability.logs import get_logger
 from layby_server.service import open_resources, run_main
 from layby_server.settings import Settings, load_settings
-from layby_server.store.consumer import Handler, Traced, consume
+from layby_server.store.consumer import Handler, Skipped, Traced, consume
 from layby_server.store.eventstore import Stored
 from layby_server.write.parked import Entries
 from layby_server.write.visits import Visitor
@@ -98,17 +98,17 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
         try:
             async with asyncio.TaskGroup() as group:
                 names = res.store.names
-                # (role, handler, subjects, concurrency, which events get a span)
-                loops: list[tuple[str, Handler, str, int, Traced | None]] = [
-                    ("delivery", handle, names.ix_all, CONCURRENCY, _sends),
-                    ("delivery-replies", replies, names.conversations_all, REPLIES_CONCURRENCY, None),
+                # (role, handler, subjects, concurrency, which events get a span, which are skipped)
+                loops: list[tuple[str, Handler, str, int, Traced | None, Skipped | None]] = [
+                    ("delivery", handle, names.ix_all, CONCURRENCY, _sends, _nothing_to_send),
+                    ("delivery-replies", replies, names.conversations_all, REPLIES_CONCURRENCY, None, None),
                 ]
                 if webhooks is not None:
                     loops.append(
-                        ("delivery-webhooks", webhooks.handle, names.ix_all, webhooks.CONCURRENCY, None)
+                        ("delivery-webhooks", webhooks.handle, names.ix_all, webhooks.CONCURRENCY, None, None)
                     )
                 group.create_task(lag.run(stop))
-                for role, handler, subjects, concurrency, traced in loops:
+                for role, handler, subjects, concurrency, traced, skip in loops:
                     group.create_task(
                         consume(
                             res.store,
@@ -118,7 +118,7 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
                             filter_subject=subjects,
                             concurrency=concurrency,
                             traced=traced,
-                            skip=_nothing_to_send if traced is _sends else None,
+                            skip=skip,
                         )
                     )
         finally:

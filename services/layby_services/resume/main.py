@@ -117,9 +117,8 @@ def _asked_of_a_person(event: Event) -> bool:
 
 
 def _acts_on(event: Event) -> bool:
-    """Every event but the ask of a person's question (the resume service has nothing to do with
-    one until it resolves): those get no span."""
-    return not isinstance(event, InteractionAsked) or event.to == "caller"
+    """Every event but the ask of a person's question: only those get a span."""
+    return not _asked_of_a_person(event)
 
 
 def main() -> None:
