@@ -50,6 +50,24 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
     group._addoption("-n", "--numprocesses", dest="numprocesses", default=None, help="ignored")
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_fixture_setup(fixturedef: pytest.FixtureDef[Any], request: pytest.FixtureRequest) -> Any:
+    """A fixture whose setup is cancelled fails its one test, not every later test of the worker.
+
+    pytest records a failed setup only for an ``Exception``: an ``asyncio.CancelledError`` (a
+    ``BaseException``) left the fixture unrecorded with its teardown still registered, and every
+    later test asking for that fixture then failed with a bare ``AssertionError`` in pytest's own
+    fixture code. It is recorded here as the failure it is."""
+    try:
+        return (yield)
+    except asyncio.CancelledError as cancelled:
+        error = RuntimeError(f"the setup of fixture {fixturedef.argname!r} was cancelled")
+        error.__cause__ = cancelled
+        key = getattr(request, "param", None)
+        fixturedef.cached_result = (None, key, (error, cancelled.__traceback__))
+        raise error from cancelled
+
+
 @pytest.fixture(autouse=True)
 def _sdk_events_logged_as_the_sdk_logs_them() -> Iterator[None]:
     """A test that runs the ``layby`` command promotes some SDK events to info for the whole
@@ -212,19 +230,32 @@ async def start_system(
     for name, run in runners.items():
         system.stops[name] = asyncio.Event()
         system.tasks[name] = asyncio.create_task(run(system.stops[name]), name=name)
-    async with httpx.AsyncClient(verify=TLS) as http:
+    try:
+        async with httpx.AsyncClient(verify=TLS) as http:
 
-        async def ready() -> bool:
-            for name, task in system.tasks.items():
-                if task.done():
-                    task.result()
-                    raise RuntimeError(f"{name} stopped during start-up")
-            return (await http.get(f"{system.url}/readyz")).status_code == 200
+            async def ready() -> bool:
+                for name, task in system.tasks.items():
+                    if task.done():
+                        raise RuntimeError(f"{name} stopped during start-up: {_ending(task)}")
+                return (await http.get(f"{system.url}/readyz")).status_code == 200
 
-        await eventually(ready, "the door to be ready", timeout=15, interval=0.05, retry=httpx.HTTPError)
-    # The consumers of resume/delivery exist once their services logged ready; wait for them.
-    await _wait_consumers(settings, seeds)
+            await eventually(ready, "the door to be ready", timeout=15, interval=0.05, retry=httpx.HTTPError)
+        # The consumers of resume/delivery exist once their services logged ready; wait for them.
+        await _wait_consumers(settings, seeds)
+    except BaseException:
+        # A start that fails leaves no service running into the next test.
+        with contextlib.suppress(Exception):
+            await stop_system(system)
+        raise
     return system
+
+
+def _ending(task: asyncio.Task[Any]) -> str:
+    """How a service's task ended, for a start-up that lost it."""
+    if task.cancelled():
+        return "cancelled"
+    exc = task.exception()
+    return repr(exc) if exc is not None else "returned"
 
 
 async def _wait_consumers(settings: Settings, seeds: dict[str, str] | None = None) -> None:
