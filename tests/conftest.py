@@ -52,16 +52,17 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
 
 @pytest.hookimpl(wrapper=True)
 def pytest_fixture_setup(fixturedef: pytest.FixtureDef[Any], request: pytest.FixtureRequest) -> Any:
-    """A fixture whose setup is cancelled fails its one test, not every later test of the worker.
+    """A fixture whose setup is cancelled (or exits) fails its one test, not every later test of
+    the worker.
 
-    pytest records a failed setup only for an ``Exception``: an ``asyncio.CancelledError`` (a
-    ``BaseException``) left the fixture unrecorded with its teardown still registered, and every
-    later test asking for that fixture then failed with a bare ``AssertionError`` in pytest's own
-    fixture code. It is recorded here as the failure it is."""
+    pytest records a failed setup only for an ``Exception``: an ``asyncio.CancelledError`` or a
+    ``SystemExit`` (``BaseException``s) left the fixture unrecorded with its teardown still
+    registered, and every later test asking for that fixture then failed with a bare
+    ``AssertionError`` in pytest's own fixture code. It is recorded here as the failure it is."""
     try:
         return (yield)
-    except asyncio.CancelledError as cancelled:
-        error = RuntimeError(f"the setup of fixture {fixturedef.argname!r} was cancelled")
+    except (asyncio.CancelledError, SystemExit) as cancelled:
+        error = RuntimeError(f"the setup of fixture {fixturedef.argname!r} ended with {cancelled!r}")
         error.__cause__ = cancelled
         key = getattr(request, "param", None)
         fixturedef.cached_result = (None, key, (error, cancelled.__traceback__))
@@ -189,8 +190,23 @@ async def _serve_door(settings: Settings, stop: asyncio.Event, clock: Clock) -> 
     config = server_config(settings, clock=clock)
     config.timeout_graceful_shutdown = 1
     server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
-    await stop.wait()
+
+    async def serve() -> None:
+        # uvicorn exits the process when it cannot bind; here that is this door's failure (its
+        # start-up reports it), not a SystemExit escaping the test's event loop.
+        try:
+            await server.serve()
+        except SystemExit as exc:
+            raise RuntimeError(
+                f"the door could not start on port {settings.http_port} (exit {exc.code})"
+            ) from None
+
+    task = asyncio.create_task(serve())
+    stopping = asyncio.create_task(stop.wait())
+    await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    stopping.cancel()
+    if task.done():
+        task.result()  # the door stopped by itself: its failure is this task's
     server.should_exit = True
     await task
 

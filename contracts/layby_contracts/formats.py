@@ -9,7 +9,7 @@ before (docs/asking.md#answer-formats).
 
 from __future__ import annotations
 
-from typing import Any, get_args
+from typing import Any, Literal, get_args
 
 import msgspec
 
@@ -49,7 +49,32 @@ class ExternalPayload(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=T
     verifier: dict[str, Any] | None = None
 
 
-FormatPayload = TextPayload | ConfirmPayload | SelectPayload | FormPayload | ExternalPayload
+class ProposedAction(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """The action a review question proposes: what would run (``name``), with which
+    ``arguments`` (a JSON object), the JSON ``schema`` an edit of them must match, and a
+    ``description`` shown beside them."""
+
+    name: str
+    arguments: dict[str, Any] = {}
+    schema: dict[str, Any] | None = None
+    description: str | None = None
+
+
+Decision = Literal["accept", "edit", "reject", "respond"]
+DECISIONS: tuple[str, ...] = get_args(Decision)
+"""What a reviewer may decide, in the documented order (docs/review.md#decisions)."""
+
+
+class ReviewPayload(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, tag="review"):
+    """A proposed action to accept, edit, reject or respond to (``decisions``: the allowed ones);
+    an accept or an edit names the hash of the arguments it was decided on
+    (docs/review.md)."""
+
+    action: ProposedAction
+    decisions: list[Decision] = msgspec.field(default_factory=lambda: ["accept", "edit", "reject"])
+
+
+FormatPayload = TextPayload | ConfirmPayload | SelectPayload | FormPayload | ExternalPayload | ReviewPayload
 FORMAT_NAMES: tuple[str, ...] = tuple(str(member.__struct_config__.tag) for member in get_args(FormatPayload))
 """Every answer format's name, in the documented order: the union's tags (the one list)."""
 

@@ -45,8 +45,9 @@ class QuestionFields(
 ):
     """What every body carrying a question has: the text, its answer format and the format's
     arguments (``options``, form ``schema`` with ``data`` and ``pages``, an external question's
-    ``verifier``), display-only ``media``, the ``timeout`` in seconds, the ``group_id``, the
-    ``audience`` who may answer, whether the answer is ``sensitive``, and the ``notify_url``."""
+    ``verifier``, a review's ``action`` and ``decisions``), display-only ``media``, the
+    ``timeout`` in seconds, the ``group_id``, the ``audience`` who may answer, whether the
+    answer is ``sensitive``, and the ``notify_url``."""
 
     question: str
     answer_format: AnswerFormat = "text"
@@ -62,6 +63,10 @@ class QuestionFields(
     verifier: dict[str, Any] | None = None
     notify_url: str | None = None
     """An https URL the question's outcome is POSTed to, signed (docs/webhooks.md)."""
+    action: dict[str, Any] | None = None
+    """review: the proposed action (``name``, ``arguments``, ``schema``, ``description``)."""
+    decisions: list[str] | None = None
+    """review: what the reviewer may decide (``accept``, ``edit``, ``reject``, ``respond``)."""
 
 
 class AskFields(QuestionFields, frozen=True, kw_only=True):

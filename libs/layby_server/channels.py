@@ -163,7 +163,7 @@ def delivery_of(
     fmt = FORMATS[ev.answer_format]
     return ChannelDelivery(
         interaction_id=ev.interaction_id,
-        question=ev.question,
+        question=fmt.chat_text(ev.question, fmt.typed(ev.format_payload), callback_url),
         answer_format=ev.answer_format,
         callback_url=callback_url,
         timeout_at=ev.timeout_at,

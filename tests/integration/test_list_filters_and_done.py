@@ -90,7 +90,7 @@ async def test_the_list_sorts_newest_oldest_and_by_deadline(system: System) -> N
 @pytest.mark.parametrize(
     ("query", "field", "message"),
     [
-        ("format=essay", "format", "format must be one of text, confirm, select, form, external"),
+        ("format=essay", "format", "format must be one of text, confirm, select, form, external, review"),
         ("sort=random", "sort", "sort must be one of group, newest, oldest, deadline"),
         ("q=" + "x" * 201, "q", "q must be at most 200 characters"),
         ("group=%00", "group", "group must not contain NUL characters"),

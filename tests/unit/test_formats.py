@@ -67,13 +67,15 @@ def test_each_format_says_what_a_channel_receives() -> None:
 
 
 def test_each_format_says_how_its_callback_page_and_empty_post_behave() -> None:
-    """form renders its form; confirm and external show a confirm button; an empty POST confirms."""
+    """form renders its form; confirm and external show a confirm button; review its proposal;
+    an empty POST confirms."""
     assert {n: FORMATS[n].page for n in NAMES} == {
         "text": "awaiting",
         "confirm": "confirm",
         "select": "awaiting",
         "form": "form",
         "external": "confirm",
+        "review": "review",
     }
     assert FORMATS["confirm"].empty_callback_answer() is True
     assert FORMATS["text"].empty_callback_answer() is None

@@ -66,4 +66,4 @@ def test_a_fixture_whose_setup_is_cancelled_fails_only_the_test_that_met_it(tmp_
     )
     out = done.stdout + done.stderr
     assert "2 passed, 1 error" in out, out
-    assert "the setup of fixture 'service' was cancelled" in out, out
+    assert "the setup of fixture 'service' ended with CancelledError()" in out, out

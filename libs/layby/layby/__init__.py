@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from layby.calls import call, cancel_parked, list_parked, resume_parked
     from layby.external import ask_external
     from layby.messages import messages
+    from layby.review import Review, ReviewRejectedError, answer_interrupt, review, reviewed
     from layby.runs import RunInfo, Suspended, current_run
     from layby.sdk import AnswerDetails, Client, SecretValue, ask_user, connect, notify_user
     from layby.steps import StepInfo, current_step, step
@@ -43,6 +44,11 @@ _HOMES = {
     "CALLER_ASKS_KEY": "layby_contracts.events",
     "ask_external": "layby.external",
     "messages": "layby.messages",
+    "Review": "layby.review",
+    "ReviewRejectedError": "layby.review",
+    "answer_interrupt": "layby.review",
+    "review": "layby.review",
+    "reviewed": "layby.review",
     "RunInfo": "layby.runs",
     "Suspended": "layby.runs",
     "current_run": "layby.runs",
@@ -104,6 +110,8 @@ __all__ = [
     "MediaItem",
     "NonDeterministicRunError",
     "ParkExpiryExceedsRetentionError",
+    "Review",
+    "ReviewRejectedError",
     "RunCancelledError",
     "RunInfo",
     "SecretValue",
@@ -112,6 +120,7 @@ __all__ = [
     "Suspended",
     "UnsupportedError",
     "Worker",
+    "answer_interrupt",
     "ask_external",
     "ask_user",
     "call",
@@ -123,6 +132,8 @@ __all__ = [
     "messages",
     "notify_user",
     "resume_parked",
+    "review",
+    "reviewed",
     "step",
 ]
 __version__ = "0.1.0"

@@ -115,6 +115,8 @@ class Client(Asking):
         payload: Any = None,
         on_expiry: str | None = None,
         notify_url: str | None = None,
+        action: dict[str, Any] | None = None,
+        decisions: list[str] | None = None,
     ) -> Any:
         """Ask a person. ``mode="sync"`` blocks until the answer (or the timeout);
         ``mode="async"`` parks the run executing this code (see ``layby.Worker``). ``media``:
@@ -133,7 +135,10 @@ class Client(Asking):
         ``params``) instead of the bare answer. ``to="caller"`` asks the run that called this one
         instead of a person (docs/caller-asks.md): always async, with ``payload`` and ``on_expiry``
         (``kill``, the default, or ``resume``). ``notify_url``: an https URL the delivery service
-        POSTs the outcome to, signed (docs/webhooks.md); checked by the ask service."""
+        POSTs the outcome to, signed (docs/webhooks.md); checked by the ask service.
+        ``answer_format="review"``: ``action`` is the proposed action (``name``, ``arguments``,
+        optional ``schema`` and ``description``) and ``decisions`` what the reviewer may decide;
+        ``layby.review`` returns the decision as a ``Review`` (docs/review.md)."""
         args = dict(locals())  # the keywords as given: the one list of them is this signature
         del args["self"], args["question"]
         checked = check_call(

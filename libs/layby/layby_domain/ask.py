@@ -218,7 +218,7 @@ def _check_chat(cmd: Ask, spec: AskSpec, facts: AskFacts) -> None:
         check_channel_ask(facts.channels, target.channel, spec.answer_format, spec.question, schema)
 
 
-_FLAT = ("options", "schema", "data", "pages", "link_url", "verifier")
+_FLAT = ("options", "schema", "data", "pages", "link_url", "verifier", "action", "decisions")
 
 
 def _question_args(cmd: Ask) -> dict[str, Any]:

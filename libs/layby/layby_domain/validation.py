@@ -176,7 +176,7 @@ def validate_ask(ask: Question, *, default_timeout: float = 3600.0) -> AskSpec:
         raise BadInput("audience must be a non-empty identity", field="audience")
     if not isinstance(question, str) or not question.strip():
         raise BadInput("question must be a non-empty string", field="question")
-    for name in ("question", "group_id", "audience", "options", "schema"):
+    for name in ("question", "group_id", "audience", "options", "schema", "action"):
         where = nul_path(getattr(ask, name))
         if where is not None:
             field = name + (where if where.startswith("[") else f".{where}" if where else "")
@@ -186,6 +186,10 @@ def validate_ask(ask: Question, *, default_timeout: float = 3600.0) -> AskSpec:
             f"question is {len(question)} characters; the limit is {QUESTION_MAX_CHARS}", field="question"
         )
     check_channel(ask.channel, ask.recipient, ask.link_url, ask.verifier)
+    if not fmt.reviews_an_action:
+        for name in ("action", "decisions"):
+            if getattr(ask, name) is not None:
+                raise BadInput(f"{name} is only for 'review', not for {fmt.name!r}", field=name)
     payload = fmt.check_ask(
         AskInputs(
             options=ask.options,
@@ -195,6 +199,8 @@ def validate_ask(ask: Question, *, default_timeout: float = 3600.0) -> AskSpec:
             verifier=ask.verifier,
             link_url=ask.link_url,
             channel=ask.channel,
+            action=ask.action,
+            decisions=ask.decisions,
         )
     )
     group_id: object = ask.group_id

@@ -3,7 +3,8 @@
 Three pages are byte-constant: they interpolate nothing at all, so a ticket, a query string or a
 path can never be reflected into them. The form page is rendered from the question's stored
 schema only (the author's text, HTML-escaped), never from the request; its one inline script is
-a constant that collects the fields and POSTs ``{"answer": {...}}`` back to the same URL.
+a constant that collects the fields and POSTs ``{"answer": {...}}`` back to the same URL. The
+review page likewise shows the stored proposal only, and its constant script posts the decision.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 from layby_contracts.errors import BadInput
 from layby_contracts.events import InteractionAsked
 from layby_domain.formats.form import check_form_subset, effective_schema
+from layby_domain.formats.review import arguments_sha256
 
 PAGE_CSP = "default-src 'none'; style-src 'unsafe-inline'"
 """Every constant page's Content-Security-Policy: no script at all."""
@@ -206,5 +208,77 @@ def form_page(asked: InteractionAsked) -> bytes:
         f"{_HEAD}<title>Answer</title>{_STYLE}<h1>Your answer</h1><p>{_esc(asked.question)}</p>"
         f"<div id=w><form id=f method=post>{''.join(parts)}<button type=submit>Submit</button></form></div>"
         f"<p id=s role=status aria-live=polite></p><script>{FORM_SCRIPT}</script></html>"
+    )
+    return body.encode()
+
+
+# Constant. Accept and reject post at once; an edit is parsed, its changed keys are listed
+# (before and after), and a second press sends it. The proposal's hash comes from the form's
+# data attribute (rendered from the stored proposal, never from the request).
+REVIEW_SCRIPT = (
+    "const f=document.getElementById('f'),s=document.getElementById('s'),w=document.getElementById('w"
+    "'),d=document.getElementById('d'),a=document.getElementById('a'),h=f.dataset.hash;let edited=nul"
+    "l;const send=async ans=>{for(const b of f.querySelectorAll('button'))b.disabled=true;s.textConte"
+    "nt='Sending\\u2026';try{const r=await fetch(location.href,{method:'POST',headers:{'Content-Type':"
+    "'application/json'},body:JSON.stringify({answer:ans})});let j={};try{j=await r.json()}catch(x){}"
+    "if(r.ok){w.hidden=true;s.textContent='Done'}else{s.textContent=(j&&typeof j.error==='string')?j."
+    "error:('Error '+r.status);for(const b of f.querySelectorAll('button'))b.disabled=false}}catch(x)"
+    "{s.textContent='Could not send the decision; please try again.';for(const b of f.querySelectorAl"
+    "l('button'))b.disabled=false}};const show=v=>JSON.stringify(v);document.addEventListener('click'"
+    ",e=>{const b=e.target.closest('button[data-decision]');if(!b)return;e.preventDefault();const k=b"
+    ".dataset.decision;if(k==='accept')return send({decision:'accept',arguments_sha256:h});if(k==='re"
+    "ject'){const r=document.getElementById('r').value.trim();return send(r?{decision:'reject',reason"
+    ":r}:{decision:'reject'})}if(k==='respond'){const t=document.getElementById('t').value.trim();if("
+    "!t){s.textContent='Write a response first.';return}return send({decision:'respond',text:t})}if(k"
+    "==='edit'){let v;try{v=JSON.parse(a.value)}catch(x){s.textContent='The arguments are not valid J"
+    "SON: '+x.message;return}if(v===null||typeof v!=='object'||Array.isArray(v)){s.textContent='The a"
+    "rguments must be a JSON object.';return}const o=JSON.parse(f.dataset.args),keys=[...new Set([..."
+    "Object.keys(o),...Object.keys(v)])].sort(),rows=keys.filter(x=>show(o[x])!==show(v[x]));d.replac"
+    "eChildren(...rows.map(x=>{const li=document.createElement('li');li.textContent=x+': '+(x in o?sh"
+    "ow(o[x]):'(none)')+' \\u2192 '+(x in v?show(v[x]):'(removed)');return li}));if(edited!==null&&sho"
+    "w(edited)===show(v))return send({decision:'edit',arguments:v,arguments_sha256:h});edited=v;s.tex"
+    "tContent=rows.length?'Check the changes, then press Send the edit.':'Nothing changed.';b.textCon"
+    "tent='Send the edit'}});"
+)
+
+
+def review_page(asked: InteractionAsked) -> bytes:
+    """The proposed action of a review question and the decisions it allows
+    (docs/review.md#the-review-page)."""
+    import json
+
+    payload = asked.format_payload or {}
+    action = payload.get("action") or {}
+    decisions = payload.get("decisions") or []
+    arguments = action.get("arguments") or {}
+    pretty = json.dumps(arguments, indent=2, ensure_ascii=False, sort_keys=True)
+    parts = [f"<h2>{_esc(action.get('name', ''))}</h2>"]
+    if action.get("description"):
+        parts.append(f"<p>{_esc(action['description'])}</p>")
+    parts.append(f"<pre>{_esc(pretty)}</pre>")
+    if "accept" in decisions:
+        parts.append("<button type=button data-decision=accept>Accept</button>")
+    if "edit" in decisions:
+        parts.append(
+            f"<label for=a>Edit the arguments (JSON)</label><textarea id=a rows=10 style='width:100%'>"
+            f"{_esc(pretty)}</textarea><ul id=d></ul><button type=button data-decision=edit>Edit</button>"
+        )
+    else:
+        parts.append(f"<textarea id=a hidden>{_esc(pretty)}</textarea><ul id=d hidden></ul>")
+    if "reject" in decisions:
+        parts.append(
+            "<label for=r>Reason (optional)</label><input type=text id=r>"
+            "<button type=button data-decision=reject>Reject</button>"
+        )
+    if "respond" in decisions:
+        parts.append(
+            "<label for=t>Or answer in words</label><input type=text id=t>"
+            "<button type=button data-decision=respond>Respond</button>"
+        )
+    data = f'data-hash="{_esc(arguments_sha256(arguments))}" data-args="{_esc(json.dumps(arguments))}"'
+    body = (
+        f"{_HEAD}<title>Review</title>{_STYLE}<h1>Review</h1><p>{_esc(asked.question)}</p>"
+        f"<div id=w><form id=f {data}>{''.join(parts)}</form></div>"
+        f"<p id=s role=status aria-live=polite></p><script>{REVIEW_SCRIPT}</script></html>"
     )
     return body.encode()

@@ -128,8 +128,9 @@ def _refusal(exc: errors.LaybyError) -> tuple[int, str, str | None, int | None]:
         # Never the text of a failure the client cannot act on: it is logged instead.
         log.error("door.unexpected", error=repr(exc))
         return status, INTERNAL_ERROR, None, None
-    if status == 400:
-        return 400, exc.message, exc.field, None
+    if status in (400, 409):
+        # A conflict may name what no longer matches (a review's arguments_sha256).
+        return status, exc.message, exc.field, None
     return status, str(exc), None, None
 
 

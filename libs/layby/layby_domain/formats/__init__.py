@@ -17,10 +17,11 @@ from layby_domain.formats._base import AskInputs, Format, Page
 from layby_domain.formats.confirm import CONFIRM
 from layby_domain.formats.external import EXTERNAL
 from layby_domain.formats.form import FORM
+from layby_domain.formats.review import REVIEW
 from layby_domain.formats.select import SELECT
 from layby_domain.formats.text import TEXT
 
-FORMATS: dict[str, Format] = {f.name: f for f in (TEXT, CONFIRM, SELECT, FORM, EXTERNAL)}
+FORMATS: dict[str, Format] = {f.name: f for f in (TEXT, CONFIRM, SELECT, FORM, EXTERNAL, REVIEW)}
 NAMES: tuple[str, ...] = FORMAT_NAMES
 """The format names, in the documented order: the tags of the wire union, written once."""
 assert tuple(FORMATS) == NAMES, "every format of the wire union has its module here, in order"

@@ -12,9 +12,9 @@ from layby_domain.verifiers import check_binding
 Control = Literal["free_text", "choice", "yes_no", "fields", "link"]
 """How a chat channel offers a format's answer: a free-text reply (with any suggested replies as
 taps), a choice among options, a yes and a no, a set of fields to fill in, or a link to follow."""
-Page = Literal["form", "confirm", "awaiting"]
-"""The public callback page of a ticketed question: its form, a confirm button, or a page that
-says the question waits for an answer through its channel."""
+Page = Literal["form", "confirm", "awaiting", "review"]
+"""The public callback page of a ticketed question: its form, a confirm button, a page that
+says the question waits for an answer through its channel, or a proposed action to review."""
 
 OPTION_MAX_CHARS = 1000
 OPTIONS_MAX_ITEMS = 200
@@ -31,6 +31,8 @@ class AskInputs:
     verifier: object = None
     link_url: object = None
     channel: object = None
+    action: object = None
+    decisions: object = None
 
 
 class Format:
@@ -47,6 +49,8 @@ class Format:
     the answer (``check_callback_answer``). Any format delivered by a channel has a ticket too
     (the delivery mints it); this says whether one is needed without a channel."""
     delivered_as_form: bool = False
+    reviews_an_action: bool = False
+    """Takes ``action`` and ``decisions`` (every other format refuses them)."""
     """A channel that delivers it must render a form (``supports_form_delivery``), and its schema
     must keep to the channel-renderable subset (docs/channels.md#forms)."""
 
@@ -71,6 +75,11 @@ class Format:
     def has_ticket(self, channel: object) -> bool:
         """Whether a recorded question of this format can be reached through a callback ticket."""
         return self.ticketed or channel is not None
+
+    def chat_text(self, question: str, payload: FormatPayload, callback_url: str) -> str:
+        """The text a chat channel shows for the question (the question itself, unless the
+        format has more to show than its controls can; ``callback_url``: its page)."""
+        return question
 
     def frame(self, payload: dict[str, Any] | None) -> dict[str, Any]:
         """What a client sees of the format in the pending-question item."""

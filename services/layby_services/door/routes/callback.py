@@ -48,6 +48,7 @@ from layby_services.door.callback_pages import (
     PAGE_CSP,
     Unrenderable,
     form_page,
+    review_page,
 )
 from layby_services.door.deps import Door, DoorState, read_capped_body
 from layby_services.door.errors import PayloadTooLarge
@@ -134,6 +135,7 @@ _PAGES: dict[Page, Callable[[InteractionAsked], Response[bytes]]] = {
     "form": _form_page,
     "confirm": lambda _: _page(200, CONFIRM_PAGE),
     "awaiting": lambda _: _page(200, AWAITING_PAGE),
+    "review": lambda asked: _page(200, review_page(asked), FORM_PAGE_HEADERS),
 }
 """The public page of a ticketed question, by what its format shows (``Format.page``)."""
 

@@ -5,10 +5,11 @@
 import { confirm } from "./control-confirm.js";
 import { external } from "./control-external.js";
 import { form } from "./control-form.js";
+import { review } from "./control-review.js";
 import { select } from "./control-select.js";
 import { text } from "./control-text.js";
 
-const CONTROLS = { text, confirm, select, form, external };
+const CONTROLS = { text, confirm, select, form, external, review };
 
 export function buildControl(card) {
   // A format this page does not know yet is answered as text, which every door accepts as a value.

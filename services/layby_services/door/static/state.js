@@ -4,7 +4,7 @@
 export const PAGE_SIZE = 200;
 export const ROW = 44; // px, a question row (inbox.css .row)
 export const HEAD = 32; // px, a group header row (inbox.css .ghead)
-export const FORMATS = { text: "Text", confirm: "Yes/No", select: "Choice", form: "Form", external: "Outside" };
+export const FORMATS = { text: "Text", confirm: "Yes/No", select: "Choice", form: "Form", external: "Outside", review: "Review" };
 
 export const state = {
   cards: new Map(), // interaction_id -> {item, status, el, answeredAt, by}
