@@ -5,6 +5,7 @@ nothing — the retry lives in the log, and the restarted service delivers the o
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import subprocess
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ import httpx
 import pytest
 
 from layby_server.settings import Settings
+from layby_server.store.eventstore import EventStore
 from tests.conftest import OPERATOR
 from tests.e2e.test_processes import service_env, services, spawn, wait_ready
 from tests.helpers import eventually
@@ -43,7 +45,7 @@ async def test_a_delivery_service_killed_mid_retry_delivers_after_its_restart(
     settings: Settings,
     hook_processes: dict[str, subprocess.Popen[bytes]],
     receiver: Receiver,  # noqa: F811 - the fixture
-    store: object,
+    store: EventStore,
     db: object,
 ) -> None:
     """SIGKILL of the delivery service after a failed attempt, then a restart: the outcome arrives."""
@@ -52,6 +54,14 @@ async def test_a_delivery_service_killed_mid_retry_delivers_after_its_restart(
     receiver.fail_first = 1
     url = f"http://127.0.0.1:{settings.http_port}"
     await wait_ready(url)
+    # A new installation's consumers start at their creation: the question is asked once the
+    # delivery process has made its webhooks consumer (the door being ready says nothing of it).
+    durable = store.names.durable("delivery-webhooks")
+    await eventually(
+        functools.partial(store.js.consumer_info, store.names.events_stream, durable),
+        "the delivery-webhooks consumer to exist",
+        timeout=30,
+    )
     client = await connect(nats_url=settings.nats_url, token=OPERATOR, settings=settings)
     try:
         ask = asyncio.create_task(client.ask_user("Survive?", timeout=60, notify_url=receiver.url))
