@@ -161,9 +161,10 @@ def delivery_of(
         msgspec.structs.replace(m, url=base + m.url) if m.url.startswith("/") else m for m in ev.media or []
     ]
     fmt = FORMATS[ev.answer_format]
+    typed = fmt.typed(ev.format_payload)
     return ChannelDelivery(
         interaction_id=ev.interaction_id,
-        question=fmt.chat_text(ev.question, fmt.typed(ev.format_payload), callback_url),
+        question=fmt.chat_text(ev.question, typed, callback_url),
         answer_format=ev.answer_format,
         callback_url=callback_url,
         timeout_at=ev.timeout_at,
@@ -172,5 +173,5 @@ def delivery_of(
         data=payload.get("data"),
         pages=payload.get("pages"),
         reply_ids=ev.chat.reply_ids if ev.chat is not None else None,
-        **fmt.delivery(fmt.typed(ev.format_payload)),
+        **fmt.delivery(typed),
     )

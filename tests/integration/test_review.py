@@ -6,17 +6,23 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import httpx
 import pytest
 
 import layby
 from layby.review import answer_interrupt, review, reviewed
 from layby_domain.formats.review import arguments_sha256
+from tests.channel_plugins import Bridge
 from tests.conftest import ALICE, System
 from tests.helpers import eventually
 
 pytestmark = pytest.mark.integration
 
 ARGS = {"to": "acme", "amount": 120}
+REVIEW_PAGE_CSP = (
+    "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; "
+    "connect-src 'self'; form-action 'self'"
+)
 SCHEMA = {
     "type": "object",
     "properties": {"to": {"type": "string"}, "amount": {"type": "integer", "minimum": 1}},
@@ -168,3 +174,37 @@ async def test_a_review_asked_over_http_is_answered_by_its_decision(system: Syst
         assert resp.status_code == 200, resp.text
         edit = {"decision": "edit", "arguments": {}, "arguments_sha256": arguments_sha256({"bucket": "logs"})}
         assert (await http.post(f"/api/interactions/{iid}/answer", json={"answer": edit})).status_code == 409
+
+
+async def test_a_review_on_a_channel_shows_its_action_and_is_decided_on_its_review_page(
+    chan: System, client: layby.Client, bridge: Bridge
+) -> None:
+    """The channel gets the action in its text and Accept / Reject; the callback URL is the review
+    page (the stored proposal only, never the request), where a stale hash is 409 and an accept
+    records the proposal's arguments."""
+    seen = len(bridge.deliveries)
+    task = asyncio.create_task(
+        review("pay", ARGS, question="Pay <b>acme</b>?", client=client, timeout=30, channel="ops")
+    )
+    delivery = await bridge.next_delivery(seen + 1)
+    assert delivery["options"] == ["Accept", "Reject"]
+    assert "Action: pay" in delivery["question"]
+    assert delivery["callback_url"] in delivery["question"]  # the edit link
+    callback = delivery["callback_url"]
+    async with httpx.AsyncClient() as http:
+        page = await http.get(callback + "?x=<script>alert(1)</script>")
+        assert page.status_code == 200
+        assert page.headers["content-security-policy"] == REVIEW_PAGE_CSP
+        assert b"Pay &lt;b&gt;acme&lt;/b&gt;?" in page.content
+        assert b"alert(1)" not in page.content
+        assert f'data-hash="{arguments_sha256(ARGS)}"'.encode() in page.content
+        stale = await http.post(
+            callback, json={"answer": {"decision": "accept", "arguments_sha256": "0" * 64}}
+        )
+        assert stale.status_code == 409
+        accepted = await http.post(
+            callback, json={"answer": {"decision": "accept", "arguments_sha256": arguments_sha256(ARGS)}}
+        )
+        assert accepted.status_code == 200, accepted.text
+    decided = await asyncio.wait_for(task, 10)
+    assert (decided.decision, decided.arguments) == ("accept", ARGS)

@@ -10,9 +10,10 @@ import functools
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from layby.values import AnswerDetails, SecretValue
+from layby_contracts.formats import DECISIONS, Decision
 from layby_domain.formats.review import arguments_sha256
 
 if TYPE_CHECKING:
@@ -20,7 +21,6 @@ if TYPE_CHECKING:
 
 P = ParamSpec("P")
 R = TypeVar("R")
-Decision = Literal["accept", "edit", "reject", "respond"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,15 +57,11 @@ def review_of(details: AnswerDetails) -> Review:
     """The ``Review`` of a recorded review answer; an accept or an edit whose arguments do not
     hash to the recorded hash is refused (the record was altered on its way)."""
     answer = details.answer.reveal() if isinstance(details.answer, SecretValue) else details.answer
-    if not isinstance(answer, dict) or answer.get("decision") not in ("accept", "edit", "reject", "respond"):
+    if not isinstance(answer, dict) or answer.get("decision") not in DECISIONS:
         raise ValueError(f"not a review decision: {answer!r}")
     arguments = answer.get("arguments")
     said = answer.get("arguments_sha256")
-    if answer["decision"] in ("accept", "edit") and (
-        not isinstance(arguments, dict) or arguments_sha256(arguments) != said
-    ):
-        raise ValueError("the reviewed arguments do not match their recorded hash")
-    return Review(
+    decided = Review(
         decision=answer["decision"],
         arguments=arguments,
         arguments_sha256=said,
@@ -73,6 +69,9 @@ def review_of(details: AnswerDetails) -> Review:
         text=answer.get("text"),
         by=details.answered_by,
     )
+    if decided.approved and (not isinstance(arguments, dict) or arguments_sha256(arguments) != said):
+        raise ValueError("the reviewed arguments do not match their recorded hash")
+    return decided
 
 
 async def review(
@@ -157,7 +156,8 @@ LANGGRAPH_DECISIONS = {
     "allow_ignore": "reject",
     "allow_respond": "respond",
 }
-"""A LangGraph ``HumanInterrupt``'s ``config`` flags and the decisions they allow."""
+"""A LangGraph ``HumanInterrupt``'s ``config`` flags and the decisions they allow (in the order
+of ``DECISIONS``)."""
 
 
 async def answer_interrupt(interrupt: dict[str, Any] | list[dict[str, Any]], **ask: Any) -> Any:
@@ -173,7 +173,7 @@ async def answer_interrupt(interrupt: dict[str, Any] | list[dict[str, Any]], **a
         str(request.get("action", "")),
         dict(request.get("args") or {}),
         description=interrupt.get("description"),
-        decisions=[d for d in ("accept", "edit", "reject", "respond") if d in allowed] or None,
+        decisions=allowed or None,
         **ask,
     )
     if decided.decision == "accept":

@@ -10,6 +10,7 @@ review page likewise shows the stored proposal only, and its constant script pos
 from __future__ import annotations
 
 import html
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -245,8 +246,6 @@ REVIEW_SCRIPT = (
 def review_page(asked: InteractionAsked) -> bytes:
     """The proposed action of a review question and the decisions it allows
     (docs/review.md#the-review-page)."""
-    import json
-
     payload = asked.format_payload or {}
     action = payload.get("action") or {}
     decisions = payload.get("decisions") or []
@@ -263,8 +262,6 @@ def review_page(asked: InteractionAsked) -> bytes:
             f"<label for=a>Edit the arguments (JSON)</label><textarea id=a rows=10 style='width:100%'>"
             f"{_esc(pretty)}</textarea><ul id=d></ul><button type=button data-decision=edit>Edit</button>"
         )
-    else:
-        parts.append(f"<textarea id=a hidden>{_esc(pretty)}</textarea><ul id=d hidden></ul>")
     if "reject" in decisions:
         parts.append(
             "<label for=r>Reason (optional)</label><input type=text id=r>"

@@ -53,18 +53,16 @@ class Form(Format):
         if not isinstance(answer, dict):
             raise BadInput("answer must be an object")
         try:
-            error = jsonschema.exceptions.best_match(
-                jsonschema.Draft202012Validator(schema).iter_errors(answer)
-            )
+            mismatch = schema_mismatch(schema, answer)
         except RecursionError:
             raise BadInput("answer does not match schema: nested too deeply") from None
         except (jsonschema.SchemaError, referencing.exceptions.Unresolvable) as exc:
             raise BadInput(f"question schema is invalid: {exc}") from None
-        if error is not None:
-            where = _dotted(error.absolute_path)
+        if mismatch is not None:
+            where, message = mismatch
             if where:
-                raise BadInput(f"answer does not match schema at {where}: {error.message}", field=where)
-            raise BadInput(f"answer does not match schema: {error.message}")
+                raise BadInput(f"answer does not match schema at {where}: {message}", field=where)
+            raise BadInput(f"answer does not match schema: {message}")
         return answer
 
     def delivery(self, payload: FormatPayload) -> dict[str, Any]:
@@ -79,25 +77,35 @@ def _dotted(path: Iterable[Any]) -> str:
     return ".".join(str(p) for p in path)
 
 
-def check_schema(schema: object) -> dict[str, Any]:
-    """A form schema must be a JSON-schema dict that is itself valid."""
+def check_schema(schema: object, field: str = "schema") -> dict[str, Any]:
+    """A form schema must be a JSON-schema dict that is itself valid (``field``: where it came)."""
     import jsonschema  # only form questions pay for loading it
 
     if not isinstance(schema, dict) or not schema:
-        raise BadInput("schema must be a msgspec Struct type or a non-empty JSON-schema dict", field="schema")
+        raise BadInput(f"{field} must be a msgspec Struct type or a non-empty JSON-schema dict", field=field)
     try:
         jsonschema.Draft202012Validator.check_schema(schema)
     except jsonschema.SchemaError as exc:
         where = ".".join(str(p) for p in exc.absolute_path)
         suffix = f" at {where}" if where else ""
-        raise BadInput(f"schema is not a valid JSON schema{suffix}: {exc.message}", field="schema") from None
+        raise BadInput(f"{field} is not a valid JSON schema{suffix}: {exc.message}", field=field) from None
     except RecursionError:
-        raise BadInput("schema is nested too deeply", field="schema") from None
+        raise BadInput(f"{field} is nested too deeply", field=field) from None
     try:
         msgspec.json.encode(schema)
     except (TypeError, msgspec.EncodeError) as exc:
-        raise BadInput(f"schema must be JSON-serializable: {exc}", field="schema") from None
+        raise BadInput(f"{field} must be JSON-serializable: {exc}", field=field) from None
     return schema
+
+
+def schema_mismatch(schema: dict[str, Any], instance: object) -> tuple[str, str] | None:
+    """Where (the dotted path, "" at the root) and why ``instance`` fails ``schema`` at its most
+    relevant error, or None when it matches. jsonschema's own errors (an invalid or unresolvable
+    schema, a RecursionError) pass through for the caller to name."""
+    import jsonschema  # only schema-checked answers pay for loading it
+
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(instance))
+    return None if error is None else (_dotted(error.absolute_path), error.message)
 
 
 PAGE_TITLE_MAX_CHARS = 200

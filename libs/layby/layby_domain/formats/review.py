@@ -25,6 +25,7 @@ from typing import Any
 from layby_contracts.errors import BadInput, Conflict
 from layby_contracts.formats import DECISIONS, FormatPayload, ReviewPayload
 from layby_domain.formats._base import AskInputs, Format
+from layby_domain.formats.form import check_schema, schema_mismatch
 
 ACTION_NAME_MAX_CHARS = 200
 DESCRIPTION_MAX_CHARS = 4000
@@ -178,8 +179,6 @@ class Review(Format):
 def check_action(action: object) -> dict[str, Any]:
     """The proposed action: a non-blank ``name``, ``arguments`` as a JSON object that matches the
     optional ``schema`` (itself a valid JSON schema), an optional ``description``."""
-    from layby_domain.formats.form import check_schema
-
     if action is None:
         raise BadInput("answer_format 'review' requires an action", field="action")
     if not isinstance(action, dict):
@@ -198,10 +197,7 @@ def check_action(action: object) -> dict[str, Any]:
         raise BadInput(f"action.arguments must be plain JSON: {exc}", field="action.arguments") from None
     schema = action.get("schema")
     if schema is not None:
-        try:
-            schema = check_schema(schema)
-        except BadInput as exc:
-            raise BadInput(str(exc).replace("schema", "action.schema", 1), field="action.schema") from None
+        schema = check_schema(schema, "action.schema")
         _check_arguments(arguments, schema, "action.arguments")
     description = action.get("description")
     if description is not None:
@@ -241,16 +237,22 @@ def _check_text(value: object, field: str, limit: int, *, blank_ok: bool = False
 
 
 def _check_arguments(arguments: dict[str, Any], schema: dict[str, Any] | None, field: str) -> None:
-    """Arguments against the action's schema (the form's message, naming the failing path)."""
+    """Arguments against the action's schema (the failing path named below ``field``)."""
+    import jsonschema
+    import referencing.exceptions
+
     if schema is None:
         return
-    import jsonschema
-
-    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(arguments))
-    if error is not None:
-        where = ".".join(str(p) for p in error.absolute_path)
+    try:
+        mismatch = schema_mismatch(schema, arguments)
+    except RecursionError:
+        raise BadInput(f"{field} is nested too deeply", field=field) from None
+    except (jsonschema.SchemaError, referencing.exceptions.Unresolvable) as exc:
+        raise BadInput(f"action.schema is invalid: {exc}", field="action.schema") from None
+    if mismatch is not None:
+        where, message = mismatch
         path = f"{field}.{where}" if where else field
-        raise BadInput(f"{path} does not match the action's schema: {error.message}", field=path)
+        raise BadInput(f"{path} does not match the action's schema: {message}", field=path)
 
 
 REVIEW = Review()
