@@ -1,7 +1,7 @@
 """Benchmark: the sync ask→answer cycle through `layby up` ("How fast").
 
     python bench/sync_cycle.py [--seconds 10] [--concurrency 1 10 100] [--url URL --token T --nats URL]
-                               [--without-nats-auth [--without-fsync]] [--tracing] [--json PATH]
+                               [--without-nats-auth [--without-fsync]] [--tracing] [--format F] [--json PATH]
 
 Without --url it starts `layby up` itself (embedded NATS and PostgreSQL, a temporary data dir),
 measures its idle resident memory, then for each N runs N concurrent askers (the SDK's ask_user)
@@ -13,7 +13,9 @@ it starts), to measure what NATS authorization costs (docs/performance.md). ``--
 ``--without-nats-auth``) starts that NATS without ``sync_interval: always``, a setting Layby never
 ships, to measure the bound fsync sets. ``--tracing`` runs
 the services with tracing on at the default sampling, exporting over OTLP/HTTP to an endpoint
-that discards every span, to measure what tracing costs (docs/tracing.md#cost).
+that discards every span, to measure what tracing costs (docs/tracing.md#cost). ``--format``
+asks ``text`` (the default), ``confirm`` or ``review`` questions (a review accepted with the
+hash its add frame shows: docs/review.md).
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ import argparse
 import asyncio
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import uvloop
@@ -36,6 +40,20 @@ from layby.sdk import connect
 from layby_server.settings import load_settings
 
 
+ACTION = {"name": "deploy", "arguments": {"service": "api", "version": "2.4.1", "replicas": 3}}
+FORMATS: dict[str, tuple[dict[str, Any], Callable[[dict[str, Any]], object], Callable[[Any], bool]]] = {
+    "text": ({}, lambda _: "ok", lambda answer: answer == "ok"),
+    "confirm": ({"answer_format": "confirm"}, lambda _: True, lambda answer: answer is True),
+    "review": (
+        {"answer_format": "review", "action": ACTION},
+        lambda item: {"decision": "accept", "arguments_sha256": item["format_payload"]["arguments_sha256"]},
+        lambda answer: answer["decision"] == "accept",
+    ),
+}
+"""What each ``--format`` asks with, answers with (from the add frame) and gets back: a review
+is accepted with the hash its frame shows."""
+
+
 async def run_level(
     url: str,
     token: str,
@@ -44,7 +62,9 @@ async def run_level(
     seconds: float,
     answerers: int = 8,
     server_pid: int | None = None,
+    answer_format: str = "text",
 ) -> dict:
+    ask_kwargs, answer_of, expected = FORMATS[answer_format]
     host, port = urlsplit(url).hostname or "127.0.0.1", urlsplit(url).port or 80
     settings = load_settings({}, max_concurrent=None)
     client = await connect(nats_url=nats_url, token=token, settings=settings)
@@ -52,7 +72,7 @@ async def run_level(
     posted_at: dict[str, float] = {}
     ask_to_add: list[float] = []
     answer_to_return: list[float] = []
-    queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+    queue: asyncio.Queue[tuple[str, str, object]] = asyncio.Queue()
     stop = asyncio.Event()
 
     async def reader() -> None:
@@ -61,15 +81,17 @@ async def run_level(
                 q = frame["data"]["question"]
                 if q in asked_at:
                     ask_to_add.append(time.perf_counter() - asked_at[q])
-                    await queue.put((frame["data"]["interaction_id"], q))
+                    await queue.put((frame["data"]["interaction_id"], q, answer_of(frame["data"])))
 
     async def answerer() -> None:
         conn = await Conn(host, port, token).open()
         try:
             while True:
-                iid, q = await queue.get()
+                iid, q, answer = await queue.get()
                 posted_at[q] = time.perf_counter()
-                status, body = await conn.request("POST", f"/api/interactions/{iid}/answer", {"answer": "ok"})
+                status, body = await conn.request(
+                    "POST", f"/api/interactions/{iid}/answer", {"answer": answer}
+                )
                 if status != 200:
                     print("answer failed", status, body[:200], file=sys.stderr)
         finally:
@@ -84,16 +106,16 @@ async def run_level(
             q = f"bench-{n}-{k}-{i}"
             i += 1
             asked_at[q] = time.perf_counter()
-            answer = await client.ask_user(q, timeout=60)
+            answer = await client.ask_user(q, timeout=60, **ask_kwargs)
             answer_to_return.append(time.perf_counter() - posted_at[q])
-            assert answer == "ok"
+            assert expected(answer), answer
             cycles += 1
 
     tasks = [asyncio.create_task(reader())]
     tasks += [asyncio.create_task(answerer()) for _ in range(answerers)]
     await asyncio.sleep(0.5)  # the stream's start point is taken when it connects
     asked_at["bench-warmup"] = time.perf_counter()
-    assert await asyncio.wait_for(client.ask_user("bench-warmup", timeout=30), 30) == "ok"
+    assert expected(await asyncio.wait_for(client.ask_user("bench-warmup", timeout=30, **ask_kwargs), 30))
     ask_to_add.clear()
     answer_to_return.clear()
     level = await load_level((asker(k) for k in range(n)), stop, seconds, server_pid, by_part=True)
@@ -126,6 +148,12 @@ def main() -> None:
         help="with --without-nats-auth: that NATS without sync_interval: always (the bound fsync sets)",
     )
     parser.add_argument("--tracing", action="store_true", help="tracing on, spans sent to a discarding sink")
+    parser.add_argument(
+        "--format",
+        choices=sorted(FORMATS),
+        default="text",
+        help="the question's answer format (review: an action accepted with the hash its frame shows)",
+    )
     add_json_option(parser)
     args = parser.parse_args()
 
@@ -162,7 +190,16 @@ def main() -> None:
         # uvloop, like the services: the client shares the two cores and should cost little.
         results = [
             uvloop.run(
-                run_level(url, token, nats_url, n, args.seconds, args.answerers, up.proc.pid if up else None)
+                run_level(
+                    url,
+                    token,
+                    nats_url,
+                    n,
+                    args.seconds,
+                    args.answerers,
+                    up.proc.pid if up else None,
+                    args.format,
+                )
             )
             for n in args.concurrency
         ]
@@ -179,6 +216,7 @@ def main() -> None:
         synced = "no" if args.without_fsync else "yes (sync_interval: always)"
         print(f"NATS fsync before acknowledging: {synced}")
     print(f"tracing: {'on (OTLP to a discarding endpoint)' if args.tracing else 'off'}")
+    print(f"answer format: {args.format}")
     print(f"layby up idle resident memory (all processes): {idle_mb:.0f} MB")
     table_head(
         "| askers N | cycles | cycles/s | ask→add p50 | ask→add p99 | answer→return p50 | answer→return p99 "

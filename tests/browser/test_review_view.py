@@ -47,3 +47,17 @@ async def test_an_edit_is_shown_as_a_diff_before_it_is_sent(page: Any, system: S
     await card.get_by_role("button", name="Send the edit").click()
     decided = await asyncio.wait_for(task, 10)
     assert (decided.decision, decided.arguments) == ("edit", {"to": "acme", "amount": 100})
+
+
+async def test_a_cards_history_shows_who_decided_what_where(page: Any, system: System) -> None:
+    await sign_in(page, system)
+    client = await system.sdk()
+    task = asyncio.create_task(review("pay", ARGS, question="Pay acme, audited?", client=client, timeout=30))
+    card = await open_card(page, "Pay acme, audited?")
+    await card.get_by_role("button", name="Reject").click()
+    await asyncio.wait_for(asyncio.gather(task, return_exceptions=True), 10)
+    await card.locator("summary", has_text="History").click()
+    entries = card.locator(".history-entries li")
+    await expect(entries).to_have_count(2)
+    await expect(entries.nth(0)).to_contain_text("Asked by ops")
+    await expect(entries.nth(1)).to_contain_text("Answered by ops via inbox \u2014 reject")

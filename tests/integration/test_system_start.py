@@ -22,5 +22,7 @@ async def test_a_door_whose_port_is_taken_fails_the_start_instead_of_exiting_the
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        with pytest.raises(RuntimeError, match=f"door stopped during start-up.*could not start on port {port}"):
+        with pytest.raises(
+            RuntimeError, match=f"door stopped during start-up.*could not start on port {port}"
+        ):
             await start_system(msgspec.structs.replace(settings, http_port=port))

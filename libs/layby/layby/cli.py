@@ -187,6 +187,11 @@ def cmd_answer(settings: ClientSettings, args: argparse.Namespace) -> int:
     return _output(args, data, lambda d: f"answered {d['interaction_id']}")
 
 
+def cmd_history(settings: ClientSettings, args: argparse.Namespace) -> int:
+    data = _call(settings, "GET", f"/api/interactions/{quote(args.interaction_id, safe='')}/history")
+    return _output(args, data, cli_text.history_text)
+
+
 def _json_option(name: str, raw: str | None) -> Any:
     """A JSON-valued option, or None when it was not given."""
     if raw is None:
@@ -461,6 +466,7 @@ COMMANDS = {
     ("interactions", "list"): cmd_list,
     ("interactions", "stream"): cmd_stream,
     ("interactions", "answer"): cmd_answer,
+    ("interactions", "history"): cmd_history,
     ("ask", None): cmd_ask,
     ("runs", "list"): cmd_runs_list,
     ("runs", "show"): cmd_runs_show,

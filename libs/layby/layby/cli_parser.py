@@ -29,6 +29,11 @@ def build_parser() -> argparse.ArgumentParser:
     ans.add_argument("interaction_id")
     ans.add_argument("--answer", required=True, help="the answer as JSON: '\"text\"', true, or an object")
     ans.add_argument("--json", action=argparse.BooleanOptionalAction, default=False)
+    hist = inter.add_parser(
+        "history", help="every recorded step of a question (asked, answered, removed, webhook)"
+    )
+    hist.add_argument("interaction_id")
+    hist.add_argument("--json", action=argparse.BooleanOptionalAction, default=False)
 
     ask = sub.add_parser("ask", help="ask a question and block until it is answered")
     ask.add_argument("question")

@@ -43,6 +43,30 @@ def interactions_text(data: dict[str, Any]) -> str:
     return shown + "\n" + footer(data, "pending")
 
 
+def history_text(data: dict[str, Any]) -> str:
+    """A question's history, one step a line: when, what, who, where, and what it said."""
+    rows = [
+        (
+            e["at"][:19],
+            e["kind"],
+            e.get("by", "-"),
+            e.get("via") or ",".join(e.get("channels") or []) or "-",
+            short(_history_detail(e)),
+        )
+        for e in data["entries"]
+    ]
+    return table(("AT", "STEP", "BY", "WHERE", "DETAIL"), rows)
+
+
+def _history_detail(entry: dict[str, Any]) -> str:
+    if entry.get("decision"):
+        return " ".join(filter(None, [entry["decision"], entry.get("reason")]))
+    if "answer" in entry:
+        return json.dumps(entry["answer"])
+    parts = [entry.get(k) for k in ("answer_format", "reason", "result", "detail")]
+    return " ".join(str(p) for p in parts if p is not None) or "-"
+
+
 def notifications_text(data: dict[str, Any]) -> str:
     rows = [
         (

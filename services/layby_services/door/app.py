@@ -49,6 +49,7 @@ from layby_services.door.routes.callback import callback_get, callback_post
 from layby_services.door.routes.channels import channel_events, channel_handshake
 from layby_services.door.routes.doors import delete_door, get_door, list_doors, put_door
 from layby_services.door.routes.health import healthz, readyz
+from layby_services.door.routes.history import history_door
 from layby_services.door.routes.inbox import done_door, list_door
 from layby_services.door.routes.media import media_door
 from layby_services.door.routes.messages import messages_stream
@@ -146,6 +147,7 @@ AUTHENTICATED_DOORS: list[HTTPRouteHandler] = [
     stream_door,
     answer_door,
     webhook_door,
+    history_door,
     run_door,
     runs_door,
     start_run_door,

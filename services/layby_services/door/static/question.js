@@ -4,6 +4,7 @@
 
 import { buildControl } from "./controls.js";
 import { $, duration, el } from "./helpers.js";
+import { buildHistory } from "./history.js";
 import { near, shortId, sourceOf } from "./list.js";
 import { buildMedia } from "./media.js";
 import { FORMATS, openCard, state } from "./state.js";
@@ -53,6 +54,7 @@ function buildCard(card) {
   node.append(body);
   node.append(el("p", { class: "error card-error", role: "alert", hidden: true }));
   node.append(el("p", { class: "outcome", "aria-live": "polite" }));
+  node.append(buildHistory(id));
   card.el = node;
   updateCard(card);
   tickCard(card);

@@ -1,0 +1,84 @@
+"""A question's history (docs/doors/history.md): the events on its subject and the attempts of its
+webhook, as the entries an operator reads, oldest first. Pure: the door reads, this arranges."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from layby_contracts.events import Event, InteractionAnswered, InteractionAsked, InteractionRemoved
+from layby_contracts.http.history import HistoryEntry
+from layby_contracts.webhooks import WebhookAttempt
+from layby_domain.formats import known_format
+
+
+def history_of(
+    events: Iterable[tuple[int, Event]], attempts: Iterable[WebhookAttempt] = ()
+) -> list[HistoryEntry]:
+    """The entries of a question: each event (with its log sequence) that says what happened to
+    it, then its webhook attempts, in time order. A sensitive answer's value never appears."""
+    entries: list[HistoryEntry] = []
+    asked_format: str | None = None
+    for seq, event in events:
+        match event:
+            case InteractionAsked():
+                asked_format = event.answer_format
+                entries.append(
+                    HistoryEntry(
+                        kind="asked",
+                        at=event.created_at,
+                        seq=seq,
+                        by=event.asked_by,
+                        channels=_channels(event),
+                        audience=event.audience,
+                        answer_format=event.answer_format,
+                    )
+                )
+            case InteractionAnswered():
+                entries.append(_answered(seq, event, asked_format))
+            case InteractionRemoved():
+                entries.append(
+                    HistoryEntry(
+                        kind="removed", at=event.removed_at, seq=seq, reason=event.reason, detail=event.detail
+                    )
+                )
+    entries += [
+        HistoryEntry(
+            kind="webhook_attempt",
+            at=a.at,
+            attempt=a.attempt,
+            result=a.result,
+            status=a.status,
+            detail=a.error,
+        )
+        for a in attempts
+    ]
+    return sorted(entries, key=lambda e: e.at)
+
+
+def _channels(event: InteractionAsked) -> list[str] | None:
+    """Every channel the question went to: the chat options' targets, else its one channel."""
+    targets = event.chat.targets if event.chat is not None else None
+    if targets:
+        return [t.channel for t in targets]
+    return [event.channel] if event.channel else None
+
+
+def _answered(seq: int, event: InteractionAnswered, answer_format: str | None) -> HistoryEntry:
+    shown: dict[str, Any] = {}
+    if not event.sensitive:
+        shown["answer"] = event.answer
+        fmt = known_format(answer_format)
+        if fmt is not None and fmt.reviews_an_action and isinstance(event.answer, dict):
+            shown["decision"] = event.answer.get("decision")
+            shown["arguments_sha256"] = event.answer.get("arguments_sha256")
+            shown["reason"] = event.answer.get("reason")
+    return HistoryEntry(
+        kind="answered",
+        at=event.answered_at,
+        seq=seq,
+        by=event.answered_by,
+        via=event.via,
+        channels=event.channels,
+        **shown,
+    )
