@@ -241,7 +241,12 @@ async def test_a_late_reply_is_kept_and_the_answered_question_gets_a_follow_up(
     ask = asyncio.create_task(sdk.ask_user("Ship?", answer_format="confirm", channel="sms", timeout=30))
     await _texts(tw, PERSON, 1)
     async with system.http() as http:
-        [item] = (await http.get("/api/interactions")).json()["data"]["items"]
+
+        async def listed() -> list[dict[str, str]] | None:
+            # The text can arrive before the inbox's projection has the question.
+            return (await http.get("/api/interactions")).json()["data"]["items"] or None
+
+        [item] = await eventually(listed, "the question in the inbox")
         resp = await http.post(
             f"/api/interactions/{item['interaction_id']}/answer",
             json={"answer": False},
