@@ -114,7 +114,7 @@ class Review(Format):
         return {
             "decision": decision,
             "arguments": arguments,
-            "arguments_sha256": arguments_sha256(arguments),
+            "arguments_sha256": proposed if decision == "accept" else arguments_sha256(arguments),
             "proposal_sha256": proposed,
         }
 
