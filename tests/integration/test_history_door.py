@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import json
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -78,3 +80,47 @@ async def test_another_users_question_an_unknown_id_and_a_malformed_id_are_the_s
     async with system.http(None) as anonymous:
         assert (await anonymous.get(f"/api/interactions/{iid}/history")).status_code == 401
     task.cancel()
+
+
+async def test_the_export_lists_every_step_in_the_range_as_json_lines(system: System) -> None:
+    """Operators export a time range; steps after ``until`` and before ``since`` stay out."""
+    since = datetime.now(UTC) - timedelta(seconds=1)
+    task, iid = await open_question(system, question="Export me?", answer_format="confirm", timeout=30)
+    async with system.http() as http:
+        assert (await http.post(f"/api/interactions/{iid}/answer", json={"answer": False})).status_code == 200
+        await asyncio.wait_for(task, 10)
+        until = datetime.now(UTC) + timedelta(seconds=1)
+        resp = await http.get("/api/history", params={"since": since.isoformat(), "until": until.isoformat()})
+        assert resp.status_code == 200, resp.text
+        assert resp.headers["content-type"].startswith("application/x-ndjson")
+        lines = [json.loads(line) for line in resp.text.splitlines()]
+        mine = [(line["kind"], line.get("answer")) for line in lines if line["interaction_id"] == iid]
+        assert mine == [("asked", None), ("answered", False)]
+        later = await http.get(
+            "/api/history",
+            params={"since": until.isoformat(), "until": (until + timedelta(hours=1)).isoformat()},
+        )
+        assert later.status_code == 200 and later.text == ""
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"since": "yesterday", "until": "2026-01-02T00:00:00Z"}, "since"),
+        ({"since": "2026-01-01T00:00:00", "until": "2026-01-02T00:00:00Z"}, "since"),
+        ({"since": "2026-01-02T00:00:00Z", "until": "2026-01-01T00:00:00Z"}, "until"),
+    ],
+)
+async def test_a_bad_export_range_is_400_naming_the_field(
+    system: System, params: dict[str, str], field: str
+) -> None:
+    async with system.http() as http:
+        resp = await http.get("/api/history", params=params)
+    assert resp.status_code == 400
+    assert resp.json()["field"] == field
+
+
+async def test_the_export_is_for_operators_only(system: System) -> None:
+    params = {"since": "2026-01-01T00:00:00Z", "until": "2026-01-02T00:00:00Z"}
+    async with system.http(ALICE) as http:
+        assert (await http.get("/api/history", params=params)).status_code == 403

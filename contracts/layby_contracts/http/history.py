@@ -44,3 +44,9 @@ class HistoryBlock(Struct, frozen=True, kw_only=True):
 
 class HistoryView(Struct, frozen=True, kw_only=True):
     data: HistoryBlock
+
+
+class HistoryLine(HistoryEntry, frozen=True, kw_only=True, omit_defaults=True):
+    """One line of the history export (``GET /api/history``): an entry and its question."""
+
+    interaction_id: str

@@ -12,36 +12,17 @@ from layby_contracts.webhooks import WebhookAttempt
 from layby_domain.formats import known_format
 
 
-def history_of(
-    events: Iterable[tuple[int, Event]], attempts: Iterable[WebhookAttempt] = ()
-) -> list[HistoryEntry]:
+def history_of(events: Iterable[tuple[int, Event]], attempts: Iterable[WebhookAttempt] = ()) -> list[HistoryEntry]:
     """The entries of a question: each event (with its log sequence) that says what happened to
     it, then its webhook attempts, in time order. A sensitive answer's value never appears."""
     entries: list[HistoryEntry] = []
     asked_format: str | None = None
     for seq, event in events:
-        match event:
-            case InteractionAsked():
-                asked_format = event.answer_format
-                entries.append(
-                    HistoryEntry(
-                        kind="asked",
-                        at=event.created_at,
-                        seq=seq,
-                        by=event.asked_by,
-                        channels=_channels(event),
-                        audience=event.audience,
-                        answer_format=event.answer_format,
-                    )
-                )
-            case InteractionAnswered():
-                entries.append(_answered(seq, event, asked_format))
-            case InteractionRemoved():
-                entries.append(
-                    HistoryEntry(
-                        kind="removed", at=event.removed_at, seq=seq, reason=event.reason, detail=event.detail
-                    )
-                )
+        if isinstance(event, InteractionAsked):
+            asked_format = event.answer_format
+        entry = entry_of(seq, event, asked_format)
+        if entry is not None:
+            entries.append(entry)
     entries += [
         HistoryEntry(
             kind="webhook_attempt",
@@ -54,6 +35,29 @@ def history_of(
         for a in attempts
     ]
     return sorted(entries, key=lambda e: e.at)
+
+
+def entry_of(seq: int, event: Event, asked_format: str | None) -> HistoryEntry | None:
+    """The entry of one event of a question (``asked_format``: its format, which says how an
+    answer reads); None for an event that is no step of a question's history."""
+    match event:
+        case InteractionAsked():
+            return HistoryEntry(
+                kind="asked",
+                at=event.created_at,
+                seq=seq,
+                by=event.asked_by,
+                channels=_channels(event),
+                audience=event.audience,
+                answer_format=event.answer_format,
+            )
+        case InteractionAnswered():
+            return _answered(seq, event, asked_format)
+        case InteractionRemoved():
+            return HistoryEntry(
+                kind="removed", at=event.removed_at, seq=seq, reason=event.reason, detail=event.detail
+            )
+    return None
 
 
 def _channels(event: InteractionAsked) -> list[str] | None:

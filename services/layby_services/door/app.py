@@ -49,7 +49,7 @@ from layby_services.door.routes.callback import callback_get, callback_post
 from layby_services.door.routes.channels import channel_events, channel_handshake
 from layby_services.door.routes.doors import delete_door, get_door, list_doors, put_door
 from layby_services.door.routes.health import healthz, readyz
-from layby_services.door.routes.history import history_door
+from layby_services.door.routes.history import export_door, history_door
 from layby_services.door.routes.inbox import done_door, list_door
 from layby_services.door.routes.media import media_door
 from layby_services.door.routes.messages import messages_stream
@@ -148,6 +148,7 @@ AUTHENTICATED_DOORS: list[HTTPRouteHandler] = [
     answer_door,
     webhook_door,
     history_door,
+    export_door,
     run_door,
     runs_door,
     start_run_door,

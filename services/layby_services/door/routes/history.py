@@ -3,18 +3,32 @@ log — its subject's events and its webhook's attempts — arranged by ``layby_
 
 from __future__ import annotations
 
-from litestar import get
+from collections.abc import AsyncIterator
+from datetime import datetime
+from typing import Annotated
 
-from layby_contracts.errors import NotFound
-from layby_contracts.events import InteractionAsked
-from layby_contracts.http.history import HistoryBlock, HistoryView
-from layby_domain.history import history_of
+import msgspec
+import nats.errors
+from litestar import get
+from litestar.params import QueryParameter
+from litestar.response import Stream
+from nats.js.api import ConsumerConfig, DeliverPolicy
+
+from layby_contracts.errors import BadInput, Forbidden, NotFound
+from layby_contracts.events import Event, InteractionAsked, decode_event
+from layby_contracts.http.history import HistoryBlock, HistoryLine, HistoryView
+from layby_domain.history import entry_of, history_of
 from layby_domain.validation import is_interaction_id
-from layby_services.door.deps import Door, Who
+from layby_server.observability.logs import get_logger
+from layby_server.store.eventstore import EventStore
+from layby_services.door.deps import Door, DoorState, Who
 from layby_services.door.messages import NOT_FOUND
 from layby_services.door.openapi import documented, refusal
 from layby_services.door.openapi.components import UNAVAILABLE_503
 from layby_services.door.routes.asks import InteractionId
+
+log = get_logger("layby.door.history")
+_enc = msgspec.json.Encoder()
 
 HISTORY_MAX_EVENTS = 1000
 """How many of a question's events the door reads (a question records a handful)."""
@@ -52,3 +66,102 @@ async def history_door(door: Door, who: Who, interaction_id: InteractionId) -> H
     attempts = await door.store.webhook_attempts(interaction_id) if asked.notify_url is not None else []
     entries = history_of(((e.seq, e.event) for e in events), attempts)
     return HistoryView(data=HistoryBlock(interaction_id=interaction_id, entries=entries))
+
+
+EXPORT_STALL_SECONDS = 10.0
+"""How long the export waits for the next event of the range before it ends with an error line."""
+INCOMPLETE = "the event log stopped answering; the export is incomplete"
+
+
+@get(
+    "/api/history",
+    operation_id="exportHistory",
+    tags=["interactions"],
+    operation_class=documented(responses=UNAVAILABLE_503),
+    summary="Every question's history in a time range, as JSON lines",
+    description="Operators only. One line per recorded step of every question (asked, answered, removed) "
+    "whose event falls in `[since, until)`, in log order, each with its `interaction_id` "
+    "(docs/doors/history.md#the-export). Caller asks are left out; sensitive answers never appear.",
+    responses={
+        400: refusal(
+            "`since` or `until` is missing, not a timezone-aware time, or out of order.", field=True
+        ),
+        403: refusal("A `user` token: the export is for operators."),
+    },
+)
+async def export_door(
+    door: Door,
+    who: Who,
+    since: Annotated[str, QueryParameter(description="The range's start (ISO 8601, with its timezone).")],
+    until: Annotated[str, QueryParameter(description="The range's end, excluded (ISO 8601).")],
+) -> Stream:
+    if who.restricted:
+        raise Forbidden("only an operator may export the history")
+    start, end = _instant(since, "since"), _instant(until, "until")
+    if end <= start:
+        raise BadInput("until must be after since", field="until")
+    lines = _lines(door, start, end)
+    return Stream(lines, media_type="application/x-ndjson", headers={"Cache-Control": "no-store"})
+
+
+def _instant(raw: str, field: str) -> datetime:
+    try:
+        when = datetime.fromisoformat(raw)
+    except ValueError:
+        raise BadInput(f"{field} must be an ISO 8601 time, e.g. 2026-12-01T00:00:00Z", field=field) from None
+    if when.tzinfo is None:
+        raise BadInput(f"{field} must name its timezone (Z or an offset)", field=field)
+    return when
+
+
+async def _lines(door: DoorState, since: datetime, until: datetime) -> AsyncIterator[bytes]:
+    """The range's entries, one JSON line each, read from the log through an ordered consumer
+    that starts at ``since`` and stops at the first event at or after ``until`` (or the log's end)."""
+    store = door.store
+    formats: dict[str, str | None] = {}
+    sub = await store.js.subscribe(
+        store.names.ix_all,
+        ordered_consumer=True,
+        config=ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_TIME, opt_start_time=since),
+    )
+    try:
+        if (await sub.consumer_info()).num_pending == 0:
+            return
+        while True:
+            try:
+                msg = await sub.next_msg(timeout=EXPORT_STALL_SECONDS)
+            except nats.errors.TimeoutError:
+                log.warning("history.export_stalled", since=since.isoformat(), until=until.isoformat())
+                yield _enc.encode({"error": INCOMPLETE}) + b"\n"
+                return
+            meta = msg.metadata
+            if meta.timestamp >= until:
+                return
+            line = await _line(store, formats, meta.sequence.stream, decode_event(msg.data))
+            if line is not None:
+                yield _enc.encode(line) + b"\n"
+            if meta.num_pending == 0:
+                return
+    finally:
+        await sub.unsubscribe()
+
+
+async def _line(
+    store: EventStore, formats: dict[str, str | None], seq: int, event: Event
+) -> HistoryLine | None:
+    """An event's export line; None for a caller ask's events and for what is no step."""
+    if getattr(event, "to", None) == "caller":
+        return None
+    interaction_id = getattr(event, "interaction_id", None)
+    if not isinstance(interaction_id, str):
+        return None
+    if isinstance(event, InteractionAsked):
+        formats[interaction_id] = event.answer_format
+    elif interaction_id not in formats:
+        first = await store.first(store.names.ix(interaction_id))  # asked before the range
+        asked = first.event if first is not None else None
+        formats[interaction_id] = asked.answer_format if isinstance(asked, InteractionAsked) else None
+    entry = entry_of(seq, event, formats[interaction_id])
+    if entry is None:
+        return None
+    return HistoryLine(interaction_id=interaction_id, **msgspec.structs.asdict(entry))
