@@ -12,7 +12,9 @@ from layby_contracts.webhooks import WebhookAttempt
 from layby_domain.formats import known_format
 
 
-def history_of(events: Iterable[tuple[int, Event]], attempts: Iterable[WebhookAttempt] = ()) -> list[HistoryEntry]:
+def history_of(
+    events: Iterable[tuple[int, Event]], attempts: Iterable[WebhookAttempt] = ()
+) -> list[HistoryEntry]:
     """The entries of a question: each event (with its log sequence) that says what happened to
     it, then its webhook attempts, in time order. A sensitive answer's value never appears."""
     entries: list[HistoryEntry] = []
