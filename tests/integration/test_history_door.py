@@ -95,7 +95,7 @@ async def test_the_export_lists_every_step_in_the_range_as_json_lines(system: Sy
         assert resp.headers["content-type"].startswith("application/x-ndjson")
         lines = [json.loads(line) for line in resp.text.splitlines()]
         mine = [(line["kind"], line.get("answer")) for line in lines if line["interaction_id"] == iid]
-        assert mine == [("asked", None), ("answered", False)]
+        assert mine == [("asked", None), ("answered", False)], resp.text
         later = await http.get(
             "/api/history",
             params={"since": until.isoformat(), "until": (until + timedelta(hours=1)).isoformat()},

@@ -125,7 +125,10 @@ async def _lines(door: DoorState, since: datetime, until: datetime) -> AsyncIter
         config=ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_TIME, opt_start_time=since),
     )
     try:
-        if (await sub.consumer_info()).num_pending == 0:
+        info = await sub.consumer_info()
+        # A push consumer may have handed every message over already: nothing pending and nothing
+        # delivered is an empty range; else each message says how many come after it.
+        if info.num_pending == 0 and info.delivered.consumer_seq == 0:
             return
         while True:
             try:
