@@ -128,7 +128,8 @@ async def _lines(door: DoorState, since: datetime, until: datetime) -> AsyncIter
         info = await sub.consumer_info()
         # A push consumer may have handed every message over already: nothing pending and nothing
         # delivered is an empty range; else each message says how many come after it.
-        if info.num_pending == 0 and info.delivered.consumer_seq == 0:
+        delivered = info.delivered.consumer_seq if info.delivered is not None else 0
+        if info.num_pending == 0 and delivered == 0:
             return
         while True:
             try:
