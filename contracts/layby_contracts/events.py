@@ -55,6 +55,69 @@ class ChatOptions(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True)
     reply_ids: list[str] | None = None
 
 
+class EscalationStep(
+    msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, forbid_unknown_fields=True
+):
+    """One step of a question's escalation (docs/routing.md#escalation): when nobody has decided
+    ``after`` seconds after it was asked, the question is also offered to the identities ``to``
+    and delivered on ``channel`` (to ``recipient``)."""
+
+    after: float
+    to: list[str] | None = None
+    channel: str | None = None
+    recipient: str | None = None
+
+
+class Routing(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, forbid_unknown_fields=True):
+    """Who decides a question and what happens while nobody does (docs/routing.md).
+
+    ``voters``: the identities whose decisions count (absent: anyone who may answer it);
+    ``required``: how many of them must agree (a quorum; 1 is the first answer); ``veto``: a
+    negative decision (a confirm's no, a review's reject) by any voter decides at once;
+    ``escalate``: the steps offering the question to more people while it stays undecided;
+    ``remind_every``: seconds between reminders to everyone it is offered to, at most
+    ``reminders`` of them."""
+
+    voters: list[str] | None = None
+    required: int = 1
+    veto: bool = True
+    escalate: list[EscalationStep] | None = None
+    remind_every: float | None = None
+    reminders: int = 3
+
+
+class Vote(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One person's decision on a routed question: who, when, where, and what they decided
+    (absent on a sensitive question)."""
+
+    by: str
+    at: datetime
+    via: str | None = None
+    answer: Any = None
+
+
+class Delegation(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """``by`` handed their part in a question to ``to`` (docs/routing.md#delegation)."""
+
+    by: str
+    to: str
+    at: datetime
+    note: str | None = None
+
+
+class Progress(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """Where a routed question stands, carried whole by each of its routing events so that the
+    last event on its subject is enough (with the asked event) to decide the next one: the votes
+    so far, the escalation steps taken, the reminders sent, the delegations made and the
+    identities it is offered to beyond its audience."""
+
+    votes: list[Vote] = msgspec.field(default_factory=list)
+    escalated: int = 0
+    reminded: int = 0
+    delegations: list[Delegation] = msgspec.field(default_factory=list)
+    offered: list[str] = msgspec.field(default_factory=list)
+
+
 class InteractionAsked(msgspec.Struct, frozen=True, kw_only=True, tag="interaction.asked.v1"):
     """A question was validated and recorded by the ask service
     (docs/aggregates/interaction.md#the-recorded-question)."""
@@ -97,6 +160,8 @@ class InteractionAsked(msgspec.Struct, frozen=True, kw_only=True, tag="interacti
     notify_url: str | None = None
     """Where the delivery service POSTs the outcome, signed with ``asked_by``'s secret
     (docs/webhooks.md); never sent to clients."""
+    routing: Routing | None = None
+    """Quorum, escalation, reminders (docs/routing.md); absent: the first answer decides."""
 
 
 class InteractionAnswered(msgspec.Struct, frozen=True, kw_only=True, tag="interaction.answered.v1"):
@@ -129,6 +194,10 @@ class InteractionAnswered(msgspec.Struct, frozen=True, kw_only=True, tag="intera
     visit: str | None = None
     """The visit (a door, or a run's generic tool) that resumed this caller ask: the resumed run
     reports its next outcome to it (docs/caller-asks.md#resume-take-and-cancel)."""
+    votes: list[Vote] | None = None
+    """A routed question: every vote, the deciding one last (docs/routing.md#quorum)."""
+    offered: list[str] | None = None
+    """A routed question: the identities beyond ``audience`` it was offered to (they see it end)."""
 
 
 class InteractionRemoved(msgspec.Struct, frozen=True, kw_only=True, tag="interaction.removed.v1"):
@@ -148,6 +217,31 @@ class InteractionRemoved(msgspec.Struct, frozen=True, kw_only=True, tag="interac
     to: Literal["caller"] | None = None
     """A caller ask or its waiting outcome left the subject (``dropped``: a waiting outcome nobody
     took within the retention horizon)."""
+    offered: list[str] | None = None
+    """A routed question: the identities beyond ``audience`` it was offered to (they see it end)."""
+
+
+class InteractionRouted(msgspec.Struct, frozen=True, kw_only=True, tag="interaction.routed.v1"):
+    """A routed question moved without being decided (docs/routing.md): a vote that did not decide
+    it, an escalation step, a reminder or a delegation. Appended on the question's subject by the
+    same compare-and-set as an answer; ``progress`` is the whole of where it stands, so the next
+    decision needs only this event and the asked one (at ``asked_seq``)."""
+
+    interaction_id: str
+    group_id: str
+    audience: str | None = None
+    step: Literal["voted", "escalated", "reminded", "delegated"]
+    by: str
+    at: datetime
+    progress: Progress
+    asked_seq: int
+    targets: list[ChannelTarget] | None = None
+    """escalated or reminded: the channels to deliver it on now (the delivery service sends)."""
+    next_at: datetime | None = None
+    """When its next escalation or reminder is due (None: no more before its deadline)."""
+    waiter: str | None = None
+    run_id: str | None = None
+    channels: list[str] | None = None
 
 
 class InteractionWithdrawn(msgspec.Struct, frozen=True, kw_only=True, tag="interaction.withdrawn.v1"):
@@ -487,7 +581,7 @@ class ConversationReplied(msgspec.Struct, frozen=True, kw_only=True, tag="conver
     """... and the chat the delivery service posts this reply into (docs/doors/hooks.md)."""
 
 
-InteractionEvent = InteractionAsked | InteractionAnswered | InteractionRemoved
+InteractionEvent = InteractionAsked | InteractionAnswered | InteractionRemoved | InteractionRouted
 CallerEvent = InteractionSettled | InteractionTaken
 DoorEvent = DoorSaved | DoorDeleted
 RunEvent = RunStarted | RunParked | RunResumed | RunFinished | RunFailed | RunStepRecorded | RunCancelled
@@ -495,6 +589,7 @@ Event = (
     InteractionAsked
     | InteractionAnswered
     | InteractionRemoved
+    | InteractionRouted
     | InteractionWithdrawn
     | RunEvent
     | StepRecorded

@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from layby_contracts.events import MediaItem
+from layby_contracts.events import MediaItem, Routing
 from layby_contracts.formats import FORMAT_NAMES
 
 AnswerFormat = Annotated[
@@ -67,6 +67,9 @@ class QuestionFields(
     """review: the proposed action (``name``, ``arguments``, ``schema``, ``description``)."""
     decisions: list[str] | None = None
     """review: what the reviewer may decide (``accept``, ``edit``, ``reject``, ``respond``)."""
+    routing: Routing | None = None
+    """Who decides and what happens while nobody does: quorum, escalation, reminders
+    (docs/routing.md)."""
 
 
 class AskFields(QuestionFields, frozen=True, kw_only=True):

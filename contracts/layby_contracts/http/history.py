@@ -1,7 +1,7 @@
 """The history door's body (docs/doors/history.md): what ``GET
 /api/interactions/{interaction_id}/history`` answers — every recorded step of one question, oldest
-first: asked, answered (by whom, where, the decision), removed, and each delivery attempt of its
-webhook."""
+first: asked, each routing step (a vote, an escalation, a reminder, a delegation), answered (by
+whom, where, the decision), removed, and each delivery attempt of its webhook."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ from typing import Any, Literal
 
 from msgspec import UNSET, Struct, UnsetType
 
-HistoryKind = Literal["asked", "answered", "removed", "webhook_attempt"]
+HistoryKind = Literal[
+    "asked", "voted", "escalated", "reminded", "delegated", "answered", "removed", "webhook_attempt"
+]
 
 
 class HistoryEntry(Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -35,6 +37,11 @@ class HistoryEntry(Struct, frozen=True, kw_only=True, omit_defaults=True):
     result: str | None = None
     status: int | None = None
     attempt: int | None = None
+    to: list[str] | None = None
+    """escalated: who it was offered to; delegated: who it was handed to (docs/routing.md)."""
+    votes: int | None = None
+    """answered on a routed question: how many votes it took (each is a ``voted`` entry, the
+    deciding one is this)."""
 
 
 class HistoryBlock(Struct, frozen=True, kw_only=True):

@@ -113,14 +113,39 @@ class AnswerRequest(Struct, frozen=True, kw_only=True):
 
 
 class AnsweredData(Struct, frozen=True, kw_only=True):
+    """``answered``: the answer decided the question. ``voted``: a routed question recorded it as
+    one vote and waits for more (``votes`` of ``required``, docs/routing.md#quorum)."""
+
     interaction_id: str
-    status: Literal["answered"] = "answered"
+    status: Literal["answered", "voted"] = "answered"
+    votes: int | UnsetType = UNSET
+    required: int | UnsetType = UNSET
 
 
 class Answered(Struct, frozen=True, kw_only=True):
     """The answer is recorded."""
 
     data: AnsweredData
+
+
+class DelegateRequest(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``POST /api/interactions/{id}/delegate``'s body: hand the question to ``to``, with an
+    optional ``note`` both of you see (docs/routing.md#delegation)."""
+
+    to: str
+    note: str | None = None
+
+
+class DelegatedData(Struct, frozen=True, kw_only=True):
+    interaction_id: str
+    to: str
+    status: Literal["delegated"] = "delegated"
+
+
+class Delegated(Struct, frozen=True, kw_only=True):
+    """The question is handed on: ``to`` may decide it now, the caller no longer."""
+
+    data: DelegatedData
 
 
 class AlreadyAnsweredData(Struct, frozen=True, kw_only=True):

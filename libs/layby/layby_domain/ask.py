@@ -31,6 +31,7 @@ from layby_contracts.events import InteractionAsked, RunStarted
 from layby_domain.chat import check_chat
 from layby_domain.formats import flat_fields, format_named
 from layby_domain.formats.form import check_form_subset
+from layby_domain.routing import clamp_routing
 from layby_domain.validation import (
     AskSpec,
     call_interaction_id,
@@ -117,6 +118,7 @@ def decide_ask(cmd: Ask, facts: AskFacts) -> AskDecision:
     if cmd.notify_url is not None:
         _check_notify_url(cmd.notify_url, spec, acting.identity, facts.webhooks)
     audience = clamp_audience(acting, spec.audience)
+    clamp_routing(spec.routing, asker=acting.identity, restricted=acting.restricted)
     now = facts.now
     parked = spec.mode == "async"
     event = InteractionAsked(
@@ -141,6 +143,7 @@ def decide_ask(cmd: Ask, facts: AskFacts) -> AskDecision:
         recipient=spec.recipient,
         chat=cmd.chat,
         notify_url=cmd.notify_url,
+        routing=spec.routing,
     )
     if spec.to == "caller":
         event = _caller_ask(event, spec, facts.run)
@@ -183,9 +186,29 @@ def _validated(cmd: Ask, facts: AskFacts) -> AskSpec:
         schema = (spec.format_payload or {}).get("schema")
         check_channel_ask(facts.channels, spec.channel, spec.answer_format, spec.question, schema)
     _check_chat(cmd, spec, facts)
+    _check_escalation_channels(spec, facts)
     if format_named(spec.answer_format).needs_link(spec.channel) and not is_sha256_hex(cmd.ticket_hash):
         raise BadInput("an external question needs its ticket's SHA-256 (64 hex)", field="ticket_hash")
     return spec
+
+
+def _check_escalation_channels(spec: AskSpec, facts: AskFacts) -> None:
+    """Each escalation step's channel is checked as an ask's own channel is, naming the step."""
+    schema = (spec.format_payload or {}).get("schema")
+    for index, step in enumerate(spec.routing.escalate or [] if spec.routing is not None else []):
+        if step.channel is None:
+            continue
+        field = f"routing.escalate[{index}].channel"
+        if not facts.public_base_url:
+            raise BadInput(
+                "channel questions need INTERACTIONS_PUBLIC_BASE_URL (an https:// origin) for their "
+                "callback URL; it is not set on the ask service",
+                field=field,
+            )
+        try:
+            check_channel_ask(facts.channels, step.channel, spec.answer_format, spec.question, schema)
+        except BadInput as exc:
+            raise BadInput(exc.message, field=field if exc.field == "channel" else exc.field) from None
 
 
 def _check_notify_url(url: str, spec: AskSpec, identity: str, policy: WebhookPolicy) -> None:

@@ -6,7 +6,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from layby_contracts.events import Event, InteractionAnswered, InteractionAsked, InteractionRemoved
+from layby_contracts.events import (
+    Event,
+    InteractionAnswered,
+    InteractionAsked,
+    InteractionRemoved,
+    InteractionRouted,
+)
 from layby_contracts.http.history import HistoryEntry
 from layby_contracts.webhooks import WebhookAttempt
 from layby_domain.formats import known_format
@@ -59,7 +65,47 @@ def entry_of(seq: int, event: Event, asked_format: str | None) -> HistoryEntry |
             return HistoryEntry(
                 kind="removed", at=event.removed_at, seq=seq, reason=event.reason, detail=event.detail
             )
+        case InteractionRouted():
+            return _routed(seq, event, asked_format)
     return None
+
+
+def _routed(seq: int, event: InteractionRouted, answer_format: str | None) -> HistoryEntry:
+    """A routing step (docs/routing.md): the vote it records, whom an escalation offered the
+    question to, a reminder's channels, a delegation's delegate and note."""
+    progress = event.progress
+    channels = [t.channel for t in event.targets] if event.targets else None
+    if event.step == "voted" and progress.votes:
+        vote = progress.votes[-1]
+        return HistoryEntry(
+            kind="voted", at=event.at, seq=seq, by=vote.by, via=vote.via, **_shown(vote.answer, answer_format)
+        )
+    if event.step == "delegated" and progress.delegations:
+        handed = progress.delegations[-1]
+        return HistoryEntry(
+            kind="delegated", at=event.at, seq=seq, by=handed.by, to=[handed.to], detail=handed.note
+        )
+    if event.step == "escalated":
+        return HistoryEntry(
+            kind="escalated",
+            at=event.at,
+            seq=seq,
+            by=event.by,
+            to=progress.offered or None,
+            channels=channels,
+        )
+    return HistoryEntry(kind="reminded", at=event.at, seq=seq, by=event.by, channels=channels)
+
+
+def _shown(answer: Any, answer_format: str | None) -> dict[str, Any]:
+    """An answer as an entry shows it: the value, and a review's decision beside it."""
+    shown: dict[str, Any] = {"answer": answer}
+    fmt = known_format(answer_format)
+    if fmt is not None and fmt.reviews_an_action and isinstance(answer, dict):
+        shown["decision"] = answer.get("decision")
+        shown["arguments_sha256"] = answer.get("arguments_sha256")
+        shown["reason"] = answer.get("reason")
+    return shown
 
 
 def _channels(event: InteractionAsked) -> list[str] | None:
@@ -71,14 +117,9 @@ def _channels(event: InteractionAsked) -> list[str] | None:
 
 
 def _answered(seq: int, event: InteractionAnswered, answer_format: str | None) -> HistoryEntry:
-    shown: dict[str, Any] = {}
-    if not event.sensitive:
-        shown["answer"] = event.answer
-        fmt = known_format(answer_format)
-        if fmt is not None and fmt.reviews_an_action and isinstance(event.answer, dict):
-            shown["decision"] = event.answer.get("decision")
-            shown["arguments_sha256"] = event.answer.get("arguments_sha256")
-            shown["reason"] = event.answer.get("reason")
+    shown = {} if event.sensitive else _shown(event.answer, answer_format)
+    if event.votes:
+        shown["votes"] = len(event.votes)
     return HistoryEntry(
         kind="answered",
         at=event.answered_at,

@@ -27,10 +27,14 @@ from layby_contracts.events import (
     InteractionAsked,
     InteractionEvent,
     InteractionRemoved,
+    InteractionRouted,
     InteractionSettled,
     InteractionTaken,
     InteractionWithdrawn,
+    Progress,
+    Vote,
 )
+from layby_domain import routing
 from layby_domain.formats import format_named
 from layby_domain.validation import validate_answer
 
@@ -56,6 +60,8 @@ class Facts(msgspec.Struct, frozen=True, kw_only=True):
     to: Literal["caller"] | None = None
     """``caller``: a caller ask. Every resolution copies it, so each of its events stays hidden
     from people (docs/caller-asks.md#hidden-from-the-inbox)."""
+    offered: list[str] | None = None
+    """A routed question: who it was offered to beyond ``audience`` (docs/routing.md)."""
 
 
 def of_caller_ask(event: object) -> bool:
@@ -111,6 +117,10 @@ class Interaction:
     asked: InteractionAsked | None = None
     answered: InteractionAnswered | None = None
     removed: InteractionRemoved | None = None
+    progress: Progress | None = None
+    """A routed question's votes, escalations, reminders and delegations so far."""
+    asked_seq: int = 0
+    """The stream sequence of the asked event (a routing event names it)."""
 
     @property
     def status(self) -> Status:
@@ -139,11 +149,28 @@ def evolve(state: Interaction, event: InteractionEvent, seq: int) -> Interaction
     """Apply one recorded event (at stream sequence ``seq``)."""
     match event:
         case InteractionAsked():
-            return Interaction(seq=seq, facts=facts_of(event), asked=event)
+            return Interaction(seq=seq, facts=facts_of(event), asked=event, asked_seq=seq)
         case InteractionAnswered():
             return replace(state, seq=seq, answered=event)
         case InteractionRemoved():
             return replace(state, seq=seq, removed=event)
+        case InteractionRouted():
+            facts = state.facts or Facts(
+                interaction_id=event.interaction_id,
+                group_id=event.group_id,
+                audience=event.audience,
+                waiter=event.waiter,
+                run_id=event.run_id,
+                channels=event.channels,
+            )
+            offered = event.progress.offered or None
+            return replace(
+                state,
+                seq=seq,
+                progress=event.progress,
+                facts=msgspec.structs.replace(facts, offered=offered, channels=event.channels),
+                asked_seq=event.asked_seq,
+            )
         case _:
             assert_never(event)
 
@@ -157,6 +184,7 @@ def answered_event(
     secret_ref: str | None = None,
     via: str | None = None,
     params: dict[str, Any] | None = None,
+    votes: list[Vote] | None = None,
 ) -> InteractionAnswered:
     """The one way an answer is recorded: a sensitive answer's value never enters the log (it is
     kept under ``secret_ref``)."""
@@ -175,6 +203,8 @@ def answered_event(
         params=params,
         channels=facts.channels,
         to=facts.to,
+        votes=votes,
+        offered=facts.offered,
     )
 
 
@@ -193,6 +223,7 @@ def removed_event(
         detail=detail,
         channels=facts.channels,
         to=facts.to,
+        offered=facts.offered,
     )
 
 
@@ -238,13 +269,102 @@ def decide_answer(
     asked = check_answerable(state)
     if not format_named(asked.answer_format).answered_at_the_door:
         raise BadInput("external interactions are answered via their callback URL")
-    if restricted:
+    if routing.routed(asked, state.progress):
+        routing.check_may_decide(asked, state.progress, by=by, restricted=restricted)
+    elif restricted:
         if asked.audience is None:
             raise Forbidden(NOT_ADDRESSED)
         if asked.audience != by:
             raise Forbidden(ADDRESSED_TO_ANOTHER)
     typed = validate_answer(asked.answer_format, asked.format_payload, answer)
+    if routing.routed(asked, state.progress):
+        return _vote(state, asked, by=by, answer=typed, now=now, via=via)
     return _answer(facts_of(asked), by=by, answer=typed, now=now, via=via)
+
+
+ROUTER = "system:routing"
+"""Who a timed routing step (an escalation, a reminder) is recorded as taken by."""
+
+
+def _vote(
+    state: Interaction,
+    asked: InteractionAsked,
+    *,
+    by: str,
+    answer: Any,
+    now: datetime,
+    via: str,
+    params: dict[str, Any] | None = None,
+) -> Append:
+    """One person's decision on a routed question (docs/routing.md#quorum): the answer when it
+    decides the question (a veto, or the vote that makes the quorum), else a ``voted`` step. A
+    second decision by the same person is refused (409)."""
+    vote = Vote(by=by, at=now, via=via, answer=None if asked.sensitive else answer)
+    progress = routing.add_vote(state.progress, vote)
+    facts = state.facts or facts_of(asked)
+    if routing.decides(asked, progress.votes):
+        votes = progress.votes if asked.routing is not None else None
+        return _answer(facts, by=by, answer=answer, now=now, via=via, params=params, votes=votes)
+    return Append(_routed(state, asked, step="voted", by=by, now=now, progress=progress))
+
+
+def _routed(
+    state: Interaction,
+    asked: InteractionAsked,
+    *,
+    step: Literal["voted", "escalated", "reminded", "delegated"],
+    by: str,
+    now: datetime,
+    progress: Progress,
+    targets: list[ChannelTarget] | None = None,
+) -> InteractionRouted:
+    facts = state.facts or facts_of(asked)
+    return InteractionRouted(
+        interaction_id=asked.interaction_id,
+        group_id=asked.group_id,
+        audience=asked.audience,
+        step=step,
+        by=by,
+        at=now,
+        progress=progress,
+        asked_seq=state.asked_seq,
+        targets=targets or None,
+        next_at=routing.next_due_at(asked, progress),
+        waiter=facts.waiter,
+        run_id=facts.run_id,
+        # Every channel it is on after this step: a reply there is a reply to it, and each copy
+        # is retracted when it ends.
+        channels=[t.channel for t in routing.current_targets(asked, progress)] or None,
+    )
+
+
+def decide_route(state: Interaction, *, now: datetime) -> Decision:
+    """The sweeper's timed step (docs/routing.md#escalation): the escalation or reminder due at
+    ``now``, or nothing (a question decided, gone or not yet due keeps its state)."""
+    if state.status != "pending" or state.asked is None:
+        return Keep(state.status)
+    found = routing.due(state.asked, state.progress, now)
+    if found is None:
+        return Keep("pending")
+    step, progress, targets = found
+    return Append(
+        _routed(state, state.asked, step=step, by=ROUTER, now=now, progress=progress, targets=targets)
+    )
+
+
+def decide_delegate(
+    state: Interaction, *, by: str, restricted: bool, to: Any, note: Any, now: datetime
+) -> Append:
+    """``by`` hands a pending question to ``to`` (docs/routing.md#delegation); refused in the
+    answer door's order (not found, already answered, who may decide, the body)."""
+    if state.of_caller:
+        raise NotFound(NOT_FOUND)
+    asked = check_answerable(state)
+    if not format_named(asked.answer_format).answered_at_the_door:
+        raise BadInput("external interactions are answered via their callback URL")
+    routing.check_may_decide(asked, state.progress, by=by, restricted=restricted)
+    progress = routing.add_delegation(asked, state.progress, by=by, to=to, note=note, now=now)
+    return Append(_routed(state, asked, step="delegated", by=by, now=now, progress=progress))
 
 
 def decide_claim(state: Interaction, *, by: str, answer: Any, now: datetime) -> Decision:
@@ -254,6 +374,11 @@ def decide_claim(state: Interaction, *, by: str, answer: Any, now: datetime) -> 
     if state.status in ("answered", "removed", "absent"):
         return Keep(state.status)
     assert state.facts is not None
+    if state.asked is not None and routing.routed(state.asked, state.progress):
+        # The ticket's holder is the one it was delivered to: one vote, whoever they are.
+        if any(vote.by == by for vote in (state.progress.votes if state.progress else [])):
+            return Keep("pending")
+        return _vote(state, state.asked, by=by, answer=answer, now=now, via="callback")
     return _answer(state.facts, by=by, answer=answer, now=now, via="callback")
 
 
@@ -305,15 +430,22 @@ def decide_withdrawn(state: Interaction, *, by: str, reason: RemovalReason, now:
 
 
 def _answer(
-    facts: Facts, *, by: str, answer: Any, now: datetime, via: str, params: dict[str, Any] | None = None
+    facts: Facts,
+    *,
+    by: str,
+    answer: Any,
+    now: datetime,
+    via: str,
+    params: dict[str, Any] | None = None,
+    votes: list[Vote] | None = None,
 ) -> Append:
     """A sensitive answer goes into ``secret``; the store files it under a fresh reference before
     it appends the event (one reference per attempt, so a losing answer never overwrites the
     winner's)."""
     if facts.sensitive:
-        hidden = answered_event(facts, by=by, at=now, answer=None, via=via, params=params)
+        hidden = answered_event(facts, by=by, at=now, answer=None, via=via, params=params, votes=votes)
         return Append(hidden, secret=answer)
-    return Append(answered_event(facts, by=by, at=now, answer=answer, via=via, params=params))
+    return Append(answered_event(facts, by=by, at=now, answer=answer, via=via, params=params, votes=votes))
 
 
 def decide_reply(state: Interaction, *, reply: InboundReply, by: str, now: datetime) -> Decision:
@@ -331,6 +463,9 @@ def decide_reply(state: Interaction, *, reply: InboundReply, by: str, now: datet
     reply_ids = asked.chat.reply_ids if asked.chat is not None else None
     if reply.kind == "tap" and reply_ids and reply.index is not None and reply.index < len(reply_ids):
         params = {"reply_id": reply_ids[reply.index]}
+    if routing.routed(asked, state.progress):
+        routing.check_may_decide(asked, state.progress, by=by, restricted=False)
+        return _vote(state, asked, by=by, answer=answer, now=now, via="channel", params=params)
     return _answer(facts_of(asked), by=by, answer=answer, now=now, via="channel", params=params)
 
 

@@ -18,12 +18,13 @@ import msgspec
 
 from layby_contracts.commands import Ask
 from layby_contracts.errors import BadInput
-from layby_contracts.events import EXPIRY_KEY, ChatOptions, MediaItem
+from layby_contracts.events import EXPIRY_KEY, ChatOptions, MediaItem, Routing
 from layby_contracts.formats import payload_of
 from layby_contracts.limits import QUESTION_MAX_CHARS
 from layby_contracts.question import Question
 from layby_domain.formats import FORMATS, AskInputs, format_named
 from layby_domain.media import validate_media
+from layby_domain.routing import check_routing
 from layby_domain.values import nul_path
 
 GROUP_ID_MAX_CHARS = 256
@@ -50,6 +51,7 @@ class AskSpec(msgspec.Struct, frozen=True, kw_only=True):
     to: str = "user"
     payload: Any = None
     on_expiry: str | None = None
+    routing: Routing | None = None
 
 
 RECIPIENT_MAX_CHARS = 512
@@ -222,6 +224,15 @@ def validate_ask(ask: Question, *, default_timeout: float = 3600.0) -> AskSpec:
             field="sensitive",
         )
     caller = ask.to == "caller"
+    routing = check_routing(
+        ask.routing,
+        answer_format=fmt.name,
+        sensitive=ask.sensitive,
+        timeout_seconds=(float(timeout) if timeout is not None else default_timeout)
+        if ask.mode == "sync"
+        else None,
+        to=str(ask.to),
+    )
     return AskSpec(
         question=question,
         answer_format=fmt.name,
@@ -238,6 +249,7 @@ def validate_ask(ask: Question, *, default_timeout: float = 3600.0) -> AskSpec:
         to=str(ask.to),
         payload=ask.payload,
         on_expiry=(str(ask.on_expiry) if ask.on_expiry is not None else "kill") if caller else None,
+        routing=routing,
     )
 
 
@@ -281,6 +293,7 @@ def ask_command(
         payload=spec.payload,
         on_expiry="resume" if spec.on_expiry == "resume" else None,
         notify_url=notify_url,
+        routing=spec.routing,
     )
 
 

@@ -33,7 +33,7 @@ from layby_contracts.channels import (
     InboundResponse,
     ReplyOutcome,
 )
-from layby_contracts.errors import BadInput
+from layby_contracts.errors import BadInput, Conflict, Forbidden
 from layby_contracts.events import ChannelMessageReceived, InteractionAsked
 from layby_domain.clock import Clock
 from layby_domain.formats import format_named
@@ -42,7 +42,7 @@ from layby_server.channels import delivery_of
 from layby_server.chat import correlation
 from layby_server.observability.logs import get_logger
 from layby_server.store.eventstore import EventStore
-from layby_server.write.resolve import resolve, state_of
+from layby_server.write.resolve import read_state, resolve
 
 log = get_logger("layby.door.chat")
 Converse = Callable[[ChannelMessageReceived, str], Awaitable[None]]
@@ -126,17 +126,23 @@ class ChatInbound:
         if interaction_id is None:
             await self._record(name, reply, "unmatched", None)
             return ReplyOutcome(status="unmatched")
-        state = state_of(await self._store.last(self._store.names.ix(interaction_id), leader=True))
+        state = await read_state(self._store, self._store.names.ix(interaction_id), leader=True)
         if state.status not in ("pending", "absent") and correlation.by_latest(reply):
             newer = await correlation.newer_latest(self._store, name, reply, interaction_id)
             if newer is not None:
                 interaction_id = newer
-                state = state_of(await self._store.last(self._store.names.ix(newer), leader=True))
+                state = await read_state(self._store, self._store.names.ix(newer), leader=True)
         if state.status == "absent":
             await self._record(name, reply, "unmatched", None)
             return ReplyOutcome(status="unmatched")
         asked = await self._asked(interaction_id, state)
-        if asked is None or name not in (channels_of(asked) or []):
+        # A routed question is also on the channels its escalations added (docs/routing.md).
+        on = (
+            (state.facts.channels if state.facts is not None else None) or channels_of(asked)
+            if asked
+            else None
+        )
+        if asked is None or name not in (on or []):
             # Only a question posted on this channel can be answered from it: a control naming
             # any other question is not a reply to it.
             await self._record(name, reply, "unmatched", None)
@@ -155,6 +161,16 @@ class ChatInbound:
                     now=self._clock.now(),
                 ),
                 seed=state,
+            )
+        except (Forbidden, Conflict) as exc:
+            # A routed question (docs/routing.md): someone who does not decide it, or decided it
+            # already. Told so; nothing is recorded.
+            return ReplyOutcome(
+                status="rejected",
+                interaction_id=interaction_id,
+                question=asked.question,
+                reason=exc.message,
+                notice=exc.message,
             )
         except BadInput as exc:
             if asked.chat is not None and asked.chat.on_mismatch == "bridge":

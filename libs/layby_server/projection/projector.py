@@ -24,6 +24,7 @@ from nats.js.api import ConsumerConfig, DeliverPolicy
 from layby_contracts import events
 from layby_contracts.errors import Permanent, Transient
 from layby_domain.frames import add_frame
+from layby_domain.routing import next_due_at
 from layby_server.observability.logs import get_logger
 from layby_server.projection.caller_slots import CallerSlots
 from layby_server.projection.db import recreate_projection_tables
@@ -42,14 +43,27 @@ REBUILD_LOCK = 0x1A7B7_0002
 
 _ASKED = """
 INSERT INTO interactions AS t (interaction_id, group_id, status, answer_format, mode, audience, asked_by,
-    sensitive, created_at, timeout_at, item, asked_seq, last_seq, run_id)
-VALUES ($1, $2, 'pending', $3, $4, $5, $6, $7, $8, $9, $10::json, $11, $11, $12)
+    sensitive, created_at, timeout_at, item, asked_seq, last_seq, run_id, route_at)
+VALUES ($1, $2, 'pending', $3, $4, $5, $6, $7, $8, $9, $10::json, $11, $11, $12, $13)
 ON CONFLICT (interaction_id) DO UPDATE SET
     answer_format = EXCLUDED.answer_format, mode = EXCLUDED.mode, asked_by = EXCLUDED.asked_by,
     run_id = EXCLUDED.run_id,
     sensitive = EXCLUDED.sensitive, created_at = EXCLUDED.created_at, timeout_at = EXCLUDED.timeout_at,
-    item = EXCLUDED.item, asked_seq = EXCLUDED.asked_seq, audience = EXCLUDED.audience
+    item = EXCLUDED.item, asked_seq = EXCLUDED.asked_seq, audience = EXCLUDED.audience,
+    route_at = CASE WHEN t.routed_seq IS NULL THEN EXCLUDED.route_at ELSE t.route_at END
 WHERE t.asked_seq IS NULL
+"""
+
+# A routing step (docs/routing.md): applied when newer than the last one applied; a question
+# already resolved keeps its status (the step only fills in who it was offered to and the votes).
+_ROUTED = """
+INSERT INTO interactions AS t (interaction_id, group_id, status, audience, offered, votes, route_at,
+    routed_seq, last_seq)
+VALUES ($1, $2, 'pending', $3, $4, $5::jsonb, $6, $7, $7)
+ON CONFLICT (interaction_id) DO UPDATE SET
+    offered = EXCLUDED.offered, votes = EXCLUDED.votes, route_at = EXCLUDED.route_at,
+    routed_seq = EXCLUDED.routed_seq
+WHERE t.routed_seq IS NULL OR t.routed_seq < EXCLUDED.routed_seq
 """
 
 _ANSWERED = """
@@ -177,6 +191,7 @@ def _asked_row(ev: events.InteractionAsked, seq: int) -> Row:
         _json.encode(add_frame(ev)).decode(),
         seq,
         ev.run_id,
+        next_due_at(ev, None),
     )
 
 
@@ -187,6 +202,14 @@ def _answered_row(ev: events.InteractionAnswered, seq: int) -> Row:
 
 def _removed_row(ev: events.InteractionRemoved, seq: int) -> Row:
     return (ev.interaction_id, ev.group_id, ev.audience, ev.reason, ev.removed_at, seq)
+
+
+def _routed_row(ev: events.InteractionRouted, seq: int) -> Row:
+    progress = ev.progress
+    votes = (
+        _json.encode([{"by": v.by, "at": v.at} for v in progress.votes]).decode() if progress.votes else None
+    )
+    return (ev.interaction_id, ev.group_id, ev.audience, progress.offered or None, votes, ev.next_at, seq)
 
 
 def _run_started_row(ev: events.RunStarted, seq: int) -> Row:
@@ -258,6 +281,7 @@ _PROJECTIONS: dict[type[events.Event], _Projection] = {
     events.InteractionAsked: _Projection(_ASKED, _asked_row),
     events.InteractionAnswered: _Projection(_ANSWERED, _answered_row, resolves=True),
     events.InteractionRemoved: _Projection(_REMOVED, _removed_row, resolves=True),
+    events.InteractionRouted: _Projection(_ROUTED, _routed_row),
     events.RunStarted: _Projection(_RUN_STARTED, _run_started_row),
     events.RunParked: _Projection(_RUN_PARKED, _run_parked_row),
     events.RunResumed: _Projection(_RUN_RESUMED, _run_resumed_row),
@@ -270,7 +294,7 @@ _PROJECTIONS: dict[type[events.Event], _Projection] = {
 
 # The order the statements run in: the inbox's before the caller pool's changes, the runs'
 # after (each statement is order-insensitive within itself).
-_INBOX_STATEMENTS = (_ASKED, _ANSWERED, _REMOVED, _RESOLVED)
+_INBOX_STATEMENTS = (_ASKED, _ROUTED, _ANSWERED, _REMOVED, _RESOLVED)
 _RUN_STATEMENTS = (_RUN_STARTED, _RUN_PARKED, _RUN_RESUMED, _RUN_ENDED, _RUN_STEP, _RUN_CANCELLED)
 
 

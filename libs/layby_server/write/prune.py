@@ -29,7 +29,7 @@ async def prune_abandoned(
     """One pass: remove every pending sync question whose deadline + grace has passed."""
     cutoff = clock.now() - timedelta(seconds=grace_seconds)
     rows = await pool.fetch(
-        "SELECT interaction_id, group_id, audience, asked_seq FROM interactions "
+        "SELECT interaction_id, group_id, audience, asked_seq, routed_seq FROM interactions "
         "WHERE status = 'pending' AND mode = 'sync' AND asked_seq = last_seq AND timeout_at <= $1 "
         "ORDER BY timeout_at LIMIT $2",
         cutoff,
@@ -47,7 +47,8 @@ async def prune_abandoned(
                 store,
                 facts.interaction_id,
                 lambda s: decide_remove(s, reason="abandoned", now=clock.now()),
-                seed=Interaction.pending(facts, row["asked_seq"]),
+                # A routed question's state is on the log (its steps follow the asked event).
+                seed=None if row["routed_seq"] else Interaction.pending(facts, row["asked_seq"]),
                 retry=False,  # answered or pruned meanwhile: the log decided
             )
         pruned += resolved.appended is not None

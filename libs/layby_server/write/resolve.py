@@ -23,6 +23,7 @@ from layby_contracts.events import (
     InteractionAsked,
     InteractionEvent,
     InteractionRemoved,
+    InteractionRouted,
 )
 from layby_contracts.subjects import Names
 from layby_domain.interaction import Append, Decision, Interaction, Keep, evolve
@@ -37,6 +38,8 @@ class InteractionLog(Protocol):
     names: Names
 
     async def last(self, subject: str, *, leader: bool = False) -> StoredEvent | None: ...
+
+    async def first(self, subject: str) -> StoredEvent | None: ...
 
     async def append(self, subject: str, event: Event, *, msg_id: str, expected_seq: int | None) -> int: ...
 
@@ -64,17 +67,36 @@ def state_of(stored: StoredEvent | None) -> Interaction:
     if stored is None:
         return Interaction()
     event = stored.event
-    if isinstance(event, InteractionAsked | InteractionAnswered | InteractionRemoved):
+    if isinstance(event, InteractionAsked | InteractionAnswered | InteractionRemoved | InteractionRouted):
         return evolve(Interaction(), event, stored.seq)
     return Interaction(seq=stored.seq)  # not an interaction's subject: nothing to resolve
 
 
+async def read_state(log: InteractionLog, subject: str, *, leader: bool = False) -> Interaction:
+    """The state of the interaction on ``subject``: its last event, and when that is a routing
+    step (docs/routing.md), the asked event it stands on (the first on the subject)."""
+    return await complete(log, subject, await log.last(subject, leader=leader))
+
+
+async def complete(log: InteractionLog, subject: str, last: StoredEvent | None) -> Interaction:
+    """The state from a subject's last event, with the asked event read when the last is a routing
+    step (which carries where the question stands, not the question)."""
+    state = state_of(last)
+    if last is not None and isinstance(last.event, InteractionRouted):
+        first = await log.first(subject)
+        if first is not None and isinstance(first.event, InteractionAsked):
+            state = evolve(evolve(Interaction(), first.event, first.seq), last.event, last.seq)
+    return state
+
+
 def _msg_id(event: Event) -> str:
-    assert isinstance(event, InteractionAsked | InteractionAnswered | InteractionRemoved)
+    assert isinstance(event, InteractionAsked | InteractionAnswered | InteractionRemoved | InteractionRouted)
     if isinstance(event, InteractionAnswered):
         kind = "expired" if event.answered_by == EXPIRY_ANSWERER else "answered"
     elif isinstance(event, InteractionRemoved):
         kind = "removed"
+    elif isinstance(event, InteractionRouted):
+        kind = event.step
     else:
         kind = "asked"
     # A fresh id per attempt: a retry after a lost race is a new decision, never a duplicate.
@@ -103,7 +125,7 @@ async def resolve(
     subject = log.names.ix(interaction_id)
 
     async def read(leader: bool) -> Interaction:
-        return state_of(await log.last(subject, leader=leader))
+        return await read_state(log, subject, leader=leader)
 
     def appending(state: Interaction) -> Append | None:
         decision = decide(state)
@@ -126,7 +148,7 @@ async def resolve(
     )
     appended = outcome.event
     assert appended is None or isinstance(
-        appended, InteractionAsked | InteractionAnswered | InteractionRemoved
+        appended, InteractionAsked | InteractionAnswered | InteractionRemoved | InteractionRouted
     )
     return Resolved(outcome.state, appended, outcome.seq, outcome.lost)
 

@@ -19,6 +19,8 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
+import msgspec
+
 from layby.ids import new_ticket
 from layby_contracts.channels import Channel, ChannelDelivery, ChannelDeliveryError, Posted, Retraction
 from layby_contracts.events import (
@@ -27,6 +29,7 @@ from layby_contracts.events import (
     InteractionAnswered,
     InteractionAsked,
     InteractionRemoved,
+    InteractionRouted,
 )
 from layby_domain.clock import Clock
 from layby_domain.interaction import Interaction, decide_remove, evolve, targets_of
@@ -114,6 +117,36 @@ class Deliverer:
             _log_failed_channels(ev, failed)
             return  # delivered on at least one channel: the question stays open there
         await self._fail(ev, stored.seq, _all_failed(failed), attempts=sum(a for _, a, _ in failed))
+
+    async def on_routed(self, stored: Stored) -> None:
+        """A routed question's escalation or reminder names channels to deliver it on now
+        (docs/routing.md#escalation): each gets the question again, with a fresh ticket, while it
+        is still open. A reminder says so in its text. A channel that fails is logged; the
+        question stays open on the others (and in the inbox)."""
+        ev = stored.event
+        assert isinstance(ev, InteractionRouted)
+        if not ev.targets:
+            return
+        first = await self._store.first(self._store.names.ix(ev.interaction_id))
+        if first is None or not isinstance(first.event, InteractionAsked):
+            return
+        asked = first.event
+        if not await self._pending(asked, first.seq) or asked.timeout_at <= self._clock.now():
+            return
+        why = self._unsendable(ev.targets)
+        if why is not None:
+            log.error("delivery.routed_unsendable", interaction_id=ev.interaction_id, step=ev.step, error=why)
+            return
+        if ev.step == "reminded":
+            asked = msgspec.structs.replace(asked, question=f"Reminder: {asked.question}")
+        ticket, digest = new_ticket()
+        expires = ticket_expires_at(asked.created_at, asked.timeout_at, asked.mode)
+        await self._store.put_ticket(digest, asked.interaction_id, expires, new=True)
+        url = callback_url(self._settings.public_base_url or "", ticket)
+        results = await asyncio.gather(*(self._send(asked, first.seq, target, url) for target in ev.targets))
+        failed = [(t, a, e) for t, (a, e) in zip(ev.targets, results, strict=True) if e and e is not RESOLVED]
+        _log_failed_channels(asked, failed)
+        log.info("delivery.routed", interaction_id=ev.interaction_id, step=ev.step, channels=len(ev.targets))
 
     def _unsendable(self, targets: list[ChannelTarget]) -> str | None:
         """Why this service cannot send to ``targets`` at all (None: it can try)."""
@@ -224,7 +257,10 @@ class Deliverer:
         """The question is still waiting for its answer (read from the stream's leader: a lagging
         replica must never make a recorded question look resolved)."""
         last = await self._store.last(self._store.names.ix(ev.interaction_id), leader=True)
-        return last is not None and last.seq == asked_seq
+        if last is None:
+            return False
+        # A routed question's steps (votes, escalations...) follow its asked event: still open.
+        return last.seq == asked_seq or isinstance(last.event, InteractionRouted)
 
     async def _attempts(
         self, plugin: Channel, delivery: ChannelDelivery, ev: InteractionAsked, asked_seq: int, channel: str

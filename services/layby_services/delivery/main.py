@@ -27,6 +27,7 @@ from layby_contracts.events import (
     InteractionAnswered,
     InteractionAsked,
     InteractionRemoved,
+    InteractionRouted,
 )
 from layby_domain.clock import Clock
 from layby_domain.interaction import of_caller_ask
@@ -70,6 +71,9 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
                 if isinstance(ev, InteractionAnswered | InteractionRemoved):
                     if ev.channels:
                         await deliverer.on_resolved(stored)
+                    continue
+                if isinstance(ev, InteractionRouted):
+                    await deliverer.on_routed(stored)
                     continue
                 if not isinstance(ev, InteractionAsked):
                     continue
@@ -140,6 +144,8 @@ def _sends(event: Event) -> bool:
         return False
     if isinstance(event, InteractionAsked):
         return event.channel is not None
+    if isinstance(event, InteractionRouted):
+        return bool(event.targets)  # an escalation or reminder on a channel
     return isinstance(event, InteractionAnswered | InteractionRemoved) and bool(event.channels)
 
 

@@ -47,6 +47,7 @@ from layby_services.door.routes.answer import answer_door
 from layby_services.door.routes.asks import ask_door, outcome_door, withdraw_door
 from layby_services.door.routes.callback import callback_get, callback_post
 from layby_services.door.routes.channels import channel_events, channel_handshake
+from layby_services.door.routes.delegate import delegate_door
 from layby_services.door.routes.doors import delete_door, get_door, list_doors, put_door
 from layby_services.door.routes.health import healthz, readyz
 from layby_services.door.routes.history import export_door, history_door
@@ -146,6 +147,7 @@ AUTHENTICATED_DOORS: list[HTTPRouteHandler] = [
     done_door,
     stream_door,
     answer_door,
+    delegate_door,
     webhook_door,
     history_door,
     export_door,

@@ -184,7 +184,9 @@ class SharedTail:
             if seq < listener.live_from:
                 continue
             if listener.audience is not None and listener.audience != audience:
-                continue
+                others = entry.others
+                if others is None or listener.audience not in others:
+                    continue
             if listener.topic is not None and listener.topic != topic:
                 continue
             queue = listener.queue

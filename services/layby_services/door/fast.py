@@ -22,7 +22,7 @@ from litestar.enums import ScopeType
 from litestar.types import ASGIApp, HTTPResponseBodyEvent, HTTPResponseStartEvent, Receive, Scope, Send
 
 from layby_contracts.errors import LaybyError
-from layby_contracts.http import Answered, AnsweredData, Error
+from layby_contracts.http import Answered, Error
 from layby_server.observability.logs import get_logger
 from layby_services.door.access import IDENTITY_KEY
 from layby_services.door.deps import DoorState, capped
@@ -91,8 +91,8 @@ async def _answer(
     raw = await capped(_chunks(receive), state.settings.max_body_bytes)  # docs/doors/common.md#body-size-cap
     answer = parse_answer_body(raw)
     via = client_named(_header(scope, CLIENT_HEADER.lower().encode()))
-    await submit_answer(state, who, interaction_id, answer, via=via, request=request_trace(scope))
-    return 200, [], _enc.encode(Answered(data=AnsweredData(interaction_id=interaction_id)))
+    data = await submit_answer(state, who, interaction_id, answer, via=via, request=request_trace(scope))
+    return 200, [], _enc.encode(Answered(data=data))
 
 
 def _header(scope: Scope, name: bytes) -> str | None:

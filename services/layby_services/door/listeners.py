@@ -32,9 +32,16 @@ class Entry:
     """One log message as every client of a tail sees it: its sequence, who may see it, and its
     frame, encoded once."""
 
-    __slots__ = ("audience", "chunk", "frame", "seq", "topic")
+    __slots__ = ("audience", "chunk", "frame", "others", "seq", "topic")
 
-    def __init__(self, seq: int, frame: bytes, audience: str | None, topic: str | None = None) -> None:
+    def __init__(
+        self,
+        seq: int,
+        frame: bytes,
+        audience: str | None,
+        topic: str | None = None,
+        others: list[str] | None = None,
+    ) -> None:
         self.seq = seq
         self.frame = frame
         self.chunk = b"%x\r\n%s\r\n" % (len(frame), frame)
@@ -43,6 +50,8 @@ class Entry:
         """A restricted client sees the entry only when this is its own identity."""
         self.topic = topic
         """A client that asked for one topic (the messages door's channel) sees only its entries."""
+        self.others = others
+        """Identities beyond ``audience`` who see it too (a routed question's, docs/routing.md)."""
 
 
 class Feed(Protocol):
@@ -70,7 +79,11 @@ class Writer(Protocol):
 
 def sees(entry: Entry, audience: str | None, topic: str | None) -> bool:
     """Whether a client (``audience`` None: unrestricted; ``topic`` None: every topic) gets ``entry``."""
-    return (audience is None or entry.audience == audience) and (topic is None or entry.topic == topic)
+    return (
+        audience is None
+        or entry.audience == audience
+        or (entry.others is not None and audience in entry.others)
+    ) and (topic is None or entry.topic == topic)
 
 
 class Listener:

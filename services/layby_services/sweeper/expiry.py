@@ -31,7 +31,7 @@ async def expire_due(
     """One pass: resolve every pending async park whose ``expiry_at`` has passed."""
     now = clock.now()
     rows = await pool.fetch(
-        "SELECT interaction_id, group_id, audience, asked_seq, run_id FROM interactions "
+        "SELECT interaction_id, group_id, audience, asked_seq, run_id, routed_seq FROM interactions "
         "WHERE status = 'pending' AND mode = 'async' AND asked_seq = last_seq AND timeout_at <= $1 "
         "ORDER BY timeout_at LIMIT $2",
         now,
@@ -56,7 +56,8 @@ async def expire_due(
                     store,
                     facts.interaction_id,
                     lambda s: decide_expire(s, now=clock.now()),
-                    seed=Interaction.pending(facts, row["asked_seq"]),
+                    # A routed question's state is on the log (its steps follow the asked event).
+                    seed=None if row["routed_seq"] else Interaction.pending(facts, row["asked_seq"]),
                     retry=False,  # answered (or expired by a sibling replica) first: the log decided
                 )
         return resolved.appended is not None

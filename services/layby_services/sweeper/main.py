@@ -1,4 +1,5 @@
-"""The sweeper: expires async parks and prunes abandoned sync questions. ``layby serve sweeper``.
+"""The sweeper: expires async parks, prunes abandoned sync questions, and takes routed questions'
+escalations and reminders when due (services/sweeper/routing.py). ``layby serve sweeper``.
 
 Async parks are expired within ``LAYBY_EXPIRY_POLL_SECONDS`` of their ``expiry_at``
 (services/sweeper/expiry.py).
@@ -33,6 +34,7 @@ from layby_server.write.visits import Visitor
 from layby_services.sweeper.expiry import EXPIRY_BATCH, expire_due
 from layby_services.sweeper.parked import drop_waiting_outcomes, expire_caller_asks
 from layby_services.sweeper.retention import Retention, trim_read_models
+from layby_services.sweeper.routing import ROUTE_BATCH, route_due
 from layby_services.sweeper.schedules import Schedules
 
 log = get_logger("layby.sweeper")
@@ -78,6 +80,10 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
             while await expire_due(pool, res.store, clock) >= EXPIRY_BATCH and not stop.is_set():
                 pass  # a full batch: look again at once
 
+        async def route() -> None:
+            while await route_due(pool, res.store, clock) >= ROUTE_BATCH and not stop.is_set():
+                pass  # a full batch: look again at once
+
         entries = Entries(res.store, clock.now)
 
         async def parked() -> None:
@@ -111,6 +117,8 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
         loops = [
             loop(settings.sweep_interval_seconds, prune, "sweeper.pass_failed"),
             loop(expiry_poll, expire, "sweeper.expiry_failed"),
+            # Escalations and reminders of routed questions (docs/routing.md#escalation).
+            loop(expiry_poll, route, "sweeper.routing_failed"),
             loop(expiry_poll, parked, "sweeper.parked_failed"),
             # Schedule doors, each tick fired by exactly one replica.
             loop(expiry_poll, schedules.run_once, "sweeper.schedules_failed"),

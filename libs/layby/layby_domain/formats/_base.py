@@ -62,6 +62,16 @@ class Format:
         """The typed value of a valid answer; raises ``BadInput`` with the door's message."""
         raise NotImplementedError
 
+    def vetoes(self, answer: Any) -> bool:
+        """Whether a checked answer is a no that decides a quorum at once when the question's
+        routing lets a veto (docs/routing.md#quorum): a confirm's false, a review's reject."""
+        return False
+
+    def agreement(self, answer: Any) -> Any:
+        """What two votes must share to agree (docs/routing.md#quorum): the whole answer, unless
+        a format says which part decides (a review's decision and hash, not its wording)."""
+        return answer
+
     def check_callback_answer(self, payload: FormatPayload, answer: dict[str, Any]) -> dict[str, Any]:
         """The answer an outside system's callback carries, checked (ticketed formats only)."""
         raise BadInput(f"{self.name!r} questions are not answered by an outside system's callback")

@@ -29,6 +29,9 @@ class Confirm(Format):
             raise BadInput("answer must be a boolean")
         return answer
 
+    def vetoes(self, answer: Any) -> bool:
+        return answer is False
+
     def typed_reply(self, payload: FormatPayload, text: str) -> Any:
         word = text.strip().strip(".!").lower()
         if word in YES:

@@ -72,6 +72,14 @@ class Review(Format):
         action = check_action(ask.action)
         return {"action": action, "decisions": check_decisions(ask.decisions)}
 
+    def vetoes(self, answer: Any) -> bool:
+        return isinstance(answer, dict) and answer.get("decision") == "reject"
+
+    def agreement(self, answer: Any) -> Any:
+        if isinstance(answer, dict) and answer.get("decision") in ("accept", "edit"):
+            return {"decision": answer["decision"], "arguments_sha256": answer.get("arguments_sha256")}
+        return {"decision": answer.get("decision")} if isinstance(answer, dict) else answer
+
     def check_answer(self, payload: FormatPayload, answer: Any) -> Any:
         assert isinstance(payload, ReviewPayload)
         if not isinstance(answer, dict):

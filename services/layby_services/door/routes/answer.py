@@ -18,7 +18,7 @@ from litestar.di import NamedDependency
 from opentelemetry.util.types import AttributeValue
 
 from layby_contracts.errors import BadInput, Conflict, LaybyError, NotFound
-from layby_contracts.events import EXPIRY_KEY
+from layby_contracts.events import EXPIRY_KEY, InteractionRouted
 from layby_contracts.http import Answered, AnsweredData, AnswerRequest
 from layby_domain.interaction import (
     ADDRESSED_TO_ANOTHER,
@@ -31,7 +31,7 @@ from layby_domain.validation import check_submitted_answer, is_interaction_id
 from layby_server.auth import Principal
 from layby_server.observability import tracing
 from layby_server.store.eventstore import Stored
-from layby_server.write.resolve import resolve, state_of
+from layby_server.write.resolve import complete, resolve
 from layby_services.door.bodies import decode_body
 from layby_services.door.deps import Door, DoorState, Who, json_body
 from layby_services.door.openapi import documented, refusal
@@ -76,9 +76,10 @@ async def submit_answer(
     *,
     via: str = "api",
     request: Mapping[str, str] | None = None,
-) -> None:
+) -> AnsweredData:
     """Record a person's answer; raises the door's refusal (404, 409, 400, 403). ``request``:
-    the request's own trace headers, linked from the answer's span."""
+    the request's own trace headers, linked from the answer's span. A routed question may record
+    it as a vote that waits for more (docs/routing.md#quorum): the reply says so."""
     if not is_interaction_id(interaction_id):
         raise NotFound(NOT_FOUND)
     found = state.asked.get(interaction_id)
@@ -103,7 +104,7 @@ async def submit_answer(
                     now=state.clock.now(),
                     via=via,
                 ),
-                seed=state_of(found),
+                seed=await complete(state.store, state.store.names.ix(interaction_id), found),
                 trusted=trusted,
             )
         except LaybyError as exc:
@@ -112,6 +113,17 @@ async def submit_answer(
         if resolved.appended is None:
             tracing.refused(span, Conflict(ALREADY_ANSWERED))
             raise Conflict(ALREADY_ANSWERED)
+    appended = resolved.appended
+    if isinstance(appended, InteractionRouted):
+        asked = resolved.state.asked
+        required = asked.routing.required if asked is not None and asked.routing is not None else 1
+        return AnsweredData(
+            interaction_id=interaction_id,
+            status="voted",
+            votes=len(appended.progress.votes),
+            required=required,
+        )
+    return AnsweredData(interaction_id=interaction_id)
 
 
 def _attributes(found: Stored | None, via: str) -> dict[str, AttributeValue]:
@@ -165,8 +177,9 @@ async def answer_door(
     interaction_id: InteractionId,
 ) -> Answered:
     """Body ``{"answer": <value>}`` (an AnswerRequest, read under the body cap by the door itself);
-    200 ``{"data": {"interaction_id", "status": "answered"}}``."""
-    await submit_answer(
+    200 ``{"data": {"interaction_id", "status": "answered"}}`` (``voted`` with ``votes`` and
+    ``required`` when a routed question waits for more votes)."""
+    data = await submit_answer(
         door, who, interaction_id, payload, via=client_of(request), request=request_trace(request.scope)
     )
-    return Answered(data=AnsweredData(interaction_id=interaction_id))
+    return Answered(data=data)

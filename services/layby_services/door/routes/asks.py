@@ -51,7 +51,7 @@ from layby_domain.interaction import NOT_FOUND, Interaction, decide_remove
 from layby_domain.tickets import callback_url
 from layby_domain.validation import ask_command, is_interaction_id, validate_ask
 from layby_server.auth import Principal
-from layby_server.write.resolve import resolve, state_of
+from layby_server.write.resolve import read_state, resolve
 from layby_services.door.bodies import decode_struct
 from layby_services.door.commands import send
 from layby_services.door.deps import Door, DoorState, Token, Who, json_body
@@ -239,7 +239,7 @@ async def _answer(
 
 
 async def _read(state: DoorState, interaction_id: str, *, leader: bool) -> Interaction:
-    return state_of(await state.store.last(state.store.names.ix(interaction_id), leader=leader))
+    return await read_state(state.store, state.store.names.ix(interaction_id), leader=leader)
 
 
 async def _expire(state: DoorState, interaction_id: str) -> Interaction:

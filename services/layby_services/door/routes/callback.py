@@ -38,7 +38,7 @@ from layby_domain.verifiers import Request as SignedRequest
 from layby_server.observability import tracing
 from layby_server.observability.logs import get_logger
 from layby_server.store.eventstore import Stored
-from layby_server.write.resolve import resolve, state_of
+from layby_server.write.resolve import complete, resolve
 from layby_services.door.bodies import decode_object
 from layby_services.door.callback_pages import (
     AWAITING_PAGE,
@@ -404,7 +404,7 @@ async def _claim(
                 state.store,
                 asked.interaction_id,
                 lambda s: decide_claim(s, by=ANSWERED_BY_EXTERNAL, answer=answer, now=state.clock.now()),
-                seed=state_of(last),
+                seed=await complete(state.store, state.store.names.ix(asked.interaction_id), last),
             )
     except Transient:
         return _json(503, {"error": UNAVAILABLE})

@@ -15,7 +15,7 @@ from litestar.response import Stream
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from layby_contracts.errors import BadInput, Forbidden, NotFound
-from layby_contracts.events import Event, InteractionAsked, decode_event
+from layby_contracts.events import Event, InteractionAsked, InteractionRouted, decode_event
 from layby_contracts.http.history import HistoryBlock, HistoryLine, HistoryView
 from layby_domain.history import entry_of, history_of
 from layby_domain.validation import is_interaction_id
@@ -60,12 +60,25 @@ async def history_door(door: Door, who: Who, interaction_id: InteractionId) -> H
     if (
         not isinstance(asked, InteractionAsked)
         or asked.to == "caller"
-        or (who.restricted and who.identity not in (asked.asked_by, asked.audience))
+        or (who.restricted and who.identity not in _involved(asked, [e.event for e in events]))
     ):
         raise NotFound(NOT_FOUND)
     attempts = await door.store.webhook_attempts(interaction_id) if asked.notify_url is not None else []
     entries = history_of(((e.seq, e.event) for e in events), attempts)
     return HistoryView(data=HistoryBlock(interaction_id=interaction_id, entries=entries))
+
+
+def _involved(asked: InteractionAsked, events: list[Event]) -> set[str]:
+    """Who a restricted caller must be to read a question's history: its asker, its audience, its
+    voters, and anyone it was offered or handed to (docs/routing.md)."""
+    people = {asked.asked_by, asked.audience} - {None}
+    if asked.routing is not None and asked.routing.voters:
+        people.update(asked.routing.voters)
+    for event in events:
+        if isinstance(event, InteractionRouted):
+            people.update(event.progress.offered)
+            people.update(d.by for d in event.progress.delegations)
+    return {p for p in people if p is not None}
 
 
 EXPORT_STALL_SECONDS = 10.0

@@ -48,7 +48,7 @@ _VISIBLE = """
     FROM interactions
     WHERE status = 'pending' AND item IS NOT NULL
       AND (mode = 'async' OR timeout_at > $1)
-      AND ($2::text IS NULL OR audience = $2)
+      AND ($2::text IS NULL OR audience = $2 OR $2 = ANY(offered))
       AND ($3::text IS NULL OR strpos(lower(item->>'question'), $3) > 0)
       AND ($4::text IS NULL OR answer_format = $4)
       AND ($5::text IS NULL OR group_id = $5)
@@ -209,7 +209,7 @@ async def _caught_up(conn: Any, after: int) -> None:
 _DONE_WHERE = """
     FROM interactions
     WHERE status <> 'pending' AND item IS NOT NULL
-      AND ($1::text IS NULL OR audience = $1)
+      AND ($1::text IS NULL OR audience = $1 OR $1 = ANY(offered))
 """
 _DONE_COUNT = "SELECT count(*) " + _DONE_WHERE
 _DONE_PAGE = (

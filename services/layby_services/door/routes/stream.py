@@ -98,7 +98,8 @@ class InteractionFeed:
                     b"interaction.removed",
                     _enc.encode(TerminalFrame(interaction_id=ev.interaction_id, group_id=ev.group_id)),
                 )
-        return Entry(seq, b"id: %d\nevent: %s\ndata: %s\n\n" % (seq, name, body), ev.audience)
+        others = None if isinstance(ev, InteractionAsked) else ev.offered
+        return Entry(seq, b"id: %d\nevent: %s\ndata: %s\n\n" % (seq, name, body), ev.audience, others=others)
 
 
 def audience_of(who: Principal) -> str | None:
