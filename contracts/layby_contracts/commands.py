@@ -319,7 +319,8 @@ class Accepted(msgspec.Struct, frozen=True, kw_only=True, tag="ok"):
     timeout_at: str
 
 
-PROTOCOL = 11
+PROTOCOL = 12
+PROTOCOL_ROUTING = 12
 PROTOCOL_REVIEW = 11
 PROTOCOL_LOOK = 10
 PROTOCOL_WEBHOOKS = 9
@@ -342,7 +343,8 @@ channels, ``on_mismatch``, ``mismatch_notice``, reply ids); 7: caller asks (``As
 notifications (``cmd.notify.v1`` on ``<ns>.cmd.notify``, the ``notified`` reply, a refusal's
 ``retry_after``); 9: signed webhooks out (``Ask.notify_url``, docs/webhooks.md); 10: a waiter's
 look at its question (``cmd.ask.look.v1``, docs/reliability.md#lost-wakes); 11: the ``review``
-answer format (``Ask.format`` of type ``review``, docs/review.md)
+answer format (``Ask.format`` of type ``review``, docs/review.md); 12: routing on the ask
+(``Ask.routing``: quorum, escalation, reminders, docs/routing.md)
 (docs/errors.md#capabilities-travel-in-the-protocol-field)."""
 
 

@@ -239,6 +239,8 @@ class InteractionRouted(msgspec.Struct, frozen=True, kw_only=True, tag="interact
     """escalated or reminded: the channels to deliver it on now (the delivery service sends)."""
     next_at: datetime | None = None
     """When its next escalation or reminder is due (None: no more before its deadline)."""
+    to: list[str] | None = None
+    """escalated: the people this step offered it to; delegated: the delegate."""
     waiter: str | None = None
     run_id: str | None = None
     channels: list[str] | None = None

@@ -37,6 +37,22 @@ class MediaItem(Struct, frozen=True, kw_only=True):
     filename: str | UnsetType = UNSET
 
 
+class RoutingView(Struct, frozen=True, kw_only=True):
+    """Who decides a routed question (docs/routing.md): ``required`` agreeing votes, of ``voters``
+    when named, and whether a no vetoes."""
+
+    required: int
+    veto: bool
+    voters: list[str] | UnsetType = UNSET
+
+
+class VoteView(Struct, frozen=True, kw_only=True):
+    """A vote cast so far: who and when (what they decided is in the history)."""
+
+    by: str
+    at: Timestamp
+
+
 class PendingQuestion(Struct, frozen=True, kw_only=True):
     """A pending question: a list item, and the data of the stream's ``interaction.add`` frame
     (docs/doors/list.md#the-item). A key that does not apply is absent, never null; an external
@@ -56,6 +72,9 @@ class PendingQuestion(Struct, frozen=True, kw_only=True):
     origin: str | UnsetType = UNSET
     audience: str | UnsetType = UNSET
     media: list[MediaItem] | UnsetType = UNSET
+    routing: RoutingView | UnsetType = UNSET
+    votes: list[VoteView] | UnsetType = UNSET
+    """The votes so far (the list door's item; absent before the first)."""
 
 
 class InteractionPageData(Struct, frozen=True, kw_only=True):

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
         StepFailedError,
         UnsupportedError,
     )
-    from layby_contracts.events import CALLER_ASKS_KEY, EXPIRY_ANSWER, MediaItem
+    from layby_contracts.events import CALLER_ASKS_KEY, EXPIRY_ANSWER, EscalationStep, MediaItem, Routing
 
 # Loaded on first use (PEP 562): `import layby` (and every `layby` command, `layby up` included)
 # pays only for what it touches, while `from layby import ask_user` works as always.
@@ -42,6 +42,8 @@ _HOMES = {
     "resume_parked": "layby.calls",
     "CallFailedError": "layby_contracts.errors",
     "CALLER_ASKS_KEY": "layby_contracts.events",
+    "EscalationStep": "layby_contracts.events",
+    "Routing": "layby_contracts.events",
     "ask_external": "layby.external",
     "messages": "layby.messages",
     "Review": "layby.review",
@@ -105,6 +107,7 @@ __all__ = [
     "ChannelUnavailableError",
     "Client",
     "CrossIdentityAudienceError",
+    "EscalationStep",
     "InteractionLimitError",
     "InteractionTimeoutError",
     "MediaItem",
@@ -112,6 +115,7 @@ __all__ = [
     "ParkExpiryExceedsRetentionError",
     "Review",
     "ReviewRejectedError",
+    "Routing",
     "RunCancelledError",
     "RunInfo",
     "SecretValue",

@@ -38,6 +38,7 @@ from layby_contracts.commands import (
     WorkerSeen,
 )
 from layby_contracts.errors import BadInput, LaybyError
+from layby_contracts.events import Routing
 from layby_contracts.refusals import from_refused, to_refused
 from layby_contracts.subjects import Names
 from layby_domain.validation import is_flow_name
@@ -117,6 +118,7 @@ class Client(Asking):
         notify_url: str | None = None,
         action: dict[str, Any] | None = None,
         decisions: list[str] | None = None,
+        routing: Routing | dict[str, Any] | None = None,
     ) -> Any:
         """Ask a person. ``mode="sync"`` blocks until the answer (or the timeout);
         ``mode="async"`` parks the run executing this code (see ``layby.Worker``). ``media``:
@@ -138,7 +140,10 @@ class Client(Asking):
         POSTs the outcome to, signed (docs/webhooks.md); checked by the ask service.
         ``answer_format="review"``: ``action`` is the proposed action (``name``, ``arguments``,
         optional ``schema`` and ``description``) and ``decisions`` what the reviewer may decide;
-        ``layby.review`` returns the decision as a ``Review`` (docs/review.md)."""
+        ``layby.review`` returns the decision as a ``Review`` (docs/review.md). ``routing``: who
+        decides and what happens while nobody does — ``voters``, a quorum of ``required`` agreeing
+        votes, ``veto``, ``escalate`` steps, ``remind_every`` (a ``layby.Routing`` or a dict;
+        docs/routing.md)."""
         args = dict(locals())  # the keywords as given: the one list of them is this signature
         del args["self"], args["question"]
         checked = check_call(

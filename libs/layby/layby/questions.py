@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -19,10 +20,11 @@ from layby_contracts.channels import ChannelDeliveryError
 from layby_contracts.commands import PROTOCOL_TYPED_QUESTION as TYPED_QUESTION
 from layby_contracts.commands import Ask, Refused
 from layby_contracts.errors import BadInput, NonDeterministicRunError
-from layby_contracts.events import ChatOptions, Resolution
+from layby_contracts.events import ChatOptions, Resolution, Routing
 from layby_contracts.question import Question
 from layby_domain.chat import chat_options
 from layby_domain.formats import FORMATS, flat_fields, known_format
+from layby_domain.notify import field_of
 from layby_domain.validation import AskSpec, validate_ask
 from layby_domain.webhooks import check_notify_url
 
@@ -145,6 +147,7 @@ def check_call(
         "mode": _mode_for(args["to"], args["mode"]),
         "channel": channel,
         "recipient": recipient,
+        "routing": routing_of(args.get("routing")),
     }
     fields = {name: value for name, value in resolved.items() if name in _QUESTION and name != "question"}
     spec = validate_call(question, fields, args["link"], callback_base, default_timeout=default_timeout)
@@ -156,6 +159,26 @@ def check_call(
         details=args["details"],
         notify_url=notify_url,
     )
+
+
+def routing_of(value: object) -> Routing | None:
+    """``routing`` as ``ask_user`` takes it: a ``layby.Routing`` or a dict of its keys, refused
+    naming the key (``routing.required``) when it is not one (docs/routing.md)."""
+    if value is None or isinstance(value, Routing):
+        return value
+    if not isinstance(value, dict):
+        raise BadInput("routing must be a layby.Routing or a dict of its keys", field="routing")
+    try:
+        return msgspec.convert(value, Routing)
+    except msgspec.ValidationError as exc:
+        where = field_of(exc)
+        unknown = _UNKNOWN_KEY.search(str(exc))
+        if unknown is not None:
+            where = f"{where}.{unknown.group(1)}" if where else unknown.group(1)
+        raise BadInput(f"routing: {exc}", field=f"routing.{where}" if where else "routing") from None
+
+
+_UNKNOWN_KEY = re.compile(r"unknown field `([^`]*)`")
 
 
 def _mode_for(to: object, mode: object) -> Any:

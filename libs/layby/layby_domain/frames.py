@@ -35,4 +35,10 @@ def add_frame(ev: InteractionAsked) -> dict[str, Any]:
             item[key] = value
     if ev.media:
         item["media"] = [msgspec.to_builtins(m) for m in ev.media]
+    if ev.routing is not None:
+        # Who decides it (docs/routing.md); its escalation and reminders are the server's business.
+        deciders: dict[str, Any] = {"required": ev.routing.required, "veto": ev.routing.veto}
+        if ev.routing.voters:
+            deciders["voters"] = list(ev.routing.voters)
+        item["routing"] = deciders
     return item

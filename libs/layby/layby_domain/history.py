@@ -91,7 +91,7 @@ def _routed(seq: int, event: InteractionRouted, answer_format: str | None) -> Hi
             at=event.at,
             seq=seq,
             by=event.by,
-            to=progress.offered or None,
+            to=event.to,
             channels=channels,
         )
     return HistoryEntry(kind="reminded", at=event.at, seq=seq, by=event.by, channels=channels)

@@ -100,6 +100,7 @@ def facts_of(asked: InteractionAsked) -> Facts:
         sensitive=asked.sensitive,
         channels=channels_of(asked),
         to=asked.to,
+        offered=routing.offered_at_first(asked),
     )
 
 
@@ -300,7 +301,7 @@ def _vote(
     decides the question (a veto, or the vote that makes the quorum), else a ``voted`` step. A
     second decision by the same person is refused (409)."""
     vote = Vote(by=by, at=now, via=via, answer=None if asked.sensitive else answer)
-    progress = routing.add_vote(state.progress, vote)
+    progress = routing.add_vote(asked, state.progress, vote)
     facts = state.facts or facts_of(asked)
     if routing.decides(asked, progress.votes):
         votes = progress.votes if asked.routing is not None else None
@@ -317,6 +318,7 @@ def _routed(
     now: datetime,
     progress: Progress,
     targets: list[ChannelTarget] | None = None,
+    to: list[str] | None = None,
 ) -> InteractionRouted:
     facts = state.facts or facts_of(asked)
     return InteractionRouted(
@@ -330,6 +332,7 @@ def _routed(
         asked_seq=state.asked_seq,
         targets=targets or None,
         next_at=routing.next_due_at(asked, progress),
+        to=to or None,
         waiter=facts.waiter,
         run_id=facts.run_id,
         # Every channel it is on after this step: a reply there is a reply to it, and each copy
@@ -347,8 +350,11 @@ def decide_route(state: Interaction, *, now: datetime) -> Decision:
     if found is None:
         return Keep("pending")
     step, progress, targets = found
+    to = None
+    if step == "escalated" and state.asked.routing is not None and state.asked.routing.escalate:
+        to = state.asked.routing.escalate[progress.escalated - 1].to
     return Append(
-        _routed(state, state.asked, step=step, by=ROUTER, now=now, progress=progress, targets=targets)
+        _routed(state, state.asked, step=step, by=ROUTER, now=now, progress=progress, targets=targets, to=to)
     )
 
 
@@ -364,7 +370,7 @@ def decide_delegate(
         raise BadInput("external interactions are answered via their callback URL")
     routing.check_may_decide(asked, state.progress, by=by, restricted=restricted)
     progress = routing.add_delegation(asked, state.progress, by=by, to=to, note=note, now=now)
-    return Append(_routed(state, asked, step="delegated", by=by, now=now, progress=progress))
+    return Append(_routed(state, asked, step="delegated", by=by, now=now, progress=progress, to=[to]))
 
 
 def decide_claim(state: Interaction, *, by: str, answer: Any, now: datetime) -> Decision:

@@ -179,6 +179,20 @@ def clamp_routing(routing: Routing | None, *, asker: str, restricted: bool) -> N
             )
 
 
+def started(asked: InteractionAsked, progress: Progress | None) -> Progress:
+    """Where a question stands before its first routing step: offered to its voters."""
+    if progress is not None:
+        return progress
+    voters = asked.routing.voters if asked.routing is not None else None
+    return Progress(offered=list(voters or []))
+
+
+def offered_at_first(asked: InteractionAsked) -> list[str] | None:
+    """Who beyond its audience sees a question when it is asked: its voters."""
+    voters = asked.routing.voters if asked.routing is not None else None
+    return list(voters) if voters else None
+
+
 def routed(asked: InteractionAsked, progress: Progress | None) -> bool:
     """Whether a question's decisions go through the routing rules (a policy, or a delegation)."""
     return asked.routing is not None or progress is not None
@@ -191,7 +205,7 @@ def check_may_decide(
     not someone who handed it on; one of the voters, escalated-to people or delegates when the
     routing names voters; otherwise, for a restricted identity, its audience or someone it was
     offered to."""
-    progress = progress or Progress()
+    progress = started(asked, progress)
     if any(d.by == by for d in progress.delegations):
         raise Forbidden(HANDED_ON)
     voters = asked.routing.voters if asked.routing is not None else None
@@ -225,9 +239,9 @@ def decides(asked: InteractionAsked, votes: list[Vote]) -> bool:
     return agreeing >= routing.required
 
 
-def add_vote(progress: Progress | None, vote: Vote) -> Progress:
+def add_vote(asked: InteractionAsked, progress: Progress | None, vote: Vote) -> Progress:
     """The votes with ``vote`` added; a second vote by the same person is refused (409)."""
-    progress = progress or Progress()
+    progress = started(asked, progress)
     if any(v.by == vote.by for v in progress.votes):
         raise Conflict(ALREADY_VOTED, field="answer")
     return msgspec.structs.replace(progress, votes=[*progress.votes, vote])
@@ -238,7 +252,7 @@ def add_delegation(
 ) -> Progress:
     """``by`` hands the question to ``to`` (docs/routing.md#delegation): refused when ``to`` is no
     identity, is ``by``, or already decides it; or when ``by`` already voted."""
-    progress = progress or Progress()
+    progress = started(asked, progress)
     if not isinstance(to, str) or not to.strip() or len(to) > IDENTITY_MAX_CHARS or "\x00" in to:
         raise BadInput(
             f"to must be a non-blank identity of at most {IDENTITY_MAX_CHARS} characters", field="to"
@@ -249,8 +263,7 @@ def add_delegation(
         raise BadInput("to must be someone else", field="to")
     if any(v.by == by for v in progress.votes):
         raise Conflict("you have already decided this question; a decision is not handed on", field="to")
-    voters = asked.routing.voters if asked.routing is not None else None
-    if to in progress.offered or (voters is not None and to in voters) or to == asked.audience:
+    if to in progress.offered or to == asked.audience:
         raise Conflict(f"{to!r} already decides this question", field="to")
     delegation = Delegation(by=by, to=to, at=now, note=note or None)
     return msgspec.structs.replace(
@@ -266,7 +279,7 @@ def due(
     routing = asked.routing
     if routing is None:
         return None
-    progress = progress or Progress()
+    progress = started(asked, progress)
     steps = routing.escalate or []
     if progress.escalated < len(steps):
         step = steps[progress.escalated]

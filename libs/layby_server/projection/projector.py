@@ -24,7 +24,7 @@ from nats.js.api import ConsumerConfig, DeliverPolicy
 from layby_contracts import events
 from layby_contracts.errors import Permanent, Transient
 from layby_domain.frames import add_frame
-from layby_domain.routing import next_due_at
+from layby_domain.routing import next_due_at, offered_at_first
 from layby_server.observability.logs import get_logger
 from layby_server.projection.caller_slots import CallerSlots
 from layby_server.projection.db import recreate_projection_tables
@@ -43,14 +43,15 @@ REBUILD_LOCK = 0x1A7B7_0002
 
 _ASKED = """
 INSERT INTO interactions AS t (interaction_id, group_id, status, answer_format, mode, audience, asked_by,
-    sensitive, created_at, timeout_at, item, asked_seq, last_seq, run_id, route_at)
-VALUES ($1, $2, 'pending', $3, $4, $5, $6, $7, $8, $9, $10::json, $11, $11, $12, $13)
+    sensitive, created_at, timeout_at, item, asked_seq, last_seq, run_id, route_at, offered)
+VALUES ($1, $2, 'pending', $3, $4, $5, $6, $7, $8, $9, $10::json, $11, $11, $12, $13, $14)
 ON CONFLICT (interaction_id) DO UPDATE SET
     answer_format = EXCLUDED.answer_format, mode = EXCLUDED.mode, asked_by = EXCLUDED.asked_by,
     run_id = EXCLUDED.run_id,
     sensitive = EXCLUDED.sensitive, created_at = EXCLUDED.created_at, timeout_at = EXCLUDED.timeout_at,
     item = EXCLUDED.item, asked_seq = EXCLUDED.asked_seq, audience = EXCLUDED.audience,
-    route_at = CASE WHEN t.routed_seq IS NULL THEN EXCLUDED.route_at ELSE t.route_at END
+    route_at = CASE WHEN t.routed_seq IS NULL THEN EXCLUDED.route_at ELSE t.route_at END,
+    offered = CASE WHEN t.routed_seq IS NULL THEN EXCLUDED.offered ELSE t.offered END
 WHERE t.asked_seq IS NULL
 """
 
@@ -192,6 +193,7 @@ def _asked_row(ev: events.InteractionAsked, seq: int) -> Row:
         seq,
         ev.run_id,
         next_due_at(ev, None),
+        offered_at_first(ev),
     )
 
 

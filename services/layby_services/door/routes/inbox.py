@@ -64,11 +64,17 @@ _ORDERS: dict[str, str] = {
     "deadline": "timeout_at, created_at, interaction_id",
 }
 # The group order needs each group's latest question: a window over the matching set.
+# A routed question's item carries its votes so far (docs/routing.md), spliced into the item's
+# text: a jsonb merge would reorder the item's keys (a form's properties keep the author's order).
+_ITEM = (
+    "(CASE WHEN votes IS NULL THEN item::text "
+    "ELSE left(item::text, -1) || ',\"votes\":' || votes::text || '}' END)"
+)
 _GROUPED = (
-    "SELECT item::text AS item FROM (SELECT item, group_id, created_at, interaction_id, "  # noqa: S608
+    "SELECT item FROM (SELECT " + _ITEM + " AS item, group_id, created_at, interaction_id, "  # noqa: S608
     "max(created_at) OVER (PARTITION BY group_id) AS group_latest " + _VISIBLE + ") v"
 )
-_PLAIN = "SELECT item::text AS item " + _VISIBLE
+_PLAIN = "SELECT " + _ITEM + " AS item " + _VISIBLE
 _PAGES = {
     sort: (_GROUPED if sort == "group" else _PLAIN) + " ORDER BY " + order + " LIMIT $7 OFFSET $8"
     for sort, order in _ORDERS.items()

@@ -25,6 +25,7 @@ from layby_contracts.events import InteractionAnswered, InteractionAsked, Intera
 from layby_contracts.http import TerminalFrame
 from layby_domain.frames import add_frame
 from layby_domain.interaction import of_caller_ask
+from layby_domain.routing import offered_at_first
 from layby_server.auth import Principal
 from layby_server.observability import tracing
 from layby_server.observability.logs import get_logger
@@ -98,7 +99,7 @@ class InteractionFeed:
                     b"interaction.removed",
                     _enc.encode(TerminalFrame(interaction_id=ev.interaction_id, group_id=ev.group_id)),
                 )
-        others = None if isinstance(ev, InteractionAsked) else ev.offered
+        others = offered_at_first(ev) if isinstance(ev, InteractionAsked) else ev.offered
         return Entry(seq, b"id: %d\nevent: %s\ndata: %s\n\n" % (seq, name, body), ev.audience, others=others)
 
 

@@ -5,6 +5,7 @@ import { plainDoorError } from "./control-form.js";
 import { answeredHere, loadDoneSoon } from "./done.js";
 import { schedule } from "./list.js";
 import { resolve } from "./model.js";
+import { showVoted } from "./routing.js";
 import { updateCard } from "./question.js";
 import { authHeaders } from "./session.js";
 import { showSignIn } from "./signin.js";
@@ -66,6 +67,8 @@ async function send(card, answer, locate) {
     return showError(card, "The server cannot be reached; try again.", null);
   }
   if (resp.ok) {
+    const reply = await resp.json().catch(() => ({}));
+    if (reply.data && reply.data.status === "voted") return showVoted(card, reply.data);
     // 200 means this answer won, even if the stream's answered frame arrived first.
     card.status = "answered";
     card.by = "you";
@@ -83,7 +86,7 @@ async function send(card, answer, locate) {
   } catch {
     body = {};
   }
-  if (resp.status === 409 || resp.status === 404) {
+  if ((resp.status === 409 && !body.field) || resp.status === 404) {
     resolve(card.item.interaction_id, resp.status === 409 ? "answered" : "removed", null);
     loadDoneSoon(null);
     return;

@@ -4,15 +4,27 @@
 import { el } from "./helpers.js";
 import { authHeaders } from "./session.js";
 
-const WORDS = { asked: "Asked", answered: "Answered", removed: "Removed", webhook_attempt: "Webhook attempt" };
+const WORDS = {
+  asked: "Asked",
+  voted: "Voted",
+  escalated: "Escalated",
+  reminded: "Reminded",
+  delegated: "Handed on",
+  answered: "Answered",
+  removed: "Removed",
+  webhook_attempt: "Webhook attempt",
+};
 
 function line(entry) {
   const parts = [new Date(entry.at).toLocaleString(), WORDS[entry.kind] || entry.kind];
   if (entry.by) parts.push(`by ${entry.by}`);
+  if (entry.to && entry.to.length) parts.push(`to ${entry.to.join(", ")}`);
   if (entry.via) parts.push(`via ${entry.via}`);
   else if (entry.channels && entry.channels.length) parts.push(`on ${entry.channels.join(", ")}`);
   if (entry.decision) parts.push(`\u2014 ${entry.decision}${entry.reason ? `: ${entry.reason}` : ""}`);
   else if (entry.reason) parts.push(`\u2014 ${entry.reason}`);
+  if (entry.votes) parts.push(`(${entry.votes} votes)`);
+  if (entry.kind === "delegated" && entry.detail) parts.push(`\u2014 ${entry.detail}`);
   if (entry.result) parts.push(`\u2014 ${entry.result}${entry.status ? ` (${entry.status})` : ""}`);
   return parts.join(" ");
 }

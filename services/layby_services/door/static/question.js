@@ -7,6 +7,7 @@ import { $, duration, el } from "./helpers.js";
 import { buildHistory } from "./history.js";
 import { near, shortId, sourceOf } from "./list.js";
 import { buildMedia } from "./media.js";
+import { buildDelegate, routingLine } from "./routing.js";
 import { FORMATS, openCard, state } from "./state.js";
 
 const CONTROLS = ".controls input, .controls select, .controls textarea, .controls button";
@@ -48,12 +49,15 @@ function buildCard(card) {
   meta.append(el("span", { class: "age" }));
   meta.append(el("span", { class: "deadline" }));
   node.append(meta);
+  const routing = routingLine(item);
+  if (routing) node.append(routing);
   if (item.media && item.media.length) node.append(buildMedia(item.media));
   const body = el("div", { class: "controls" });
   body.append(buildControl(card));
   node.append(body);
   node.append(el("p", { class: "error card-error", role: "alert", hidden: true }));
   node.append(el("p", { class: "outcome", "aria-live": "polite" }));
+  if (item.answer_format !== "external") node.append(buildDelegate(card));
   node.append(buildHistory(id));
   card.el = node;
   updateCard(card);
@@ -67,6 +71,7 @@ export function updateCard(card) {
   node.classList.toggle("removed", card.status === "removed");
   const outcome = node.querySelector(".outcome");
   if (card.status === "pending") {
+    if (card.voted || card.handedOn) return; // says what this person did; the question waits
     outcome.textContent = "";
     outcome.className = "outcome";
     return;
