@@ -16,7 +16,7 @@ from layby_contracts.events import InteractionRouted
 from layby_domain.clock import ManualClock
 from layby_server.settings import Settings
 from layby_server.store.eventstore import EventStore
-from tests.conftest import ALICE, BOB, System, start_system, stop_system
+from tests.conftest import ALICE, BOB, OPERATOR, System, start_system, stop_system
 from tests.helpers import eventually
 from tests.integration.chat_systems import (
     SLACK_SECRETS,
@@ -199,3 +199,39 @@ async def test_the_ask_door_refuses_a_routing_naming_its_field_and_records_nothi
             assert resp.status_code == 400, resp.text
             assert resp.json()["field"] == field, resp.text
     assert (await store.bounds())[1] == 0
+
+
+async def test_the_cli_votes_hands_on_and_prints_the_routing_steps(
+    system: System, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from layby.cli import main as cli_main
+
+    monkeypatch.setenv("LAYBY_URL", system.url)
+    monkeypatch.setenv("LAYBY_TOKEN", OPERATOR)
+    sdk = await system.sdk()
+    ask = asyncio.create_task(
+        sdk.ask_user(
+            "Two keys?",
+            answer_format="confirm",
+            timeout=60,
+            routing={"voters": ["ops", "bob", "alice"], "required": 2},
+        )
+    )
+    iid = (await listed(system, OPERATOR, "Two keys?"))["interaction_id"]
+    assert await asyncio.to_thread(cli_main, ["interactions", "answer", iid, "--answer", "true"]) == 0
+    assert f"voted on {iid} (1 of 2); it waits for more" in capsys.readouterr().out
+    monkeypatch.setenv("LAYBY_TOKEN", BOB)
+    assert (
+        await asyncio.to_thread(
+            cli_main, ["interactions", "delegate", iid, "--to", "dana", "--note", "covering"]
+        )
+        == 0
+    )
+    assert f"handed {iid} on to dana" in capsys.readouterr().out
+    assert (await answer(system, ALICE, iid, True)).status_code == 200
+    assert await asyncio.wait_for(ask, 15) is True
+    assert await asyncio.to_thread(cli_main, ["interactions", "history", iid]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    steps = [line.split()[1] for line in lines[1:]]
+    assert steps == ["asked", "voted", "delegated", "answered"]
+    assert "to dana covering" in lines[3]

@@ -184,7 +184,19 @@ def cmd_answer(settings: ClientSettings, args: argparse.Namespace) -> int:
         return 2
     path = f"/api/interactions/{quote(args.interaction_id, safe='')}/answer"
     data = _call(settings, "POST", path, {"answer": value})
-    return _output(args, data, lambda d: f"answered {d['interaction_id']}")
+    return _output(args, data, _answered_line)
+
+
+def _answered_line(data: dict[str, Any]) -> str:
+    if data.get("status") == "voted":
+        return f"voted on {data['interaction_id']} ({data['votes']} of {data['required']}); it waits for more"
+    return f"answered {data['interaction_id']}"
+
+
+def cmd_delegate(settings: ClientSettings, args: argparse.Namespace) -> int:
+    body = {"to": args.to, **({"note": args.note} if args.note is not None else {})}
+    data = _call(settings, "POST", f"/api/interactions/{quote(args.interaction_id, safe='')}/delegate", body)
+    return _output(args, data, lambda d: f"handed {d['interaction_id']} on to {d['to']}")
 
 
 def cmd_history(settings: ClientSettings, args: argparse.Namespace) -> int:
@@ -208,6 +220,7 @@ def cmd_ask(settings: ClientSettings, args: argparse.Namespace) -> int:
     try:
         schema = _json_option("--schema", args.schema)
         media = _json_option("--media", args.media)
+        routing = _json_option("--routing", args.routing)
         channel, recipient = _channel_options(args.channel, args.recipient)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -229,6 +242,7 @@ def cmd_ask(settings: ClientSettings, args: argparse.Namespace) -> int:
                 recipient=recipient,
                 on_mismatch=args.on_mismatch,
                 mismatch_notice=args.mismatch_notice,
+                routing=routing,
             )
 
     try:
@@ -467,6 +481,7 @@ COMMANDS = {
     ("interactions", "stream"): cmd_stream,
     ("interactions", "answer"): cmd_answer,
     ("interactions", "history"): cmd_history,
+    ("interactions", "delegate"): cmd_delegate,
     ("ask", None): cmd_ask,
     ("runs", "list"): cmd_runs_list,
     ("runs", "show"): cmd_runs_show,

@@ -29,8 +29,14 @@ def build_parser() -> argparse.ArgumentParser:
     ans.add_argument("interaction_id")
     ans.add_argument("--answer", required=True, help="the answer as JSON: '\"text\"', true, or an object")
     ans.add_argument("--json", action=argparse.BooleanOptionalAction, default=False)
+    dlg = inter.add_parser("delegate", help="hand a pending question to someone else (docs/routing.md)")
+    dlg.add_argument("interaction_id")
+    dlg.add_argument("--to", required=True, help="the identity who decides it instead of you")
+    dlg.add_argument("--note", help="a note both of you see in its history")
+    dlg.add_argument("--json", action=argparse.BooleanOptionalAction, default=False)
     hist = inter.add_parser(
-        "history", help="every recorded step of a question (asked, answered, removed, webhook)"
+        "history",
+        help="every recorded step of a question (asked, votes and routing, answered, removed, webhook)",
     )
     hist.add_argument("interaction_id")
     hist.add_argument("--json", action=argparse.BooleanOptionalAction, default=False)
@@ -60,6 +66,11 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--timeout", type=float)
     ask.add_argument("--group-id")
     ask.add_argument("--audience")
+    ask.add_argument(
+        "--routing",
+        help='who decides and what happens while nobody does, as JSON: {"voters": ["alice", "bob"], '
+        '"required": 2, "escalate": [{"after": 900, "to": ["dana"]}], "remind_every": 600}',
+    )
     ask.add_argument(
         "--media",
         help='display-only media as JSON: [{"kind": "image", "url": "https://...", "caption": "..."}]',

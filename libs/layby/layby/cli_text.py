@@ -59,6 +59,8 @@ def history_text(data: dict[str, Any]) -> str:
 
 
 def _history_detail(entry: dict[str, Any]) -> str:
+    if entry.get("to"):
+        return " ".join(filter(None, ["to " + ", ".join(entry["to"]), entry.get("detail")]))
     if entry.get("decision"):
         return " ".join(filter(None, [entry["decision"], entry.get("reason")]))
     if "answer" in entry:

@@ -9,6 +9,7 @@
 // helpers.js is what they share. Every text from the server is set as text, never parsed as HTML.
 
 import "./runs.js";
+import "./bulk.js";
 import "./feed.js";
 import { loadOlderDone, showTab } from "./done.js";
 import { applyFilter } from "./filters.js";

@@ -138,6 +138,7 @@ export function renderRows() {
       const on = v.card.item.interaction_id === state.selected;
       node.setAttribute("aria-selected", on ? "true" : "false");
       node.classList.toggle("selected", on);
+      node.firstChild.checked = state.picked.has(v.card.item.interaction_id);
       tickRow(node, v.card);
     }
   }
@@ -187,6 +188,7 @@ function fillHead(node, v) {
 
 function buildRow() {
   return el("div", { class: "row", role: "option", "aria-selected": "false" },
+    el("input", { type: "checkbox", class: "pick", "aria-label": "Select for a bulk decision" }),
     el("span", { class: "fmt" }), el("span", { class: "rq" }), el("span", { class: "chip src" }),
     el("span", { class: "chip grp" }), el("span", { class: "age" }), el("span", { class: "deadline" }));
 }
@@ -197,7 +199,9 @@ function fillRow(node, card) {
   node.id = `row-${id}`;
   node.dataset.key = id;
   node.dataset.id = id;
-  const [fmt, question, src, grp] = node.children;
+  const [pick, fmt, question, src, grp] = node.children;
+  pick.checked = state.picked.has(id);
+  pick.setAttribute("aria-label", `Select “${item.question.slice(0, 80)}”`);
   fmt.className = `fmt fmt-${item.answer_format}`;
   fmt.textContent = FORMATS[item.answer_format] || item.answer_format;
   question.textContent = item.question;

@@ -47,6 +47,7 @@ export function upsert(item) {
 export function resolve(id, status, by) {
   const card = state.cards.get(id);
   state.resolved.add(id);
+  if (state.picked.has(id) && !state.pickedEnded.has(id)) state.pickedEnded.set(id, status);
   if (!card || card.status !== "pending") return;
   card.status = status;
   card.answeredAt = new Date();

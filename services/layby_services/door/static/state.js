@@ -24,6 +24,8 @@ export const state = {
   view: [], // the rows shown: {kind: "head", gid, n} | {kind: "row", card}
   offsets: [0],
   selected: null, // interaction_id of the open question
+  picked: new Map(), // interaction_id -> question, ticked for a bulk decision
+  pickedEnded: new Map(), // interaction_id -> "answered" | "removed": a ticked question resolved elsewhere
   dirty: true,
   scheduled: false,
   tab: "pending", // or "done"
