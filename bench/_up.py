@@ -200,6 +200,9 @@ def start_up(**extra_env: str) -> Up:
     from layby.runtime import read_runtime
 
     runtime = read_runtime(Path(tmp.name))
+    if not token and extra_env.get("LAYBY_API_TOKENS"):
+        # Tokens of its own (TOKEN:IDENTITY:ROLE,...): `layby up` prints none; the first is the asker.
+        token = extra_env["LAYBY_API_TOKENS"].split(",")[0].split(":")[0]
     assert runtime is not None and token and url
     time.sleep(3)
     return Up(proc, tmp, url, token, runtime.nats_url, tmp.name)

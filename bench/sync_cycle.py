@@ -15,7 +15,9 @@ ships, to measure the bound fsync sets. ``--tracing`` runs
 the services with tracing on at the default sampling, exporting over OTLP/HTTP to an endpoint
 that discards every span, to measure what tracing costs (docs/tracing.md#cost). ``--format``
 asks ``text`` (the default), ``confirm`` or ``review`` questions (a review accepted with the
-hash its add frame shows: docs/review.md).
+hash its add frame shows: docs/review.md). ``--quorum K`` (K > 1) asks each question with
+``routing={"required": K}`` and answers it with K votes from K identities, one after the other
+(docs/routing.md#quorum): `layby up` then runs with K operator tokens of the bench's own.
 """
 
 from __future__ import annotations
@@ -63,8 +65,12 @@ async def run_level(
     answerers: int = 8,
     server_pid: int | None = None,
     answer_format: str = "text",
+    voters: list[str] | None = None,
 ) -> dict:
     ask_kwargs, answer_of, expected = FORMATS[answer_format]
+    voters = voters or [token]
+    if len(voters) > 1:
+        ask_kwargs = {**ask_kwargs, "routing": {"required": len(voters)}}
     host, port = urlsplit(url).hostname or "127.0.0.1", urlsplit(url).port or 80
     settings = load_settings({}, max_concurrent=None)
     client = await connect(nats_url=nats_url, token=token, settings=settings)
@@ -84,18 +90,21 @@ async def run_level(
                     await queue.put((frame["data"]["interaction_id"], q, answer_of(frame["data"])))
 
     async def answerer() -> None:
-        conn = await Conn(host, port, token).open()
+        # One keep-alive connection per voter: a quorum's votes come from different people.
+        conns = [await Conn(host, port, voter).open() for voter in voters]
         try:
             while True:
                 iid, q, answer = await queue.get()
                 posted_at[q] = time.perf_counter()
-                status, body = await conn.request(
-                    "POST", f"/api/interactions/{iid}/answer", {"answer": answer}
-                )
-                if status != 200:
-                    print("answer failed", status, body[:200], file=sys.stderr)
+                for conn in conns:
+                    status, body = await conn.request(
+                        "POST", f"/api/interactions/{iid}/answer", {"answer": answer}
+                    )
+                    if status != 200:
+                        print("answer failed", status, body[:200], file=sys.stderr)
         finally:
-            await conn.close()
+            for conn in conns:
+                await conn.close()
 
     cycles = 0
 
@@ -154,8 +163,12 @@ def main() -> None:
         default="text",
         help="the question's answer format (review: an action accepted with the hash its frame shows)",
     )
+    parser.add_argument(
+        "--quorum", type=int, default=1, help="K > 1: each question needs K agreeing votes from K identities"
+    )
     add_json_option(parser)
     args = parser.parse_args()
+    voters: list[str] | None = None
 
     up = None
     plain = None
@@ -183,6 +196,11 @@ def main() -> None:
             from _otlp_sink import start_sink
 
             extra["OTEL_EXPORTER_OTLP_ENDPOINT"], sink = start_sink()
+        if args.quorum > 1:
+            import secrets
+
+            voters = [f"bench-{k}-{secrets.token_hex(16)}" for k in range(args.quorum)]
+            extra["LAYBY_API_TOKENS"] = ",".join(f"{v}:voter{k}:operator" for k, v in enumerate(voters))
         up = start_up(**extra)
         url, token, nats_url = up.url, up.token, up.nats_url
         idle_mb = tree_rss_mb(up.proc.pid)
@@ -199,6 +217,7 @@ def main() -> None:
                     args.answerers,
                     up.proc.pid if up else None,
                     args.format,
+                    voters,
                 )
             )
             for n in args.concurrency
@@ -217,6 +236,7 @@ def main() -> None:
         print(f"NATS fsync before acknowledging: {synced}")
     print(f"tracing: {'on (OTLP to a discarding endpoint)' if args.tracing else 'off'}")
     print(f"answer format: {args.format}")
+    print(f"votes per question: {args.quorum}")
     print(f"layby up idle resident memory (all processes): {idle_mb:.0f} MB")
     table_head(
         "| askers N | cycles | cycles/s | ask→add p50 | ask→add p99 | answer→return p50 | answer→return p99 "
