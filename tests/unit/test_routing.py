@@ -23,7 +23,7 @@ from layby_contracts.events import (
 )
 from layby_domain.formats.review import arguments_sha256
 from layby_domain.history import history_of
-from layby_domain.interaction import ALREADY_ANSWERED, decide_delegate, decide_route
+from layby_domain.interaction import ALREADY_ANSWERED, decide_answer, decide_delegate, decide_route
 from layby_domain.routing import ALREADY_VOTED, HANDED_ON, NOT_A_VOTER, next_due_at
 from layby_server.write.resolve import read_state, resolve
 from layby_services.door.routes.answer import submit_answer
@@ -412,3 +412,51 @@ async def test_the_recorded_question_carries_its_routing() -> None:
     asked = (await world.state(ix)).asked
     assert isinstance(asked, InteractionAsked)
     assert asked.routing == TWO_OF_THREE
+
+
+# --- what a vote costs ----------------------------------------------------------------------------
+
+
+async def test_the_door_keeps_the_latest_routing_step_and_forgets_it_when_the_question_ends() -> None:
+    from layby_server.store.eventstore import Stored
+    from layby_services.door.cache import AskedCache
+
+    world = Routed()
+    ix = await world.ask_routed(TWO_OF_THREE)
+    asked = await world.store.first(world.store.names.ix(ix))
+    await world.decide("alice", ix, True)
+    step = await world.store.last(world.store.names.ix(ix))
+    cache = AskedCache()
+    cache.observe([asked, step])
+    cache.observe([Stored(seq=step.seq - 1, event=step.event)])  # an older step seen late: kept out
+    assert cache.routed(ix) is step
+    answered = await world.decide("bob", ix, True)
+    assert answered.status == "answered"
+    cache.observe([await world.store.last(world.store.names.ix(ix))])
+    assert cache.get(ix) is None and cache.routed(ix) is None
+
+
+async def test_a_vote_decided_again_after_a_lost_race_reads_only_the_last_event() -> None:
+    world = Routed()
+    ix = await world.ask_routed(Routing(voters=["alice", "bob", "carol"], required=3))
+    stale = await world.state(ix)  # as a cache holds it, before the first vote
+    await world.decide("alice", ix, True)
+    firsts = 0
+    real_first = world.store.first
+
+    async def counting_first(subject: str) -> Any:
+        nonlocal firsts
+        firsts += 1
+        return await real_first(subject)
+
+    world.store.first = counting_first  # type: ignore[method-assign]
+    decided = await resolve(
+        world.store,
+        ix,
+        lambda s: decide_answer(s, by="bob", restricted=True, answer=True, now=world.clock.now()),
+        seed=stale,
+        trusted=False,
+    )
+    assert isinstance(decided.appended, InteractionRouted)
+    assert [v.by for v in decided.appended.progress.votes] == ["alice", "bob"]
+    assert firsts == 0  # the asked event came with the stale state; only the last was read

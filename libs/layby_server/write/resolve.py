@@ -78,14 +78,29 @@ async def read_state(log: InteractionLog, subject: str, *, leader: bool = False)
     return await complete(log, subject, await log.last(subject, leader=leader))
 
 
-async def complete(log: InteractionLog, subject: str, last: StoredEvent | None) -> Interaction:
+async def complete(
+    log: InteractionLog, subject: str, last: StoredEvent | None, *, known: Interaction | None = None
+) -> Interaction:
     """The state from a subject's last event, with the asked event read when the last is a routing
-    step (which carries where the question stands, not the question)."""
+    step (which carries where the question stands, not the question) — unless ``known``, a state
+    read before, already holds that asked event."""
     state = state_of(last)
     if last is not None and isinstance(last.event, InteractionRouted):
+        routed = last.event
+        if known is not None and known.asked is not None and known.asked_seq == routed.asked_seq:
+            return evolve(evolve(Interaction(), known.asked, known.asked_seq), routed, last.seq)
         first = await log.first(subject)
         if first is not None and isinstance(first.event, InteractionAsked):
-            state = evolve(evolve(Interaction(), first.event, first.seq), last.event, last.seq)
+            state = evolve(evolve(Interaction(), first.event, first.seq), routed, last.seq)
+    return state
+
+
+def cached_state(asked: StoredEvent, routed: StoredEvent | None) -> Interaction:
+    """The state a cache holds without a read: an asked event and, for a routed question, the
+    latest routing step seen after it (a stale one only costs a failed append)."""
+    state = state_of(asked)
+    if routed is not None and isinstance(routed.event, InteractionRouted) and routed.seq > asked.seq:
+        state = evolve(state, routed.event, routed.seq)
     return state
 
 
@@ -124,8 +139,13 @@ async def resolve(
     """
     subject = log.names.ix(interaction_id)
 
+    known = seed
+
     async def read(leader: bool) -> Interaction:
-        return await read_state(log, subject, leader=leader)
+        # A routed question's asked event never changes: once known, a re-read needs only the last.
+        nonlocal known
+        known = await complete(log, subject, await log.last(subject, leader=leader), known=known)
+        return known
 
     def appending(state: Interaction) -> Append | None:
         decision = decide(state)

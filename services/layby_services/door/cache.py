@@ -10,7 +10,12 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from layby_contracts.events import InteractionAnswered, InteractionAsked, InteractionRemoved
+from layby_contracts.events import (
+    InteractionAnswered,
+    InteractionAsked,
+    InteractionRemoved,
+    InteractionRouted,
+)
 from layby_domain.interaction import of_caller_ask
 from layby_server.store.eventstore import Stored
 
@@ -21,12 +26,17 @@ class AskedCache:
     def __init__(self, max_entries: int = MAX_ENTRIES) -> None:
         self._max = max_entries
         self._entries: OrderedDict[str, Stored] = OrderedDict()
+        self._routed: dict[str, Stored] = {}
+        """A routed question's latest routing step (docs/routing.md), while its asked event is here."""
 
     def __len__(self) -> int:
         return len(self._entries)
 
     def get(self, interaction_id: str) -> Stored | None:
         return self._entries.get(interaction_id)
+
+    def routed(self, interaction_id: str) -> Stored | None:
+        return self._routed.get(interaction_id)
 
     def observe(self, batch: list[Stored]) -> None:
         for stored in batch:
@@ -36,6 +46,12 @@ class AskedCache:
             if isinstance(ev, InteractionAsked):
                 self._entries[ev.interaction_id] = stored
                 if len(self._entries) > self._max:
-                    self._entries.popitem(last=False)
+                    gone, _ = self._entries.popitem(last=False)
+                    self._routed.pop(gone, None)
+            elif isinstance(ev, InteractionRouted):
+                held = self._routed.get(ev.interaction_id)
+                if ev.interaction_id in self._entries and (held is None or held.seq < stored.seq):
+                    self._routed[ev.interaction_id] = stored
             elif isinstance(ev, InteractionAnswered | InteractionRemoved):
                 self._entries.pop(ev.interaction_id, None)
+                self._routed.pop(ev.interaction_id, None)

@@ -31,7 +31,7 @@ from layby_domain.validation import check_submitted_answer, is_interaction_id
 from layby_server.auth import Principal
 from layby_server.observability import tracing
 from layby_server.store.eventstore import Stored
-from layby_server.write.resolve import complete, resolve
+from layby_server.write.resolve import cached_state, complete, resolve
 from layby_services.door.bodies import decode_body
 from layby_services.door.deps import Door, DoorState, Who, json_body
 from layby_services.door.openapi import documented, refusal
@@ -86,8 +86,12 @@ async def submit_answer(
     # The cache may be stale: a refusal decided on it is decided again against the log (409
     # first). Without a cached entry, the log's last event is what resolve would read first.
     trusted = found is None
+    subject = state.store.names.ix(interaction_id)
     if found is None:
-        found = await state.store.last(state.store.names.ix(interaction_id))
+        found = await state.store.last(subject)
+        seed = await complete(state.store, subject, found)
+    else:
+        seed = cached_state(found, state.asked.routed(interaction_id))
     # The answer continues the question's trace (its asked event's context), linked to the
     # trace the request came with, if any.
     trace = found.trace if found is not None else None
@@ -104,7 +108,7 @@ async def submit_answer(
                     now=state.clock.now(),
                     via=via,
                 ),
-                seed=await complete(state.store, state.store.names.ix(interaction_id), found),
+                seed=seed,
                 trusted=trusted,
             )
         except LaybyError as exc:
@@ -115,6 +119,9 @@ async def submit_answer(
             raise Conflict(ALREADY_ANSWERED)
     appended = resolved.appended
     if isinstance(appended, InteractionRouted):
+        # The next vote, often a moment away, decides on this step without a failed append.
+        assert resolved.seq is not None
+        state.asked.observe([Stored(seq=resolved.seq, event=appended)])
         asked = resolved.state.asked
         required = asked.routing.required if asked is not None and asked.routing is not None else 1
         return AnsweredData(

@@ -21,7 +21,13 @@ from litestar.response import Stream
 from structlog.typing import FilteringBoundLogger
 
 from layby_contracts.errors import Unavailable
-from layby_contracts.events import InteractionAnswered, InteractionAsked, InteractionRemoved, decode_event
+from layby_contracts.events import (
+    InteractionAnswered,
+    InteractionAsked,
+    InteractionRemoved,
+    InteractionRouted,
+    decode_event,
+)
 from layby_contracts.http import TerminalFrame
 from layby_domain.frames import add_frame
 from layby_domain.interaction import of_caller_ask
@@ -79,6 +85,9 @@ class InteractionFeed:
             log.warning("stream.skip_malformed", seq=seq)
             return None
         if not isinstance(ev, InteractionAsked | InteractionAnswered | InteractionRemoved):
+            if live and self._asked is not None and isinstance(ev, InteractionRouted):
+                # A routing step: no frame, but the answer door decides the next vote on it.
+                self._asked.observe([Stored(seq=seq, event=ev, trace=None)])
             return None  # run, caller-outcome, door and visit events are not part of the interactions stream
         if of_caller_ask(ev):
             return None  # a caller ask is no person's question (docs/caller-asks.md#hidden-from-the-inbox)
