@@ -235,3 +235,28 @@ async def test_the_cli_votes_hands_on_and_prints_the_routing_steps(
     steps = [line.split()[1] for line in lines[1:]]
     assert steps == ["asked", "voted", "delegated", "answered"]
     assert "to dana covering" in lines[3]
+
+
+async def test_the_person_a_question_is_handed_to_gets_it_live_on_the_stream_and_no_one_gets_it_twice(
+    system: System,
+) -> None:
+    from tests.helpers import sse
+
+    sdk = await system.sdk()
+    async with sse(system, BOB) as bobs, sse(system) as operators:
+        ask = asyncio.create_task(
+            sdk.ask_user("Handed on live?", answer_format="confirm", audience="alice", timeout=60)
+        )
+        add = await operators.next()
+        iid = add.data["interaction_id"]
+        async with system.http(ALICE) as http:
+            handed = await http.post(f"/api/interactions/{iid}/delegate", json={"to": "bob"})
+        assert handed.status_code == 200, handed.text
+        offered = await bobs.next()
+        assert (offered.event, offered.data["interaction_id"]) == ("interaction.add", iid)
+        assert int(offered.id) > int(add.id)
+        assert (await answer(system, BOB, iid, True)).status_code == 200
+        assert (await bobs.until("interaction.answered", iid)).data["interaction_id"] == iid
+        answered = await operators.next()  # the operator had it already: no second add first
+        assert (answered.event, answered.data["interaction_id"]) == ("interaction.answered", iid)
+    assert await asyncio.wait_for(ask, 15) is True

@@ -6,6 +6,7 @@ retraction; a provider 429; forged and stale signatures."""
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -14,9 +15,11 @@ import httpx
 import pytest
 
 import layby
+from layby.review import review
 from layby.sdk import AnswerDetails, Client
 from layby_contracts.channels import ChannelDeliveryError
 from layby_contracts.errors import BadInput
+from layby_domain.formats.review import arguments_sha256
 from layby_server.settings import Settings
 from layby_server.store.eventstore import EventStore
 from tests.conftest import System
@@ -282,3 +285,37 @@ async def test_a_form_too_large_for_a_slack_modal_is_refused_at_ask_time(
     with pytest.raises(BadInput) as refused:
         await sdk.ask_user("Huge", answer_format="form", schema=schema, channel="slack", timeout=30)
     assert refused.value.field == "schema" and "slack" in refused.value.message
+
+
+async def test_a_review_is_accepted_with_its_slack_button_and_edited_on_the_page_its_message_links(
+    slack: tuple[System, SlackStandin], sdk: Client
+) -> None:
+    """docs/review.md#where-it-is-answered: Accept / Reject are the message's buttons; the edit is
+    made on the review page behind the link the message carries."""
+    _, standin = slack
+    args = {"service": "api", "replicas": 3}
+    accepted = asyncio.create_task(review("scale", args, client=sdk, channel="slack", timeout=30))
+    msg = await _question(standin)
+    assert [b["text"]["text"] for b in msg.buttons()] == ["Accept", "Reject"]
+    await standin.send(standin.build_tap(CHANNEL, msg.ts, "Accept"))
+    decided = await asyncio.wait_for(accepted, 10)
+    assert (decided.decision, decided.arguments, decided.by) == ("accept", args, f"slack:{PERSON}")
+    edited = asyncio.create_task(review("scale", args, client=sdk, channel="slack", timeout=30))
+    second = await _question(standin, 2)
+    link = next(m.group(0) for line in second.lines() if (m := re.search(r"https?://\S+/callback/\S+", line)))
+    async with httpx.AsyncClient(timeout=10) as http:
+        page = await http.get(link.rstrip(">|)"))
+        assert page.status_code == 200
+        resp = await http.post(
+            link.rstrip(">|)"),
+            json={
+                "answer": {
+                    "decision": "edit",
+                    "arguments": {"service": "api", "replicas": 2},
+                    "arguments_sha256": arguments_sha256(args),
+                }
+            },
+        )
+        assert resp.status_code == 200, resp.text
+    decided = await asyncio.wait_for(edited, 10)
+    assert (decided.decision, decided.arguments) == ("edit", {"service": "api", "replicas": 2})

@@ -225,3 +225,17 @@ async def test_a_private_chat_is_a_conversation_and_the_reply_is_a_telegram_mess
 
         got = await eventually(replies, "the reply in the chat", until=bool, timeout=20)
     assert got == [f"tg:{PERSON} got: ping"]
+
+
+async def test_a_review_is_rejected_with_its_telegram_button(chats: Chats, sdk: Client) -> None:
+    """docs/review.md#where-it-is-answered: a review's Reject button on Telegram records the reject,
+    and the SDK's review says who rejected it."""
+    from layby.review import review
+
+    tg = chats.tg
+    task = asyncio.create_task(review("drop_table", {"table": "users"}, client=sdk, channel="tg", timeout=30))
+    msg = await _question(tg)
+    assert [b["text"] for b in msg.buttons()] == ["Accept", "Reject"]
+    await tg.tap(PERSON, msg.message_id, 1)
+    decided = await asyncio.wait_for(task, 10)
+    assert (decided.decision, decided.by, decided.approved) == ("reject", f"tg:{PERSON}", False)

@@ -34,7 +34,7 @@ from layby_contracts.errors import Unavailable
 from layby_domain.clock import Clock
 from layby_server.observability.logs import get_logger
 from layby_server.store.eventstore import EventStore
-from layby_services.door.listeners import EVICTED, FAILED, Entry, Feed, Listener, sees
+from layby_services.door.listeners import EVICTED, FAILED, OFFERED_ONLY, Entry, Feed, Listener, sees
 
 log = get_logger("layby.door.fanout")
 IDLE_TAIL_SECONDS = 30.0
@@ -187,6 +187,8 @@ class SharedTail:
                 others = entry.others
                 if others is None or listener.audience not in others:
                     continue
+            elif audience is OFFERED_ONLY:
+                continue  # an unrestricted client has had this question since it was asked
             if listener.topic is not None and listener.topic != topic:
                 continue
             queue = listener.queue

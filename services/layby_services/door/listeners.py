@@ -77,13 +77,18 @@ class Writer(Protocol):
         ...
 
 
+OFFERED_ONLY = "\x00offered"
+"""The audience of an entry meant only for its ``others`` (a question offered to them later, which
+everyone else has had since it was asked): no identity is this, and unrestricted clients skip it."""
+
+
 def sees(entry: Entry, audience: str | None, topic: str | None) -> bool:
     """Whether a client (``audience`` None: unrestricted; ``topic`` None: every topic) gets ``entry``."""
-    return (
-        audience is None
-        or entry.audience == audience
-        or (entry.others is not None and audience in entry.others)
-    ) and (topic is None or entry.topic == topic)
+    if audience is None:
+        return entry.audience is not OFFERED_ONLY and (topic is None or entry.topic == topic)
+    return (entry.audience == audience or (entry.others is not None and audience in entry.others)) and (
+        topic is None or entry.topic == topic
+    )
 
 
 class Listener:

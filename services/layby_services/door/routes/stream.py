@@ -39,7 +39,15 @@ from layby_server.store.eventstore import Stored
 from layby_services.door.cache import AskedCache
 from layby_services.door.deps import Door, DoorState, Who
 from layby_services.door.errors import Busy
-from layby_services.door.listeners import UNSTARTED_STREAM_SECONDS, Entry, Feed, Writer, frames, sees
+from layby_services.door.listeners import (
+    OFFERED_ONLY,
+    UNSTARTED_STREAM_SECONDS,
+    Entry,
+    Feed,
+    Writer,
+    frames,
+    sees,
+)
 from layby_services.door.messages import STREAM_UNAVAILABLE, TOO_MANY_STREAMS
 from layby_services.door.openapi import documented
 from layby_services.door.openapi.components import SEQ, error, header, text
@@ -84,10 +92,9 @@ class InteractionFeed:
         except (msgspec.DecodeError, msgspec.ValidationError):
             log.warning("stream.skip_malformed", seq=seq)
             return None
+        if isinstance(ev, InteractionRouted):
+            return self._routed(seq, ev, live)
         if not isinstance(ev, InteractionAsked | InteractionAnswered | InteractionRemoved):
-            if live and self._asked is not None and isinstance(ev, InteractionRouted):
-                # A routing step: no frame, but the answer door decides the next vote on it.
-                self._asked.observe([Stored(seq=seq, event=ev, trace=None)])
             return None  # run, caller-outcome, door and visit events are not part of the interactions stream
         if of_caller_ask(ev):
             return None  # a caller ask is no person's question (docs/caller-asks.md#hidden-from-the-inbox)
@@ -110,6 +117,23 @@ class InteractionFeed:
                 )
         others = offered_at_first(ev) if isinstance(ev, InteractionAsked) else ev.offered
         return Entry(seq, b"id: %d\nevent: %s\ndata: %s\n\n" % (seq, name, body), ev.audience, others=others)
+
+    def _routed(self, seq: int, ev: InteractionRouted, live: bool) -> Entry | None:
+        """A routing step (docs/routing.md): the answer door decides the next vote on it, and
+        the people an escalation or a delegation offered the question to get its ``add`` frame
+        now (only they: everyone else has it already). A replay has no asked event at hand and
+        sends nothing; the list door has the question."""
+        if not live or self._asked is None:
+            return None
+        self._asked.observe([Stored(seq=seq, event=ev, trace=None)])
+        asked = self._asked.get(ev.interaction_id)
+        if not ev.to or ev.step not in ("escalated", "delegated") or asked is None:
+            return None
+        assert isinstance(asked.event, InteractionAsked)
+        body = _enc.encode(add_frame(asked.event))
+        return Entry(
+            seq, b"id: %d\nevent: interaction.add\ndata: %s\n\n" % (seq, body), OFFERED_ONLY, others=ev.to
+        )
 
 
 def audience_of(who: Principal) -> str | None:
