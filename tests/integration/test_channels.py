@@ -46,6 +46,21 @@ async def test_a_channel_question_reaches_the_channel_and_the_relayed_reply_answ
     assert await asyncio.wait_for(ask, 10) == "after 18:00"
 
 
+async def test_a_client_without_a_public_base_url_asks_on_a_channel_the_services_deliver(
+    chan: System, bridge: Bridge
+) -> None:
+    """A channel question's callback URL is the services' business: a client that knows no public
+    base URL (a second terminal, a pod) asks on a channel, and the delivery carries the services'
+    URL."""
+    bare = await chan.sdk(public_base_url="")
+    ask = asyncio.create_task(bare.ask_user("From a bare client?", channel="ops", timeout=30))
+    delivery = await bridge.next_delivery()
+    assert delivery["callback_url"].startswith(f"{chan.url}/api/interactions/callback/")
+    async with httpx.AsyncClient() as http:
+        assert (await http.post(delivery["callback_url"], json={"answer": "yes"})).status_code == 200
+    assert await asyncio.wait_for(ask, 10) == "yes"
+
+
 async def test_media_reach_the_channel_as_absolute_urls(chan: System, client: Client, bridge: Bridge) -> None:
     """docs/asking.md#media-on-channels (S000): media are forwarded; an inline image is sent as its absolute
     served URL under the public base URL, which the public media door serves."""

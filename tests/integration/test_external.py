@@ -309,6 +309,47 @@ async def test_without_a_public_base_url_an_external_ask_raises_naming_the_varia
         await c.ask_user("Ext?", answer_format="external", link="https://x.example/{callback_url}", timeout=5)
 
 
+async def test_a_second_terminal_builds_the_link_from_the_base_url_layby_up_recorded(
+    system: System, tmp_path: Any
+) -> None:
+    """docs/cli.md: a client on the machine running `layby up` needs no configuration — the runtime
+    file carries the services' public base URL as well as where NATS is and the token."""
+    import os
+
+    from layby.runtime import Runtime
+    from layby.sdk import connect
+    from layby_server.operations.runtime import write_runtime
+
+    write_runtime(
+        tmp_path,
+        Runtime(
+            url=system.url,
+            token="op-token-0123456789abcdef",
+            nats_url=system.settings.nats_url or "",
+            database_url="postgresql://unused",
+            pid=os.getpid(),
+            public_base_url=system.url,
+        ),
+    )
+    settings = Settings(**{**_fields(system.settings), "public_base_url": None, "data_dir": str(tmp_path)})
+    c = await connect(settings=settings)
+    system.clients.append(c)
+    links: list[str] = []
+
+    def visit(callback_url: str) -> str:
+        links.append(callback_url)
+        return f"https://x.example/go?cb={callback_url}"
+
+    task = asyncio.create_task(
+        c.ask_user("Ext from a second terminal?", answer_format="external", link=visit, timeout=30)
+    )
+    await eventually(lambda: links, "the link built around the callback URL", timeout=10)
+    assert links[0].startswith(f"{system.url}/")
+    async with httpx.AsyncClient() as http:
+        assert (await http.post(links[0], json={"ok": 1})).status_code == 200
+    assert await asyncio.wait_for(task, 10) == {"ok": 1}
+
+
 async def test_ask_external_wraps_a_tool_that_takes_a_callback_url(system: System, client: Any) -> None:
     """docs/asking.md#ask_external: the composed tool hides callback_url and adds question, answer_schema and
     timeout; the verifier comes from the author only; bad tools are refused when wrapped."""

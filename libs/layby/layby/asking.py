@@ -91,12 +91,8 @@ class Asking:
     async def _ask(self, checked: Call) -> Any:
         """Record the checked question and wait for its answer (sync), or park the run (async)."""
         spec = checked.spec
-        if spec.channel is not None and not self._public_base_url:
-            raise BadInput(
-                "channel questions need INTERACTIONS_PUBLIC_BASE_URL (an https:// origin) for their "
-                "callback URL",
-                field="channel",
-            )
+        # A channel question's callback URL is the services' business (the ask service refuses
+        # the ask, naming `channel`, when they have no public base URL): the client needs none.
 
         ctx: RunContext | None = None
         call = 0

@@ -25,6 +25,9 @@ class Runtime(msgspec.Struct, frozen=True, kw_only=True):
     nats_url: str
     database_url: str
     pid: int
+    public_base_url: str | None = None
+    """The services' INTERACTIONS_PUBLIC_BASE_URL: a client on this machine builds an external
+    question's link around it with no configuration of its own."""
 
 
 def data_dir(settings: ClientSettings | None = None, env_value: str | None = None) -> Path:

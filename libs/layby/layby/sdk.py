@@ -117,7 +117,7 @@ async def connect(
         token=tok,
         default_timeout=settings.answer_timeout_seconds,
         owns=True,
-        public_base_url=settings.public_base_url,
+        public_base_url=settings.public_base_url or (runtime.public_base_url if runtime else None),
     )
     made.append(client)
     return client

@@ -329,7 +329,14 @@ def up(settings: Settings, *, out: object = sys.stdout, shape: Shape | None = No
         _wait_ready(url, system.services)
         write_runtime(
             directory,
-            Runtime(url=url, token=token, nats_url=nats_url, database_url=db_url, pid=os.getpid()),
+            Runtime(
+                url=url,
+                token=token,
+                nats_url=nats_url,
+                database_url=db_url,
+                pid=os.getpid(),
+                public_base_url=settings.public_base_url,
+            ),
         )
         _announce(out, url, token, directory)
         return system.supervise()
