@@ -58,10 +58,13 @@ async def measure(url: str, token: str, questions: int, after: float, spread: fl
 
     await asyncio.gather(*(ask(c) for c in conns))
     asked_in = time.perf_counter() - started
+    for conn in conns:
+        await conn.close()
     if asked_in > after:
         print(f"warning: asking took {asked_in:.1f}s, longer than --after", file=sys.stderr)
     # Wait until the last step is due, plus a margin, then read every history.
     await asyncio.sleep(max(0.0, after + spread - asked_in) + 2.0)
+    conns = [await Conn(host, port, token).open() for _ in range(CLIENTS)]  # idle ones were closed
     lateness: list[float] = []
     twice = 0
     missing = 0
