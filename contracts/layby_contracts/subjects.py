@@ -184,6 +184,10 @@ class Names(msgspec.Struct, frozen=True):
     def step_shard(run_id: str) -> int:
         return zlib.crc32(run_id.encode()) % STEP_SHARDS
 
+    def steps_of_run(self, run_id: str) -> str:
+        """Every generation's steps of one run (a wildcard over ``steps``)."""
+        return f"{self.namespace}.step.{self.step_shard(run_id)}.{run_id}.*"
+
     def steps(self, run_id: str, generation: int) -> str:
         """The steps that execution ``generation`` of a run recorded (each message holds them all)."""
         return f"{self.namespace}.step.{self.step_shard(run_id)}.{run_id}.{generation}"

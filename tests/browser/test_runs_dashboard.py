@@ -17,7 +17,7 @@ import layby
 from tests.browser.conftest import expect
 from tests.conftest import ALICE, OPERATOR, System
 from tests.helpers import Booking, order_flows
-from tests.integration.test_parks import Workers, answer, open_asks, wait_status
+from tests.integration.test_parks import Workers, answer, open_asks, soon, wait_status
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.browser]
 
@@ -306,3 +306,38 @@ async def test_polling_runs_only_while_the_runs_view_is_shown(
     await page.clock.run_for(30000)
     await page.evaluate("1")
     assert summaries == []  # signed out: no poll
+
+
+async def test_a_run_s_timeline_lists_its_story_with_who_where_and_the_waits(
+    page: Any, system: System, workers: Workers, db: asyncpg.Pool
+) -> None:
+    """docs/doors/runs.md#the-timeline: the run view's Timeline, read from the log when opened."""
+
+    @layby.step
+    async def prepare() -> str:
+        return "ready"
+
+    def register(w: layby.Worker) -> None:
+        @w.flow("timeline-flow")
+        async def flow(_: Any) -> Any:
+            await prepare()
+            return await layby.ask_user("Go ahead?", answer_format="confirm", mode="async", expiry_at=soon())
+
+    await workers.serve(await workers.new(register))
+    client = await system.sdk()
+    run_id = await client.start_run("timeline-flow")
+    (asked,) = await open_asks(db, run_id, 1)
+    assert await answer(system, asked, True) == 200
+    await wait_status(db, run_id, "finished")
+    await open_dashboard(page, system)
+    detail = await show(page, run_id)
+    await detail.locator("#run-timeline summary").click()
+    entries = detail.locator("#run-timeline-entries li")
+    await expect(entries).to_have_count(7)
+    await expect(entries.nth(0)).to_contain_text("Started")
+    await expect(entries.nth(0)).to_contain_text("by ops")
+    await expect(entries.nth(1)).to_contain_text("Step")
+    await expect(entries.nth(2)).to_contain_text("Go ahead?")
+    await expect(entries.nth(4)).to_contain_text("Answered")
+    await expect(entries.nth(4)).to_contain_text("via api")
+    await expect(entries.nth(6)).to_contain_text("Finished")

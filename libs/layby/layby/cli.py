@@ -325,6 +325,15 @@ def cmd_runs_list(settings: ClientSettings, args: argparse.Namespace) -> int:
     return _output(args, data, cli_text.runs_text)
 
 
+def cmd_runs_timeline(settings: ClientSettings, args: argparse.Namespace) -> int:
+    query = {k: v for k, v in (("page", args.page), ("pageSize", args.page_size)) if v is not None}
+    path = f"/api/runs/{quote(args.run_id, safe='')}/timeline"
+    if query:
+        path += "?" + "&".join(f"{k}={v}" for k, v in query.items())
+    data = _call(settings, "GET", path)
+    return _output(args, data, cli_text.timeline_text)
+
+
 def cmd_runs_show(settings: ClientSettings, args: argparse.Namespace) -> int:
     data = _call(settings, "GET", f"/api/runs/{quote(args.run_id, safe='')}")
     return _output(args, data, cli_text.run_text)
@@ -485,6 +494,7 @@ COMMANDS = {
     ("ask", None): cmd_ask,
     ("runs", "list"): cmd_runs_list,
     ("runs", "show"): cmd_runs_show,
+    ("runs", "timeline"): cmd_runs_timeline,
     ("runs", "start"): cmd_runs_start,
     ("runs", "cancel"): cmd_runs_cancel,
     ("runs", "retry"): cmd_runs_retry,

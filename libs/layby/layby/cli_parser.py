@@ -87,6 +87,13 @@ def build_parser() -> argparse.ArgumentParser:
     rshow = runs.add_parser("show", help="one run: status, open questions and deadlines, result")
     rshow.add_argument("run_id")
     rshow.add_argument("--json", action=argparse.BooleanOptionalAction, default=False)
+    rtime = runs.add_parser(
+        "timeline", help="one run's story: every event, step and question, with the waits"
+    )
+    rtime.add_argument("run_id")
+    rtime.add_argument("--page", type=int)
+    rtime.add_argument("--page-size", type=int)
+    rtime.add_argument("--json", action=argparse.BooleanOptionalAction, default=False)
     rstart = runs.add_parser("start", help="start a run of a flow; prints its run id")
     rstart.add_argument("flow")
     rstart.add_argument("--input", help="the flow's input as JSON")

@@ -129,6 +129,48 @@ def run_text(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def timeline_text(data: dict[str, Any]) -> str:
+    """A run's timeline, one entry a line: when, the wait before it, what, who, where, what it says."""
+    rows = [
+        (
+            e["at"][:19],
+            f"+{duration_text(e['after_ms'])}",
+            e["kind"],
+            e.get("by") or "-",
+            e.get("via") or ",".join(e.get("channels") or []) or "-",
+            short(_timeline_detail(e)),
+        )
+        for e in data["entries"]
+    ]
+    shown = table(("AT", "WAIT", "EVENT", "BY", "WHERE", "DETAIL"), rows)
+    more = f"\n\npage {data['page']}: next is {data['next_page']}" if data.get("next_page") else ""
+    return f"{data['flow']} run {data['run_id']}: {data['total']} entries\n{shown}{more}"
+
+
+def _timeline_detail(entry: dict[str, Any]) -> str:
+    if entry["kind"] == "step":
+        failed = f" failed: {entry['error']}" if entry.get("error") else ""
+        return f"{entry.get('name')} ({entry.get('attempts', 1)} attempt(s)){failed}"
+    parts = [entry.get("question"), entry.get("detail"), entry.get("error")]
+    if "answer" in entry:
+        parts.append(json.dumps(entry["answer"]))
+    return " \u2014 ".join(str(p) for p in parts if p) or "-"
+
+
+def duration_text(ms: int) -> str:
+    """Milliseconds in words: ``850ms``, ``12s``, ``3m20s``, ``2h5m``."""
+    if ms < 1000:
+        return f"{ms}ms"
+    seconds = ms // 1000
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes, seconds = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes}m{seconds}s" if seconds else f"{minutes}m"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes}m" if minutes else f"{hours}h"
+
+
 def workers_text(data: dict[str, Any]) -> str:
     rows = [
         (

@@ -385,13 +385,14 @@ class EventStore:
         assert raw.seq is not None
         return Stored(seq=int(raw.seq), event=decode_event(raw.data), trace=tracing.carrier_of(raw.headers))
 
-    async def events_on(self, subject: str, *, limit: int) -> list[Stored]:
-        """The first ``limit`` events on one subject of the event log, oldest first (one read each,
-        from the leader: an interaction's subject holds a handful)."""
+    async def events_on(self, subject: str, *, limit: int, stream: str | None = None) -> list[Stored]:
+        """The first ``limit`` events on one subject of the event log (or of ``stream``; wildcards
+        allowed), oldest first (one read each, from the leader: an interaction's subject holds a
+        handful)."""
         found: list[Stored] = []
         seq = 1
         while len(found) < limit:
-            raw = await self.next_message(self.names.events_stream, subject, seq)
+            raw = await self.next_message(stream or self.names.events_stream, subject, seq)
             if raw is None or raw.data is None or raw.seq is None:
                 break
             found.append(Stored(seq=int(raw.seq), event=decode_event(raw.data)))

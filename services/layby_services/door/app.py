@@ -66,6 +66,7 @@ from layby_services.door.routes.runs import (
     workers_door,
 )
 from layby_services.door.routes.stream import stream_door
+from layby_services.door.routes.timeline import timeline_door
 from layby_services.door.routes.visits import conversation_door, hook_door, parked_door
 from layby_services.door.routes.webhooks import webhook_door
 from layby_services.door.spans import RequestSpans
@@ -152,6 +153,7 @@ AUTHENTICATED_DOORS: list[HTTPRouteHandler] = [
     history_door,
     export_door,
     run_door,
+    timeline_door,
     runs_door,
     start_run_door,
     ask_door,

@@ -2,7 +2,7 @@
 // a failed run's error, a finished run's result), and cancel and retry, each with a confirm step
 // (docs/doors/inbox-page.md#the-runs-dashboard).
 
-import { $, el } from "./helpers.js";
+import { $, duration, el } from "./helpers.js";
 import { ago, badge, call, loadRun, refresh, say, shortId, state, until, when } from "./runs.js";
 
 export async function select(runId) {
@@ -16,6 +16,8 @@ export async function select(runId) {
     else link.removeAttribute("aria-current");
   }
   hideActionError();
+  $("run-timeline").open = false;
+  $("run-timeline-entries").replaceChildren();
   $("run-detail").hidden = false;
   $("run-detail-title").textContent = `Run ${shortId(runId)}`;
   $("run-detail-body").replaceChildren(el("p", { class: "hint", text: "Loading…" }));
@@ -165,6 +167,61 @@ function refusal(action, err) {
   if (err.status === 404) return `Could not ${verb} the run: it is not found (or not yours to operate).`;
   return `Could not ${verb} the run: ${err.message}.`;
 }
+
+// -- the timeline: the run's story from the log, read each time it is opened -----------------
+
+const WORDS = {
+  started: "Started",
+  step: "Step",
+  parked: "Parked",
+  asked: "Asked",
+  voted: "Voted",
+  escalated: "Escalated",
+  reminded: "Reminded",
+  delegated: "Handed on",
+  answered: "Answered",
+  removed: "Removed",
+  resumed: "Resumed",
+  retried: "Retried",
+  finished: "Finished",
+  failed: "Failed",
+  cancelled: "Cancelled",
+};
+
+function waitText(ms) {
+  if (ms < 1000) return `+${ms} ms`;
+  return `+${duration(ms)}`;
+}
+
+function timelineItem(entry) {
+  const head = [new Date(entry.at).toLocaleString(), waitText(entry.after_ms), WORDS[entry.kind] || entry.kind];
+  if (entry.name) head.push(entry.name);
+  if (entry.by) head.push(`by ${entry.by}`);
+  if (entry.via) head.push(`via ${entry.via}`);
+  else if (entry.channels && entry.channels.length) head.push(`on ${entry.channels.join(", ")}`);
+  const item = el("li", { class: `tl tl-${entry.kind}` }, el("span", { class: "tl-head", text: head.join(" \u00b7 ") }));
+  const said = [entry.question, entry.detail, entry.error].filter(Boolean);
+  if (entry.answer !== undefined) said.push(`answer ${JSON.stringify(entry.answer)}`);
+  if (said.length) item.append(el("span", { class: "tl-said", text: ` \u2014 ${said.join(" \u2014 ")}` }));
+  return item;
+}
+
+$("run-timeline").addEventListener("toggle", async () => {
+  const box = $("run-timeline");
+  const list = $("run-timeline-entries");
+  const runId = state.selected;
+  if (!box.open || !runId) return;
+  list.replaceChildren(el("li", { text: "Loading\u2026" }));
+  try {
+    const data = await call("GET", `/api/runs/${encodeURIComponent(runId)}/timeline?pageSize=200`);
+    if (state.selected !== runId) return;
+    const entries = data.entries.map(timelineItem);
+    if (data.next_page) entries.push(el("li", { class: "hint", text: `${data.total - 200} more: layby runs timeline ${runId} --page 2` }));
+    list.replaceChildren(...entries);
+  } catch (err) {
+    if (err.status !== 401) list.replaceChildren(el("li", { class: "error", text: `Could not load the timeline (${err.message}).` }));
+  }
+});
 
 export function showActionError(text) {
   const node = $("run-action-error");
