@@ -176,6 +176,7 @@ async def _seed(system: System, spare: int = 0) -> Seeded:
         "/api/interactions/callback/{ticket}": [{"ticket": t} for t in tickets],
         "/api/interactions/media/{media_id}": [{"media_id": image["url"].rpartition("/")[2]}],
         "/api/runs/{run_id}": [{"run_id": run_id}],
+        "/api/runs/{run_id}/timeline": [{"run_id": run_id}],
         "/api/interactions/{interaction_id}/outcome": [{"interaction_id": outcome_id}],
         "/api/hooks/{name}": [{"name": "no-such-hook"}],
         "/api/conversations/{subject}/messages": [{"subject": "support:42"}],

@@ -18,10 +18,10 @@ from layby_domain.timeline import asked_ids, timeline_of
 from layby_domain.validation import is_interaction_id
 from layby_server.write.runops import NOT_FOUND, load_run
 from layby_services.door.deps import Door, Who
-from layby_services.door.openapi import documented
+from layby_services.door.openapi import documented, refusal
 from layby_services.door.openapi.components import UNAVAILABLE_503
 from layby_services.door.query import DEFAULT_PAGE_SIZE, Page, PageSize
-from layby_services.door.routes.inbox import next_page
+from layby_services.door.routes.inbox import PAGING_400, next_page
 from layby_services.door.routes.runs import RUN_NOT_FOUND, RunId
 
 RUN_EVENTS_MAX = 2000
@@ -38,7 +38,7 @@ RUN_EVENTS_MAX = 2000
     "with the milliseconds since the one before: started, each step (name, attempts, error), parked, "
     "asked (to whom, on which channels), the routing steps, answered (by whom, where), removed, "
     "resumed, retried, finished, failed, cancelled (docs/doors/runs.md#the-timeline). Paged.",
-    responses={404: RUN_NOT_FOUND},
+    responses={400: refusal(PAGING_400, field=True), 404: RUN_NOT_FOUND},
 )
 async def timeline_door(
     door: Door, who: Who, run_id: RunId, *, page: Page = 1, page_size: PageSize = DEFAULT_PAGE_SIZE
