@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
@@ -16,7 +15,7 @@ from layby_contracts.events import InteractionRouted
 from layby_domain.clock import ManualClock
 from layby_server.settings import Settings
 from layby_server.store.eventstore import EventStore
-from tests.conftest import ALICE, BOB, OPERATOR, System, start_system, stop_system
+from tests.conftest import ALICE, BOB, OPERATOR, System
 from tests.helpers import eventually
 from tests.integration.chat_systems import (
     SLACK_SECRETS,
@@ -93,30 +92,21 @@ async def test_a_quorum_is_decided_by_a_vote_in_the_inbox_and_a_tap_in_telegram(
 
 
 @pytest.fixture
-async def clock() -> ManualClock:
-    return ManualClock(datetime.now(UTC))
-
-
-@pytest.fixture
-async def clocked(
-    settings: Settings, store: EventStore, db: asyncpg.Pool, clock: ManualClock
-) -> AsyncIterator[System]:
-    """The system on a manual clock, with a second sweeper replica beside the first."""
+async def second_sweeper(clocked: System, clock: ManualClock) -> AsyncIterator[None]:
+    """A second sweeper replica beside the system's own, on the same manual clock."""
     from layby_services.sweeper.main import serve as sweeper
 
-    system = await start_system(settings, clock)
     stop = asyncio.Event()
-    second = asyncio.create_task(sweeper(settings, stop, clock=clock), name="sweeper-2")
+    second = asyncio.create_task(sweeper(clocked.settings, stop, clock=clock), name="sweeper-2")
     try:
-        yield system
+        yield
     finally:
         stop.set()
         await asyncio.wait_for(second, 15)
-        await stop_system(system)
 
 
 async def test_two_sweepers_take_an_escalation_once_and_the_person_it_reached_decides(
-    clocked: System, clock: ManualClock, store: EventStore, db: asyncpg.Pool
+    clocked: System, second_sweeper: None, clock: ManualClock, store: EventStore, db: asyncpg.Pool
 ) -> None:
     system = clocked
     sdk = await system.sdk()

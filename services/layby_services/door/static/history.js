@@ -4,7 +4,8 @@
 import { el } from "./helpers.js";
 import { authHeaders } from "./session.js";
 
-const WORDS = {
+// What each kind of step is called on the page (the runs dashboard's timeline says them too).
+export const WORDS = {
   asked: "Asked",
   voted: "Voted",
   escalated: "Escalated",

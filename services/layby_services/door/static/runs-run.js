@@ -3,6 +3,7 @@
 // (docs/doors/inbox-page.md#the-runs-dashboard).
 
 import { $, duration, el } from "./helpers.js";
+import { WORDS as QUESTION_WORDS } from "./history.js";
 import { ago, badge, call, loadRun, refresh, say, shortId, state, until, when } from "./runs.js";
 
 export async function select(runId) {
@@ -171,16 +172,10 @@ function refusal(action, err) {
 // -- the timeline: the run's story from the log, read each time it is opened -----------------
 
 const WORDS = {
+  ...QUESTION_WORDS,
   started: "Started",
   step: "Step",
   parked: "Parked",
-  asked: "Asked",
-  voted: "Voted",
-  escalated: "Escalated",
-  reminded: "Reminded",
-  delegated: "Handed on",
-  answered: "Answered",
-  removed: "Removed",
   resumed: "Resumed",
   retried: "Retried",
   finished: "Finished",
