@@ -516,3 +516,53 @@ def test_layby_up_restarts_a_service_killed_under_it(tmp_path: Path) -> None:
     finally:
         stop_up(up)
     assert up.returncode == 0
+
+
+def _free_run(count: int) -> int:
+    """The first of ``count`` consecutive free ports."""
+    for _ in range(50):
+        base = free_port()
+        if base + count > 65535:
+            continue
+        try:
+            with contextlib.ExitStack() as held:
+                for port in range(base, base + count):
+                    sock = held.enter_context(socket.socket())
+                    sock.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+    raise RuntimeError(f"no {count} consecutive free ports")
+
+
+def test_layby_up_serves_every_process_s_metrics_on_its_own_port(tmp_path: Path) -> None:
+    """docs/observability.md#under-layby-up: with LAYBY_HEALTH_PORT set, each process of `layby up`
+    serves /metrics on its own port, from that one up, in the order it prints them."""
+    from layby_server.operations.up import SERVICES
+
+    base = _free_run(len(SERVICES))
+    env = up_env(tmp_path / "data", free_port(), LAYBY_LOG_LEVEL="warning", LAYBY_HEALTH_PORT=str(base))
+    up = subprocess.Popen(
+        [sys.executable, "-m", "layby.cli", "up"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        printed = []
+        assert up.stdout is not None
+        for line in up.stdout:
+            printed.append(line.strip())
+            if "Press Ctrl-C" in line:
+                break
+        shown = dict(
+            line.removeprefix("metrics ").split(": ", 1) for line in printed if line.startswith("metrics ")
+        )
+        assert shown == {name: f"http://127.0.0.1:{base + i}/metrics" for i, name in enumerate(SERVICES)}
+        for name, url in shown.items():
+            resp = eventually_sync(lambda url=url: httpx.get(url, timeout=5), f"{name}'s metrics", timeout=30)
+            assert resp.status_code == 200, (name, resp.text[:200])
+            assert "# TYPE layby_" in resp.text, name
+    finally:
+        stop_up(up)

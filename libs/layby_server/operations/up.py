@@ -159,6 +159,7 @@ class _System:
     seeds: dict[str, str] = field(default_factory=dict)  # each service's NATS key (embedded NATS)
     services: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     roles: dict[str, str] = field(default_factory=dict)  # process name -> service
+    health_ports: dict[str, int] = field(default_factory=dict)  # process name -> its own side port
 
     def start_embedded(self, settings: Settings, directory: Path, tokens: str) -> tuple[str, str]:
         """The NATS and PostgreSQL URLs: the configured ones, else those of servers started here."""
@@ -186,6 +187,9 @@ class _System:
         role = self.roles.setdefault(name, name)
         # Own session: Ctrl-C reaches `layby up` only, which stops the services in order.
         own = {**self.env, "LAYBY_NATS_SEED": self.seeds[role]} if role in self.seeds else self.env
+        if name in self.health_ports:
+            # One machine, one port each: every process serves /metrics on its own side port.
+            own = {**own, "LAYBY_HEALTH_PORT": str(self.health_ports[name])}
         self.services[name] = subprocess.Popen(  # noqa: S603 - our own interpreter and module
             [sys.executable, "-m", "layby.cli", "serve", role],
             env=own,
@@ -291,10 +295,22 @@ def _service_env(
     return env
 
 
-def _announce(out: object, url: str, token: str | None, directory: Path) -> None:
+def health_ports_of(settings: Settings, shape: Shape) -> dict[str, int]:
+    """Under `layby up` every process runs on one machine, so ``LAYBY_HEALTH_PORT`` is where the
+    ports start: each process (in ``Shape.names`` order) gets the next one (docs/observability.md)."""
+    if settings.health_port is None:
+        return {}
+    return {name: settings.health_port + i for i, (name, _) in enumerate(shape.names())}
+
+
+def _announce(
+    out: object, url: str, token: str | None, directory: Path, health_ports: dict[str, int] | None = None
+) -> None:
     print(f"Layby is up.\n  inbox:  {url}/\n  API:    {url}/api/interactions", file=out)  # type: ignore[call-overload]
     if token:
         print(f"  token:  {token}", file=out)  # type: ignore[call-overload]
+    for name, port in (health_ports or {}).items():
+        print(f"  metrics {name}: http://127.0.0.1:{port}/metrics", file=out)  # type: ignore[call-overload]
     print(f"  data:   {directory}\nPress Ctrl-C to stop.", file=out, flush=True)  # type: ignore[call-overload]
 
 
@@ -323,6 +339,7 @@ def up(settings: Settings, *, out: object = sys.stdout, shape: Shape | None = No
             settings, directory, nats_url=nats_url, db_url=db_url, tokens=tokens, shape=shape
         )
         url = f"http://{settings.http_host}:{settings.http_port}"
+        system.health_ports = health_ports_of(settings, shape)
         for name, role in shape.names():
             system.roles[name] = role
             system.spawn(name)
@@ -338,7 +355,7 @@ def up(settings: Settings, *, out: object = sys.stdout, shape: Shape | None = No
                 public_base_url=settings.public_base_url,
             ),
         )
-        _announce(out, url, token, directory)
+        _announce(out, url, token, directory, system.health_ports)
         return system.supervise()
     except (KeyboardInterrupt, _Stop):
         print("\nstopping...", file=sys.stderr)
