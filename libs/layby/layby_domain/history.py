@@ -16,6 +16,7 @@ from layby_contracts.events import (
 from layby_contracts.http.history import HistoryEntry
 from layby_contracts.webhooks import WebhookAttempt
 from layby_domain.formats import known_format
+from layby_domain.interaction import channels_of
 
 
 def history_of(
@@ -55,7 +56,7 @@ def entry_of(seq: int, event: Event, asked_format: str | None) -> HistoryEntry |
                 at=event.created_at,
                 seq=seq,
                 by=event.asked_by,
-                channels=_channels(event),
+                channels=channels_of(event),
                 audience=event.audience,
                 answer_format=event.answer_format,
             )
@@ -106,14 +107,6 @@ def _shown(answer: Any, answer_format: str | None) -> dict[str, Any]:
         shown["arguments_sha256"] = answer.get("arguments_sha256")
         shown["reason"] = answer.get("reason")
     return shown
-
-
-def _channels(event: InteractionAsked) -> list[str] | None:
-    """Every channel the question went to: the chat options' targets, else its one channel."""
-    targets = event.chat.targets if event.chat is not None else None
-    if targets:
-        return [t.channel for t in targets]
-    return [event.channel] if event.channel else None
 
 
 def _answered(seq: int, event: InteractionAnswered, answer_format: str | None) -> HistoryEntry:

@@ -85,6 +85,12 @@ def targets_of(asked: InteractionAsked) -> list[ChannelTarget]:
     )
 
 
+def current_targets(asked: InteractionAsked, progress: Progress) -> list[ChannelTarget]:
+    """Every channel a routed question is on now: its own, and each escalation's so far."""
+    targets = targets_of(asked)
+    return targets + [t for t in routing.escalated_targets(asked, progress) if t not in targets]
+
+
 def channels_of(asked: InteractionAsked) -> list[str] | None:
     """The names of the channels a question was delivered to (None: the inbox only)."""
     return [target.channel for target in targets_of(asked)] or None
@@ -337,7 +343,7 @@ def _routed(
         run_id=facts.run_id,
         # Every channel it is on after this step: a reply there is a reply to it, and each copy
         # is retracted when it ends.
-        channels=[t.channel for t in routing.current_targets(asked, progress)] or None,
+        channels=[t.channel for t in current_targets(asked, progress)] or None,
     )
 
 
@@ -350,6 +356,8 @@ def decide_route(state: Interaction, *, now: datetime) -> Decision:
     if found is None:
         return Keep("pending")
     step, progress, targets = found
+    if step == "reminded":
+        targets = current_targets(state.asked, progress)
     to = None
     if step == "escalated" and state.asked.routing is not None and state.asked.routing.escalate:
         to = state.asked.routing.escalate[progress.escalated - 1].to

@@ -275,7 +275,9 @@ def due(
     asked: InteractionAsked, progress: Progress | None, now: datetime
 ) -> tuple[Step, Progress, list[ChannelTarget]] | None:
     """The timed step due at ``now``, if any, with the progress after it and the channels to
-    deliver on: the next escalation first, then a reminder (docs/routing.md#escalation)."""
+    deliver on: the next escalation first (its own channel), then a reminder (every channel the
+    question is on, which the caller knows: ``interaction.current_targets``)
+    (docs/routing.md#escalation)."""
     routing = asked.routing
     if routing is None:
         return None
@@ -291,7 +293,7 @@ def due(
     reminder = _next_reminder(asked, progress)
     if reminder is not None and now >= reminder:
         after = msgspec.structs.replace(progress, reminded=progress.reminded + 1)
-        return "reminded", after, current_targets(asked, progress)
+        return "reminded", after, []  # every channel it is on: the caller adds its own
     return None
 
 
@@ -320,15 +322,11 @@ def next_due_at(asked: InteractionAsked, progress: Progress | None) -> datetime 
     return soonest if soonest is not None and soonest < asked.timeout_at else None
 
 
-def current_targets(asked: InteractionAsked, progress: Progress) -> list[ChannelTarget]:
-    """Every channel the question is delivered on now: its own, and each escalation's so far."""
-    if asked.chat is not None and asked.chat.targets:
-        targets = list(asked.chat.targets)
-    else:
-        targets = [ChannelTarget(channel=asked.channel, recipient=asked.recipient)] if asked.channel else []
-    for step in (asked.routing.escalate or [] if asked.routing else [])[: progress.escalated]:
-        if step.channel is not None:
-            target = ChannelTarget(channel=step.channel, recipient=step.recipient)
-            if target not in targets:
-                targets.append(target)
-    return targets
+def escalated_targets(asked: InteractionAsked, progress: Progress) -> list[ChannelTarget]:
+    """The channels the escalation steps taken so far added to the question's own."""
+    steps = (asked.routing.escalate or []) if asked.routing is not None else []
+    return [
+        ChannelTarget(channel=step.channel, recipient=step.recipient)
+        for step in steps[: progress.escalated]
+        if step.channel is not None
+    ]
