@@ -46,6 +46,22 @@ class Names(msgspec.Struct, frozen=True):
         return f"{self.namespace}.meta.event_schema"
 
     @property
+    def doctor_ping(self) -> str:
+        """Core NATS: every service process answers a request here with a ``ServiceSeen`` (who it
+        is, its clock, its protocol) — how ``layby doctor`` finds the services
+        (docs/operations.md#layby-doctor)."""
+        return f"{self.namespace}.doctor.ping"
+
+    def doctor_probe(self, nonce: str) -> str:
+        """Core NATS: a door that served ``GET /api/doctor/probe/{nonce}`` says so here, proving to
+        ``layby doctor`` that the public base URL reaches this installation's doors."""
+        return f"{self.namespace}.doctor.probe.{nonce}"
+
+    @property
+    def doctor_probe_all(self) -> str:
+        return f"{self.namespace}.doctor.probe.*"
+
+    @property
     def events_all(self) -> str:
         return f"{self.namespace}.ev.>"
 

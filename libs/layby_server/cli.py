@@ -219,6 +219,26 @@ def cmd_nats_config(_client: ClientSettings, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_doctor(_client: ClientSettings, args: argparse.Namespace) -> int:
+    """Check the installation; exit 1 when a check failed (docs/operations.md#layby-doctor)."""
+    import msgspec
+
+    from layby_server.operations.doctor import diagnose, reach_from, render
+
+    settings = load_settings()
+
+    async def run() -> Any:
+        async with reach_from(settings) as reach:
+            return await diagnose(reach)
+
+    report = asyncio.run(run())
+    if args.json:
+        print(msgspec.json.encode(report).decode())
+    else:
+        print(render(report))
+    return 0 if report.ok else 1
+
+
 def cmd_secrets_key(_client: ClientSettings, _args: argparse.Namespace) -> int:
     from layby_server.store.sealing import new_key
 
@@ -259,6 +279,12 @@ def register(sub: Any) -> dict[tuple[str, str | None], Any]:
         "--keys", required=True, help="folder of the service keys (<role>.seed; created when missing)"
     )
     nats.add_argument("--out", default="-", help="file to write (default: standard output)")
+    doctor = sub.add_parser(
+        "doctor",
+        help="check the installation: NATS, PostgreSQL, the services, clocks, the public URL, "
+        "channels, secrets (docs/operations.md#layby-doctor)",
+    )
+    doctor.add_argument("--json", action="store_true", help="print the report as JSON")
     sub.add_parser("secrets-key", help="print a new LAYBY_SECRETS_KEY (seals sensitive answers at rest)")
     backup = sub.add_parser("backup", help="snapshot every stream of the namespace into a folder")
     backup.add_argument("dir", help="folder to write (created; must not hold a backup already)")
@@ -276,6 +302,7 @@ def register(sub: Any) -> dict[tuple[str, str | None], Any]:
         ("migrate", None): cmd_migrate,
         ("projections", "rebuild"): cmd_rebuild,
         ("nats-config", None): cmd_nats_config,
+        ("doctor", None): cmd_doctor,
         ("backup", None): cmd_backup,
         ("restore", None): cmd_restore,
     }

@@ -5,18 +5,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import os
 import signal
+import socket
 import sys
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
 import asyncpg
+import msgspec
 import nats.errors
 import nats.js.errors
 from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
 
 from layby.connection import connect_nats
 from layby.natskeys import service_inbox
+from layby_contracts.commands import PROTOCOL
+from layby_contracts.doctor import ServiceSeen
 from layby_contracts.errors import Permanent, Transient
 from layby_contracts.http import ReadyChecks
 from layby_domain.clock import Clock, SystemClock
@@ -122,6 +129,8 @@ async def open_resources(
             _opening.discard(me)
         res = Resources(settings, nc, store, pool, clock or SystemClock(), metrics or ServiceMetrics())
         store.on_appended = res.metrics.appended
+        if name in _SERVED:
+            await answer_pings(nc, settings, name)
         if settings.health_port is None or name not in _SERVED:
             yield res
         else:
@@ -136,6 +145,20 @@ async def open_resources(
         except Exception:  # noqa: BLE001 - a pull subscription can stall drain; close regardless
             with contextlib.suppress(Exception):
                 await nc.close()
+
+
+async def answer_pings(nc: NATS, settings: Settings, name: str) -> None:
+    """Answer ``layby doctor``'s ping with who this process is and what its clock says
+    (docs/operations.md#layby-doctor). The wall clock, not the service's injectable one: the check
+    is about the machine's clock."""
+    instance = f"{socket.gethostname()}:{os.getpid()}"
+
+    async def pong(msg: Msg) -> None:
+        if msg.reply:
+            seen = ServiceSeen(service=name, instance=instance, clock=time.time(), protocol=PROTOCOL)
+            await nc.publish(msg.reply, msgspec.json.encode(seen))
+
+    await nc.subscribe(settings.names.doctor_ping, cb=pong)
 
 
 _PROVISION_RETRY = (Transient, nats.errors.ConnectionClosedError, *TRIED_AGAIN)

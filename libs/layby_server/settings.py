@@ -66,6 +66,10 @@ class Settings(ClientSettings, frozen=True, kw_only=True):
     metrics_interval_seconds: float = 15.0
     """LAYBY_METRICS_INTERVAL_SECONDS: how often the gauges read from JetStream and the read
     models are refreshed (docs/observability.md#gauges)."""
+    nats_monitor_url: str | None = None
+    """LAYBY_NATS_MONITOR_URL: NATS's monitoring endpoints (``http://nats:8222``, every node's,
+    comma-separated); only ``layby doctor`` reads them, for what NATS tells nobody else: its sync
+    setting, its cluster's size, its clock (docs/operations.md#layby-doctor)."""
     stream_replicas: int = 1
     """LAYBY_STREAM_REPLICAS: JetStream replicas of the event log (3 on a clustered deployment)."""
     sse_resume_window: int = 10000
@@ -254,6 +258,19 @@ def _checked(var: str, raw: str, check: Callable[[str], object]) -> str:
     return raw
 
 
+def _monitor_urls(var: str, raw: str) -> str:
+    from urllib.parse import urlsplit
+
+    urls = [part.strip() for part in raw.split(",") if part.strip()]
+    if not urls:
+        raise SettingsError(f"{var} must name at least one http:// or https:// URL")
+    for index, url in enumerate(urls, start=1):
+        parts = urlsplit(url)
+        if parts.scheme not in {"http", "https"} or not parts.hostname:
+            raise SettingsError(f"{var} URL {index} must be http:// or https:// with a host")
+    return ",".join(urls)
+
+
 def _max_bytes(var: str, raw: str) -> int | None:
     text = raw.strip().lower()
     if text in {"", "forever", "none"}:
@@ -271,6 +288,7 @@ SERVER_FIELDS: dict[str, tuple[str, Parser]] = {
     "LAYBY_ACCESS_LOG": ("access_log", _switch),
     "LAYBY_HTTP_REUSE_PORT": ("http_reuse_port", _switch),
     "LAYBY_METRICS_INTERVAL_SECONDS": ("metrics_interval_seconds", parse_positive_float),
+    "LAYBY_NATS_MONITOR_URL": ("nats_monitor_url", _monitor_urls),
     "LAYBY_STREAM_REPLICAS": ("stream_replicas", parse_positive_int),
     "LAYBY_SSE_RESUME_WINDOW": ("sse_resume_window", parse_positive_int),
     "LAYBY_SSE_KEEPALIVE_SECONDS": ("sse_keepalive_seconds", parse_positive_float),

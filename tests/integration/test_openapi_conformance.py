@@ -177,6 +177,7 @@ async def _seed(system: System, spare: int = 0) -> Seeded:
         "/api/interactions/media/{media_id}": [{"media_id": image["url"].rpartition("/")[2]}],
         "/api/runs/{run_id}": [{"run_id": run_id}],
         "/api/runs/{run_id}/timeline": [{"run_id": run_id}],
+        "/api/doctor/probe/{nonce}": [{"nonce": "0123456789abcdef" * 2}],
         "/api/interactions/{interaction_id}/outcome": [{"interaction_id": outcome_id}],
         "/api/hooks/{name}": [{"name": "no-such-hook"}],
         "/api/conversations/{subject}/messages": [{"subject": "support:42"}],

@@ -36,7 +36,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
 import httpx
-from litestar import Litestar, Request, Response, post
+from litestar import Litestar, Request, Response, get, post
 
 from tests.standins.serving import Failure, messages_route, serve_standin
 
@@ -337,6 +337,24 @@ class TwilioStandin:
 
 
 def app(standin: TwilioStandin) -> Litestar:
+    @get("/2010-04-01/Accounts/{resource:str}")
+    async def fetch_account(request: Request[Any, Any, Any]) -> Response[dict[str, Any]]:
+        """The account resource: what a credentials check (``layby doctor``) fetches."""
+        expected = base64.b64encode(f"{standin.account_sid}:{standin.auth_token}".encode()).decode()
+        account = str(request.path_params["resource"]).removesuffix(".json")
+        if request.headers.get("authorization") != f"Basic {expected}" or account != standin.account_sid:
+            refused = ApiError(20003, "Authenticate", 401)
+            return Response(refused.envelope(), status_code=refused.status)
+        return Response(
+            {
+                "sid": standin.account_sid,
+                "friendly_name": "Layby stand-in",
+                "status": "active",
+                "type": "Full",
+                "uri": f"/2010-04-01/Accounts/{standin.account_sid}.json",
+            }
+        )
+
     @post("/2010-04-01/Accounts/{account:str}/Messages.json", status_code=201)
     async def create(request: Request[Any, Any, Any]) -> Response[dict[str, Any]]:
         account = str(request.path_params["account"])
@@ -353,7 +371,9 @@ def app(standin: TwilioStandin) -> Litestar:
         standin.calls.append(call)
         return Response(result, status_code=201)
 
-    return Litestar(route_handlers=[create, messages_route(standin.messages, "to")], debug=False)
+    return Litestar(
+        route_handlers=[fetch_account, create, messages_route(standin.messages, "to")], debug=False
+    )
 
 
 def serve_twilio_standin(

@@ -37,7 +37,7 @@ from typing import Any
 
 import httpx
 import pytest
-from litestar import Litestar, Request, Response, post
+from litestar import Litestar, Request, Response, get, post
 
 from tests.standins.serving import Failure, messages_route, serve_standin
 
@@ -535,6 +535,20 @@ class WhatsAppStandin:
 
 
 def app(standin: WhatsAppStandin) -> Litestar:
+    @get("/{version:str}/{number:str}")
+    async def phone_number(request: Request[Any, Any, Any]) -> Response[Any]:
+        """The phone number node: what a token check (``layby doctor``) reads."""
+        version, number = str(request.path_params["version"]), str(request.path_params["number"])
+        if request.headers.get("authorization") != f"Bearer {standin.token}":
+            refused = GraphError(190, "Invalid OAuth access token - Cannot parse access token", status=401)
+            return Response(refused.envelope(), status_code=refused.status)
+        if not _VERSION.fullmatch(version) or number != standin.phone_number_id:
+            refused = GraphError(100, "Unsupported get request.", status=400)
+            return Response(refused.envelope(), status_code=refused.status)
+        return Response(
+            {"verified_name": "Layby stand-in", "display_phone_number": DISPLAY_NUMBER, "id": number}
+        )
+
     @post("/{version:str}/{number:str}/messages", status_code=200)
     async def messages_endpoint(request: Request[Any, Any, Any]) -> Response[Any]:
         version, number = str(request.path_params["version"]), str(request.path_params["number"])
@@ -558,7 +572,9 @@ def app(standin: WhatsAppStandin) -> Litestar:
         standin.calls.append(call)
         return Response(result)
 
-    return Litestar(route_handlers=[messages_endpoint, messages_route(standin.messages, "to")], debug=False)
+    return Litestar(
+        route_handlers=[phone_number, messages_endpoint, messages_route(standin.messages, "to")], debug=False
+    )
 
 
 def serve_whatsapp_standin(

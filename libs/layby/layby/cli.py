@@ -521,6 +521,7 @@ SERVER_COMMANDS = (
     "backup",
     "restore",
     "nats-config",
+    "doctor",
     "secrets-key",
 )
 """Every command the server distribution adds (``layby.cli`` entry points); named here so that an

@@ -28,6 +28,8 @@ class Runtime(msgspec.Struct, frozen=True, kw_only=True):
     public_base_url: str | None = None
     """The services' INTERACTIONS_PUBLIC_BASE_URL: a client on this machine builds an external
     question's link around it with no configuration of its own."""
+    nats_monitor_url: str | None = None
+    """The embedded NATS's monitoring endpoints (``layby doctor`` reads its settings there)."""
 
 
 def data_dir(settings: ClientSettings | None = None, env_value: str | None = None) -> Path:

@@ -119,8 +119,11 @@ class EmbeddedNats:
         cluster_port: int | None = None,
         routes: tuple[int, ...] = (),
         monitor_port: int | None = None,
+        sync_always: bool = True,
     ) -> None:
         self.store_dir = store_dir
+        self.sync_always = sync_always
+        """False leaves JetStream's sync interval at NATS's default (what ``layby doctor`` flags)."""
         self.monitor_port = monitor_port
         """NATS's monitoring endpoint on loopback (``/jsz`` names the meta leader); None: off."""
         self.port = port or free_port()
@@ -139,9 +142,10 @@ class EmbeddedNats:
         text = ""
         if self.server_name is not None:
             text += f'server_name: "{self.server_name}"\n'
+        sync = "  sync_interval: always\n" if self.sync_always else ""
         text += (
             f'listen: "127.0.0.1:{self.port}"\n'
-            f'jetstream {{\n  store_dir: "{self.store_dir / "jetstream"}"\n  sync_interval: always\n}}\n'
+            f'jetstream {{\n  store_dir: "{self.store_dir / "jetstream"}"\n{sync}}}\n'
             "max_payload: 4MB\n"
         )
         if self.monitor_port is not None:

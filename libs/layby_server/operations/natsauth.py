@@ -113,6 +113,8 @@ def service_permissions(role: str, n: Names) -> dict[str, object]:
             n.cmd_ask,  # the HTTP ask doors (docs/doors/asks.md)
             n.cmd_prune,
             n.cmd_run,
+            n.doctor_ping,  # GET /api/doctor pings the services
+            n.doctor_probe_all,  # a served probe says so (docs/operations.md#layby-doctor)
         ],
         "delivery": [
             f"{ns}.ev.>",
@@ -126,9 +128,13 @@ def service_permissions(role: str, n: Names) -> dict[str, object]:
         ],
         "resume": [f"{ns}.ev.>", f"{ns}.cont.>", f"{ns}.wake.>", f"{ns}.step.>"],
         "sweeper": [f"{ns}.ev.>", n.cmd_door],
-        "admin": _backup_api(n),
+        "admin": [*_backup_api(n), n.doctor_ping],
     }[role] + [n.event_schema]
     subscribe = [f"{service_inbox(role)}.>"]
+    if role == "admin":
+        subscribe.append(n.doctor_probe_all)  # `layby doctor` hears a door serve its probe
+    else:
+        subscribe.append(n.doctor_ping)  # every service answers `layby doctor`'s ping
     if role == "ask":
         subscribe.append(f"{ns}.cmd.>")
     if role == "door":
@@ -136,12 +142,14 @@ def service_permissions(role: str, n: Names) -> dict[str, object]:
         subscribe.append(f"{ns}.ev.visit.*")
         # The outcome long poll hears that a question resolved (docs/doors/asks.md#the-outcome).
         subscribe.append(f"{ns}.wake.>")
+        subscribe.append(n.doctor_probe_all)  # GET /api/doctor hears its own probe
     return {
         "publish": {
             "allow": own + _stream_api(stream_names(n), _reads(role, n)),
         },
         "subscribe": {"allow": subscribe},
-        "allow_responses": role == "ask",
+        # The ask service answers commands; every service answers the doctor's ping.
+        "allow_responses": role != "admin",
     }
 
 

@@ -30,6 +30,7 @@ from layby_server.operations.embedded import (
     EmbeddedNatsCluster,
     EmbeddedPostgres,
     die_with_parent,
+    free_port,
     missing_embedded,
 )
 from layby_server.operations.natsauth import authorization_for
@@ -174,13 +175,23 @@ class _System:
                 ).start()
                 nats_url = self.cluster.url
             else:
-                self.nats = EmbeddedNats(directory / "nats", authorization=authorization).start()
+                self.nats = EmbeddedNats(
+                    directory / "nats", authorization=authorization, monitor_port=free_port()
+                ).start()
                 nats_url = self.nats.url
         db_url = settings.database_url
         if db_url is None:
             self.postgres = EmbeddedPostgres(directory / "postgres").start()
             db_url = self.postgres.url
         return nats_url, db_url
+
+    @property
+    def monitor_url(self) -> str | None:
+        """The embedded NATS's monitoring endpoints, comma-separated (``layby doctor`` reads
+        them); None when NATS is not ours."""
+        nodes = self.cluster.nodes if self.cluster is not None else [self.nats] if self.nats else []
+        ports = [node.monitor_port for node in nodes if node.monitor_port is not None]
+        return ",".join(f"http://127.0.0.1:{port}" for port in ports) or None
 
     def spawn(self, name: str) -> None:
         """Start the process ``name`` (a service, or one of its replicas: ``door-2``)."""
@@ -338,6 +349,9 @@ def up(settings: Settings, *, out: object = sys.stdout, shape: Shape | None = No
         system.env = _service_env(
             settings, directory, nats_url=nats_url, db_url=db_url, tokens=tokens, shape=shape
         )
+        monitor_url = settings.nats_monitor_url or system.monitor_url
+        if monitor_url is not None:
+            system.env["LAYBY_NATS_MONITOR_URL"] = monitor_url
         url = f"http://{settings.http_host}:{settings.http_port}"
         system.health_ports = health_ports_of(settings, shape)
         for name, role in shape.names():
@@ -353,6 +367,7 @@ def up(settings: Settings, *, out: object = sys.stdout, shape: Shape | None = No
                 database_url=db_url,
                 pid=os.getpid(),
                 public_base_url=settings.public_base_url,
+                nats_monitor_url=monitor_url,
             ),
         )
         _announce(out, url, token, directory, system.health_ports)

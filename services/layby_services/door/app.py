@@ -48,6 +48,7 @@ from layby_services.door.routes.asks import ask_door, outcome_door, withdraw_doo
 from layby_services.door.routes.callback import callback_get, callback_post
 from layby_services.door.routes.channels import channel_events, channel_handshake
 from layby_services.door.routes.delegate import delegate_door
+from layby_services.door.routes.doctor import doctor_door, doctor_probe
 from layby_services.door.routes.doors import delete_door, get_door, list_doors, put_door
 from layby_services.door.routes.health import healthz, readyz
 from layby_services.door.routes.history import export_door, history_door
@@ -172,6 +173,7 @@ AUTHENTICATED_DOORS: list[HTTPRouteHandler] = [
     notifications_door,
     conversation_door,
     parked_door,
+    doctor_door,
 ]
 """Behind the ``authenticated`` guard: a bearer token first (docs/doors/common.md#authentication)."""
 PUBLIC_DOORS: list[HTTPRouteHandler] = [
@@ -184,6 +186,7 @@ PUBLIC_DOORS: list[HTTPRouteHandler] = [
     callback_get,
     channel_events,
     channel_handshake,
+    doctor_probe,
     hook_door,  # authenticates itself, unless its door binds a verifier (routes/visits.py)
 ]
 

@@ -200,6 +200,13 @@ class SlackChannel(common.ChatPlugin, plugin="slack", options=OPTIONS):
 
     # -- delivery ------------------------------------------------------------------------------
 
+    async def identity(self) -> str:
+        """Who the bot token signs in as (``auth.test``): ``layby doctor``'s check of the token."""
+        data = await self._call("auth.test")
+        bot = data.get("user") or data.get("user_id") or "?"
+        team = data.get("team") or data.get("team_id") or "?"
+        return f"Slack accepts the bot token: bot {bot} in workspace {team}"
+
     async def deliver(self, delivery: ChannelDelivery) -> Posted:
         if delivery.timeout_at.timestamp() <= self.clock():
             raise ChannelInputError(

@@ -278,6 +278,12 @@ class TelegramChannel(common.ChatPlugin, plugin=PLUGIN, options=OPTIONS):
         except ValueError:
             return target  # an @channel name
 
+    async def identity(self) -> str:
+        """Who the bot token signs in as (``getMe``): ``layby doctor``'s check of the token."""
+        bot = await self._client()
+        me = await self._call(bot.get_me())
+        return f"Telegram accepts the bot token: @{me.username} (id {me.id})"
+
     async def deliver(self, delivery: channels.ChannelDelivery) -> channels.Posted:
         self._refuse_late(delivery)
         chat_id = self._chat(delivery.recipient)

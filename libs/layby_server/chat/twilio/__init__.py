@@ -262,6 +262,17 @@ class TwilioChannel(common.ChatPlugin, plugin=PLUGIN, options=OPTIONS):
 
     # -- outbound -----------------------------------------------------------------------------
 
+    async def identity(self) -> str:
+        """``layby doctor``'s check of the credentials: the account they sign in to."""
+        try:
+            account = await self._twilio().api.v2010.accounts(self.account_sid).fetch_async()
+        except Exception as exc:  # noqa: BLE001 - delivery_error re-raises what it does not know
+            raise delivery_error(self.name, exc) from None
+        return (
+            f"Twilio accepts the credentials: account {account.sid} "
+            f"({account.friendly_name}, {account.status})"
+        )
+
     async def deliver(self, delivery: channels.ChannelDelivery) -> channels.Posted:
         self._refuse_late(delivery)
         if common.control_of(delivery) == "fields":

@@ -165,6 +165,10 @@ class WhatsAppChannel(common.ChatPlugin, plugin=PLUGIN, options=OPTIONS):
                 unsent.append(item)
         return sent, unsent
 
+    async def identity(self) -> str:
+        """``layby doctor``'s check of the access token: the phone number it reads."""
+        return await self._graph.identity()
+
     async def deliver(self, delivery: channels.ChannelDelivery) -> channels.Posted:
         self._refuse_late(delivery)
         to = self._to(delivery.recipient)

@@ -108,7 +108,8 @@ class Graph:
     def __init__(
         self, *, api_url: str, api_version: str, phone_number_id: str, token: str, timeout: float, where: str
     ) -> None:
-        self.url = f"{api_url.rstrip('/')}/{api_version}/{phone_number_id}/messages"
+        self.number_url = f"{api_url.rstrip('/')}/{api_version}/{phone_number_id}"
+        self.url = f"{self.number_url}/messages"
         self._token = token
         self._timeout = timeout
         self._where = where
@@ -127,6 +128,26 @@ class Graph:
         http, self._http = self._http, None
         if http is not None:
             await http.aclose()
+
+    async def identity(self) -> str:
+        """The phone number the token may send from (its display number and verified name)."""
+        try:
+            response = await self._client().get(
+                self.number_url, params={"fields": "verified_name,display_phone_number"}
+            )
+        except httpx.HTTPError as exc:
+            raise ChannelDeliveryError(
+                f"{self._where}: cannot reach WhatsApp: {type(exc).__name__}", retryable=True
+            ) from None
+        if response.status_code >= 400:
+            raise failure(self._where, read_error(response.status_code, response.content))
+        try:
+            data = msgspec.json.decode(response.content)
+        except msgspec.DecodeError:
+            raise ChannelDeliveryError(f"{self._where}: WhatsApp's answer is not JSON") from None
+        number = data.get("display_phone_number", "?") if isinstance(data, dict) else "?"
+        name = data.get("verified_name", "?") if isinstance(data, dict) else "?"
+        return f"WhatsApp accepts the access token: {number} ({name})"
 
     async def send(self, to: str, message: dict[str, Any], *, reply_to: str | None = None) -> Sent:
         """One message to ``to``; one attempt."""

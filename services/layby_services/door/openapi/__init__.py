@@ -112,7 +112,7 @@ class DoorOperation(Operation):
             if status.startswith(("4", "5")):
                 response["headers"] = ERROR_HEADERS
             out[status] = response
-        success = "201" if "201" in out else "200"
+        success = next((s for s in ("201", "204") if s in out), "200")
         ok = dict(own.get("ok") or out[success])
         if success == "201":
             ok["description"] = "Created."
