@@ -96,6 +96,8 @@ class StartRun(
     caller_call: int | None = None
     subject: str | None = None
     """The subject the run's chain parks caller asks on (default: the run's own id)."""
+    version: int | None = None
+    """The flow version to run on; None: the newest a live worker serves, else 1 (docs/versions.md)."""
 
 
 class ParkRun(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag="cmd.run.park.v1"):
@@ -153,7 +155,12 @@ class RetryRun(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
 
 
 class AttachWorker(
-    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag="cmd.run.attach.v1"
+    msgspec.Struct,
+    frozen=True,
+    kw_only=True,
+    forbid_unknown_fields=True,
+    omit_defaults=True,
+    tag="cmd.run.attach.v1",
 ):
     """A worker that hosts ``flow`` asks for the durable consumer its continuations come from;
     the ask service provisions it (the one place consumers are made) and names it."""
@@ -162,6 +169,8 @@ class AttachWorker(
     flow: str
     ack_wait_seconds: float = 30.0
     """How long a continuation may run without a sign of progress before another worker gets it."""
+    version: int = 1
+    """The version of ``flow`` the worker serves: each version has its own consumer (docs/versions.md)."""
 
 
 class WorkerSeen(
@@ -183,10 +192,17 @@ class WorkerSeen(
     concurrency: int | None = None
     extras: dict[str, list[str]] | None = None
     """The extras keys each flow declared it reads (docs/caller-asks.md#extras)."""
+    versions: dict[str, int] | None = None
+    """The version of each flow it serves, where not 1 (docs/versions.md)."""
 
 
 class CheckCurrent(
-    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag="cmd.run.current.v1"
+    msgspec.Struct,
+    frozen=True,
+    kw_only=True,
+    forbid_unknown_fields=True,
+    omit_defaults=True,
+    tag="cmd.run.current.v1",
 ):
     """Is the execution of ``generation`` of ``run_id`` the one to run now? (The worker asks
     before it executes a continuation; the answer comes from the run's log.)"""
@@ -194,6 +210,17 @@ class CheckCurrent(
     token: str
     run_id: str
     generation: int
+    version: int = 1
+    """The flow version of the continuation: one of a version the run moved away from is a duplicate."""
+
+
+class MoveRun(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag="cmd.run.move.v1"):
+    """Move a parked, waiting or failed run to ``version`` of its flow (an operator's decision,
+    recorded on the run's log: docs/versions.md#moving-runs)."""
+
+    token: str
+    run_id: str
+    version: int
 
 
 class Explicit(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
@@ -309,6 +336,7 @@ Command = (
     | CancelRun
     | RetryRun
     | WorkerSeen
+    | MoveRun
 )
 COMMAND_DECODER: msgspec.json.Decoder[Command] = msgspec.json.Decoder(Command)
 
@@ -319,7 +347,8 @@ class Accepted(msgspec.Struct, frozen=True, kw_only=True, tag="ok"):
     timeout_at: str
 
 
-PROTOCOL = 12
+PROTOCOL = 13
+PROTOCOL_VERSIONS = 13
 PROTOCOL_ROUTING = 12
 PROTOCOL_REVIEW = 11
 PROTOCOL_LOOK = 10
@@ -344,7 +373,9 @@ notifications (``cmd.notify.v1`` on ``<ns>.cmd.notify``, the ``notified`` reply,
 ``retry_after``); 9: signed webhooks out (``Ask.notify_url``, docs/webhooks.md); 10: a waiter's
 look at its question (``cmd.ask.look.v1``, docs/reliability.md#lost-wakes); 11: the ``review``
 answer format (``Ask.format`` of type ``review``, docs/review.md); 12: routing on the ask
-(``Ask.routing``: quorum, escalation, reminders, docs/routing.md)
+(``Ask.routing``: quorum, escalation, reminders, docs/routing.md); 13: flow versions
+(``StartRun.version``, ``AttachWorker.version``, ``CheckCurrent.version``, ``WorkerSeen.versions``
+and ``cmd.run.move.v1``, docs/versions.md)
 (docs/errors.md#capabilities-travel-in-the-protocol-field)."""
 
 
@@ -483,6 +514,8 @@ class Continuation(msgspec.Struct, frozen=True, kw_only=True, tag="continuation.
     subject: str | None = None
     """The run chain's subject (its generic tools act on it)."""
     extras: dict[str, Any] | None = None
+    version: int = 1
+    """The flow version to execute it on (its subject is that version's: docs/versions.md)."""
 
 
 CONTINUATION_DECODER: msgspec.json.Decoder[Continuation] = msgspec.json.Decoder(Continuation)

@@ -292,6 +292,15 @@ class StepResult(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     attempts: int = 1
 
 
+class Moved(msgspec.Struct, frozen=True, kw_only=True):
+    """An operator moved the run to another version of its flow (``layby runs migrate``): the
+    event carrying it repeats the run's state with the new ``version`` (docs/versions.md)."""
+
+    from_version: int
+    by: str
+    at: datetime
+
+
 class RunStarted(msgspec.Struct, frozen=True, kw_only=True, tag="run.started.v1"):
     """A run of a registered flow was started; ``identity`` is the asker every resume runs as."""
 
@@ -315,6 +324,9 @@ class RunStarted(msgspec.Struct, frozen=True, kw_only=True, tag="run.started.v1"
     visits: list[str] = []
     """Visits waiting for this run's next outcome (docs/caller-asks.md#resume-take-and-cancel)."""
     extras: dict[str, Any] | None = None
+    version: int = 1
+    """The version of its flow the run started on: only workers serving that version execute it
+    (docs/versions.md)."""
 
 
 class RunParked(msgspec.Struct, frozen=True, kw_only=True, tag="run.parked.v1"):
@@ -335,6 +347,10 @@ class RunParked(msgspec.Struct, frozen=True, kw_only=True, tag="run.parked.v1"):
     """Every step recorded so far, by call index (part of the checkpoint, like ``answers``)."""
     visits: list[str] = []
     """Visits waiting for the run chain's next outcome (docs/caller-asks.md#resume-take-and-cancel)."""
+    version: int = 1
+    """The flow version the run is on (docs/versions.md)."""
+    moved: Moved | None = None
+    """Set on the copy an operator's move appended (the state is unchanged but for ``version``)."""
 
 
 class RunResumed(msgspec.Struct, frozen=True, kw_only=True, tag="run.resumed.v1"):
@@ -355,6 +371,11 @@ class RunResumed(msgspec.Struct, frozen=True, kw_only=True, tag="run.resumed.v1"
     """Set when a person retried a failed run (``generation`` then follows the failed one)."""
     visits: list[str] = []
     """Visits waiting for the run chain's next outcome (docs/caller-asks.md#resume-take-and-cancel)."""
+    version: int = 1
+    """The flow version the resumed execution runs on (docs/versions.md)."""
+    moved: Moved | None = None
+    """Set on the copy an operator's move appended: the continuation is published again, on the
+    new version's subject."""
 
 
 class RunFinished(msgspec.Struct, frozen=True, kw_only=True, tag="run.finished.v1"):
@@ -384,6 +405,9 @@ class RunFailed(msgspec.Struct, frozen=True, kw_only=True, tag="run.failed.v1"):
     """The checkpoint the failed execution had: a retry resumes from it, not from scratch."""
     visits: list[str] = []
     """Visits waiting for the run chain's next outcome (docs/caller-asks.md#resume-take-and-cancel)."""
+    version: int = 1
+    """The flow version the run failed on; a retry runs on it (docs/versions.md)."""
+    moved: Moved | None = None
 
 
 class RunStepRecorded(msgspec.Struct, frozen=True, kw_only=True, tag="run.step.v1"):

@@ -29,3 +29,6 @@ ANSWERED_BY_EXPIRY: Final = "system:expiry"
 
 CHECKPOINT_MAX_BYTES = 512 * 1024
 """Cap on a park's checkpoint (its asks plus every answer so far), well under NATS's max payload."""
+
+FLOW_VERSION_MAX = 1_000_000
+"""The largest flow version (a whole number from 1: docs/versions.md)."""

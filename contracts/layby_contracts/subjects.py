@@ -15,6 +15,12 @@ STEP_SHARDS = 4
 this never changes once a namespace holds runs (docs/decisions/0016-steps-on-their-own-streams.md)."""
 
 
+def versioned(flow: str, version: int) -> str:
+    """A flow's name in subjects and consumer names: version 1 is the bare name (as before
+    versions existed), another is ``<flow>~<version>`` (``~`` is never part of a flow name)."""
+    return flow if version == 1 else f"{flow}~{version}"
+
+
 class Names(msgspec.Struct, frozen=True):
     """All JetStream and core-NATS names of one namespace."""
 
@@ -213,11 +219,16 @@ class Names(msgspec.Struct, frozen=True):
         """Continuations to run: one message per (run, generation), de-duplicated by key."""
         return f"{self.namespace.upper()}_CONTINUATIONS"
 
-    def continuation(self, flow: str, run_id: str, generation: int) -> str:
-        return f"{self.namespace}.cont.{flow}.{run_id}.{generation}"
+    def continuation(
+        self, flow: str, run_id: str, generation: int, version: int = 1, moved_seq: int | None = None
+    ) -> str:
+        """One resume's subject. ``moved_seq``: the sequence of the move that published it again
+        on another version (each move its own subject, so each is published once)."""
+        tail = f"{run_id}.{generation}" if moved_seq is None else f"{run_id}.{generation}.m{moved_seq}"
+        return f"{self.namespace}.cont.{versioned(flow, version)}.{tail}"
 
-    def continuations_of(self, flow: str) -> str:
-        return f"{self.namespace}.cont.{flow}.>"
+    def continuations_of(self, flow: str, version: int = 1) -> str:
+        return f"{self.namespace}.cont.{versioned(flow, version)}.>"
 
     @property
     def continuations_all(self) -> str:
@@ -298,9 +309,9 @@ class Names(msgspec.Struct, frozen=True):
         """Run commands (start, park, end), answered by the ask service."""
         return f"{self.namespace}.cmd.run"
 
-    def flow_durable(self, flow: str) -> str:
-        """The durable consumer shared by every worker that hosts ``flow``."""
-        return f"{self.namespace}-flow-{flow}"
+    def flow_durable(self, flow: str, version: int = 1) -> str:
+        """The durable consumer shared by every worker that hosts ``version`` of ``flow``."""
+        return f"{self.namespace}-flow-{versioned(flow, version)}"
 
     def durable(self, role: str) -> str:
         """Durable consumer name of a role (shared by that role's replicas)."""

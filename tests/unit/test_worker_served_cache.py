@@ -19,11 +19,11 @@ class _Pool:
         self.fetches = 0
         self.gate: asyncio.Event | None = None
 
-    async def fetch(self, _sql: str, *_args: Any) -> list[dict[str, str]]:
+    async def fetch(self, _sql: str, *_args: Any) -> list[dict[str, Any]]:
         self.fetches += 1
         if self.gate is not None:
             await self.gate.wait()
-        return [{"flow": f} for f in self.flows]
+        return [{"flow": f, "version": 1} for f in self.flows]
 
     async def execute(self, _sql: str, *_args: Any) -> None:
         return None

@@ -8,10 +8,12 @@ declared once for every body that carries a question."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
+import msgspec
 from msgspec import UNSET, Struct, UnsetType
 
+from layby_contracts.limits import FLOW_VERSION_MAX
 from layby_contracts.question import AskFields
 
 OUTCOME_STATUSES = ("pending", "answered", "expired", "removed")
@@ -77,6 +79,8 @@ class StartRunRequest(Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
     flow: str
     input: Any = None
     run_id: str | None = None
+    version: Annotated[int, msgspec.Meta(ge=1, le=FLOW_VERSION_MAX)] | None = None
+    """The flow version to run on; absent: the newest a live worker serves (docs/versions.md)."""
 
 
 class RunStartData(Struct, frozen=True, kw_only=True, omit_defaults=True):

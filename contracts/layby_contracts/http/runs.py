@@ -9,7 +9,7 @@ from msgspec import UNSET, Struct, UnsetType
 
 from layby_contracts.http.common import Timestamp
 from layby_contracts.http.interactions import Count, NextPage, PageNumber, PageSize
-from layby_contracts.limits import PAGE_SIZE_MAX
+from layby_contracts.limits import FLOW_VERSION_MAX, PAGE_SIZE_MAX
 
 RunStatus = Literal["running", "parked", "resumed", "finished", "failed", "cancelled"]
 RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
@@ -27,6 +27,8 @@ class RunSummary(Struct, frozen=True, kw_only=True):
     created_at: Timestamp | None
     updated_at: Timestamp | None
     steps: Count
+    version: Annotated[int, msgspec.Meta(ge=1)] = 1
+    """The version of its flow the run is on (docs/versions.md)."""
     expiry_at: Timestamp | UnsetType | None = UNSET
 
 
@@ -80,7 +82,7 @@ class RunDetail(RunSummary, frozen=True, kw_only=True):
     cancelled_by: str | UnsetType = UNSET
     retried_by: str | UnsetType = UNSET
     warning: str | UnsetType = UNSET
-    """A running run that no live worker serves says so."""
+    """A run that no live worker serves (its flow, or its flow's version) says so: it waits."""
 
 
 class Run(Struct, frozen=True, kw_only=True):
@@ -147,6 +149,28 @@ class Retried(Struct, frozen=True, kw_only=True):
     """The run executes again from its last recorded step or park."""
 
     data: RetriedData
+
+
+class MoveRunRequest(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Move the run to ``version`` of its flow (docs/versions.md#moving-runs)."""
+
+    version: Annotated[int, msgspec.Meta(ge=1, le=FLOW_VERSION_MAX)]
+
+
+class MovedData(Struct, frozen=True, kw_only=True):
+    run_id: str
+    version: Annotated[int, msgspec.Meta(ge=1)]
+    from_version: Annotated[int, msgspec.Meta(ge=1)] | None
+    """None when the run was on ``version`` already (nothing was recorded)."""
+    status: Literal["parked", "resumed", "failed"]
+    moved_by: str | None
+
+
+class Moved(Struct, frozen=True, kw_only=True):
+    """The run is on ``version`` now: parked, it waits for its questions; resumed, a worker of the
+    new version executes it; failed, a retry runs on it."""
+
+    data: MovedData
 
 
 class Worker(Struct, frozen=True, kw_only=True):

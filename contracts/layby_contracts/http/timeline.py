@@ -25,6 +25,7 @@ TimelineKind = Literal[
     "removed",
     "resumed",
     "retried",
+    "moved",
     "finished",
     "failed",
     "cancelled",

@@ -352,6 +352,52 @@ def cmd_runs_retry(settings: ClientSettings, args: argparse.Namespace) -> int:
     return _run_action(settings, args, "retry")
 
 
+MOVABLE_STATUSES = ("parked", "resumed", "failed")
+
+
+def _runs_on(settings: ClientSettings, flow: str, version: int) -> list[str]:
+    """Every run of ``flow`` on ``version`` that can be moved (parked, waiting, failed)."""
+    found: list[str] = []
+    for status in MOVABLE_STATUSES:
+        page: int | None = 1
+        while page is not None:
+            data = _call(
+                settings,
+                "GET",
+                "/api/runs",
+                params={"flow": flow, "status": status, "page": page, "pageSize": 100},
+            )
+            found += [r["run_id"] for r in data["items"] if r.get("version", 1) == version]
+            page = data.get("next_page")
+    return found
+
+
+def cmd_runs_migrate(settings: ClientSettings, args: argparse.Namespace) -> int:
+    """Move runs to another version of their flow, each recorded on its log (docs/versions.md#moving-runs)."""
+    if bool(args.run_ids) == (args.flow is not None):
+        print(
+            "error: name runs to move, or --flow and --from (every movable run on that version)",
+            file=sys.stderr,
+        )
+        return 2
+    if args.flow is not None and args.from_version is None:
+        print("error: --flow needs --from: the version its runs are on now", file=sys.stderr)
+        return 2
+    run_ids = args.run_ids or _runs_on(settings, args.flow, args.from_version)
+    moved = []
+    for run_id in run_ids:
+        data = _call(settings, "POST", f"/api/runs/{quote(run_id, safe='')}/move", {"version": args.to})
+        moved.append(data)
+        if not args.json:
+            was = f"from version {data['from_version']}" if data["from_version"] is not None else "already"
+            print(f"{run_id} {data['status']} on version {data['version']} ({was})")
+    if args.json:
+        print(json.dumps(moved, indent=2))
+    elif not run_ids:
+        print(f"no parked, waiting or failed run of {args.flow} is on version {args.from_version}")
+    return 0
+
+
 def cmd_workers(settings: ClientSettings, args: argparse.Namespace) -> int:
     return _output(args, _call(settings, "GET", "/api/workers"), cli_text.workers_text)
 
@@ -416,7 +462,7 @@ def cmd_runs_start(settings: ClientSettings, args: argparse.Namespace) -> int:
 
     async def run() -> str:
         async with await connect(settings=settings) as client:
-            return await client.start_run(args.flow, value, run_id=args.run_id)
+            return await client.start_run(args.flow, value, run_id=args.run_id, version=args.version)
 
     try:
         run_id = asyncio.run(run())
@@ -498,6 +544,7 @@ COMMANDS = {
     ("runs", "start"): cmd_runs_start,
     ("runs", "cancel"): cmd_runs_cancel,
     ("runs", "retry"): cmd_runs_retry,
+    ("runs", "migrate"): cmd_runs_migrate,
     ("doors", "put"): cmd_doors_put,
     ("doors", "list"): cmd_doors_list,
     ("doors", "show"): cmd_doors_show,

@@ -76,9 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
         help='display-only media as JSON: [{"kind": "image", "url": "https://...", "caption": "..."}]',
     )
 
-    runs = sub.add_parser("runs", help="start, list, show, cancel and retry resumable runs").add_subparsers(
-        dest="action", required=True
-    )
+    runs = sub.add_parser(
+        "runs", help="start, list, show, cancel, retry and migrate resumable runs"
+    ).add_subparsers(dest="action", required=True)
     rls = runs.add_parser("list", help="runs, most recently active first")
     rls.add_argument("--status", choices=["running", "parked", "resumed", "finished", "failed", "cancelled"])
     rls.add_argument("--page", type=int)
@@ -98,12 +98,26 @@ def build_parser() -> argparse.ArgumentParser:
     rstart.add_argument("flow")
     rstart.add_argument("--input", help="the flow's input as JSON")
     rstart.add_argument("--run-id", help="your own uuid4 run id (makes the start idempotent)")
+    rstart.add_argument(
+        "--version", type=int, help="the flow version to run on (default: the newest a live worker serves)"
+    )
     rcancel = runs.add_parser("cancel", help="cancel a running or parked run (its questions leave the inbox)")
     rcancel.add_argument("run_id")
     rcancel.add_argument("--json", action=argparse.BooleanOptionalAction, default=False)
     rretry = runs.add_parser("retry", help="run a failed run again from its last recorded step or park")
     rretry.add_argument("run_id")
     rretry.add_argument("--json", action=argparse.BooleanOptionalAction, default=False)
+    rmove = runs.add_parser(
+        "migrate",
+        help="move parked, waiting or failed runs to another version of their flow (on each run's log)",
+    )
+    rmove.add_argument("run_ids", nargs="*", metavar="RUN_ID", help="the runs to move")
+    rmove.add_argument("--to", type=int, required=True, metavar="VERSION", help="the version to move them to")
+    rmove.add_argument("--flow", help="move every movable run of this flow (with --from)")
+    rmove.add_argument(
+        "--from", dest="from_version", type=int, metavar="VERSION", help="the version they are on"
+    )
+    rmove.add_argument("--json", action=argparse.BooleanOptionalAction, default=False)
     wks = sub.add_parser("workers", help="workers seen in the last hour: alive or not, and their flows")
     wks.add_argument("--json", action=argparse.BooleanOptionalAction, default=False)
 

@@ -26,6 +26,7 @@ from layby_contracts.commands import (
     CheckCurrent,
     DoorCommand,
     EndRun,
+    MoveRun,
     Notified,
     ParkRun,
     RecordStep,
@@ -45,7 +46,16 @@ from layby_domain.validation import is_flow_name
 
 _enc = msgspec.json.Encoder()
 RunCommand: TypeAlias = (
-    StartRun | ParkRun | EndRun | AttachWorker | CheckCurrent | RecordStep | CancelRun | RetryRun | WorkerSeen
+    StartRun
+    | ParkRun
+    | EndRun
+    | AttachWorker
+    | CheckCurrent
+    | RecordStep
+    | CancelRun
+    | RetryRun
+    | WorkerSeen
+    | MoveRun
 )
 
 
@@ -186,10 +196,13 @@ class Client(Asking):
         }
         return await send_notification(self, message, args)
 
-    async def start_run(self, flow: str, input: Any = None, *, run_id: str | None = None) -> str:
+    async def start_run(
+        self, flow: str, input: Any = None, *, run_id: str | None = None, version: int | None = None
+    ) -> str:
         """Start a run of ``flow``; a worker hosting the flow executes it. Returns the run id.
 
-        Passing your own ``run_id`` (a uuid4 string) makes the start idempotent.
+        Passing your own ``run_id`` (a uuid4 string) makes the start idempotent. ``version``: the
+        flow version to run on (default: the newest a live worker serves; docs/versions.md).
         """
         if not is_flow_name(flow):
             raise BadInput("flow must be 1-64 of [A-Za-z0-9_-]", field="flow")
@@ -198,7 +211,9 @@ class Client(Asking):
         except (TypeError, msgspec.EncodeError) as exc:
             raise BadInput(f"input must be JSON-serializable: {exc}", field="input") from None
         run_id = run_id or new_interaction_id()
-        reply = await self.run_command(StartRun(token=self._token, run_id=run_id, flow=flow, input=input))
+        reply = await self.run_command(
+            StartRun(token=self._token, run_id=run_id, flow=flow, input=input, version=version)
+        )
         if isinstance(reply, LaybyError):
             raise reply
         if reply.warning:
@@ -223,7 +238,7 @@ class Client(Asking):
             log.warning("run.no_worker", run_id=run_id, flow=flow, warning=reply.warning)
 
     async def run_command(
-        self, cmd: StartRun | ParkRun | EndRun | RecordStep | CancelRun | RetryRun
+        self, cmd: StartRun | ParkRun | EndRun | RecordStep | CancelRun | RetryRun | MoveRun
     ) -> RunAccepted | LaybyError:
         """Send a run command to the ask service; retried on timeouts (commands are idempotent).
         A refusal comes back as the error the service raised (not raised: the worker decides)."""
@@ -244,6 +259,13 @@ class Client(Asking):
     async def retry_run(self, run_id: str) -> None:
         """Execute a failed run again from its last recorded step or park."""
         reply = await self.run_command(RetryRun(token=self._token, run_id=run_id))
+        if isinstance(reply, LaybyError):
+            raise reply
+
+    async def move_run(self, run_id: str, version: int) -> None:
+        """Move a parked, waiting or failed run to ``version`` of its flow (an operator token;
+        docs/versions.md#moving-runs). Moving it to the version it is on changes nothing."""
+        reply = await self.run_command(MoveRun(token=self._token, run_id=run_id, version=version))
         if isinstance(reply, LaybyError):
             raise reply
 

@@ -78,6 +78,7 @@ from layby_contracts.errors import (
     Unavailable,
 )
 from layby_contracts.events import StepResult
+from layby_contracts.limits import FLOW_VERSION_MAX
 from layby_contracts.refusals import from_refused
 from layby_domain.validation import is_flow_name
 
@@ -133,6 +134,8 @@ class Worker:
         self._settings = settings or load_client_settings()
         self._flows: dict[str, Flow] = {}
         self._extras: dict[str, list[str]] = {}
+        self._versions: dict[str, int] = {}
+        """The version of each registered flow (docs/versions.md)."""
         """The extras keys each flow declared it reads (docs/caller-asks.md#extras)."""
         self.ready = asyncio.Event()
         """Set once ``serve`` is bound to every registered flow's continuations."""
@@ -143,12 +146,16 @@ class Worker:
 
     # -- registration and starting -------------------------------------------------------
 
-    def flow(self, name: str, *, extras: list[str] | None = None) -> Callable[[Flow], Flow]:
+    def flow(self, name: str, *, extras: list[str] | None = None, version: int = 1) -> Callable[[Flow], Flow]:
         """Register an async function of one JSON input as the flow ``name``. ``extras``: the keys
         of a door's ``extras`` the flow reads (``layby.current_run().extras``); a door visit that
-        hands it any other key is refused before the run starts."""
+        hands it any other key is refused before the run starts. ``version``: which version of the
+        flow this code is (docs/versions.md): this worker executes runs of that version only, and
+        bumping it is how code that would replay a parked run differently is deployed."""
         if not is_flow_name(name):
             raise BadInput("flow name must be 1-64 of [A-Za-z0-9_-]", field="name")
+        if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= FLOW_VERSION_MAX:
+            raise BadInput(f"version must be a whole number from 1 to {FLOW_VERSION_MAX}", field="version")
         if name in self._flows:
             raise BadInput(f"flow {name!r} is already registered", field="name")
         declared = _extras_keys(extras)
@@ -157,6 +164,7 @@ class Worker:
             if not asyncio.iscoroutinefunction(fn):
                 raise BadInput(f"flow {name!r} must be an async function", field="name")
             self._flows[name] = fn
+            self._versions[name] = version
             if declared:
                 self._extras[name] = declared
             return fn
@@ -175,7 +183,9 @@ class Worker:
                 "Worker.start() records a durable run, and this worker uses the in-memory "
                 "checkpointer; use run_local() for sync-only runs, or checkpointer='postgres'"
             )
-        return await (await self.client()).start_run(name, input, run_id=run_id)
+        return await (await self.client()).start_run(
+            name, input, run_id=run_id, version=self._versions.get(name)
+        )
 
     async def run_local(self, name: str, input: Any = None) -> Any:
         """Execute a flow here and now, without a durable run: for sync-only use.
@@ -231,6 +241,7 @@ class Worker:
             pid=os.getpid(),
             concurrency=self._concurrency,
             extras=dict(self._extras) or None,
+            versions={f: v for f, v in self._versions.items() if v != 1} or None,
         )
         try:
             reply = await client.request_run(cmd)
@@ -259,6 +270,7 @@ class Worker:
                         token=client.token,
                         flow=name,
                         ack_wait_seconds=self._settings.continuation_ack_wait_seconds,
+                        version=self._versions.get(name, 1),
                     )
                 )
             except Unavailable:
@@ -358,7 +370,9 @@ class Worker:
         known yet (the ask service reads the log; the worker only asks)."""
         client = await self.client()
         reply = await client.request_run(
-            CheckCurrent(token=client.token, run_id=cont.run_id, generation=cont.generation)
+            CheckCurrent(
+                token=client.token, run_id=cont.run_id, generation=cont.generation, version=cont.version
+            )
         )
         if isinstance(reply, Refused):
             _require_worker_commands(reply)

@@ -14,11 +14,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, NoReturn, assert_never
 
+import msgspec
+
 from layby_contracts.errors import Conflict, NotFound, RunCancelledError
 from layby_contracts.events import (
     EXPIRY_ANSWER,
     InteractionAnswered,
     InteractionRemoved,
+    Moved,
     ParkedAsk,
     Resolution,
     RunCancelled,
@@ -99,6 +102,16 @@ class Run:
         last = self.last
         return 0 if last is None or isinstance(last, RunStarted) else last.generation
 
+    @property
+    def version(self) -> int:
+        """The version of its flow the run is on: every event that can be last while it lives
+        carries it (docs/versions.md)."""
+        match self.last:
+            case RunStarted() | RunParked() | RunResumed() | RunFailed():
+                return self.last.version
+            case _:
+                return 1
+
 
 @dataclass(frozen=True, slots=True)
 class Steps:
@@ -163,6 +176,7 @@ def decide_park(
         parked_at=now,
         resume_id=resume_id,
         steps=checkpoint(state, steps),
+        version=state.version,
     )
 
 
@@ -204,6 +218,7 @@ def decide_end(
         resume_id=resume_id,
         answers=state.answers,
         steps=checkpoint(state, steps),
+        version=state.version,
     )
 
 
@@ -258,6 +273,7 @@ def decide_resume(
         answers=answers,
         steps=park.steps,
         visits=_merged(park.visits if all(a.kind == "call" for a in park.asks) else [], visits or []),
+        version=park.version,
     )
 
 
@@ -350,7 +366,28 @@ def decide_retry(state: Run, *, by: str, now: datetime) -> RunResumed:
         answers=failed.answers,
         steps=failed.steps,
         retried_by=by,
+        version=failed.version,
     )
+
+
+MOVABLE = "only a parked run, a failed one, or one waiting for a worker can be moved"
+
+
+def decide_move(state: Run, *, version: int, by: str, now: datetime) -> RunParked | RunResumed | RunFailed:
+    """Move a run to ``version`` of its flow (docs/versions.md#moving-runs): the run's last event
+    again, with the new version and who moved it. A run that is parked keeps waiting for its
+    questions; one that resumed and waits for a worker is published again for the new version's
+    workers; a failed one is retried on it. Raises ``Conflict`` for any other state and for a
+    move to the version the run is on."""
+    last = state.last
+    if state.status == "absent":
+        raise NotFound("run not found")
+    if not isinstance(last, RunParked | RunResumed | RunFailed):
+        raise Conflict(f"the run is {state.status}; {MOVABLE}")
+    if version == last.version:
+        raise Conflict(f"the run is on version {version} already")
+    moved = Moved(from_version=last.version, by=by, at=now)
+    return msgspec.structs.replace(last, version=version, moved=moved)
 
 
 def _moved_on(state: Run) -> NoReturn:

@@ -66,6 +66,15 @@ def timeline_of(
 
 
 def _run_entry(event: Event) -> dict[str, Any] | None:
+    moved = getattr(event, "moved", None)
+    if isinstance(event, RunParked | RunResumed | RunFailed) and moved is not None:
+        return {
+            "kind": "moved",
+            "at": moved.at,
+            "generation": event.generation,
+            "by": moved.by,
+            "detail": f"version {moved.from_version} to {event.version}",
+        }
     match event:
         case RunStarted():
             return {"kind": "started", "at": event.started_at, "by": event.identity, "detail": event.flow}

@@ -32,6 +32,7 @@ PROJECTION_FILES = (
     "0009_parked_entries.sql",
     "0011_runs_resumed.sql",
     "0013_routing.sql",
+    "0014_flow_versions.sql",
 )
 """What ``layby projections rebuild`` re-runs after dropping ``PROJECTION_TABLES``: every file
 that creates or alters a projection table, so these files stay idempotent for good."""

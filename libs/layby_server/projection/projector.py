@@ -87,14 +87,6 @@ ON CONFLICT (interaction_id) DO UPDATE SET
 WHERE t.last_seq < EXCLUDED.last_seq
 """
 
-_RUN_STARTED = """
-INSERT INTO runs AS r (run_id, flow, identity, status, input, created_at, updated_at, last_seq)
-VALUES ($1, $2, $3, 'running', $4::jsonb, $5, $5, $6)
-ON CONFLICT (run_id) DO UPDATE SET
-    flow = EXCLUDED.flow, identity = EXCLUDED.identity, input = EXCLUDED.input,
-    created_at = EXCLUDED.created_at
-"""
-
 
 def _guarded(columns: tuple[str, ...], seq: str) -> str:
     """SET clauses that take the event's values only when it is newer than what the row's
@@ -106,18 +98,34 @@ def _guarded(columns: tuple[str, ...], seq: str) -> str:
 
 
 _STATUS = ("status", "generation", "resume_id", "updated_at")
+_VERSION = (
+    _guarded(("version",), "version_seq")
+    + ",\n    version_seq = GREATEST(r.version_seq, EXCLUDED.version_seq)"
+)
+"""The run's flow version: that of the newest event that carries one (a finish carries none)."""
+
+_RUN_STARTED = f"""
+INSERT INTO runs AS r (run_id, flow, identity, status, input, created_at, updated_at, last_seq, version,
+    version_seq)
+VALUES ($1, $2, $3, 'running', $4::jsonb, $5, $5, $6, $7, $6)
+ON CONFLICT (run_id) DO UPDATE SET
+    flow = EXCLUDED.flow, identity = EXCLUDED.identity, input = EXCLUDED.input,
+    created_at = EXCLUDED.created_at,
+    {_VERSION}
+"""  # noqa: S608 - built from constant column names
 
 # Each aspect of a run row has its own sequence guard: the current park's asks (parked_seq), the
 # checkpoint (checkpoint_seq) and the status (last_seq). An event sets only what it determines.
 _RUN_PARKED = f"""
 INSERT INTO runs AS r (run_id, status, generation, resume_id, updated_at, last_seq, checkpoint,
-    checkpoint_seq, asks, expiry_at, parked_seq, step_count)
-VALUES ($1, 'parked', $2, $6, $7, $8, $3::jsonb, $8, $4::jsonb, $5, $8, $9)
+    checkpoint_seq, asks, expiry_at, parked_seq, step_count, version, version_seq)
+VALUES ($1, 'parked', $2, $6, $7, $8, $3::jsonb, $8, $4::jsonb, $5, $8, $9, $10, $8)
 ON CONFLICT (run_id) DO UPDATE SET
     step_count = GREATEST(r.step_count, EXCLUDED.step_count),
     {_guarded(("asks", "expiry_at"), "parked_seq")},
     {_guarded(("checkpoint",), "checkpoint_seq")},
     {_guarded(_STATUS, "last_seq")},
+    {_VERSION},
     parked_seq = GREATEST(r.parked_seq, EXCLUDED.parked_seq),
     checkpoint_seq = GREATEST(r.checkpoint_seq, EXCLUDED.checkpoint_seq),
     last_seq = GREATEST(r.last_seq, EXCLUDED.last_seq)
@@ -125,12 +133,13 @@ ON CONFLICT (run_id) DO UPDATE SET
 
 _RUN_RESUMED = f"""
 INSERT INTO runs AS r (run_id, status, generation, resume_id, updated_at, last_seq, checkpoint,
-    checkpoint_seq, retried_by, step_count)
-VALUES ($1, 'resumed', $2, $3, $4, $5, $6::jsonb, $5, $7, $8)
+    checkpoint_seq, retried_by, step_count, version, version_seq)
+VALUES ($1, 'resumed', $2, $3, $4, $5, $6::jsonb, $5, $7, $8, $9, $5)
 ON CONFLICT (run_id) DO UPDATE SET
     step_count = GREATEST(r.step_count, EXCLUDED.step_count),
     {_guarded(("checkpoint",), "checkpoint_seq")},
     {_guarded(_STATUS, "last_seq")},
+    {_VERSION},
     retried_by = coalesce(EXCLUDED.retried_by, r.retried_by),
     checkpoint_seq = GREATEST(r.checkpoint_seq, EXCLUDED.checkpoint_seq),
     last_seq = GREATEST(r.last_seq, EXCLUDED.last_seq)
@@ -138,10 +147,11 @@ ON CONFLICT (run_id) DO UPDATE SET
 
 _RUN_ENDED = f"""
 INSERT INTO runs AS r (run_id, status, generation, resume_id, updated_at, last_seq, result, error,
-    step_count)
-VALUES ($1, $2, $3, $8, $6, $7, $4::jsonb, $5, $9)
+    step_count, version, version_seq)
+VALUES ($1, $2, $3, $8, $6, $7, $4::jsonb, $5, $9, $10, $11)
 ON CONFLICT (run_id) DO UPDATE SET
     step_count = GREATEST(r.step_count, EXCLUDED.step_count),
+    {_VERSION},
     {_guarded(("result", "error", *_STATUS), "last_seq")},
     last_seq = GREATEST(r.last_seq, EXCLUDED.last_seq)
 """  # noqa: S608 - built from constant column names
@@ -215,7 +225,7 @@ def _routed_row(ev: events.InteractionRouted, seq: int) -> Row:
 
 
 def _run_started_row(ev: events.RunStarted, seq: int) -> Row:
-    return (ev.run_id, ev.flow, ev.identity, _json_or_null(ev.input), ev.started_at, seq)
+    return (ev.run_id, ev.flow, ev.identity, _json_or_null(ev.input), ev.started_at, seq, ev.version)
 
 
 def _run_parked_row(ev: events.RunParked, seq: int) -> Row:
@@ -229,12 +239,23 @@ def _run_parked_row(ev: events.RunParked, seq: int) -> Row:
         ev.parked_at,
         seq,
         len(ev.steps),
+        ev.version,
     )
 
 
 def _run_resumed_row(ev: events.RunResumed, seq: int) -> Row:
     answers = _json.encode(ev.answers).decode()
-    return (ev.run_id, ev.generation, ev.resume_id, ev.resumed_at, seq, answers, ev.retried_by, len(ev.steps))
+    return (
+        ev.run_id,
+        ev.generation,
+        ev.resume_id,
+        ev.resumed_at,
+        seq,
+        answers,
+        ev.retried_by,
+        len(ev.steps),
+        ev.version,
+    )
 
 
 def _run_finished_row(ev: events.RunFinished, seq: int) -> Row:
@@ -249,12 +270,26 @@ def _run_finished_row(ev: events.RunFinished, seq: int) -> Row:
         seq,
         ev.resume_id,
         ev.step_count,
+        None,  # a finish carries no version: the run's stays as it was
+        None,
     )
 
 
 def _run_failed_row(ev: events.RunFailed, seq: int) -> Row:
     steps = len(ev.steps)
-    return (ev.run_id, "failed", ev.generation, None, ev.error, ev.failed_at, seq, ev.resume_id, steps)
+    return (
+        ev.run_id,
+        "failed",
+        ev.generation,
+        None,
+        ev.error,
+        ev.failed_at,
+        seq,
+        ev.resume_id,
+        steps,
+        ev.version,
+        seq,
+    )
 
 
 def _run_step_row(

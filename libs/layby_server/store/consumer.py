@@ -133,17 +133,19 @@ async def ensure_consumer(
     return durable
 
 
-async def ensure_flow_consumer(store: EventStore, flow: str, *, ack_wait_seconds: float) -> str:
-    """The durable pull consumer every worker hosting ``flow`` shares, on the continuations
-    stream: each continuation goes to one worker, and back to the others when that worker neither
-    finishes nor reports progress within ``ack_wait_seconds``."""
+async def ensure_flow_consumer(
+    store: EventStore, flow: str, *, version: int = 1, ack_wait_seconds: float
+) -> str:
+    """The durable pull consumer every worker hosting ``version`` of ``flow`` shares, on the
+    continuations stream: each continuation goes to one worker, and back to the others when that
+    worker neither finishes nor reports progress within ``ack_wait_seconds``."""
     names = store.names
-    durable = names.flow_durable(flow)
+    durable = names.flow_durable(flow, version)
     config = ConsumerConfig(
         durable_name=durable,
         ack_policy=AckPolicy.EXPLICIT,
         deliver_policy=DeliverPolicy.ALL,
-        filter_subject=names.continuations_of(flow),
+        filter_subject=names.continuations_of(flow, version),
         ack_wait=ack_wait_seconds,
         max_ack_pending=10000,
         max_deliver=-1,

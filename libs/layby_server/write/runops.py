@@ -1,4 +1,5 @@
-"""Operating runs: cancel and retry (docs/aggregates/run.md#cancel-and-retry).
+"""Operating runs: cancel, retry and move (docs/aggregates/run.md#cancel-and-retry,
+docs/versions.md#moving-runs).
 
 One implementation for every way in: the ask service's commands (the SDK and the CLI) and the
 run doors (``POST /api/runs/{id}/cancel`` and ``/retry``). Each reads the run's last event from
@@ -16,13 +17,14 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TypeVar
 
-from layby_contracts.errors import NotFound
-from layby_contracts.events import RunCancelled, RunEvent, RunResumed, RunStarted
+from layby_contracts.errors import BadInput, Forbidden, NotFound
+from layby_contracts.events import Event, RunCancelled, RunEvent, RunFailed, RunParked, RunResumed, RunStarted
+from layby_contracts.limits import FLOW_VERSION_MAX
 from layby_domain.interaction import decide_remove
-from layby_domain.run import Run, Steps, decide_cancel, decide_close_steps, decide_retry
+from layby_domain.run import Run, Steps, decide_cancel, decide_close_steps, decide_move, decide_retry
 from layby_server.auth import Principal
 from layby_server.observability.logs import get_logger
-from layby_server.store.eventlog import EventLog, as_event, decide_and_append, kept_changing
+from layby_server.store.eventlog import EventLog, Outcome, as_event, decide_and_append, kept_changing
 from layby_server.write.resolve import resolve
 
 log = get_logger("layby.runops")
@@ -44,6 +46,7 @@ async def load_run(store: EventLog, run_id: str, who: Principal) -> tuple[RunSta
 
 
 E = TypeVar("E", RunCancelled, RunResumed)
+OPERATORS_MOVE = "only an operator moves runs between flow versions"
 
 
 async def _decide_and_append(
@@ -71,6 +74,44 @@ async def cancel_run(
     await remove_open_asks(store, event, now)
     await close_steps(store, event, now)
     log.info("run.cancelled", run_id=run_id, by=who.identity, was=event.was)
+    return event
+
+
+def check_version(version: object) -> int:
+    """A flow version: a whole number from 1 (``BadInput`` naming ``version`` otherwise)."""
+    if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= FLOW_VERSION_MAX:
+        raise BadInput(f"version must be a whole number from 1 to {FLOW_VERSION_MAX}", field="version")
+    return version
+
+
+async def move_run(
+    store: EventLog, run_id: str, version: int, who: Principal, now: Callable[[], datetime]
+) -> RunParked | RunResumed | RunFailed:
+    """Move a run to ``version`` of its flow (docs/versions.md#moving-runs): its last event again,
+    with the new version, appended with that event's sequence expected. An operator's decision."""
+    if who.restricted:
+        raise Forbidden(OPERATORS_MOVE)
+    _, state = await load_run(store, run_id, who)
+    if isinstance(state.last, RunParked | RunResumed | RunFailed) and state.last.version == version:
+        return state.last  # moved already (a retried command): nothing to record
+
+    async def read(_leader: bool) -> Run:
+        return (await load_run(store, run_id, who))[1]  # always the leader's word
+
+    def decide(state: Run) -> RunParked | RunResumed | RunFailed:
+        return decide_move(state, version=version, by=who.identity, now=now())
+
+    async def event_of(event: RunParked | RunResumed | RunFailed) -> Event:
+        return event
+
+    msg_id = f"moved-{run_id}-{uuid.uuid4().hex}"
+    outcome: Outcome[Run, RunParked | RunResumed | RunFailed] = await decide_and_append(
+        store, store.names.run(run_id), read=read, decide=decide, event_of=event_of, msg_id=lambda _: msg_id
+    )
+    event = outcome.decision
+    if event is None:
+        raise kept_changing("the run")
+    log.info("run.moved", run_id=run_id, by=who.identity, version=version)
     return event
 
 

@@ -23,6 +23,7 @@ from layby_contracts.commands import (
     EndRun,
     ListParked,
     Look,
+    MoveRun,
     Notify,
     ParkRun,
     Prune,
@@ -142,6 +143,8 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
                     return await handlers.runs.cancel(cmd)
                 case RetryRun():
                     return await handlers.runs.retry(cmd)
+                case MoveRun():
+                    return await handlers.runs.move(cmd)
                 case WorkerSeen():
                     return await handlers.runs.seen(cmd)
                 case PutDoor():

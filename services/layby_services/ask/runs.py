@@ -22,6 +22,7 @@ from layby_contracts.commands import (
     CheckCurrent,
     Current,
     EndRun,
+    MoveRun,
     Noted,
     ParkRun,
     RecordStep,
@@ -51,7 +52,7 @@ from layby_server.store.consumer import ensure_flow_consumer
 from layby_server.store.eventlog import as_event, decide_and_append, kept_changing
 from layby_server.store.eventstore import EventStore, Stored
 from layby_server.write.parked import executing_visits
-from layby_server.write.runops import cancel_run, read_steps, retry_run
+from layby_server.write.runops import cancel_run, check_version, move_run, read_steps, retry_run
 from layby_services.ask.caller import identify
 
 log = get_logger("layby.runs")
@@ -184,10 +185,20 @@ class RunHandlers:
             input=cmd.input,
             started_at=self._clock.now(),
             subject=cmd.subject,
+            version=await self._version_to_start(cmd),
         )
         if cmd.caller is not None or cmd.caller_call is not None:
             event = await self._child(cmd, principal, event)
         return await self.record_start(event, warn=True)
+
+    async def _version_to_start(self, cmd: StartRun) -> int:
+        """The version a start names, else the newest a live worker serves, else 1
+        (docs/versions.md#which-version-a-run-starts-on)."""
+        if cmd.version is not None:
+            return check_version(cmd.version)
+        if self.workers is None:
+            return 1
+        return await self.workers.newest_version(cmd.flow)
 
     async def _child(self, cmd: StartRun, principal: Principal, event: RunStarted) -> RunStarted:
         """``layby.call``: the child runs as its caller's identity, on its caller's subject, one
@@ -228,16 +239,20 @@ class RunHandlers:
         self._keep_started(event)  # its first execution asks about it in a moment
         log.info("run.started", run_id=event.run_id, flow=event.flow, identity=event.identity)
         return RunAccepted(
-            run_id=event.run_id, seq=seq, warning=await self._unserved(event.flow) if warn else None
+            run_id=event.run_id,
+            seq=seq,
+            warning=await self._unserved(event.flow, event.version) if warn else None,
         )
 
-    async def _unserved(self, flow: str) -> str | None:
-        """A warning when no live worker serves ``flow`` (the run waits for one)."""
+    async def _unserved(self, flow: str, version: int = 1) -> str | None:
+        """A warning when no live worker serves ``version`` of ``flow`` (the run waits for one)."""
         if self.workers is None:
             return None
         served = await self.workers.served()
         if flow in served:
-            return None
+            if version == 1 or await self.workers.serves(flow, version):
+                return None
+            return f"no worker serves version {version} of flow {flow!r}; the run starts once one runs"
         listing = ", ".join(served) if served else "none"
         return (
             f"no worker serves flow {flow!r} (flows served now: {listing}); "
@@ -408,6 +423,12 @@ class RunHandlers:
         last = await self._store.last(self._store.names.run(cmd.run_id), leader=True)
         return RunAccepted(run_id=cmd.run_id, seq=last.seq if last is not None else 0)
 
+    async def move(self, cmd: MoveRun) -> RunAccepted:
+        principal = identify(self._auth, cmd.token, cmd.run_id, "run_id")
+        await move_run(self._store, cmd.run_id, check_version(cmd.version), principal, self._clock.now)
+        last = await self._store.last(self._store.names.run(cmd.run_id), leader=True)
+        return RunAccepted(run_id=cmd.run_id, seq=last.seq if last is not None else 0)
+
     async def retry(self, cmd: RetryRun) -> RunAccepted:
         principal = identify(self._auth, cmd.token, cmd.run_id, "run_id")
         await retry_run(self._store, cmd.run_id, principal, self._clock.now)
@@ -427,8 +448,11 @@ class RunHandlers:
                 f"ack_wait_seconds must be > 0 and at most {MAX_ACK_WAIT_SECONDS:g}", field="ack_wait_seconds"
             )
         names = self._store.names
-        durable = names.flow_durable(cmd.flow)
-        await ensure_flow_consumer(self._store, cmd.flow, ack_wait_seconds=cmd.ack_wait_seconds)
+        version = check_version(cmd.version)
+        durable = names.flow_durable(cmd.flow, version)
+        await ensure_flow_consumer(
+            self._store, cmd.flow, version=version, ack_wait_seconds=cmd.ack_wait_seconds
+        )
         return Attached(stream=names.continuations_stream, durable=durable)
 
     async def current(self, cmd: CheckCurrent) -> Current:
@@ -443,6 +467,9 @@ class RunHandlers:
         state = Run(seq=last.seq, last=event) if last is not None and isinstance(event, RunEvent) else Run()
         if state.status == "cancelled":
             return Current(status="cancelled")
+        if state.version != cmd.version:
+            # A continuation of a version the run moved away from (docs/versions.md#moving-runs).
+            return Current(status="duplicate")
         verdict = is_current(state, cmd.generation)
         if verdict:
             # A replay of a generation that recorded steps starts from them, not from the

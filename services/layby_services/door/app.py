@@ -59,6 +59,7 @@ from layby_services.door.routes.notifications import notifications_door, notify_
 from layby_services.door.routes.page import inbox_page, static_file
 from layby_services.door.routes.runs import (
     cancel_door,
+    move_door,
     retry_door,
     run_door,
     runs_door,
@@ -163,6 +164,7 @@ AUTHENTICATED_DOORS: list[HTTPRouteHandler] = [
     summary_door,
     cancel_door,
     retry_door,
+    move_door,
     workers_door,
     get_door,
     put_door,

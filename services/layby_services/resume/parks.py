@@ -69,8 +69,9 @@ class Resumer:
                 await self.chains.on_run_event(ev)
             case events.RunFinished() | events.RunFailed():
                 await self.chains.on_run_event(ev)
-            case events.RunResumed() if ev.retried_by is not None:
-                # A person retried a failed run: the ask service decided it; publish its continuation.
+            case events.RunResumed() if ev.retried_by is not None or ev.moved is not None:
+                # A person retried a failed run, or moved a waiting one to another version: the ask
+                # service decided it; publish its continuation (docs/versions.md#moving-runs).
                 await self.evaluate(ev.run_id)
             case events.InteractionAnswered() | events.InteractionRemoved() if ev.run_id:
                 # A resolution is its question's last event: no need to read it back.
@@ -94,6 +95,7 @@ class Resumer:
             input=ev.input,
             subject=ev.subject or ev.run_id,
             extras=ev.extras,
+            version=ev.version,
         )
         await self._publish(cont)
 
@@ -104,7 +106,8 @@ class Resumer:
             return
         if isinstance(last.event, events.RunResumed):
             # Decided earlier; the publish may not have happened (a crash): it is idempotent.
-            await self._continue(run_id, last.event)
+            moved_seq = last.seq if last.event.moved is not None else None
+            await self._continue(run_id, last.event, moved_seq=moved_seq)
             return
         if not isinstance(last.event, events.RunParked):
             return  # not parked (yet, or any more): nothing to resume
@@ -168,7 +171,11 @@ class Resumer:
         if len(self._started) > STARTED_CACHE:
             self._started.popitem(last=False)
 
-    async def _continue(self, run_id: str, resumed: events.RunResumed) -> None:
+    async def _continue(
+        self, run_id: str, resumed: events.RunResumed, *, moved_seq: int | None = None
+    ) -> None:
+        """Publish the continuation of ``resumed``; ``moved_seq``: the sequence of the move that
+        put it on another version, which then gets its own subject (docs/versions.md#moving-runs)."""
         started = await self.started(run_id)
         if started is None:
             log.error("resume.run_without_start", run_id=run_id)
@@ -185,11 +192,16 @@ class Resumer:
                 steps=resumed.steps,
                 subject=started.subject or started.run_id,
                 extras=started.extras,
-            )
+                version=resumed.version,
+            ),
+            moved_seq=moved_seq,
         )
 
-    async def _publish(self, cont: Continuation) -> None:
-        subject = self._store.names.continuation(cont.flow, cont.run_id, cont.generation)
-        fresh = await self._store.publish_once(subject, _enc.encode(cont), msg_id=f"cont-{cont.resume_id}")
+    async def _publish(self, cont: Continuation, moved_seq: int | None = None) -> None:
+        subject = self._store.names.continuation(
+            cont.flow, cont.run_id, cont.generation, cont.version, moved_seq
+        )
+        msg_id = f"cont-{cont.resume_id}" if moved_seq is None else f"cont-{cont.resume_id}-m{moved_seq}"
+        fresh = await self._store.publish_once(subject, _enc.encode(cont), msg_id=msg_id)
         if not fresh:
             log.debug("resume.continuation_exists", resume_id=cont.resume_id)

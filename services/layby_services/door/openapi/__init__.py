@@ -116,6 +116,8 @@ class DoorOperation(Operation):
         ok = dict(own.get("ok") or out[success])
         if success == "201":
             ok["description"] = "Created."
+        if success == "204":
+            ok = {"description": "No Content."}
         for key in ("headers", "links"):
             if key in own:
                 ok[key] = own[key]

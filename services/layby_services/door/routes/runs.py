@@ -21,13 +21,14 @@ from layby.ids import new_interaction_id
 from layby.requests import expect
 from layby_contracts import events, http
 from layby_contracts.commands import RunAccepted, StartRun
-from layby_contracts.errors import BadInput, NotFound
+from layby_contracts.errors import BadInput, Forbidden, NotFound
 from layby_contracts.limits import ANSWERED_BY_EXPIRY, PAGE_SIZE_MAX
+from layby_domain.run import MOVABLE
 from layby_domain.validation import is_flow_name, is_interaction_id
 from layby_server.auth import Principal
 from layby_server.projection.workers import WorkerRegistry
 from layby_server.store.eventstore import EventStore, Stored
-from layby_server.write.runops import NOT_FOUND, cancel_run, load_run, retry_run
+from layby_server.write.runops import NOT_FOUND, OPERATORS_MOVE, cancel_run, load_run, move_run, retry_run
 from layby_services.door.bodies import decode_struct
 from layby_services.door.commands import send
 from layby_services.door.deps import Door, Token, Who, json_body
@@ -83,9 +84,8 @@ _FILTER = (
 )
 _COUNT = "SELECT count(*)" + _FILTER
 _PAGE = (
-    "SELECT run_id, flow, identity, status, generation, expiry_at, created_at, updated_at, step_count"
-    + _FILTER
-    + " ORDER BY updated_at DESC NULLS LAST, run_id LIMIT $4 OFFSET $5"
+    "SELECT run_id, flow, identity, status, generation, expiry_at, created_at, updated_at, step_count,"
+    " version" + _FILTER + " ORDER BY updated_at DESC NULLS LAST, run_id LIMIT $4 OFFSET $5"
 )
 
 # The summary door (docs/doors/runs.md#summary): one snapshot for the dashboard's header.
@@ -119,6 +119,7 @@ def _summary(row: Any) -> dict[str, Any]:
         "created_at": _iso(row["created_at"]),
         "updated_at": _iso(row["updated_at"]),
         "steps": row["step_count"],
+        "version": row["version"] or 1,
     }
     if row["status"] == "parked" and row["expiry_at"] is not None:
         item["expiry_at"] = _iso(row["expiry_at"])
@@ -177,15 +178,30 @@ async def run_door(door: Door, who: Who, run_id: RunId) -> http.Run:
                 data[key] = row[key]
         if row["resumed_interactions"] is not None:
             data["resumed_interactions"] = json.loads(row["resumed_interactions"])
-    if data["status"] in ("running", "resumed"):
+    if data["status"] in ("running", "resumed", "parked"):
         await _warn_unserved(door.pool, data)
     return http.Run(data=http.RunDetail(**data))
 
 
 async def _warn_unserved(pool: Any, data: dict[str, Any]) -> None:
-    """A running run whose flow no live worker serves says so (it waits for one)."""
-    if not await WorkerRegistry(pool).serves(data["flow"]):
-        data["warning"] = f"no worker serves flow {data['flow']!r}; the run waits for one"
+    """A run that no live worker serves says so: one that should run waits for one; a parked one
+    whose flow is served at other versions only will wait when it resumes
+    (docs/versions.md#a-run-no-worker-serves)."""
+    flow, version, run_id = data["flow"], data.get("version", 1), data["run_id"]
+    registry = WorkerRegistry(pool)
+    if await registry.serves(flow, version):
+        return
+    served = flow in await registry.served()
+    if data["status"] == "parked" and not served:
+        return  # nothing serves the flow at all: nothing to choose between yet
+    if not served and version == 1:
+        data["warning"] = f"no worker serves flow {flow!r}; the run waits for one"
+        return
+    when = "it will wait for one when it resumes" if data["status"] == "parked" else "the run waits for one"
+    data["warning"] = (
+        f"no worker serves version {version} of flow {flow!r}; {when} "
+        f"(start one, or move the run: layby runs migrate {run_id} --to N)"
+    )
 
 
 @get(
@@ -248,6 +264,9 @@ async def _from_log(store: EventStore, run_id: str, who: Principal) -> dict[str,
         "created_at": _iso(started.started_at),
         "updated_at": _iso(_at(event)),
         "steps": event.step_count if isinstance(event, events.RunFinished) else len(run.steps),
+        "version": run.version
+        if isinstance(event, events.RunParked | events.RunResumed | events.RunFailed)
+        else started.version,
     }
     if isinstance(event, events.RunParked):
         park = [
@@ -431,6 +450,48 @@ async def retry_door(door: Door, who: Who, run_id: RunId) -> http.Retried:
     )
 
 
+@post(
+    "/api/runs/{run_id:str}/move",
+    operation_id="moveRun",
+    tags=["runs"],
+    operation_class=documented(body=http.MoveRunRequest, responses=UNAVAILABLE_503),
+    status_code=200,
+    dependencies={"payload": json_body(lambda raw: decode_struct(raw, http.MoveRunRequest))},
+    summary="Move a run to another version of its flow",
+    description="An operator's decision, recorded on the run's log: a parked run waits for its questions "
+    "on the new version, a run waiting for a worker is executed by the new version's workers, a failed "
+    "run is retried on it. Moving a run to the version it is on records nothing "
+    "(docs/versions.md#moving-runs).",
+    responses={
+        400: refusal(
+            "The body: not JSON, an unknown key, or `version` not a whole number from 1; `field` names it.",
+            field=True,
+        ),
+        403: refusal("A `user` token: only an operator moves runs.", OPERATORS_MOVE),
+        404: RUN_NOT_FOUND,
+        409: refusal(_CONFLICT + f"`the run is <status>; {MOVABLE}`."),
+    },
+)
+async def move_door(
+    door: Door, who: Who, run_id: RunId, payload: NamedDependency[http.MoveRunRequest]
+) -> http.Moved:
+    if who.restricted:
+        raise Forbidden(OPERATORS_MOVE)
+    if not is_interaction_id(run_id):
+        raise NotFound(NOT_FOUND)
+    event = await move_run(door.store, run_id, payload.version, who, door.clock.now)
+    status = {events.RunParked: "parked", events.RunResumed: "resumed", events.RunFailed: "failed"}
+    return http.Moved(
+        data=http.MovedData(
+            run_id=run_id,
+            version=event.version,
+            from_version=event.moved.from_version if event.moved is not None else None,
+            status=status[type(event)],  # type: ignore[arg-type]
+            moved_by=event.moved.by if event.moved is not None else None,
+        )
+    )
+
+
 INVALID_FLOW = "flow must be 1-64 of [A-Za-z0-9_-]"
 
 
@@ -471,7 +532,7 @@ async def start_run_door(
     """Body: a ``StartRunRequest``; 201 with the run's id (and the unserved-flow warning)."""
     start = payload
     run_id = start.run_id or new_interaction_id()
-    cmd = StartRun(token=token, run_id=run_id, flow=start.flow, input=start.input)
+    cmd = StartRun(token=token, run_id=run_id, flow=start.flow, input=start.input, version=start.version)
     reply = expect(
         await send(door.store, door.store.names.cmd_run, cmd),
         RunAccepted,

@@ -62,6 +62,7 @@ function detailBody(run) {
   fact("Started", when(run.created_at, ago(run.created_at)));
   fact("Last activity", when(run.updated_at, ago(run.updated_at)));
   fact("Steps", String(run.steps));
+  if (run.version && run.version !== 1) fact("Version", String(run.version)); // docs/versions.md
   if (run.generation) fact("Generation", String(run.generation)); // parks and retries so far
   if (run.cancelled_by) fact("Cancelled by", run.cancelled_by);
   if (run.retried_by) fact("Last retried by", run.retried_by);
@@ -178,6 +179,7 @@ const WORDS = {
   parked: "Parked",
   resumed: "Resumed",
   retried: "Retried",
+  moved: "Moved",
   finished: "Finished",
   failed: "Failed",
   cancelled: "Cancelled",
