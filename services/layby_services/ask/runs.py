@@ -467,7 +467,7 @@ class RunHandlers:
         state = Run(seq=last.seq, last=event) if last is not None and isinstance(event, RunEvent) else Run()
         if state.status == "cancelled":
             return Current(status="cancelled")
-        if state.version != cmd.version:
+        if state.last is not None and state.version != cmd.version:
             # A continuation of a version the run moved away from (docs/versions.md#moving-runs).
             return Current(status="duplicate")
         verdict = is_current(state, cmd.generation)
