@@ -301,7 +301,7 @@ class Moved(msgspec.Struct, frozen=True, kw_only=True):
     at: datetime
 
 
-class RunStarted(msgspec.Struct, frozen=True, kw_only=True, tag="run.started.v1"):
+class RunStarted(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, tag="run.started.v1"):
     """A run of a registered flow was started; ``identity`` is the asker every resume runs as."""
 
     run_id: str
@@ -329,7 +329,7 @@ class RunStarted(msgspec.Struct, frozen=True, kw_only=True, tag="run.started.v1"
     (docs/versions.md)."""
 
 
-class RunParked(msgspec.Struct, frozen=True, kw_only=True, tag="run.parked.v1"):
+class RunParked(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, tag="run.parked.v1"):
     """The run suspended on ``asks`` (one park, ``generation`` = how many parks so far).
 
     ``answers`` is the checkpoint: every resolution of earlier parks, by call index, so a
@@ -353,7 +353,7 @@ class RunParked(msgspec.Struct, frozen=True, kw_only=True, tag="run.parked.v1"):
     """Set on the copy an operator's move appended (the state is unchanged but for ``version``)."""
 
 
-class RunResumed(msgspec.Struct, frozen=True, kw_only=True, tag="run.resumed.v1"):
+class RunResumed(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, tag="run.resumed.v1"):
     """The last ask of park ``generation`` resolved: the one resume of that park.
 
     Appended before the continuation is published, with the park's sequence expected, so it is
@@ -391,7 +391,7 @@ class RunFinished(msgspec.Struct, frozen=True, kw_only=True, tag="run.finished.v
     """Visits waiting for the run chain's next outcome (docs/caller-asks.md#resume-take-and-cancel)."""
 
 
-class RunFailed(msgspec.Struct, frozen=True, kw_only=True, tag="run.failed.v1"):
+class RunFailed(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, tag="run.failed.v1"):
     """The flow raised on every attempt (or could not be resumed); ``error`` says why."""
 
     run_id: str
