@@ -73,6 +73,12 @@ async def test_a_run_parked_on_version_1_resumes_on_a_version_1_worker_while_ver
     assert json.loads(row["result"]) == {"ok": True, "finished_on": 1}
     assert {v for v, r in executed if r == run_id} == {1}  # never executed by the version 2 worker
     assert {v for v, r in executed if r == newer} == {2}
+    # Each worker says which versions it serves.
+    async with system.http() as http:
+        listed = (await http.get("/api/workers")).json()["data"]["items"]
+    by_id = {w["worker_id"]: w for w in listed}
+    assert by_id[new.worker_id]["versions"] == {"release": 2}
+    assert "versions" not in by_id[old.worker_id]
 
 
 async def test_with_no_worker_of_its_version_a_run_waits_and_says_why_then_a_move_resumes_it_on_the_new_one(

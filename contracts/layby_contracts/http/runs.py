@@ -183,6 +183,8 @@ class Worker(Struct, frozen=True, kw_only=True):
     alive: bool
     started_at: Timestamp | None
     seen_at: Timestamp | None
+    versions: dict[str, int] | UnsetType = UNSET
+    """The version of each flow it serves where that is not 1 (docs/versions.md)."""
 
 
 class WorkersData(Struct, frozen=True, kw_only=True):

@@ -171,6 +171,12 @@ def duration_text(ms: int) -> str:
     return f"{hours}h{minutes}m" if minutes else f"{hours}h"
 
 
+def _versioned(flow: str, versions: dict[str, int]) -> str:
+    """A flow as ``layby workers`` shows it: ``release v2`` when not version 1 (docs/versions.md)."""
+    version = versions.get(flow, 1)
+    return flow if version == 1 else f"{flow} v{version}"
+
+
 def workers_text(data: dict[str, Any]) -> str:
     rows = [
         (
@@ -178,7 +184,7 @@ def workers_text(data: dict[str, Any]) -> str:
             "yes" if w["alive"] else "no",
             w["identity"],
             w["seen_at"][:19],
-            ", ".join(w["flows"]),
+            ", ".join(_versioned(f, w.get("versions") or {}) for f in w["flows"]),
         )
         for w in data["items"]
     ]

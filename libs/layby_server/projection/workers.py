@@ -58,7 +58,7 @@ SELECT EXISTS (SELECT 1 FROM workers WHERE $1 = ANY(flows)
 """  # noqa: S608 - a constant
 
 _LISTING = f"""
-SELECT worker_id, identity, host, pid, flows, concurrency, started_at, seen_at,
+SELECT worker_id, identity, host, pid, flows, concurrency, started_at, seen_at, versions,
     seen_at > now() - interval '{ALIVE_SECONDS} seconds' AS alive
 FROM workers
 WHERE seen_at > now() - interval '1 hour' AND ($1::text IS NULL OR identity = $1)

@@ -224,6 +224,7 @@ async def workers_door(door: Door, who: Who) -> http.Workers:
             alive=r["alive"],
             started_at=_iso(r["started_at"]),
             seen_at=_iso(r["seen_at"]),
+            **({"versions": json.loads(r["versions"])} if r["versions"] else {}),
         )
         for r in rows
     ]
