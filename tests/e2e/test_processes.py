@@ -276,6 +276,22 @@ def test_layby_up_then_ask_and_answer_from_another_terminal(tmp_path: Path) -> N
     up, token = start_up(env)
     try:
         assert len(token) >= 40
+        # Beside `layby up` the doctor needs no settings, and finds the embedded installation
+        # healthy: NATS with keys and sync always, every service, the clocks (docs/operations.md).
+        doctor = cli(env, "doctor", "--json", check=False)
+        assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+        report = json.loads(doctor.stdout)
+        assert report["ok"] is True
+        found = {c["name"]: c["status"] for c in report["checks"]}
+        for name in (
+            "nats.authorization",
+            "nats.sync",
+            "nats.replicas",
+            "postgres.migrations",
+            "services",
+            "clocks",
+        ):
+            assert found[name] == "ok", report
         before = _log_consumers(env)
         stream = subprocess.Popen(
             [sys.executable, "-m", "layby.cli", "interactions", "stream", "--json"],
