@@ -44,6 +44,16 @@ def release(version: int, executed: list[tuple[int, str]]) -> Any:
     return register
 
 
+async def serving_versions(
+    workers: Workers, executed: list[tuple[int, str]], *versions: int
+) -> list[layby.Worker]:
+    """A serving worker of each version of ``release``, in order."""
+    started = [await workers.new(release(v, executed)) for v in versions]
+    for worker in started:
+        await workers.serve(worker)
+    return started
+
+
 async def run_view(system: System, run_id: str) -> dict[str, Any]:
     async with system.http() as http:
         response = await http.get(f"/api/runs/{run_id}")
@@ -56,10 +66,7 @@ async def test_a_run_parked_on_version_1_resumes_on_a_version_1_worker_while_ver
     system: System, workers: Workers, db: asyncpg.Pool
 ) -> None:
     executed: list[tuple[int, str]] = []
-    old = await workers.new(release(1, executed))
-    new = await workers.new(release(2, executed))
-    await workers.serve(old)
-    await workers.serve(new)
+    old, new = await serving_versions(workers, executed, 1, 2)
     run_id = await old.start("release", {})
     [ix] = await open_asks(db, run_id, 1)
     assert (await run_row(db, run_id))["version"] == 1  # type: ignore[index]
@@ -137,10 +144,7 @@ async def test_a_parked_run_moved_before_its_answer_resumes_on_the_new_version(
     system: System, workers: Workers, db: asyncpg.Pool, store: EventStore
 ) -> None:
     executed: list[tuple[int, str]] = []
-    old = await workers.new(release(1, executed))
-    new = await workers.new(release(2, executed))
-    await workers.serve(old)
-    await workers.serve(new)
+    old, _new = await serving_versions(workers, executed, 1, 2)
     run_id = await old.start("release", {})
     [ix] = await open_asks(db, run_id, 1)
     client = await system.sdk()
