@@ -239,6 +239,28 @@ def cmd_doctor(_client: ClientSettings, args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def cmd_contract(_client: ClientSettings, args: argparse.Namespace) -> int:
+    """Write the bus contract's documents, or with ``--check`` say which are stale (docs/bus.md)."""
+    from pathlib import Path
+
+    from layby_server.operations.busdoc import SCHEMA_DIR, BusContractError, check, write
+
+    directory = Path(args.dir) if args.dir else SCHEMA_DIR
+    try:
+        stale = check(directory) if args.check else write(directory)
+    except BusContractError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if args.check and stale:
+        print(
+            f"error: {', '.join(stale)} in {directory} do not match the contracts: run `layby contract`",
+            file=sys.stderr,
+        )
+        return 1
+    print(f"{'up to date' if not stale else 'wrote ' + ', '.join(stale)} ({directory})")
+    return 0
+
+
 def cmd_secrets_key(_client: ClientSettings, _args: argparse.Namespace) -> int:
     from layby_server.store.sealing import new_key
 
@@ -285,6 +307,13 @@ def register(sub: Any) -> dict[tuple[str, str | None], Any]:
         "channels, secrets (docs/operations.md#layby-doctor)",
     )
     doctor.add_argument("--json", action="store_true", help="print the report as JSON")
+    contract = sub.add_parser(
+        "contract", help="write the NATS bus contract (JSON Schema and AsyncAPI) from the code (docs/bus.md)"
+    )
+    contract.add_argument("--check", action="store_true", help="only say whether the files are up to date")
+    contract.add_argument(
+        "--dir", help="where the documents live (default: this checkout's contracts/schema)"
+    )
     sub.add_parser("secrets-key", help="print a new LAYBY_SECRETS_KEY (seals sensitive answers at rest)")
     backup = sub.add_parser("backup", help="snapshot every stream of the namespace into a folder")
     backup.add_argument("dir", help="folder to write (created; must not hold a backup already)")
@@ -303,6 +332,7 @@ def register(sub: Any) -> dict[tuple[str, str | None], Any]:
         ("projections", "rebuild"): cmd_rebuild,
         ("nats-config", None): cmd_nats_config,
         ("doctor", None): cmd_doctor,
+        ("contract", None): cmd_contract,
         ("backup", None): cmd_backup,
         ("restore", None): cmd_restore,
     }

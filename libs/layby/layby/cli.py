@@ -569,6 +569,7 @@ SERVER_COMMANDS = (
     "restore",
     "nats-config",
     "doctor",
+    "contract",
     "secrets-key",
 )
 """Every command the server distribution adds (``layby.cli`` entry points); named here so that an
