@@ -195,15 +195,20 @@ def _log_consumers(env: dict[str, str]) -> int:
     return asyncio.run(count())
 
 
-def start_up(env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
-    """Start `layby up`; return it with the token it printed."""
-    up = subprocess.Popen(
+def spawn_up(env: dict[str, str]) -> subprocess.Popen[str]:
+    """`layby up` in the background, its standard output readable line by line."""
+    return subprocess.Popen(
         [sys.executable, "-m", "layby.cli", "up"],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
     )
+
+
+def start_up(env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
+    """Start `layby up`; return it with the token it printed."""
+    up = spawn_up(env)
     lines = []
     assert up.stdout is not None
     for line in up.stdout:
@@ -558,13 +563,7 @@ def test_layby_up_serves_every_process_s_metrics_on_its_own_port(tmp_path: Path)
 
     base = _free_run(len(SERVICES))
     env = up_env(tmp_path / "data", free_port(), LAYBY_LOG_LEVEL="warning", LAYBY_HEALTH_PORT=str(base))
-    up = subprocess.Popen(
-        [sys.executable, "-m", "layby.cli", "up"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
+    up = spawn_up(env)
     try:
         printed = []
         assert up.stdout is not None

@@ -78,9 +78,8 @@ from layby_contracts.errors import (
     Unavailable,
 )
 from layby_contracts.events import StepResult
-from layby_contracts.limits import FLOW_VERSION_MAX
 from layby_contracts.refusals import from_refused
-from layby_domain.validation import is_flow_name
+from layby_domain.validation import FLOW_VERSION_RULE, is_flow_name, is_flow_version
 
 log = get_logger("layby.worker")
 RETRY_BASE_SECONDS = 1.0
@@ -154,8 +153,8 @@ class Worker:
         bumping it is how code that would replay a parked run differently is deployed."""
         if not is_flow_name(name):
             raise BadInput("flow name must be 1-64 of [A-Za-z0-9_-]", field="name")
-        if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= FLOW_VERSION_MAX:
-            raise BadInput(f"version must be a whole number from 1 to {FLOW_VERSION_MAX}", field="version")
+        if not is_flow_version(version):
+            raise BadInput(FLOW_VERSION_RULE, field="version")
         if name in self._flows:
             raise BadInput(f"flow {name!r} is already registered", field="name")
         declared = _extras_keys(extras)

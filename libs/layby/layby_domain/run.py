@@ -373,19 +373,21 @@ def decide_retry(state: Run, *, by: str, now: datetime) -> RunResumed:
 MOVABLE = "only a parked run, a failed one, or one waiting for a worker can be moved"
 
 
-def decide_move(state: Run, *, version: int, by: str, now: datetime) -> RunParked | RunResumed | RunFailed:
+def decide_move(
+    state: Run, *, version: int, by: str, now: datetime
+) -> RunParked | RunResumed | RunFailed | None:
     """Move a run to ``version`` of its flow (docs/versions.md#moving-runs): the run's last event
     again, with the new version and who moved it. A run that is parked keeps waiting for its
     questions; one that resumed and waits for a worker is published again for the new version's
-    workers; a failed one is retried on it. Raises ``Conflict`` for any other state and for a
-    move to the version the run is on."""
+    workers; a failed one is retried on it. None: the run is on ``version`` already (a retried
+    command), nothing to record. Raises ``Conflict`` for any other state."""
     last = state.last
     if state.status == "absent":
         raise NotFound("run not found")
     if not isinstance(last, RunParked | RunResumed | RunFailed):
         raise Conflict(f"the run is {state.status}; {MOVABLE}")
     if version == last.version:
-        raise Conflict(f"the run is on version {version} already")
+        return None
     moved = Moved(from_version=last.version, by=by, at=now)
     return msgspec.structs.replace(last, version=version, moved=moved)
 

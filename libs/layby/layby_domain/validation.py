@@ -20,7 +20,7 @@ from layby_contracts.commands import Ask
 from layby_contracts.errors import BadInput
 from layby_contracts.events import EXPIRY_KEY, ChatOptions, MediaItem, Routing
 from layby_contracts.formats import payload_of
-from layby_contracts.limits import QUESTION_MAX_CHARS
+from layby_contracts.limits import FLOW_VERSION_MAX, QUESTION_MAX_CHARS
 from layby_contracts.question import Question
 from layby_domain.formats import FORMATS, AskInputs, format_named
 from layby_domain.media import validate_media
@@ -127,6 +127,14 @@ def is_subject(value: object) -> bool:
 def is_flow_name(value: object) -> bool:
     """Flow names are subject tokens: 1-64 of [A-Za-z0-9_-]."""
     return isinstance(value, str) and bool(_FLOW_RE.match(value))
+
+
+FLOW_VERSION_RULE = f"version must be a whole number from 1 to {FLOW_VERSION_MAX}"
+
+
+def is_flow_version(value: object) -> bool:
+    """A flow's version (docs/versions.md): a whole number from 1 to ``FLOW_VERSION_MAX``."""
+    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= FLOW_VERSION_MAX
 
 
 def check_wait(mode: object, timeout: object, expiry_at: object) -> datetime | None:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import json
 import secrets
 import time
@@ -477,14 +476,6 @@ def _clocks(reach: Reach) -> DoctorCheck:
 # -- the public base URL ------------------------------------------------------------------------
 
 
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    with contextlib.suppress(ValueError):
-        return ipaddress.ip_address(host).is_loopback
-    return False
-
-
 async def _public_url(reach: Reach) -> DoctorCheck:
     base = reach.settings.public_base_url
     channels = parse_channels(reach.settings.channels)
@@ -542,21 +533,14 @@ async def _public_url(reach: Reach) -> DoctorCheck:
             "the probe: it reaches something else",
             "route the public URL (every path under it) to this installation's door",
         )
-    scheme = urlsplit(base).scheme
-    if scheme == "https":
+    if urlsplit(base).scheme == "https":
         return _check("public_url", "ok", f"{base} reaches this installation's door over HTTPS")
-    if _loopback(host):
-        return _check(
-            "public_url",
-            "warn",
-            f"{base} reaches this installation's door over plain HTTP on this machine only",
-            "chat providers and people elsewhere need an HTTPS address: put one in front of the door",
-        )
+    # The setting admits plain HTTP for a loopback host only (check_public_base_url).
     return _check(
         "public_url",
-        "fail",
-        f"{base} reaches this installation's door over plain HTTP: tickets travel in the clear",
-        "serve the door over HTTPS and set INTERACTIONS_PUBLIC_BASE_URL to the https:// address",
+        "warn",
+        f"{base} reaches this installation's door over plain HTTP on this machine only",
+        "chat providers and people elsewhere need an HTTPS address: put one in front of the door",
     )
 
 

@@ -18,8 +18,7 @@ import msgspec
 
 from layby_contracts.commands import WorkerSeen
 from layby_contracts.errors import BadInput
-from layby_contracts.limits import FLOW_VERSION_MAX
-from layby_domain.validation import is_flow_name
+from layby_domain.validation import FLOW_VERSION_RULE, is_flow_name, is_flow_version
 from layby_server.auth import Principal
 
 ALIVE_SECONDS = 30
@@ -28,7 +27,6 @@ SERVED_CACHE_SECONDS = 1.0
 """How long the flows live workers serve are remembered before PostgreSQL is asked again
 (docs/parks.md#worker-visibility): a run start reads the memory, not the table."""
 MAX_FLOWS = 256
-MAX_VERSION = FLOW_VERSION_MAX
 
 _SEEN = """
 INSERT INTO workers (worker_id, identity, host, pid, flows, concurrency, extras, versions)
@@ -81,8 +79,8 @@ def _versions(cmd: WorkerSeen) -> dict[str, int]:
     for flow, version in versions.items():
         if flow not in cmd.flows:
             raise BadInput(f"versions names {flow!r}, which is not one of flows", field="versions")
-        if not (isinstance(version, int) and 1 <= version <= MAX_VERSION):
-            raise BadInput(f"the version of {flow} must be a whole number 1-{MAX_VERSION}", field="versions")
+        if not is_flow_version(version):
+            raise BadInput(f"the version of {flow}: {FLOW_VERSION_RULE}", field="versions")
     return {flow: version for flow, version in versions.items() if version != 1}
 
 
@@ -135,10 +133,15 @@ class WorkerRegistry:
         read at a time, however many run starts ask meanwhile)."""
         return sorted(await self._served_now())
 
+    async def versions(self, flow: str) -> frozenset[int]:
+        """The versions of ``flow`` live workers serve (empty: none serves it), as read at most
+        ``SERVED_CACHE_SECONDS`` ago."""
+        return (await self._served_now()).get(flow, frozenset())
+
     async def newest_version(self, flow: str) -> int:
         """The newest version of ``flow`` a live worker serves; 1 when none serves it
         (docs/versions.md#which-version-a-run-starts-on)."""
-        return max((await self._served_now()).get(flow, frozenset({1})))
+        return max(await self.versions(flow), default=1)
 
     async def _served_now(self) -> Served:
         if self._served is not None and self._monotonic() - self._served_at < SERVED_CACHE_SECONDS:

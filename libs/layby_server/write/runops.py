@@ -19,9 +19,9 @@ from typing import TypeVar
 
 from layby_contracts.errors import BadInput, Forbidden, NotFound
 from layby_contracts.events import Event, RunCancelled, RunEvent, RunFailed, RunParked, RunResumed, RunStarted
-from layby_contracts.limits import FLOW_VERSION_MAX
 from layby_domain.interaction import decide_remove
 from layby_domain.run import Run, Steps, decide_cancel, decide_close_steps, decide_move, decide_retry
+from layby_domain.validation import FLOW_VERSION_RULE, is_flow_version
 from layby_server.auth import Principal
 from layby_server.observability.logs import get_logger
 from layby_server.store.eventlog import EventLog, Outcome, as_event, decide_and_append, kept_changing
@@ -78,9 +78,10 @@ async def cancel_run(
 
 
 def check_version(version: object) -> int:
-    """A flow version: a whole number from 1 (``BadInput`` naming ``version`` otherwise)."""
-    if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= FLOW_VERSION_MAX:
-        raise BadInput(f"version must be a whole number from 1 to {FLOW_VERSION_MAX}", field="version")
+    """A flow version (``BadInput`` naming ``version`` otherwise: docs/versions.md)."""
+    if not is_flow_version(version):
+        raise BadInput(FLOW_VERSION_RULE, field="version")
+    assert isinstance(version, int)
     return version
 
 
@@ -91,14 +92,11 @@ async def move_run(
     with the new version, appended with that event's sequence expected. An operator's decision."""
     if who.restricted:
         raise Forbidden(OPERATORS_MOVE)
-    _, state = await load_run(store, run_id, who)
-    if isinstance(state.last, RunParked | RunResumed | RunFailed) and state.last.version == version:
-        return state.last  # moved already (a retried command): nothing to record
 
     async def read(_leader: bool) -> Run:
         return (await load_run(store, run_id, who))[1]  # always the leader's word
 
-    def decide(state: Run) -> RunParked | RunResumed | RunFailed:
+    def decide(state: Run) -> RunParked | RunResumed | RunFailed | None:
         return decide_move(state, version=version, by=who.identity, now=now())
 
     async def event_of(event: RunParked | RunResumed | RunFailed) -> Event:
@@ -108,11 +106,14 @@ async def move_run(
     outcome: Outcome[Run, RunParked | RunResumed | RunFailed] = await decide_and_append(
         store, store.names.run(run_id), read=read, decide=decide, event_of=event_of, msg_id=lambda _: msg_id
     )
-    event = outcome.decision
-    if event is None:
+    if outcome.lost:
         raise kept_changing("the run")
+    if outcome.decision is None:
+        # On that version already (a retried command): nothing was recorded.
+        assert isinstance(outcome.state.last, RunParked | RunResumed | RunFailed)
+        return outcome.state.last
     log.info("run.moved", run_id=run_id, by=who.identity, version=version)
-    return event
+    return outcome.decision
 
 
 async def read_steps(store: EventLog, run_id: str, generation: int) -> Steps:

@@ -248,11 +248,12 @@ class RunHandlers:
         """A warning when no live worker serves ``version`` of ``flow`` (the run waits for one)."""
         if self.workers is None:
             return None
-        served = await self.workers.served()
-        if flow in served:
-            if version == 1 or await self.workers.serves(flow, version):
-                return None
+        versions = await self.workers.versions(flow)
+        if version in versions:
+            return None
+        if versions:
             return f"no worker serves version {version} of flow {flow!r}; the run starts once one runs"
+        served = await self.workers.served()
         listing = ", ".join(served) if served else "none"
         return (
             f"no worker serves flow {flow!r} (flows served now: {listing}); "
