@@ -27,7 +27,7 @@ from layby_contracts.doctor import ServiceSeen
 from layby_contracts.subjects import Names
 from layby_server.operations.natsauth import SERVICE_ROLES, TokenEntry, service_permissions, token_permissions
 
-__all__ = ["SCHEMA_DIR", "BusContractError", "check", "documents", "write"]
+__all__ = ["OPENAPI_FILE", "SCHEMA_DIR", "BusContractError", "check", "documents", "write"]
 
 SCHEMA_DIR = Path(__file__).resolve().parents[3] / "contracts" / "schema"
 """Where the documents are checked in (the repository's ``contracts/schema``)."""
@@ -35,6 +35,8 @@ COMMANDS_FILE = "commands.schema.json"
 EVENTS_FILE = "events.schema.json"
 ASYNCAPI_FILE = "asyncapi.json"
 PROTOCOLS_FILE = "protocols.json"
+OPENAPI_FILE = "openapi.json"
+"""The doors' OpenAPI 3.1 document (docs/doors/common.md#the-openapi-document), beside the bus's."""
 EVENT_SCHEMAS_FILE = "event_schemas.json"
 REF = "#/$defs/{name}"
 EXAMPLE = Names("layby")
@@ -219,9 +221,11 @@ def _asyncapi(names: Names) -> dict[str, Any]:
     }
 
 
-def documents(directory: Path = SCHEMA_DIR) -> dict[str, str]:
+def documents(directory: Path = SCHEMA_DIR, extra: dict[str, Any] | None = None) -> dict[str, str]:
     """Every document's text, by file name; the protocol files extended with this build's numbers
-    (``BusContractError`` when a schema changed under a number already recorded)."""
+    (``BusContractError`` when a schema changed under a number already recorded). ``extra``: more
+    documents to write beside them, by file name (the doors' OpenAPI document, which the caller
+    generates: this layer cannot import the door)."""
     cmd_schema = _schema(COMMAND_TYPES, f"Layby bus commands and replies (protocol {PROTOCOL})")
     ev_schema = _schema(EVENT_TYPES, f"Layby events (event schema {events.EVENT_SCHEMA})")
     recorded = {
@@ -236,6 +240,7 @@ def documents(directory: Path = SCHEMA_DIR) -> dict[str, str]:
         COMMANDS_FILE: cmd_schema,
         EVENTS_FILE: ev_schema,
         ASYNCAPI_FILE: _asyncapi(EXAMPLE),
+        **(extra or {}),
     }
     for name, (number, sha, where) in recorded.items():
         path = directory / name
@@ -249,11 +254,11 @@ def documents(directory: Path = SCHEMA_DIR) -> dict[str, str]:
     return {name: json.dumps(doc, indent=2, sort_keys=True) + "\n" for name, doc in out.items()}
 
 
-def write(directory: Path = SCHEMA_DIR) -> list[str]:
+def write(directory: Path = SCHEMA_DIR, extra: dict[str, Any] | None = None) -> list[str]:
     """Write the documents; the names of the files that changed."""
     directory.mkdir(parents=True, exist_ok=True)
     changed = []
-    for name, text in documents(directory).items():
+    for name, text in documents(directory, extra).items():
         path = directory / name
         if not path.exists() or path.read_text(encoding="utf-8") != text:
             path.write_text(text, encoding="utf-8")
@@ -261,10 +266,10 @@ def write(directory: Path = SCHEMA_DIR) -> list[str]:
     return changed
 
 
-def check(directory: Path = SCHEMA_DIR) -> list[str]:
+def check(directory: Path = SCHEMA_DIR, extra: dict[str, Any] | None = None) -> list[str]:
     """The files that differ from what the code generates (empty: up to date)."""
     return [
         name
-        for name, text in documents(directory).items()
+        for name, text in documents(directory, extra).items()
         if not (directory / name).exists() or (directory / name).read_text(encoding="utf-8") != text
     ]
