@@ -2,7 +2,7 @@
 
 One frozen Struct, loaded once from the environment at start-up and passed down; business code
 never reads ``os.environ``. Invalid values fail at start-up naming the variable. Every variable is
-listed with its meaning in the README's Configuration section.
+listed with its meaning in docs/configuration.md.
 """
 
 from __future__ import annotations
