@@ -1,0 +1,200 @@
+/**
+ * A typed client for Layby's HTTP doors (docs/clients.md).
+ *
+ * The types are generated from the doors' OpenAPI document (`contracts/schema/openapi.json`,
+ * `npm run generate`) and every call goes through `openapi-fetch`, so a request or a response
+ * that does not match the document does not compile. This file is the thin layer over it: asking
+ * and waiting for the outcome, answering, the inbox and its live feed, runs, notifications, and
+ * refusals as typed errors. Anything else the doors offer is on `client.api`, typed the same way.
+ */
+
+import createClient, { type Client } from "openapi-fetch";
+
+import {
+  errorFrom,
+  InteractionRemovedError,
+  InteractionTimeoutError,
+  UnavailableError,
+} from "./errors.js";
+import type { components, operations, paths } from "./openapi.js";
+import { stream, type InboxEvent, type StreamOptions } from "./stream.js";
+
+export * from "./errors.js";
+export type { InboxEvent, PendingQuestion, StreamOptions } from "./stream.js";
+export type { components, operations, paths } from "./openapi.js";
+
+type Schemas = components["schemas"];
+export type AskRequest = Schemas["AskRequest"];
+export type AskCreated = Schemas["AskCreatedData"];
+export type Outcome = Schemas["OutcomeData"];
+export type Answered = Schemas["AnsweredData"];
+export type Withdrawn = Schemas["WithdrawnData"];
+export type InteractionPage = Schemas["InteractionPageData"];
+export type ListQuery = NonNullable<operations["listInteractions"]["parameters"]["query"]>;
+export type StartRunRequest = Schemas["StartRunRequest"];
+export type RunStarted = Schemas["RunStartData"];
+export type Run = Schemas["RunDetail"];
+export type RunPage = Schemas["RunPageData"];
+export type RunsQuery = NonNullable<operations["listRuns"]["parameters"]["query"]>;
+export type NotifyRequest = Schemas["NotifyRequest"];
+
+export interface LaybyOptions {
+  /** Where the doors are, e.g. `http://127.0.0.1:8000` (what `layby up` prints as the inbox). */
+  baseUrl: string;
+  /** A bearer token: an operator's, or a user's (`LAYBY_API_TOKENS`). */
+  token: string;
+  /** Another `fetch` (a proxy agent, a test double); default the global one. */
+  fetch?: typeof fetch;
+}
+
+export interface WaitOptions {
+  /** Seconds each poll may wait for the outcome (the door lowers it to its own maximum). Default 30. */
+  pollSeconds?: number;
+  /** Stops waiting; `askUser` then withdraws its question, as the Python SDK does on cancel. */
+  signal?: AbortSignal;
+}
+
+/** The settled outcome of a question: never `pending`. */
+export type FinalOutcome = Outcome & { status: "answered" | "expired" | "removed" };
+
+interface Result<T> {
+  data?: T;
+  error?: unknown;
+  response: Response;
+}
+
+/** The body of a successful call, or the typed error of a refused one. */
+function ok<T>(result: Result<T>): T {
+  if (result.error !== undefined || result.data === undefined) throw errorFrom(result.response, result.error);
+  return result.data;
+}
+
+function sleep(seconds: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const timer = setTimeout(() => {
+      signal?.removeEventListener("abort", abort);
+      resolve();
+    }, seconds * 1000);
+    function abort(): void {
+      clearTimeout(timer);
+      reject(signal?.reason);
+    }
+    signal?.addEventListener("abort", abort, { once: true });
+  });
+}
+
+export class Layby {
+  /** Every door, typed from the OpenAPI document, with the token already attached. */
+  readonly api: Client<paths>;
+  private readonly baseUrl: string;
+  private readonly headers: Record<string, string>;
+  private readonly fetcher: typeof fetch;
+
+  constructor(options: LaybyOptions) {
+    this.baseUrl = options.baseUrl.replace(/\/+$/, "");
+    this.headers = { Authorization: `Bearer ${options.token}` };
+    this.fetcher = options.fetch ?? globalThis.fetch;
+    this.api = createClient<paths>({ baseUrl: this.baseUrl, headers: this.headers, fetch: this.fetcher });
+  }
+
+  /** Record a question (`POST /api/asks`); it waits for an answer whether or not anyone polls. */
+  async ask(body: AskRequest): Promise<AskCreated> {
+    return ok(await this.api.POST("/api/asks", { body })).data;
+  }
+
+  /** What became of a question now, or within `wait` seconds (`pending` when the wait ends first). */
+  async outcome(interactionId: string, options: { wait?: number; signal?: AbortSignal } = {}): Promise<Outcome> {
+    const query = options.wait === undefined ? {} : { wait: options.wait };
+    const result = await this.api.GET("/api/interactions/{interaction_id}/outcome", {
+      params: { path: { interaction_id: interactionId }, query },
+      signal: options.signal,
+    });
+    return ok(result).data;
+  }
+
+  /**
+   * Long-poll until the question is answered, expires or is removed. A door at its bound of
+   * waiting polls (503 with `Retry-After`) is waited out and polled again.
+   */
+  async waitForOutcome(interactionId: string, options: WaitOptions = {}): Promise<FinalOutcome> {
+    const wait = options.pollSeconds ?? 30;
+    for (;;) {
+      let outcome: Outcome;
+      try {
+        outcome = await this.outcome(interactionId, { wait, signal: options.signal });
+      } catch (error) {
+        if (!(error instanceof UnavailableError)) throw error;
+        await sleep(error.retryAfter ?? 1, options.signal);
+        continue;
+      }
+      if (outcome.status !== "pending") return outcome as FinalOutcome;
+    }
+  }
+
+  /**
+   * Ask and wait for the answer, as the Python SDK's `ask_user`: the answer, or an
+   * `InteractionTimeoutError` when the deadline passes, or an `InteractionRemovedError`. Aborting
+   * `signal` withdraws the question.
+   */
+  async askUser(body: AskRequest, options: WaitOptions = {}): Promise<unknown> {
+    const { interaction_id } = await this.ask(body);
+    let outcome: FinalOutcome;
+    try {
+      outcome = await this.waitForOutcome(interaction_id, options);
+    } catch (error) {
+      if (options.signal?.aborted) await this.withdraw(interaction_id).catch(() => undefined);
+      throw error;
+    }
+    if (outcome.status === "answered") return outcome.answer;
+    if (outcome.status === "expired") throw new InteractionTimeoutError(interaction_id, outcome.reason);
+    throw new InteractionRemovedError(interaction_id, outcome.reason, outcome.detail);
+  }
+
+  /** Withdraw a pending question; says whether it was removed now, before, or answered first. */
+  async withdraw(interactionId: string): Promise<Withdrawn> {
+    const result = await this.api.DELETE("/api/interactions/{interaction_id}", {
+      params: { path: { interaction_id: interactionId } },
+    });
+    return ok(result).data;
+  }
+
+  /** Answer a pending question; the first resolution recorded wins (409 `ConflictError` after). */
+  async answer(interactionId: string, answer: unknown): Promise<Answered> {
+    const result = await this.api.POST("/api/interactions/{interaction_id}/answer", {
+      params: { path: { interaction_id: interactionId } },
+      body: { answer },
+    });
+    return ok(result).data;
+  }
+
+  /** One page of the pending questions this token may see. */
+  async list(query: ListQuery = {}): Promise<InteractionPage> {
+    return ok(await this.api.GET("/api/interactions", { params: { query } })).data;
+  }
+
+  /** The live feed of the inbox, resumed after drops (see `StreamOptions`). */
+  stream(options: StreamOptions = {}): AsyncGenerator<InboxEvent, void, undefined> {
+    return stream(`${this.baseUrl}/api/interactions/stream`, this.headers, this.fetcher, options);
+  }
+
+  /** Start a run of a flow that a worker serves (`version`: a version a worker serves). */
+  async startRun(body: StartRunRequest): Promise<RunStarted> {
+    return ok(await this.api.POST("/api/runs", { body })).data;
+  }
+
+  /** A run: its status, what it waits on, its questions and calls. */
+  async getRun(runId: string): Promise<Run> {
+    return ok(await this.api.GET("/api/runs/{run_id}", { params: { path: { run_id: runId } } })).data;
+  }
+
+  /** One page of runs, newest first. */
+  async listRuns(query: RunsQuery = {}): Promise<RunPage> {
+    return ok(await this.api.GET("/api/runs", { params: { query } })).data;
+  }
+
+  /** Tell a person something, asking nothing: to the feed, or on a channel. What became of it. */
+  async notify(body: NotifyRequest): Promise<string> {
+    return ok(await this.api.POST("/api/notifications", { body })).data;
+  }
+}

@@ -1,0 +1,301 @@
+/**
+ * The client against a live Layby (`layby up`): LAYBY_URL and LAYBY_TOKEN name it, and
+ * LAYBY_PYTHON is the Python that runs `layby` for the other side (answering from the CLI).
+ * tests/e2e/test_typescript_client.py starts the stack and runs these.
+ */
+
+import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import { describe, test } from "node:test";
+import { promisify } from "node:util";
+
+import {
+  BadInputError,
+  ConflictError,
+  InteractionRemovedError,
+  InteractionTimeoutError,
+  Layby,
+  NotFoundError,
+  UnauthorizedError,
+  type InboxEvent,
+} from "../src/index.js";
+
+function setting(name: string): string {
+  const value = process.env[name];
+  if (!value) throw new Error(`${name} is not set: run these through tests/e2e/test_typescript_client.py`);
+  return value;
+}
+
+const baseUrl = setting("LAYBY_URL");
+const token = setting("LAYBY_TOKEN");
+const python = setting("LAYBY_PYTHON");
+const layby = new Layby({ baseUrl, token });
+const run = promisify(execFile);
+
+/** Answer from the Python side: the `layby` CLI, configured by the runtime file of `layby up`. */
+async function answerFromPython(interactionId: string, answer: unknown): Promise<void> {
+  await run(python, ["-m", "layby.cli", "interactions", "answer", interactionId, "--answer", JSON.stringify(answer)]);
+}
+
+/** `read()`'s value once `ok` holds of it: the lists are read models, a moment behind the log. */
+async function eventually<T>(read: () => Promise<T>, ok: (value: T) => boolean, what: string): Promise<T> {
+  for (let attempt = 0; attempt < 100; attempt++) {
+    const value = await read();
+    if (ok(value)) return value;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error(`${what}: not within 10 s`);
+}
+
+/** The question asked with this text, once the list shows it. */
+async function listedId(question: string): Promise<string> {
+  const page = await eventually(
+    () => layby.list({ q: question }),
+    (p) => p.items.some((q) => q.question === question),
+    `${question} listed`,
+  );
+  return page.items.find((q) => q.question === question)!.interaction_id;
+}
+
+/** What a frame is about: the question's id, and its text for an `interaction.add`. */
+function about(frame: InboxEvent): { id: string | undefined; question: string | undefined } {
+  const data = frame.data as { interaction_id?: string; question?: string };
+  return { id: data.interaction_id, question: data.question };
+}
+
+/** Frames about these questions (by text, or by id once known), until `until` says enough. */
+async function collect(
+  frames: AsyncGenerator<InboxEvent>,
+  mine: (frame: InboxEvent) => boolean,
+  until: (seen: InboxEvent[]) => boolean,
+): Promise<InboxEvent[]> {
+  const seen: InboxEvent[] = [];
+  for await (const frame of frames) {
+    if (mine(frame)) seen.push(frame);
+    if (until(seen)) break;
+  }
+  return seen;
+}
+
+describe("asking", () => {
+  test("an ask answered from the Python side is the client's outcome", async () => {
+    const question = `Ship ${randomUUID()}?`;
+    const asked = layby.askUser({ question, answer_format: "select", options: ["yes", "no"], timeout: 60 });
+    const id = await listedId(question);
+    await answerFromPython(id, "yes");
+    assert.equal(await asked, "yes");
+    const outcome = await layby.outcome(id);
+    assert.equal(outcome.status, "answered");
+    assert.equal(outcome.answer, "yes");
+  });
+
+  test("a question nobody answers ends in an InteractionTimeoutError at its deadline", async () => {
+    await assert.rejects(
+      layby.askUser({ question: `Nobody answers ${randomUUID()}`, timeout: 1 }, { pollSeconds: 5 }),
+      (error: unknown) => error instanceof InteractionTimeoutError && error.reason === "timeout",
+    );
+  });
+
+  test("aborting askUser withdraws its question", async () => {
+    const question = `Withdraw me ${randomUUID()}`;
+    const controller = new AbortController();
+    const asked = layby.askUser({ question, timeout: 60 }, { signal: controller.signal });
+    const id = await listedId(question);
+    controller.abort();
+    await assert.rejects(asked);
+    const outcome = await layby.outcome(id);
+    assert.equal(outcome.status, "removed");
+    assert.equal(outcome.reason, "cancelled");
+  });
+
+  test("a question withdrawn by someone else ends askUser in an InteractionRemovedError", async () => {
+    const question = `Changed my mind ${randomUUID()}`;
+    const asked = layby.askUser({ question, timeout: 60 });
+    const id = await listedId(question);
+    assert.equal((await layby.withdraw(id)).outcome, "pruned");
+    await assert.rejects(asked, (error: unknown) => {
+      assert.ok(error instanceof InteractionRemovedError, String(error));
+      assert.equal(error.interactionId, id);
+      assert.equal(error.reason, "cancelled");
+      return true;
+    });
+    assert.equal((await layby.waitForOutcome(id)).status, "removed");
+  });
+
+  test("answering through the client resolves the question once", async () => {
+    const { interaction_id } = await layby.ask({ question: `Confirm ${randomUUID()}`, answer_format: "confirm", timeout: 60 });
+    const answered = await layby.answer(interaction_id, true);
+    assert.equal(answered.interaction_id, interaction_id);
+    assert.equal((await layby.waitForOutcome(interaction_id)).answer, true);
+    await assert.rejects(layby.answer(interaction_id, false), ConflictError);
+  });
+});
+
+describe("refusals are typed errors", () => {
+  test("a bad body is a BadInputError naming the field", async () => {
+    await assert.rejects(layby.ask({ question: "Pick one", answer_format: "select" }), (error: unknown) => {
+      assert.ok(error instanceof BadInputError, String(error));
+      assert.equal(error.status, 400);
+      assert.equal(error.field, "options");
+      return true;
+    });
+    await assert.rejects(layby.ask({ question: "When?", timeout: -1 }), (error: unknown) => {
+      assert.ok(error instanceof BadInputError, String(error));
+      assert.equal(error.field, "timeout");
+      return true;
+    });
+  });
+
+  test("an unknown token is an UnauthorizedError", async () => {
+    const stranger = new Layby({ baseUrl, token: "not-a-token" });
+    await assert.rejects(stranger.list(), (error: unknown) => {
+      assert.ok(error instanceof UnauthorizedError, String(error));
+      assert.equal(error.error, "invalid bearer token");
+      return true;
+    });
+    await assert.rejects(stranger.stream().next(), UnauthorizedError);
+  });
+
+  test("an unknown question is a NotFoundError", async () => {
+    await assert.rejects(layby.answer(randomUUID(), "x"), (error: unknown) => {
+      assert.ok(error instanceof NotFoundError, String(error));
+      assert.equal(error.error, "Interaction not found");
+      return true;
+    });
+    await assert.rejects(layby.outcome(randomUUID()), NotFoundError);
+  });
+});
+
+describe("the inbox", () => {
+  test("a pending question is listed with what the list door says of it", async () => {
+    const question = `Listed ${randomUUID()}`;
+    const { interaction_id } = await layby.ask({ question, answer_format: "select", options: ["a", "b"], timeout: 60 });
+    assert.equal(await listedId(question), interaction_id);
+    const page = await layby.list({ q: question });
+    const item = page.items.find((q) => q.interaction_id === interaction_id);
+    assert.ok(item, "the question is listed");
+    assert.equal(item.answer_format, "select");
+    await layby.withdraw(interaction_id);
+  });
+
+  test("a stream resumed from its last id gets what landed while it was away, without a gap", async () => {
+    const first = `Before the drop ${randomUUID()}`;
+    const opened = new AbortController();
+    let firstAdd: InboxEvent | undefined;
+    let open: () => void = () => undefined;
+    const connected = new Promise<void>((ok) => (open = ok));
+    const frames = layby.stream({ signal: opened.signal, onOpen: () => open() });
+    // The frame may arrive before `ask` returns the id: it is recognised by its text.
+    const seenFirst = collect(frames, (f) => about(f).question === first, (seen) => seen.length >= 1);
+    await connected;
+    const a = await layby.ask({ question: first, timeout: 60 });
+    [firstAdd] = await seenFirst;
+    assert.equal(firstAdd && about(firstAdd).id, a.interaction_id);
+    opened.abort();
+    assert.equal(firstAdd?.event, "interaction.add");
+
+    // Away: A is answered from Python and B is asked.
+    await answerFromPython(a.interaction_id, "done");
+    const b = await layby.ask({ question: `While away ${randomUUID()}`, timeout: 60 });
+    const ids = new Set([a.interaction_id, b.interaction_id]);
+
+    const resumed = layby.stream({ lastEventId: firstAdd!.id });
+    const seen = await collect(resumed, (f) => ids.has(about(f).id ?? ""), (got) => got.length >= 2);
+    await resumed.return();
+    assert.deepEqual(
+      seen.map((f) => [f.event, (f.data as { interaction_id: string }).interaction_id]),
+      [
+        ["interaction.answered", a.interaction_id],
+        ["interaction.add", b.interaction_id],
+      ],
+    );
+    const sequence = [firstAdd!, ...seen].map((f) => Number(f.id));
+    assert.deepEqual([...sequence].sort((x, y) => x - y), sequence, "frames in stream order");
+    assert.ok(sequence[0]! < sequence[1]!, "nothing before the resume point again");
+    await layby.withdraw(b.interaction_id);
+  });
+
+  test("a dropped connection reconnects by itself and resumes after the last frame", async () => {
+    const question = `Cut after me ${randomUUID()}`;
+    const lastIds: (string | null)[] = [];
+    let cut = false;
+    const cutting: typeof fetch = async (input, init) => {
+      const response = await fetch(input, init);
+      if (!String(input).endsWith("/api/interactions/stream") || response.body === null) return response;
+      lastIds.push(new Headers(init?.headers).get("Last-Event-ID"));
+      if (lastIds.length > 1) return response;
+      const reader = response.body.getReader();
+      const body = new ReadableStream<Uint8Array>({
+        async pull(controller) {
+          if (cut) {
+            controller.error(new Error("connection cut"));
+            await reader.cancel();
+            return;
+          }
+          const { done, value } = await reader.read();
+          if (done) return controller.close();
+          controller.enqueue(value);
+          cut = new TextDecoder().decode(value).includes(question);
+        },
+      });
+      return new Response(body, { status: response.status, headers: response.headers });
+    };
+    const client = new Layby({ baseUrl, token, fetch: cutting });
+    let open: () => void = () => undefined;
+    const connected = new Promise<void>((ok) => (open = ok));
+    const frames = client.stream({ retryMs: 200, onOpen: () => open() });
+    let id: string | undefined;
+    const seen: InboxEvent[] = [];
+    const reading = (async () => {
+      for await (const frame of frames) {
+        if (about(frame).question === question) {
+          id = about(frame).id as string;
+          seen.push(frame);
+          // Answered while the client holds this frame: the connection is cut on its next read,
+          // so the answer lands between the two connections.
+          await answerFromPython(id, "through the cut");
+        } else if (id !== undefined && about(frame).id === id) {
+          seen.push(frame);
+          break;
+        }
+      }
+    })();
+    await connected;
+    const { interaction_id } = await layby.ask({ question, timeout: 60 });
+    await reading;
+    assert.equal(id, interaction_id);
+    assert.equal(lastIds.length, 2, "one reconnection");
+    assert.equal(lastIds[0], null);
+    assert.equal(lastIds[1], seen[0]?.id, "resumed right after the last frame it had");
+    assert.deepEqual(
+      seen.map((f) => f.event),
+      ["interaction.add", "interaction.answered"],
+    );
+  });
+});
+
+describe("runs and notifications", () => {
+  test("a run started over HTTP is read back, listed and cancelled", async () => {
+    const flow = `ts-client-${randomUUID().slice(0, 8)}`;
+    const { run_id } = await layby.startRun({ flow, input: { order: 42 } });
+    const detail = await layby.getRun(run_id);
+    assert.equal(detail.run_id, run_id);
+    assert.equal(detail.flow, flow);
+    const page = await eventually(() => layby.listRuns({ flow }), (p) => p.items.length > 0, "the run listed");
+    assert.deepEqual(
+      page.items.map((r) => r.run_id),
+      [run_id],
+    );
+    const cancelled = await layby.api.POST("/api/runs/{run_id}/cancel", { params: { path: { run_id } } });
+    assert.equal(cancelled.response.status, 200);
+    await assert.rejects(layby.getRun(randomUUID()), NotFoundError);
+  });
+
+  test("a notification is recorded to the feed", async () => {
+    const message = `Deployed ${randomUUID()}`;
+    assert.match(await layby.notify({ message }), /recorded/);
+    const feed = await layby.api.GET("/api/notifications");
+    assert.ok(feed.data?.data.notifications.some((n) => n.message === message));
+  });
+});

@@ -1,0 +1,117 @@
+"""A service in another language asking on the bus (examples/node-bus, docs/bus.md): Node, the
+official `nats` package, its own NATS key derived from its token, every message checked against
+the checked-in JSON Schema, against a real `layby up`."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from layby.natskeys import client_seed, key_id, public_key
+from layby_server.operations.embedded import free_port
+from tests.e2e.test_processes import cli, spawn_up, stop_up, up_env
+from tests.helpers import eventually_sync
+from tests.node.projects import BUS_EXAMPLE, installed
+
+pytestmark = pytest.mark.e2e
+
+OPERATOR = "bus-example-operator-0123456789"
+SERVICE = "bus-example-deploy-bot-0123456789"
+SELECT_YES_NO = ("--format", "select", "--option", "yes", "--option", "no")
+TOKENS = f"{OPERATOR}:ops:operator,{SERVICE}:deploy-bot:user"
+
+
+def node(env: dict[str, str], *args: str, token: str = SERVICE) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [shutil.which("node") or "node", "ask.mjs", *args],
+        cwd=BUS_EXAMPLE,
+        env={**env, "LAYBY_TOKEN": token},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_the_node_service_derives_the_same_nats_key_as_the_sdk() -> None:
+    """The derivation docs/bus.md describes, reproduced in Node, gives the key `layby nats-config`
+    writes for the token (and its key id)."""
+    installed(BUS_EXAMPLE)
+    done = node({"PATH": "/usr/bin:/bin"}, "--identity")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"public_key": public_key(client_seed(SERVICE)), "kid": key_id(SERVICE)}
+
+
+@pytest.mark.timeout(300)
+def test_a_node_service_asks_on_the_bus_with_its_own_key(tmp_path: Path) -> None:
+    """Ask → answered from the Python CLI → the Node service's outcome; a refusal names its field;
+    a command that does not match the schema is never sent; a deadline withdraws the question; an
+    unknown token's key is refused by NATS."""
+    installed(BUS_EXAMPLE)
+    env = up_env(tmp_path / "data", free_port(), LAYBY_LOG_LEVEL="warning", LAYBY_API_TOKENS=TOKENS)
+    up = spawn_up(env)
+    assert up.stdout is not None
+    for line in up.stdout:  # with LAYBY_API_TOKENS set, it prints no token of its own
+        if "Press Ctrl-C" in line:
+            break
+    try:
+        runtime = json.loads((tmp_path / "data" / "runtime.json").read_text())
+        bus_env = {**env, "LAYBY_NATS_URL": runtime["nats_url"]}
+        ops = {**env, "LAYBY_TOKEN": OPERATOR}
+
+        asking = subprocess.Popen(
+            [shutil.which("node") or "node", "ask.mjs", "Deploy v2?", *SELECT_YES_NO, "--timeout", "60"],
+            cwd=BUS_EXAMPLE,
+            env={**bus_env, "LAYBY_TOKEN": SERVICE},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            listed = eventually_sync(
+                lambda: [
+                    q
+                    for q in json.loads(cli(ops, "interactions", "list", "--json").stdout)["items"]
+                    if q["question"] == "Deploy v2?"
+                ],
+                "the Node service's question listed",
+            )
+            assert (listed[0]["answer_format"], listed[0]["audience"]) == ("select", "deploy-bot")
+            cli(ops, "interactions", "answer", listed[0]["interaction_id"], "--answer", '"yes"')
+            out, err = asking.communicate(timeout=60)
+            assert asking.returncode == 0, err
+            wake = json.loads(out)
+            assert (wake["outcome"], wake["answer"], wake["answered_by"]) == ("answered", "yes", "ops")
+        finally:
+            if asking.poll() is None:
+                asking.kill()
+                asking.communicate()
+
+        refused = node(bus_env, "Pick one", "--format", "select")
+        assert refused.returncode == 2, refused.stderr
+        assert json.loads(refused.stderr)["refused"]["field"] == "options"
+
+        malformed = node(bus_env, "Never sent", "--timeout", "soon")
+        assert malformed.returncode == 4, malformed.stderr
+        assert "does not match the bus contract" in malformed.stderr
+        assert "/timeout" in malformed.stderr
+
+        expired = node(bus_env, "Nobody is there", "--timeout", "1")
+        assert expired.returncode == 3, expired.stderr
+        assert json.loads(expired.stderr) == {"no_answer": "timeout"}
+
+        stranger = node(bus_env, "Who am I?", token="not-a-layby-token-0123456789")
+        assert stranger.returncode == 1
+        assert "NATS refused this token's key" in stranger.stderr
+
+        questions = [
+            q["question"] for q in json.loads(cli(ops, "interactions", "list", "--json").stdout)["items"]
+        ]
+        assert "Never sent" not in questions, "a command that failed the schema was not sent"
+        assert "Pick one" not in questions and "Nobody is there" not in questions
+    finally:
+        stop_up(up)
