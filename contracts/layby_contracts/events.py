@@ -501,7 +501,7 @@ class ChannelMessageReceived(MessageFields, frozen=True, kw_only=True, tag="chan
     params: dict[str, Any] | None = None
     notification_id: str | None = None
     """The notification this message replies to: a tap on one of its options or a submission of
-    its ask-less form (docs/notifications.md#forms)."""
+    its ask-less form (docs/notifications.md#what-you-can-do)."""
 
 
 class InteractionSettled(msgspec.Struct, frozen=True, kw_only=True, tag="interaction.settled.v1"):

@@ -65,7 +65,7 @@ class Settings(ClientSettings, frozen=True, kw_only=True):
     (docs/observability.md#the-access-log)."""
     metrics_interval_seconds: float = 15.0
     """LAYBY_METRICS_INTERVAL_SECONDS: how often the gauges read from JetStream and the read
-    models are refreshed (docs/observability.md#gauges)."""
+    models are refreshed (docs/observability.md#the-metrics)."""
     nats_monitor_url: str | None = None
     """LAYBY_NATS_MONITOR_URL: NATS's monitoring endpoints (``http://nats:8222``, every node's,
     comma-separated); only ``layby doctor`` reads them, for what NATS tells nobody else: its sync

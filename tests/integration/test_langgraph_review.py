@@ -1,5 +1,5 @@
-"""A real LangGraph graph using Layby as its inbox (docs/review.md#langgraph): a node interrupts
-with LangGraph's ``HumanInterrupt``, the graph's checkpointer keeps it, ``layby.answer_interrupt``
+"""A real LangGraph graph using Layby as its inbox (docs/review.md#langgraphs-humaninterrupt): a
+node interrupts with LangGraph's ``HumanInterrupt``, the graph's checkpointer keeps it, ``layby.answer_interrupt``
 gets the person's decision from Layby, and the graph resumes with the ``HumanResponse`` — accepted,
 edited or rejected by a person at the answer door, on real NATS and PostgreSQL."""
 

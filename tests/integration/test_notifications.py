@@ -81,7 +81,7 @@ async def post(system: System, body: dict[str, Any], token: str = OPERATOR) -> A
         return await http.post("/api/notifications", json=body)
 
 
-# -- docs/notifications.md#no-channel-the-feed -----------------------------------------------------------------
+# -- docs/notifications.md#the-feed -----------------------------------------------------------------
 
 
 async def test_notify_user_with_no_channel_records_to_the_shared_feed_and_returns_at_once(

@@ -48,16 +48,76 @@ def _nav_files(nav: object) -> list[str]:
             return []
 
 
-def test_the_docs_site_builds_strict_with_no_broken_link_or_anchor(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """The docs site, built once for the tests that read it."""
+    site = tmp_path_factory.mktemp("docs") / "site"
+    return site, _build(ROOT / "mkdocs.yml", site)
+
+
+def test_the_docs_site_builds_strict_with_no_broken_link_or_anchor(
+    built: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
     """``mkdocs build --strict`` succeeds: no page outside the navigation, no link to a missing
     page, anchor or repository file, no absolute link (docs/engineering.md#the-docs-site)."""
-    site = tmp_path / "site"
-    build = _build(ROOT / "mkdocs.yml", site)
+    site, build = built
     assert build.returncode == 0, f"mkdocs build --strict failed:\n{build.stdout}\n{build.stderr}"
     assert "WARNING" not in build.stderr, build.stderr
     api = (site / "doors" / "api" / "index.html").read_text(encoding="utf-8")
     assert 'id="post-apiasks"' in api  # the OpenAPI document, rendered
     assert 'id="schema-askrequest"' in api
+
+
+# ``docs/<page>.md`` or ``docs/<page>.md#<anchor>`` as the code, the tests and the manifests cite
+# a page of the docs (docstrings, comments, error messages).
+DOCS_REFERENCE = re.compile(r"\bdocs/((?:[\w-]+/)*[\w.-]+?\.md)(?:#([\w-]+))?")
+CITING = (
+    *("contracts", "libs", "services", "tests", "deploy", "k8s", "bench", "examples", "clients"),
+    *("README.md", "CHANGELOG.md", "compose.yaml", "Taskfile.yml", "pyproject.toml", "Dockerfile"),
+)
+CITING_SUFFIXES = {".py", ".ts", ".mjs", ".yaml", ".yml", ".toml", ".json", ".sql", ".html", ".js", ".md"}
+SKIPPED_DIRS = {"node_modules", "dist", ".compare", ".node", "__pycache__"}
+
+
+def _citations() -> dict[tuple[str, str | None], list[str]]:
+    """Every ``docs/…md[#anchor]`` the repository's code, tests and manifests cite, by where."""
+    found: dict[tuple[str, str | None], list[str]] = {}
+    for top in CITING:
+        for path in [ROOT / top] if (ROOT / top).is_file() else sorted((ROOT / top).rglob("*")):
+            named = path == ROOT / top
+            if not named and (path.suffix not in CITING_SUFFIXES or SKIPPED_DIRS & set(path.parts)):
+                continue
+            if not path.is_file():
+                continue
+            if path.name == "openapi.ts":
+                continue  # generated from contracts/schema/openapi.json, which is checked here
+            text = path.read_text(encoding="utf-8", errors="replace")
+            for match in DOCS_REFERENCE.finditer(text):
+                where = f"{path.relative_to(ROOT)}:{text.count(chr(10), 0, match.start()) + 1}"
+                found.setdefault((match[1], match[2]), []).append(where)
+    return found
+
+
+def test_every_docs_page_and_anchor_the_code_cites_exists(
+    built: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
+    """A ``docs/<page>.md#<anchor>`` in a docstring, a comment, an error message or a test names
+    a page of the site and a heading of it, so a reader who follows it lands where it says
+    (docs/engineering.md#the-docs-site)."""
+    site, build = built
+    assert build.returncode == 0, build.stderr
+    citations = _citations()
+    assert len(citations) > 200, "the scan finds the code's citations"
+    broken = []
+    for (page, anchor), where in sorted(citations.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):
+        html = site / page.removesuffix(".md") / "index.html"
+        if page == "index.md":
+            html = site / "index.html"
+        if not (DOCS / page).exists():
+            broken.append(f"docs/{page} (no such page), cited at {', '.join(where)}")
+        elif anchor is not None and f'id="{anchor}"' not in html.read_text(encoding="utf-8"):
+            broken.append(f"docs/{page}#{anchor} (no such heading), cited at {', '.join(where)}")
+    assert broken == [], "\n".join(broken)
 
 
 def test_every_page_in_docs_is_in_the_navigation_or_left_out_on_purpose() -> None:

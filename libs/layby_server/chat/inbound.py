@@ -117,7 +117,7 @@ class ChatInbound:
     async def _decide(self, name: str, plugin: ChatChannel, reply: InboundReply) -> ReplyOutcome:
         if reply.notification_id is not None:
             # A notification's ask-less form answers no question: the submission is an ordinary
-            # message from the person (docs/notifications.md#forms).
+            # message from the person (docs/notifications.md#what-you-can-do).
             await self._record(name, reply, "unmatched", None)
             return ReplyOutcome(status="unmatched")
         interaction_id = await correlation.question_of(self._store, name, reply)

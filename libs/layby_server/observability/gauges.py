@@ -1,5 +1,5 @@
 """Gauges read from somewhere else on an interval: JetStream consumer info and the read models
-(docs/observability.md#gauges).
+(docs/observability.md#the-metrics).
 
 A scrape never causes a NATS or PostgreSQL round trip: each gauge set is refreshed by one loop of
 its service, at most once per ``interval`` of the service's clock (tests move the clock, and a

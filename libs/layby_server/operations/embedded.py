@@ -212,8 +212,8 @@ class EmbeddedNats:
 
 class EmbeddedNatsCluster:
     """``size`` nats-server processes clustered on loopback, JetStream on every node: the shape a
-    production deployment runs (docs/reliability.md#the-cluster), on one machine. Each node keeps
-    its ports and data across restarts, so a restarted node rejoins as itself."""
+    production deployment runs, on one machine (docs/reliability.md#the-cluster-on-one-machine).
+    Each node keeps its ports and data across restarts, so a restarted node rejoins as itself."""
 
     def __init__(self, store_dir: Path, size: int = 3, *, authorization: str | None = None) -> None:
         if size < 1:

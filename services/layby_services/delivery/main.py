@@ -10,7 +10,7 @@ twice; ``interaction_id`` lets a medium de-duplicate).
 A third consumer (``delivery-webhooks``) POSTs each resolved question's outcome to the
 ``notify_url`` its ask named, signed and retried from the log (``services/delivery/webhooks.py``,
 docs/webhooks.md). It runs only where signing secrets are configured: without one no ask can
-name a ``notify_url`` (docs/webhooks.md#signing-secrets), and every question would pass through
+name a ``notify_url`` (docs/webhooks.md#secrets), and every question would pass through
 it for nothing.
 
 A second consumer posts conversation replies into the chats their messages came from
@@ -92,7 +92,7 @@ async def serve(settings: Settings, stop: asyncio.Event, *, clock: Clock | None 
                     await replier.on_replied(stored)
 
         # Webhooks out, and the HTTP client they need, only where signing secrets are configured:
-        # without one no ask can name a notify_url (docs/webhooks.md#signing-secrets).
+        # without one no ask can name a notify_url (docs/webhooks.md#secrets).
         webhooks = None
         if settings.webhooks_out_secrets:
             from layby_services.delivery.webhooks import Webhooks
