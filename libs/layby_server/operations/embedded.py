@@ -48,11 +48,47 @@ def die_with_parent() -> None:
         _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def free_port() -> int:
+EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+LOWEST_PICKED_PORT = 10_000
+"""``free_port`` picks from here up to the kernel's ephemeral range."""
+
+
+def _ephemeral_low(range_file: Path = EPHEMERAL_RANGE_FILE) -> int | None:
+    """The first port the kernel hands to outgoing connections, or None when it cannot be read."""
+    try:
+        return int(range_file.read_text(encoding="ascii").split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def free_port(range_file: Path = EPHEMERAL_RANGE_FILE) -> int:
+    """A loopback TCP port nothing is bound to, for a server started a moment later.
+
+    It lies below the kernel's ephemeral range (docs/engineering.md#ports): a port the kernel
+    picked (bind to port 0) is one it may also give, before the server binds it, to an outgoing
+    connection as its source port, and the server then fails to start. Chosen at random, so that
+    processes picking at the same time rarely pick alike. Where the range cannot be read, or
+    leaves no room below it, the kernel picks."""
+    low = _ephemeral_low(range_file)
+    if low is not None and low - LOWEST_PICKED_PORT >= 1_000:
+        pick = secrets.SystemRandom()
+        for _ in range(200):
+            port = pick.randrange(LOWEST_PICKED_PORT, low)
+            if _bindable(port):
+                return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+        chosen: int = s.getsockname()[1]
+        return chosen
 
 
 def _wait_port(
