@@ -14,6 +14,7 @@ import {
   errorFrom,
   InteractionRemovedError,
   InteractionTimeoutError,
+  LaybyError,
   UnavailableError,
 } from "./errors.js";
 import type { components, operations, paths } from "./openapi.js";
@@ -52,6 +53,12 @@ export interface WaitOptions {
   pollSeconds?: number;
   /** Stops waiting; `askUser` then withdraws its question, as the Python SDK does on cancel. */
   signal?: AbortSignal;
+  /**
+   * Seconds of failed polls in a row (the network, a door restarting: 502, 503, 504) after which
+   * the last failure is thrown. Until then each is retried, 1 s apart and doubling up to 10 s
+   * (or after the door's `Retry-After`). Default 60.
+   */
+  giveUpAfterSeconds?: number;
 }
 
 /** The settled outcome of a question: never `pending`. */
@@ -67,6 +74,13 @@ interface Result<T> {
 function ok<T>(result: Result<T>): T {
   if (result.error !== undefined || result.data === undefined) throw errorFrom(result.response, result.error);
   return result.data;
+}
+
+/** A poll that failed on the way: the network (fetch's TypeError), or a door busy or restarting. */
+function retryable(error: unknown): boolean {
+  if (error instanceof UnavailableError) return true;
+  if (error instanceof LaybyError) return error.status === 502 || error.status === 504;
+  return error instanceof TypeError;
 }
 
 function sleep(seconds: number, signal?: AbortSignal): Promise<void> {
@@ -119,15 +133,25 @@ export class Layby {
    */
   async waitForOutcome(interactionId: string, options: WaitOptions = {}): Promise<FinalOutcome> {
     const wait = options.pollSeconds ?? 30;
+    const giveUpAfter = (options.giveUpAfterSeconds ?? 60) * 1000;
+    let failingSince: number | undefined;
+    let backoff = 1;
     for (;;) {
       let outcome: Outcome;
       try {
         outcome = await this.outcome(interactionId, { wait, signal: options.signal });
       } catch (error) {
-        if (!(error instanceof UnavailableError)) throw error;
-        await sleep(error.retryAfter ?? 1, options.signal);
+        // A poll changes nothing, so any poll that failed on the way can be sent again.
+        if (options.signal?.aborted || !retryable(error)) throw error;
+        failingSince ??= Date.now();
+        if (Date.now() - failingSince >= giveUpAfter) throw error;
+        const after = error instanceof LaybyError && error.retryAfter !== undefined ? error.retryAfter : backoff;
+        backoff = Math.min(backoff * 2, 10);
+        await sleep(after, options.signal);
         continue;
       }
+      failingSince = undefined;
+      backoff = 1;
       if (outcome.status !== "pending") return outcome as FinalOutcome;
     }
   }

@@ -90,6 +90,37 @@ describe("asking", () => {
     assert.equal(outcome.answer, "yes");
   });
 
+  test("a poll that fails on the way is sent again, and the answer still arrives", async () => {
+    let failures = 0;
+    const flaky: typeof fetch = async (input, init) => {
+      const url = input instanceof Request ? input.url : String(input);
+      if (url.includes("/outcome") && failures < 2) {
+        failures++;
+        throw new TypeError("fetch failed"); // what fetch throws when the connection drops
+      }
+      return fetch(input, init);
+    };
+    const client = new Layby({ baseUrl, token, fetch: flaky });
+    const question = `Through a bad network ${randomUUID()}`;
+    const asked = client.askUser({ question, timeout: 60 });
+    const id = await listedId(question);
+    await answerFromPython(id, "still here");
+    assert.equal(await asked, "still here");
+    assert.equal(failures, 2);
+  });
+
+  test("a poll that keeps failing is given up after giveUpAfterSeconds, with the last failure", async () => {
+    const down: typeof fetch = async (input, init) => {
+      const url = input instanceof Request ? input.url : String(input);
+      if (url.includes("/outcome")) throw new TypeError("fetch failed");
+      return fetch(input, init);
+    };
+    const client = new Layby({ baseUrl, token, fetch: down });
+    const { interaction_id } = await client.ask({ question: `Nobody can poll ${randomUUID()}`, timeout: 60 });
+    await assert.rejects(client.waitForOutcome(interaction_id, { giveUpAfterSeconds: 1 }), TypeError);
+    await layby.withdraw(interaction_id);
+  });
+
   test("a question nobody answers ends in an InteractionTimeoutError at its deadline", async () => {
     await assert.rejects(
       layby.askUser({ question: `Nobody answers ${randomUUID()}`, timeout: 1 }, { pollSeconds: 5 }),
