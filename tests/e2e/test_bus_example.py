@@ -5,6 +5,7 @@ the checked-in JSON Schema, against a real `layby up`."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from layby.natskeys import client_seed, key_id, public_key
+from layby_server.operations.busdoc import SCHEMA_DIR
 from layby_server.operations.embedded import free_port
 from tests.e2e.test_processes import cli, spawn_up, stop_up, up_env
 from tests.helpers import eventually_sync
@@ -41,9 +43,44 @@ def test_the_node_service_derives_the_same_nats_key_as_the_sdk() -> None:
     """The derivation docs/bus.md describes, reproduced in Node, gives the key `layby nats-config`
     writes for the token (and its key id)."""
     installed(BUS_EXAMPLE)
-    done = node({"PATH": "/usr/bin:/bin"}, "--identity")
+    done = node(dict(os.environ), "--identity")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"public_key": public_key(client_seed(SERVICE)), "kid": key_id(SERVICE)}
+
+
+def test_the_bus_documents_read_as_valid_asyncapi_and_json_schema_in_node(tmp_path: Path) -> None:
+    """Read by another language's tools: asyncapi.json is valid against the official AsyncAPI 3
+    schema and every reference in it resolves; the JSON Schema documents compile under Ajv. A
+    broken document is refused naming the problem."""
+    installed(BUS_EXAMPLE)
+    ok = _check_contract(SCHEMA_DIR)
+    assert ok.returncode == 0, ok.stderr
+    assert "valid AsyncAPI 3.0.0" in ok.stdout
+
+    broken = tmp_path / "schema"
+    shutil.copytree(SCHEMA_DIR, broken)
+    doc = json.loads((broken / "asyncapi.json").read_text(encoding="utf-8"))
+    doc["channels"]["cmdAsk"]["messages"]["cmd.ask.v1"]["payload"]["$ref"] = (
+        "commands.schema.json#/$defs/Gone"
+    )
+    doc["operations"][next(iter(doc["operations"]))]["action"] = "push"
+    (broken / "asyncapi.json").write_text(json.dumps(doc), encoding="utf-8")
+    refused = _check_contract(broken)
+    assert refused.returncode == 1
+    assert "commands.schema.json#/$defs/Gone resolves to nothing" in refused.stderr
+    assert "asyncapi.json/operations/" in refused.stderr
+
+
+def _check_contract(schema_dir: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [shutil.which("node") or "node", "check-contract.mjs"],
+        cwd=BUS_EXAMPLE,
+        env={**os.environ, "LAYBY_SCHEMA_DIR": str(schema_dir)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
 @pytest.mark.timeout(300)
