@@ -18,7 +18,7 @@ import {
   UnavailableError,
 } from "./errors.js";
 import type { components, operations, paths } from "./openapi.js";
-import { stream, type InboxEvent, type StreamOptions } from "./stream.js";
+import { stream, type InboxEvent, type PendingQuestion, type StreamOptions } from "./stream.js";
 
 export * from "./errors.js";
 export type { InboxEvent, PendingQuestion, StreamOptions } from "./stream.js";
@@ -195,6 +195,16 @@ export class Layby {
   /** One page of the pending questions this token may see. */
   async list(query: ListQuery = {}): Promise<InteractionPage> {
     return ok(await this.api.GET("/api/interactions", { params: { query } })).data;
+  }
+
+  /** Every pending question that matches `query`, page after page (`next_page`), in its order. */
+  async *listAll(query: ListQuery = {}): AsyncGenerator<PendingQuestion, void, undefined> {
+    let page: number | null = query.page ?? 1;
+    while (page !== null) {
+      const result = await this.list({ ...query, page });
+      yield* result.items;
+      page = result.next_page ?? null;
+    }
   }
 
   /** The live feed of the inbox, resumed after drops (see `StreamOptions`). */

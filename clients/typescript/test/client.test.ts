@@ -210,6 +210,17 @@ describe("the inbox", () => {
     await layby.withdraw(interaction_id);
   });
 
+  test("listAll walks every page", async () => {
+    const tag = randomUUID();
+    const asked = [];
+    for (let i = 0; i < 5; i++) asked.push((await layby.ask({ question: `Page ${i} ${tag}`, timeout: 60 })).interaction_id);
+    await eventually(() => layby.list({ q: tag }), (p) => p.total === 5, "all five listed");
+    const seen = [];
+    for await (const question of layby.listAll({ q: tag, pageSize: 2 })) seen.push(question.interaction_id);
+    assert.deepEqual([...seen].sort(), [...asked].sort());
+    for (const id of asked) await layby.withdraw(id);
+  });
+
   test("a stream resumed from its last id gets what landed while it was away, without a gap", async () => {
     const first = `Before the drop ${randomUUID()}`;
     const opened = new AbortController();
