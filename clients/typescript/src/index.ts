@@ -18,10 +18,12 @@ import {
   UnavailableError,
 } from "./errors.js";
 import type { components, operations, paths } from "./openapi.js";
+import { inbox, type InboxOptions, type InboxSnapshot } from "./inbox.js";
 import { stream, type InboxEvent, type PendingQuestion, type StreamOptions } from "./stream.js";
 
 export * from "./errors.js";
 export type { InboxEvent, PendingQuestion, StreamOptions } from "./stream.js";
+export type { InboxOptions, InboxSnapshot } from "./inbox.js";
 export type { components, operations, paths } from "./openapi.js";
 
 type Schemas = components["schemas"];
@@ -205,6 +207,28 @@ export class Layby {
       yield* result.items;
       page = result.next_page ?? null;
     }
+  }
+
+  /**
+   * The inbox as a live view: every pending question this token may see, seeded from the list
+   * and kept current by the stream, yielded after each change (see `src/inbox.ts`).
+   */
+  inbox(options: InboxOptions = {}): AsyncGenerator<InboxSnapshot, void, undefined> {
+    return inbox(
+      {
+        stream: (streamOptions) => this.stream(streamOptions),
+        listPage: async (page, after, signal) => {
+          const result = await this.api.GET("/api/interactions", {
+            params: { query: { page, pageSize: 200, after: String(after) } },
+            signal,
+          });
+          const data = ok(result).data;
+          const seq = Number(result.response.headers.get("Layby-Stream-Seq"));
+          return { items: data.items, nextPage: data.next_page ?? null, seq };
+        },
+      },
+      options,
+    );
   }
 
   /** The live feed of the inbox, resumed after drops (see `StreamOptions`). */

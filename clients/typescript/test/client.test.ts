@@ -317,6 +317,60 @@ describe("the inbox", () => {
   });
 });
 
+describe("the inbox view", () => {
+  test("seeded from the list, kept current by the stream, and not reloaded after a resumed drop", async () => {
+    const tag = randomUUID();
+    const a = await layby.ask({ question: `Before the view ${tag}`, timeout: 60 });
+    await listedId(`Before the view ${tag}`);
+    let connections = 0;
+    let cut = false;
+    const cutting: typeof fetch = async (input, init) => {
+      const response = await fetch(input, init);
+      if (!String(input).endsWith("/api/interactions/stream") || response.body === null) return response;
+      connections++;
+      if (connections > 1) return response;
+      const reader = response.body.getReader();
+      const body = new ReadableStream<Uint8Array>({
+        async pull(controller) {
+          if (cut) {
+            controller.error(new Error("connection cut"));
+            await reader.cancel();
+            return;
+          }
+          const { done, value } = await reader.read();
+          if (done) return controller.close();
+          controller.enqueue(value);
+          cut = new TextDecoder().decode(value).includes(`cut here ${tag}`);
+        },
+      });
+      return new Response(body, { status: response.status, headers: response.headers });
+    };
+    const client = new Layby({ baseUrl, token, fetch: cutting });
+    const controller = new AbortController();
+    const view = client.inbox({ signal: controller.signal, retryMs: 200 });
+    const changes: string[] = [];
+    const until = async (ok: (q: ReadonlyMap<string, unknown>) => boolean): Promise<void> => {
+      for (;;) {
+        const { value, done } = await view.next();
+        assert.ok(!done, "the view ended early");
+        changes.push(value.change === "seeded" ? "seeded" : value.change.event);
+        if (ok(value.questions)) return;
+      }
+    };
+    await until((q) => q.has(a.interaction_id)); // from the list
+    assert.deepEqual(changes, ["seeded"]);
+    const b = await layby.ask({ question: `cut here ${tag}`, timeout: 60 });
+    await until((q) => q.has(b.interaction_id)); // from the stream, which is then cut
+    await answerFromPython(a.interaction_id, "seen");
+    await until((q) => !q.has(a.interaction_id)); // from the stream, resumed
+    controller.abort();
+    assert.equal((await view.next()).done, true);
+    assert.equal(connections, 2, "the stream reconnected once");
+    assert.equal(changes.filter((c) => c === "seeded").length, 1, "a resumed stream needs no reload");
+    await layby.withdraw(b.interaction_id);
+  });
+});
+
 describe("runs and notifications", () => {
   test("a run started over HTTP is read back, listed and cancelled", async () => {
     const flow = `ts-client-${randomUUID().slice(0, 8)}`;
