@@ -9,9 +9,7 @@
  * the list's own position; frames that arrive meanwhile wait for it. A connection that resumed
  * where the last one stopped needs no reload: the door served what landed in between.
  *
- * The list is paged, and each page is read at its own position: when the pages of one load do not
- * all reflect the same position (a question came or went between two of them, and another may
- * have moved from one page to the next), the load is repeated until they do.
+ * The list is paged, and each page is read at its own position (see `load`).
  */
 
 import type { InboxEvent, PendingQuestion, StreamOptions } from "./stream.js";
@@ -19,12 +17,14 @@ import type { InboxEvent, PendingQuestion, StreamOptions } from "./stream.js";
 /** One page of the list, with the stream position it reflects. */
 export interface SeedPage {
   items: PendingQuestion[];
+  total: number;
   nextPage: number | null;
   seq: number;
 }
 
 export interface InboxSource {
   stream(options: StreamOptions): AsyncGenerator<InboxEvent, void, undefined>;
+  /** One page of the list, oldest first, `PAGE_SIZE` a page, read after stream position `after`. */
   listPage(page: number, after: number, signal: AbortSignal | undefined): Promise<SeedPage>;
 }
 
@@ -110,9 +110,17 @@ export async function* inbox(source: InboxSource, options: InboxOptions = {}): A
   }
 }
 
+/** The most questions one page of the list holds, and the passes a changing list is read in. */
+const PAGE_SIZE = 200;
+const PASSES = 3;
+
 /**
- * Fill `questions` from the list door, read after `after`; the stream position the whole list
- * reflects. Repeated until every page of one pass was read at the same position.
+ * Fill `questions` from the list door, read after `after`; the stream position from which frames
+ * are still to be applied. One page holds them all: it is one snapshot. More than a page: the
+ * pages are read oldest first, from the last page to the first, so a question leaving the list
+ * moves the ones after it towards pages still to be read, never past the reader; the pass is
+ * repeated (at most `PASSES` times) until every page reflects the same position, and frames are
+ * applied from the first page read on.
  */
 async function load(
   source: InboxSource,
@@ -120,16 +128,24 @@ async function load(
   after: number,
   signal: AbortSignal,
 ): Promise<number> {
-  for (;;) {
+  const first = await source.listPage(1, after, signal);
+  const pages = Math.max(1, Math.ceil(first.total / PAGE_SIZE));
+  if (pages === 1 && first.nextPage === null) {
+    questions.clear();
+    for (const question of first.items) questions.set(question.interaction_id, question);
+    return first.seq;
+  }
+  let from = first.seq;
+  for (let pass = 1; pass <= PASSES; pass++) {
     questions.clear();
     const positions = new Set<number>();
-    let page: number | null = 1;
-    while (page !== null) {
-      const loaded: SeedPage = await source.listPage(page, after, signal);
+    for (let page = pages; page >= 1; page--) {
+      const loaded = await source.listPage(page, after, signal);
+      if (page === pages) from = loaded.seq;
       for (const question of loaded.items) questions.set(question.interaction_id, question);
       positions.add(loaded.seq);
-      page = loaded.nextPage;
     }
-    if (positions.size === 1) return [...positions][0] as number;
+    if (positions.size === 1) break;
   }
+  return from;
 }

@@ -219,12 +219,12 @@ export class Layby {
         stream: (streamOptions) => this.stream(streamOptions),
         listPage: async (page, after, signal) => {
           const result = await this.api.GET("/api/interactions", {
-            params: { query: { page, pageSize: 200, after: String(after) } },
+            params: { query: { page, pageSize: 200, sort: "oldest", after: String(after) } },
             signal,
           });
           const data = ok(result).data;
           const seq = Number(result.response.headers.get("Layby-Stream-Seq"));
-          return { items: data.items, nextPage: data.next_page ?? null, seq };
+          return { items: data.items, total: data.total, nextPage: data.next_page ?? null, seq };
         },
       },
       options,
