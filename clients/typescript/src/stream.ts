@@ -25,7 +25,10 @@ export interface StreamOptions {
   signal?: AbortSignal;
   /** Reconnect after a drop, resuming from the last id (default true). */
   reconnect?: boolean;
-  /** Milliseconds before reconnecting when the server gave no `retry:` (default 1000). */
+  /**
+   * Milliseconds before reconnecting when the server gave no `retry:` (default 1000); doubled for
+   * each connection in a row that fails, up to 30 s.
+   */
   retryMs?: number;
   /**
    * Called on each (re)connection with `Layby-Stream-Seq`: the frames that follow are the
@@ -80,6 +83,9 @@ export async function* stream(
   const { signal, reconnect = true, onOpen } = options;
   let lastEventId = options.lastEventId;
   let retryMs = options.retryMs ?? 1000;
+  // Connections that failed in a row: each waits twice as long as the last, at most 30 s.
+  let failures = 0;
+  const backoff = (): number => Math.min(retryMs * 2 ** failures++, 30_000);
   while (!signal?.aborted) {
     let response: Response;
     try {
@@ -94,15 +100,16 @@ export async function* stream(
     } catch (error) {
       if (signal?.aborted) return;
       if (!reconnect) throw error;
-      await sleep(retryMs, signal);
+      await sleep(backoff(), signal);
       continue;
     }
     if (response.status !== 200 || response.body === null) {
       const error = await refusal(response);
       if (!reconnect || !RETRYABLE.has(response.status)) throw error;
-      await sleep(error.retryAfter !== undefined ? error.retryAfter * 1000 : retryMs, signal);
+      await sleep(error.retryAfter !== undefined ? error.retryAfter * 1000 : backoff(), signal);
       continue;
     }
+    failures = 0;
     onOpen?.(response.headers.get("Layby-Stream-Seq") ?? "");
     const pending: InboxEvent[] = [];
     const parser = createParser({
