@@ -177,9 +177,24 @@ export class LaybyBus {
     this.waiter = randomBytes(9).toString("base64url");
   }
 
-  async request(subject, message, replies, timeoutMs = 10_000) {
-    const msg = await this.nc.request(subject, encoder.encode(JSON.stringify(message)), { timeout: timeoutMs });
-    return this.contract.reply(JSON.parse(decoder.decode(msg.data)), replies);
+  /**
+   * Request-reply for an idempotent command (the ask, a look, a prune: each names its question):
+   * a reply that does not come in time, or no ask service listening (a restart), sends the same
+   * command again until `deadline` (epoch ms), then throws the last error.
+   */
+  async request(subject, message, replies, deadline = Date.now() + 10_000) {
+    const data = encoder.encode(JSON.stringify(message));
+    for (;;) {
+      try {
+        const left = deadline - Date.now();
+        const msg = await this.nc.request(subject, data, { timeout: Math.max(100, Math.min(left, 5_000)) });
+        return this.contract.reply(JSON.parse(decoder.decode(msg.data)), replies);
+      } catch (error) {
+        const again = error?.code === "TIMEOUT" || error?.code === "503";
+        if (!again || Date.now() >= deadline) throw error;
+        await sleep(250);
+      }
+    }
   }
 
   /**
@@ -201,7 +216,9 @@ export class LaybyBus {
     });
     const wakes = this.nc.subscribe(`${this.ns}.wake.${this.id.kid}.${this.waiter}.${interactionId}`, { max: 1 });
     try {
-      const { name, message } = await this.request(`${this.ns}.cmd.ask`, command, ["Accepted", "Refused"]);
+      // The same interaction id each time: a resent ask records the question once.
+      const recordBy = Date.now() + Math.min(timeout, 30) * 1000;
+      const { name, message } = await this.request(`${this.ns}.cmd.ask`, command, ["Accepted", "Refused"], recordBy);
       if (name === "Refused") throw new Refusal(message);
       const deadline = Date.parse(message.timeout_at);
       const woken = (async () => {

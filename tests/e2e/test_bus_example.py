@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import pytest
 from layby.natskeys import client_seed, key_id, public_key
 from layby_server.operations.busdoc import SCHEMA_DIR
 from layby_server.operations.embedded import free_port
-from tests.e2e.test_processes import cli, spawn_up, stop_up, up_env
+from tests.e2e.test_processes import _service, cli, spawn_up, stop_up, up_env
 from tests.helpers import eventually_sync
 from tests.node.projects import BUS_EXAMPLE, installed
 
@@ -127,6 +128,38 @@ def test_a_node_service_asks_on_the_bus_with_its_own_key(tmp_path: Path) -> None
             if asking.poll() is None:
                 asking.kill()
                 asking.communicate()
+
+        # The ask service killed: the service's ask finds nobody listening and sends the same
+        # command again until `layby up` has restarted it; the question is recorded once.
+        (victim,) = _service(up.pid, "ask")
+        os.kill(victim, signal.SIGKILL)
+        during = subprocess.Popen(
+            [shutil.which("node") or "node", "ask.mjs", "While the ask service restarts", "--timeout", "60"],
+            cwd=BUS_EXAMPLE,
+            env={**bus_env, "LAYBY_TOKEN": SERVICE},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            restarted = eventually_sync(
+                lambda: [
+                    q
+                    for q in json.loads(cli(ops, "interactions", "list", "--json").stdout)["items"]
+                    if q["question"] == "While the ask service restarts"
+                ],
+                "the question recorded once the ask service is back",
+                timeout=60,
+            )
+            assert len(restarted) == 1
+            cli(ops, "interactions", "answer", restarted[0]["interaction_id"], "--answer", '"ok"')
+            out, err = during.communicate(timeout=60)
+            assert during.returncode == 0, err
+            assert json.loads(out)["answer"] == "ok"
+        finally:
+            if during.poll() is None:
+                during.kill()
+                during.communicate()
 
         refused = node(bus_env, "Pick one", "--format", "select")
         assert refused.returncode == 2, refused.stderr
