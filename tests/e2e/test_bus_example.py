@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -72,6 +73,39 @@ def test_the_bus_documents_read_as_valid_asyncapi_and_json_schema_in_node(tmp_pa
     assert "asyncapi.json/operations/" in refused.stderr
 
 
+def _questions(ops: dict[str, str], text: str) -> list[dict[str, Any]]:
+    """The pending questions asked with ``text``."""
+    items = json.loads(cli(ops, "interactions", "list", "--json").stdout)["items"]
+    return [q for q in items if q["question"] == text]
+
+
+def _asked_and_answered(
+    bus_env: dict[str, str], ops: dict[str, str], text: str, answer: str, *args: str
+) -> tuple[dict[str, Any], Any]:
+    """The Node service asks ``text`` (``args``: more of ask.mjs's options); once the question is
+    listed, and listed once, the Python CLI answers it. The question as listed, and the wake the
+    service printed."""
+    asking = subprocess.Popen(
+        [shutil.which("node") or "node", "ask.mjs", text, *args, "--timeout", "60"],
+        cwd=BUS_EXAMPLE,
+        env={**bus_env, "LAYBY_TOKEN": SERVICE},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        listed = eventually_sync(lambda: _questions(ops, text), f"{text!r} listed", timeout=60)
+        assert len(listed) == 1
+        cli(ops, "interactions", "answer", listed[0]["interaction_id"], "--answer", answer)
+        out, err = asking.communicate(timeout=60)
+        assert asking.returncode == 0, err
+        return listed[0], json.loads(out)
+    finally:
+        if asking.poll() is None:
+            asking.kill()
+            asking.communicate()
+
+
 def _check_contract(schema_dir: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [shutil.which("node") or "node", "check-contract.mjs"],
@@ -101,65 +135,16 @@ def test_a_node_service_asks_on_the_bus_with_its_own_key(tmp_path: Path) -> None
         bus_env = {**env, "LAYBY_NATS_URL": runtime["nats_url"]}
         ops = {**env, "LAYBY_TOKEN": OPERATOR}
 
-        asking = subprocess.Popen(
-            [shutil.which("node") or "node", "ask.mjs", "Deploy v2?", *SELECT_YES_NO, "--timeout", "60"],
-            cwd=BUS_EXAMPLE,
-            env={**bus_env, "LAYBY_TOKEN": SERVICE},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            listed = eventually_sync(
-                lambda: [
-                    q
-                    for q in json.loads(cli(ops, "interactions", "list", "--json").stdout)["items"]
-                    if q["question"] == "Deploy v2?"
-                ],
-                "the Node service's question listed",
-            )
-            assert (listed[0]["answer_format"], listed[0]["audience"]) == ("select", "deploy-bot")
-            cli(ops, "interactions", "answer", listed[0]["interaction_id"], "--answer", '"yes"')
-            out, err = asking.communicate(timeout=60)
-            assert asking.returncode == 0, err
-            wake = json.loads(out)
-            assert (wake["outcome"], wake["answer"], wake["answered_by"]) == ("answered", "yes", "ops")
-        finally:
-            if asking.poll() is None:
-                asking.kill()
-                asking.communicate()
+        question, wake = _asked_and_answered(bus_env, ops, "Deploy v2?", '"yes"', *SELECT_YES_NO)
+        assert (question["answer_format"], question["audience"]) == ("select", "deploy-bot")
+        assert (wake["outcome"], wake["answer"], wake["answered_by"]) == ("answered", "yes", "ops")
 
         # The ask service killed: the service's ask finds nobody listening and sends the same
         # command again until `layby up` has restarted it; the question is recorded once.
         (victim,) = _service(up.pid, "ask")
         os.kill(victim, signal.SIGKILL)
-        during = subprocess.Popen(
-            [shutil.which("node") or "node", "ask.mjs", "While the ask service restarts", "--timeout", "60"],
-            cwd=BUS_EXAMPLE,
-            env={**bus_env, "LAYBY_TOKEN": SERVICE},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            restarted = eventually_sync(
-                lambda: [
-                    q
-                    for q in json.loads(cli(ops, "interactions", "list", "--json").stdout)["items"]
-                    if q["question"] == "While the ask service restarts"
-                ],
-                "the question recorded once the ask service is back",
-                timeout=60,
-            )
-            assert len(restarted) == 1
-            cli(ops, "interactions", "answer", restarted[0]["interaction_id"], "--answer", '"ok"')
-            out, err = during.communicate(timeout=60)
-            assert during.returncode == 0, err
-            assert json.loads(out)["answer"] == "ok"
-        finally:
-            if during.poll() is None:
-                during.kill()
-                during.communicate()
+        _, wake = _asked_and_answered(bus_env, ops, "While the ask service restarts", '"ok"')
+        assert wake["answer"] == "ok"
 
         refused = node(bus_env, "Pick one", "--format", "select")
         assert refused.returncode == 2, refused.stderr

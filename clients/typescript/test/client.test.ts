@@ -78,6 +78,37 @@ async function collect(
   return seen;
 }
 
+/**
+ * A `fetch` whose first stream connection is cut right after the chunk that holds `marker`; the
+ * `Last-Event-ID` each stream connection sent (null: none).
+ */
+function cutAfter(marker: string): { fetch: typeof fetch; lastEventIds: (string | null)[] } {
+  const lastEventIds: (string | null)[] = [];
+  let cut = false;
+  const cutting: typeof fetch = async (input, init) => {
+    const response = await fetch(input, init);
+    if (!String(input).endsWith("/api/interactions/stream") || response.body === null) return response;
+    lastEventIds.push(new Headers(init?.headers).get("Last-Event-ID"));
+    if (lastEventIds.length > 1) return response;
+    const reader = response.body.getReader();
+    const body = new ReadableStream<Uint8Array>({
+      async pull(controller) {
+        if (cut) {
+          controller.error(new Error("connection cut"));
+          await reader.cancel();
+          return;
+        }
+        const { done, value } = await reader.read();
+        if (done) return controller.close();
+        controller.enqueue(value);
+        cut = new TextDecoder().decode(value).includes(marker);
+      },
+    });
+    return new Response(body, { status: response.status, headers: response.headers });
+  };
+  return { fetch: cutting, lastEventIds };
+}
+
 describe("asking", () => {
   test("an ask answered from the Python side is the client's outcome", async () => {
     const question = `Ship ${randomUUID()}?`;
@@ -260,29 +291,7 @@ describe("the inbox", () => {
 
   test("a dropped connection reconnects by itself and resumes after the last frame", async () => {
     const question = `Cut after me ${randomUUID()}`;
-    const lastIds: (string | null)[] = [];
-    let cut = false;
-    const cutting: typeof fetch = async (input, init) => {
-      const response = await fetch(input, init);
-      if (!String(input).endsWith("/api/interactions/stream") || response.body === null) return response;
-      lastIds.push(new Headers(init?.headers).get("Last-Event-ID"));
-      if (lastIds.length > 1) return response;
-      const reader = response.body.getReader();
-      const body = new ReadableStream<Uint8Array>({
-        async pull(controller) {
-          if (cut) {
-            controller.error(new Error("connection cut"));
-            await reader.cancel();
-            return;
-          }
-          const { done, value } = await reader.read();
-          if (done) return controller.close();
-          controller.enqueue(value);
-          cut = new TextDecoder().decode(value).includes(question);
-        },
-      });
-      return new Response(body, { status: response.status, headers: response.headers });
-    };
+    const { fetch: cutting, lastEventIds: lastIds } = cutAfter(question);
     const client = new Layby({ baseUrl, token, fetch: cutting });
     let open: () => void = () => undefined;
     const connected = new Promise<void>((ok) => (open = ok));
@@ -322,29 +331,7 @@ describe("the inbox view", () => {
     const tag = randomUUID();
     const a = await layby.ask({ question: `Before the view ${tag}`, timeout: 60 });
     await listedId(`Before the view ${tag}`);
-    let connections = 0;
-    let cut = false;
-    const cutting: typeof fetch = async (input, init) => {
-      const response = await fetch(input, init);
-      if (!String(input).endsWith("/api/interactions/stream") || response.body === null) return response;
-      connections++;
-      if (connections > 1) return response;
-      const reader = response.body.getReader();
-      const body = new ReadableStream<Uint8Array>({
-        async pull(controller) {
-          if (cut) {
-            controller.error(new Error("connection cut"));
-            await reader.cancel();
-            return;
-          }
-          const { done, value } = await reader.read();
-          if (done) return controller.close();
-          controller.enqueue(value);
-          cut = new TextDecoder().decode(value).includes(`cut here ${tag}`);
-        },
-      });
-      return new Response(body, { status: response.status, headers: response.headers });
-    };
+    const { fetch: cutting, lastEventIds } = cutAfter(`cut here ${tag}`);
     const client = new Layby({ baseUrl, token, fetch: cutting });
     const controller = new AbortController();
     const view = client.inbox({ signal: controller.signal, retryMs: 200 });
@@ -365,7 +352,7 @@ describe("the inbox view", () => {
     await until((q) => !q.has(a.interaction_id)); // from the stream, resumed
     controller.abort();
     assert.equal((await view.next()).done, true);
-    assert.equal(connections, 2, "the stream reconnected once");
+    assert.equal(lastEventIds.length, 2, "the stream reconnected once");
     assert.equal(changes.filter((c) => c === "seeded").length, 1, "a resumed stream needs no reload");
     await layby.withdraw(b.interaction_id);
   });
