@@ -322,12 +322,8 @@ DoorCommand = PutDoor | DeleteDoor | Visit | ListParked | VisitStatus
 DOOR_COMMAND_DECODER: msgspec.json.Decoder[DoorCommand] = msgspec.json.Decoder(DoorCommand)
 
 
-Command = (
-    Ask
-    | ReserveTicket
-    | Prune
-    | Look
-    | StartRun
+RunCommand = (
+    StartRun
     | ParkRun
     | EndRun
     | AttachWorker
@@ -338,6 +334,9 @@ Command = (
     | WorkerSeen
     | MoveRun
 )
+"""The commands of runs and workers (``<ns>.cmd.run``)."""
+
+Command = Ask | ReserveTicket | Prune | Look | RunCommand
 COMMAND_DECODER: msgspec.json.Decoder[Command] = msgspec.json.Decoder(Command)
 
 

@@ -96,12 +96,6 @@ export class Contract {
     addFormats(ajv);
     ajv.addSchema(JSON.parse(readFileSync(join(schemaDir, "commands.schema.json"), "utf8")), "commands");
     this.ajv = ajv;
-    this.protocols = JSON.parse(readFileSync(join(schemaDir, "protocols.json"), "utf8"));
-  }
-
-  /** The newest command protocol the schema was written for. */
-  get protocol() {
-    return Math.max(...Object.keys(this.protocols).map(Number));
   }
 
   /** `message` when it is a valid `name` (a `$defs` entry: Ask, Accepted, Refused, Wake, ...). */

@@ -19,7 +19,7 @@ import {
 } from "./errors.js";
 import type { components, operations, paths } from "./openapi.js";
 import { inbox, type InboxOptions, type InboxSnapshot } from "./inbox.js";
-import { stream, type InboxEvent, type PendingQuestion, type StreamOptions } from "./stream.js";
+import { sleep, stream, type InboxEvent, type PendingQuestion, type StreamOptions } from "./stream.js";
 
 export * from "./errors.js";
 export type { InboxEvent, PendingQuestion, StreamOptions } from "./stream.js";
@@ -85,20 +85,6 @@ function retryable(error: unknown): boolean {
   return error instanceof TypeError;
 }
 
-function sleep(seconds: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason);
-    const timer = setTimeout(() => {
-      signal?.removeEventListener("abort", abort);
-      resolve();
-    }, seconds * 1000);
-    function abort(): void {
-      clearTimeout(timer);
-      reject(signal?.reason);
-    }
-    signal?.addEventListener("abort", abort, { once: true });
-  });
-}
 
 export class Layby {
   /** Every door, typed from the OpenAPI document, with the token already attached. */
@@ -149,7 +135,8 @@ export class Layby {
         if (Date.now() - failingSince >= giveUpAfter) throw error;
         const after = error instanceof LaybyError && error.retryAfter !== undefined ? error.retryAfter : backoff;
         backoff = Math.min(backoff * 2, 10);
-        await sleep(after, options.signal);
+        await sleep(after * 1000, options.signal);
+        options.signal?.throwIfAborted();
         continue;
       }
       failingSince = undefined;

@@ -40,7 +40,8 @@ export interface StreamOptions {
 /** Statuses worth a reconnect: the door is busy or briefly without its log, or a proxy failed. */
 const RETRYABLE = new Set([429, 500, 502, 503, 504]);
 
-function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+/** Resolves after `ms`, or at once when `signal` aborts (the caller looks which). */
+export function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
   return new Promise((resolve) => {
     if (signal?.aborted) return resolve();
     const timer = setTimeout(done, ms);

@@ -8,7 +8,7 @@ import asyncio
 import secrets
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any, TypeAlias
+from typing import Any
 
 import msgspec
 from nats.aio.client import Client as NATS
@@ -21,9 +21,7 @@ from layby.questions import check_call
 from layby.requests import IDEMPOTENT, request
 from layby.tracecontext import command_headers
 from layby_contracts.commands import (
-    AttachWorker,
     CancelRun,
-    CheckCurrent,
     DoorCommand,
     EndRun,
     MoveRun,
@@ -34,9 +32,9 @@ from layby_contracts.commands import (
     Reply,
     RetryRun,
     RunAccepted,
+    RunCommand,
     StartRun,
     Wake,
-    WorkerSeen,
 )
 from layby_contracts.errors import BadInput, LaybyError
 from layby_contracts.events import Routing
@@ -45,18 +43,6 @@ from layby_contracts.subjects import Names
 from layby_domain.validation import is_flow_name
 
 _enc = msgspec.json.Encoder()
-RunCommand: TypeAlias = (
-    StartRun
-    | ParkRun
-    | EndRun
-    | AttachWorker
-    | CheckCurrent
-    | RecordStep
-    | CancelRun
-    | RetryRun
-    | WorkerSeen
-    | MoveRun
-)
 
 
 class Client(Asking):

@@ -23,7 +23,7 @@ from layby.asking import (
     REQUEST_TIMEOUT,
     log,
 )
-from layby.client import Client, RunCommand
+from layby.client import Client
 from layby.connection import connect_nats
 from layby.errors import NotConfiguredError
 from layby.natskeys import client_inbox, client_seed
@@ -45,7 +45,7 @@ from layby.runs import current_context, require_park_context
 from layby.runtime import data_dir, read_runtime
 from layby.settings import ClientSettings, load_client_settings
 from layby.values import AnswerDetails, SecretValue
-from layby_contracts.commands import Notified
+from layby_contracts.commands import Notified, RunCommand
 
 __all__ = [
     "CHAT_ARGS",
